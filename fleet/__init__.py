@@ -1,0 +1,1 @@
+"""wsfleet: WebSocket workers that coordinate stream ownership through DynamoDB leases."""

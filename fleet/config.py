@@ -1,0 +1,166 @@
+"""FleetConfig: every duration, limit, name and switch a fleet process reads, from ``WSFLEET_*`` variables.
+
+Durations are given at time scale 1 (the published values) in milliseconds and multiplied by
+``WSFLEET_TIMESCALE`` when read through the ``*_s`` properties, so a scenario at scale 0.1 runs a 2 s
+lease without anyone re-deriving numbers.  Endpoints are not configured here: the SDK reads the standard
+``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` variables itself, so real AWS, LocalStack and the
+embedded backend differ only in environment.
+
+``ENV_VARS`` maps each field to its variable; terraform's task definition is checked against it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal, get_args
+
+from fleet.errors import ConfigError
+
+Profile = Literal["blog", "hardened", "unsafe"]
+PROFILES: tuple[str, ...] = get_args(Profile)
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """Settings of one fleet process (worker or router).  All ``*_ms`` fields are at time scale 1."""
+
+    profile: Profile = "blog"
+    timescale: float = 1.0
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    region: str = "us-east-1"
+    connections_table: str = "wsfleet-connections"
+    messages_table: str = "wsfleet-messages"
+    workers_table: str = "wsfleet-workers"
+    queue_url: str = ""
+    # The published values (blog): 20 s lease, 5 s heartbeat, 60 s reconcile, 10 s desired-state check.
+    lease_ms: int = 20_000
+    heartbeat_ms: int = 5_000
+    reconcile_ms: int = 60_000
+    desired_check_ms: int = 10_000
+    notify_wait_ms: int = 20_000
+    metric_interval_ms: int = 60_000
+    max_connections: int = 700
+    # hardened: how far apart two fleet clocks may be; takeovers wait this long past an expiry.
+    clock_tolerance_ms: int = 1_000
+    # hardened: stop consuming this long before the lease could be taken (self-fencing).
+    fence_margin_ms: int = 2_000
+    # hardened: checkpoint last_seq this often while a stream is owned (also on release).
+    checkpoint_ms: int = 300_000
+    # hardened: give the lease up when the upstream stays unreachable this long.
+    upstream_budget_ms: int = 30_000
+    # upstream reconnect backoff (hardened: exponential with full jitter; blog: fixed first step).
+    reconnect_base_ms: int = 1_000
+    reconnect_max_ms: int = 10_000
+    # A request that takes longer than this is abandoned (outcome unknown).
+    aws_timeout_ms: int = 3_000
+    # Router: hosts a START's ws_url may name (comma-separated host or host:port).
+    allowed_ws_hosts: tuple[str, ...] = ()
+    # Worker: rewrite every ws_url's host:port to this (the worker's own upstream proxy).
+    upstream_via: str = ""
+    # History events (JSON Lines) go here when set.
+    history_path: str = ""
+    # Clock fault: a file holding an offset in ms added to this process's lease clock (re-read live).
+    clock_offset_file: str = ""
+    clock_offset_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ConfigError(f"WSFLEET_PROFILE must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        if not self.timescale > 0:
+            raise ConfigError(f"WSFLEET_TIMESCALE must be a positive number, not {self.timescale!r}")
+        for name in ("lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "aws_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{ENV_VARS[name]} must be positive, not {getattr(self, name)}")
+        if self.heartbeat_ms >= self.lease_ms:
+            raise ConfigError("WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS")
+        if self.max_connections < 1:
+            raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
+        if not self.worker_id:
+            raise ConfigError("WSFLEET_WORKER_ID must not be empty")
+
+    def scaled_s(self, ms: int) -> float:
+        """A duration given at scale 1 in ms, as seconds at this config's time scale."""
+        return ms * self.timescale / 1000.0
+
+    def scaled_ms(self, ms: int) -> float:
+        return ms * self.timescale
+
+    @property
+    def lease_s(self) -> float:
+        return self.scaled_s(self.lease_ms)
+
+    @property
+    def heartbeat_s(self) -> float:
+        return self.scaled_s(self.heartbeat_ms)
+
+    @property
+    def reconcile_s(self) -> float:
+        return self.scaled_s(self.reconcile_ms)
+
+    @property
+    def desired_check_s(self) -> float:
+        return self.scaled_s(self.desired_check_ms)
+
+    @property
+    def notify_wait_s(self) -> int:
+        """SQS long-poll wait: whole seconds from 1 to 20, as the API takes."""
+        return max(1, min(20, round(self.scaled_s(self.notify_wait_ms))))
+
+    def durations(self) -> dict[str, float]:
+        """Every effective duration in ms (for verdicts and reports)."""
+        return {
+            name: self.scaled_ms(getattr(self, name))
+            for name in (
+                "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "clock_tolerance_ms",
+                "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms", "reconnect_base_ms",
+                "reconnect_max_ms", "aws_timeout_ms", "metric_interval_ms",
+            )
+        }
+
+    def to_env(self) -> dict[str, str]:
+        """The ``WSFLEET_*`` variables that reproduce this config in another process."""
+        env: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            env[ENV_VARS[f.name]] = ",".join(value) if isinstance(value, tuple) else str(value)
+        return env
+
+    def with_changes(self, **changes: object) -> FleetConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> FleetConfig:
+        """Read every ``WSFLEET_*`` variable that is set; the rest keep their defaults."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_VARS[f.name])
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.name, f.type, raw)
+        if "region" not in values:
+            region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+            if region:
+                values["region"] = region
+        return cls(**values)  # type: ignore[arg-type]
+
+
+ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(FleetConfig)}
+
+
+def _parse(name: str, type_name: object, raw: str) -> object:
+    var = ENV_VARS[name]
+    kind = str(type_name)
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{var} must be a number, not {raw!r}") from None
+    if kind.startswith("tuple"):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw

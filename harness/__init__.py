@@ -1,0 +1,1 @@
+"""The chaos and disaster-recovery harness around the fleet."""
