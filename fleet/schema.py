@@ -9,6 +9,7 @@ mailbox); ``blog`` leaves it empty.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fleet.config import FleetConfig
@@ -93,6 +94,6 @@ def queue_attributes(dlq_arn: str | None = None) -> dict[str, str]:
     attributes = {"VisibilityTimeout": "30", "MessageRetentionPeriod": "345600"}
     if dlq_arn:
         attributes["RedrivePolicy"] = (
-            '{"deadLetterTargetArn": "%s", "maxReceiveCount": "%d"}' % (dlq_arn, MAX_RECEIVES)
+            json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
         )
     return attributes

@@ -1,0 +1,349 @@
+"""Pure lease decisions: given records and a clock reading, which conditional write to send.
+
+No I/O here (the sans-I/O core): ``fleet.store`` executes the ``Write`` values these rules return, and
+tests run them against a model store.  One ``Rules`` class per profile (DESIGN §3).
+
+``blog`` (the published design, flaws kept): a lease per connection, acquired when
+``attribute_not_exists(lease_expires_at_ms) OR lease_expires_at_ms < :now`` and renewed by its owner every
+heartbeat; release sets owner "" and expiry 0; ``last_seq`` is never advanced; messages keyed by the wall
+clock in ms.
+
+``hardened`` (ours):
+
+* **Liveness per worker, not per connection.**  Each worker incarnation (``worker_id``, ``gen``) keeps one
+  item in the workers table and renews only that: ``expires_at_ms = now + lease`` on condition that the
+  generation is still its own and the item has not expired.  An expired incarnation can never come back;
+  the process re-registers under a new generation.  Connections record ``lease_owner`` + ``owner_gen``.
+  Heartbeats never touch the connections table or its index.
+* **Takeover only past expiry plus tolerance.**  A connection owned by (w, g) is claimable when w's worker
+  item is gone, carries another generation, or ``expires_at_ms + clock_tolerance < now``.  With every
+  clock within ±ε of true time and tolerance ≥ 2ε, no renewal the old owner could still get accepted
+  overlaps the takeover.
+* **Fencing epoch.**  Every acquire increments ``epoch`` on condition it is unchanged since it was read;
+  checkpoints and release require ``lease_owner = me AND epoch = mine``.
+* **Self-fencing.**  The holder stops reading and writing at ``renew sent + lease − margin − request
+  timeout`` on its monotonic clock unless a renewal sent later has been accepted, so even a write still in
+  flight lands before anyone could take over (``fence_deadline``).
+* **Sequences.**  Messages are keyed by sequence and written with ``attribute_not_exists(sk)``
+  (idempotent); ``last_seq`` is checkpointed with the epoch, and a new owner resumes after the higher of
+  the checkpoint and the last stored sequence.
+* **START never clobbers** (router) and **STOP reaches the owner's mailbox**, read with the renewal.
+
+``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
+so checkers can be shown to catch double ownership.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.config import FleetConfig
+from fleet.expr import Eq, Exists, Gt, Lt, NotExists, Update, Write, all_of, any_of
+
+STARTED = "STARTED"
+STOPPED = "STOPPED"
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class ConnectionRecord:
+    """A connections-table item, as read."""
+
+    pk: str
+    desired_state: str
+    ws_url: str
+    lease_owner: str = ""
+    lease_expires_at_ms: int = 0
+    last_seq: int = 0
+    epoch: int | None = None
+    owner_gen: str = ""
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> ConnectionRecord:
+        return cls(
+            pk=str(item["pk"]),
+            desired_state=str(item.get("desired_state", "")),
+            ws_url=str(item.get("ws_url", "")),
+            lease_owner=str(item.get("lease_owner", "")),
+            lease_expires_at_ms=_int(item.get("lease_expires_at_ms")),
+            last_seq=_int(item.get("last_seq")),
+            epoch=None if item.get("epoch") is None else int(item["epoch"]),
+            owner_gen=str(item.get("owner_gen", "")),
+        )
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A workers-table item (hardened): one incarnation's liveness and its STOP mailbox."""
+
+    worker_id: str
+    gen: str
+    expires_at_ms: int
+    stop_requests: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WorkerRecord:
+        return cls(
+            worker_id=str(item["pk"]),
+            gen=str(item.get("gen", "")),
+            expires_at_ms=_int(item.get("expires_at_ms")),
+            stop_requests=frozenset(str(s) for s in item.get("stop_requests", set()) or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The asking worker: its id and this process's generation."""
+
+    worker_id: str
+    gen: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A connection this worker holds: what it needs to renew, checkpoint, write and release."""
+
+    pk: str
+    ws_url: str
+    epoch: int
+    resume_seq: int
+
+    @classmethod
+    def granted(cls, item: Mapping[str, Any]) -> Lease:
+        """The lease described by the item an accepted acquire returned."""
+        record = ConnectionRecord.from_item(item)
+        return cls(pk=record.pk, ws_url=record.ws_url, epoch=record.epoch or 0, resume_seq=record.last_seq)
+
+
+class Rules:
+    """The published design (``blog``); subclasses override what they change."""
+
+    name = "blog"
+    per_connection_heartbeat = True
+    worker_liveness = False
+    resumes = False
+    idempotent_messages = False
+    self_fencing = False
+
+    def __init__(self, config: FleetConfig) -> None:
+        self.lease_ms = config.scaled_ms(config.lease_ms)
+        self.tolerance_ms = config.scaled_ms(config.clock_tolerance_ms)
+        self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms + config.aws_timeout_ms)
+        self.connections_table = config.connections_table
+        self.messages_table = config.messages_table
+
+    # -- connections ---------------------------------------------------------------------------------
+    def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
+        return Write(
+            key={"pk": pk},
+            update=Update(set={
+                "lease_owner": me.worker_id,
+                "lease_expires_at_ms": now_ms + int(self.lease_ms),
+                "updated_at_ms": now_ms,
+            }),
+            condition=any_of(NotExists("lease_expires_at_ms"), Lt("lease_expires_at_ms", now_ms)),
+        )
+
+    def claimable(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        """Whether a reconcile should try to acquire ``seen`` now."""
+        return seen.desired_state == STARTED and seen.lease_expires_at_ms < now_ms
+
+    def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
+        return Write(
+            key={"pk": lease.pk},
+            update=Update(set={"lease_expires_at_ms": now_ms + int(self.lease_ms)}),
+            condition=Eq("lease_owner", me.worker_id),
+        )
+
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write:
+        return Write(
+            key={"pk": lease.pk},
+            update=Update(set={"lease_owner": "", "lease_expires_at_ms": 0, "updated_at_ms": now_ms}),
+            condition=Eq("lease_owner", me.worker_id),
+        )
+
+    def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
+        return None  # the published design reads last_seq but never advances it
+
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+        return Write(
+            key={"pk": lease.pk, "sk": now_ms},
+            update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id}),
+            replace=True,
+        )
+
+    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
+        """The sequence to subscribe from, or None for live (the published design never resumes)."""
+        return None
+
+    # -- workers (hardened only) ---------------------------------------------------------------------
+    def register(self, me: Holder, now_ms: int) -> Write | None:
+        return None
+
+    def renew_worker(self, me: Holder, now_ms: int, handled_stops: frozenset[str]) -> Write | None:
+        return None
+
+    def retire(self, me: Holder) -> Write | None:
+        return None
+
+    def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
+        """Whether a worker incarnation can never renew again (only profiles with worker liveness)."""
+        return False
+
+    def fence_deadline(self, renew_sent_mono_s: float) -> float:
+        """Monotonic time after which a holder must stop consuming (inf when the profile does not fence)."""
+        return float("inf")
+
+
+class UnsafeRules(Rules):
+    """Acquires without a condition and claims every STARTED connection it does not hold (tests only)."""
+
+    name = "unsafe"
+
+    def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
+        return Write(
+            key={"pk": pk},
+            update=Update(set={
+                "lease_owner": me.worker_id,
+                "lease_expires_at_ms": now_ms + int(self.lease_ms),
+                "updated_at_ms": now_ms,
+            }),
+        )
+
+    def claimable(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        return seen.desired_state == STARTED and seen.lease_owner != me.worker_id
+
+
+class HardenedRules(Rules):
+    """Our design: see the module docstring."""
+
+    name = "hardened"
+    per_connection_heartbeat = False
+    worker_liveness = True
+    resumes = True
+    idempotent_messages = True
+    self_fencing = True
+
+    def claimable(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        if seen.desired_state != STARTED:
+            return False
+        if not seen.lease_owner:
+            return True
+        if seen.lease_owner == me.worker_id and seen.owner_gen == me.gen:
+            return False
+        owner = workers.get(seen.lease_owner)
+        return owner is None or owner.gen != seen.owner_gen or self.dead(owner, now_ms)
+
+    def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
+        """Past its expiry by more than the clock tolerance: it can never renew again."""
+        return owner.expires_at_ms + self.tolerance_ms < now_ms
+
+    def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
+        if seen is None:
+            raise ValueError("hardened acquire needs the record it decided on")
+        unchanged_epoch = Eq("epoch", seen.epoch) if seen.epoch is not None else NotExists("epoch")
+        if seen.lease_owner:
+            unchanged_owner = all_of(Eq("lease_owner", seen.lease_owner), Eq("owner_gen", seen.owner_gen))
+        else:
+            unchanged_owner = any_of(NotExists("lease_owner"), Eq("lease_owner", ""))
+        return Write(
+            key={"pk": pk},
+            update=Update(set={
+                "lease_owner": me.worker_id,
+                "owner_gen": me.gen,
+                "epoch": (seen.epoch or 0) + 1,
+                "lease_expires_at_ms": now_ms + int(self.lease_ms),
+                "updated_at_ms": now_ms,
+            }),
+            condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
+        )
+
+    def _held(self, lease: Lease, me: Holder) -> Any:
+        return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
+
+    def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
+        raise NotImplementedError("hardened renews the worker, not each connection")
+
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write:
+        return Write(
+            key={"pk": lease.pk},
+            update=Update(set={
+                "lease_owner": "",
+                "owner_gen": "",
+                "lease_expires_at_ms": 0,
+                "last_seq": last_seq,
+                "updated_at_ms": now_ms,
+            }),
+            condition=self._held(lease, me),
+        )
+
+    def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
+        return Write(
+            key={"pk": lease.pk},
+            update=Update(set={"last_seq": last_seq, "updated_at_ms": now_ms}),
+            condition=self._held(lease, me),
+        )
+
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+        return Write(
+            key={"pk": lease.pk, "sk": seq},
+            update=Update(set={
+                "message_data": data,
+                "timestamp_ms": now_ms,
+                "worker_id": me.worker_id,
+                "epoch": lease.epoch,
+            }),
+            condition=NotExists("sk"),
+            replace=True,
+        )
+
+    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
+        return max(lease.resume_seq, stored_max_seq) + 1
+
+    def register(self, me: Holder, now_ms: int) -> Write:
+        return Write(
+            key={"pk": me.worker_id},
+            update=Update(set={"gen": me.gen, "expires_at_ms": now_ms + int(self.lease_ms)}),
+            condition=any_of(
+                NotExists("pk"),
+                Lt("expires_at_ms", now_ms - int(self.tolerance_ms)),
+                Eq("gen", me.gen),
+            ),
+            replace=True,
+        )
+
+    def renew_worker(self, me: Holder, now_ms: int, handled_stops: frozenset[str]) -> Write:
+        return Write(
+            key={"pk": me.worker_id},
+            update=Update(
+                set={"expires_at_ms": now_ms + int(self.lease_ms)},
+                delete_from_set={"stop_requests": handled_stops} if handled_stops else {},
+            ),
+            condition=all_of(Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms)),
+        )
+
+    def retire(self, me: Holder) -> Write:
+        """A clean exit: the incarnation expires now, so a restart under the same id registers at once."""
+        return Write(
+            key={"pk": me.worker_id},
+            update=Update(set={"expires_at_ms": 0}),
+            condition=Eq("gen", me.gen),
+        )
+
+    def fence_deadline(self, renew_sent_mono_s: float) -> float:
+        return renew_sent_mono_s + self.fence_ms / 1000.0
+
+
+def rules_for(config: FleetConfig) -> Rules:
+    return {"blog": Rules, "hardened": HardenedRules, "unsafe": UnsafeRules}[config.profile](config)

@@ -1,0 +1,442 @@
+"""The router: turns START and STOP events into desired state (DESIGN §1, §2a, §3).
+
+``handler`` is the AWS Lambda entry point (API Gateway proxy event in, proxy response out; REST v1 and
+HTTP API v2 payloads).  ``handle_event`` is the logic under it, shared with the local HTTP adapter
+(``fleet.router_http``) and the tests: it validates one event body, writes the connections table (and,
+``hardened``, the owner's STOP mailbox in the workers table), sends the SQS notification ``{"pk": ...}``,
+records one history event ``event`` {kind, pk, status} and prints one small JSON log line.
+
+Input ``{"event_type": "START" | "STOP", "connection_id": ..., "ws_url": ...}`` (``ws_url`` with START only).
+Anything else answers 400 and changes nothing: a body over ``MAX_BODY_BYTES``, bytes that are not UTF-8
+JSON, duplicate or unknown keys, a field of the wrong type, an unknown ``event_type``, a ``connection_id``
+outside ``CONNECTION_ID``, a ``ws_url`` that is not ``ws://`` / ``wss://``, carries credentials or a
+fragment, or names a host outside ``FleetConfig.allowed_ws_hosts`` (an empty allowlist admits no host).
+
+Writes: ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose);
+``hardened`` START updates desired state and URL and initialises the lease fields only where absent, so a
+repeated START never clobbers a live lease.  STOP (every profile) sets STOPPED on an existing item (404
+otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the table write
+succeeded but the notification (or the hardened STOP mailbox post) did not, the answer is 503 saying the
+desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is safe
+because START and STOP are idempotent.
+
+Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from fleet.aws import AwsClients, aws_errors
+from fleet.config import ENV_VARS, FleetConfig
+from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
+from fleet.history import HistoryWriter
+from fleet.schema import conn_pk
+
+MAX_BODY_BYTES = 16 * 1024
+MAX_WS_URL_CHARS = 2048
+CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+EVENT_FIELDS = ("event_type", "connection_id", "ws_url")
+# Printable ASCII without spaces: no control characters for urlsplit to strip silently.
+_PRINTABLE_ASCII = re.compile(r"[\x21-\x7e]+")
+_ALLOWLIST_VAR = ENV_VARS["allowed_ws_hosts"]
+
+Kind = Literal["START", "STOP"]
+Response = tuple[int, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RouterEvent:
+    """A validated event."""
+
+    kind: Kind
+    connection_id: str
+    ws_url: str | None
+
+    @property
+    def pk(self) -> str:
+        return conn_pk(self.connection_id)
+
+
+class InvalidEvent(ValidationError):
+    """A rejected event; ``kind`` and ``pk`` are what could be read of it, for the history."""
+
+    def __init__(self, message: str, kind: str = "INVALID", pk: str | None = None, status: int = 400) -> None:
+        super().__init__(message, status)
+        self.kind = kind
+        self.pk = pk
+
+
+@dataclass(frozen=True)
+class AllowedHost:
+    """One allowlist entry: a host (lower case, IPv6 without brackets) and, optionally, the one port."""
+
+    host: str
+    port: int | None
+
+    def admits(self, host: str, port: int) -> bool:
+        return self.host == host and (self.port is None or self.port == port)
+
+
+def parse_allowlist(entries: tuple[str, ...]) -> tuple[AllowedHost, ...]:
+    """Parse ``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` entries; a malformed one is a ConfigError."""
+    allowed: list[AllowedHost] = []
+    for entry in entries:
+        parts = urlsplit("//" + entry)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ConfigError(f"{_ALLOWLIST_VAR}: bad port in {entry!r}") from None
+        if not parts.hostname or parts.netloc != entry or "@" in entry or parts.path or parts.query:
+            raise ConfigError(f"{_ALLOWLIST_VAR}: {entry!r} is not host, host:port, [v6] or [v6]:port")
+        allowed.append(AllowedHost(parts.hostname, port))
+    return tuple(allowed)
+
+
+def _show(value: object) -> str:
+    """A short repr of caller input for error messages."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidEvent(f"duplicate key {_show(key)} in the body")
+        result[key] = value
+    return result
+
+
+def _decode_object(body: bytes | str) -> dict[str, Any]:
+    raw = body.encode() if isinstance(body, str) else body
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidEvent(f"body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        decoded = json.loads(raw.decode("utf-8"), object_pairs_hook=_object_without_duplicates)
+    except UnicodeDecodeError:
+        raise InvalidEvent("body is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidEvent(f"body is not valid JSON: {exc.msg} at {where}") from None
+    if not isinstance(decoded, dict):
+        raise InvalidEvent(f"body must be a JSON object, not {type(decoded).__name__}")
+    return decoded
+
+
+def _string_field(fields: dict[str, Any], name: str, kind: str, pk: str | None) -> str:
+    if name not in fields:
+        raise InvalidEvent(f"{name} is missing", kind, pk)
+    value = fields[name]
+    if not isinstance(value, str):
+        raise InvalidEvent(f"{name} must be a string, not {type(value).__name__}", kind, pk)
+    return value
+
+
+def _check_ws_url(ws_url: str, allowed: tuple[AllowedHost, ...]) -> str | None:
+    """Why ``ws_url`` is refused, or None when the fleet may connect to it."""
+    if len(ws_url) > MAX_WS_URL_CHARS:
+        return f"ws_url is longer than {MAX_WS_URL_CHARS} characters"
+    if not _PRINTABLE_ASCII.fullmatch(ws_url):
+        return "ws_url must be printable ASCII without spaces"
+    if not ws_url.startswith(("ws://", "wss://")):
+        return f"ws_url must start with ws:// or wss://, not {_show(ws_url)}"
+    parts = urlsplit(ws_url)
+    if "@" in parts.netloc:
+        return "ws_url must not carry user information"
+    if "#" in ws_url:
+        return "ws_url must not have a fragment"
+    try:
+        port = parts.port or (443 if parts.scheme == "wss" else 80)
+    except ValueError:
+        return f"ws_url has an invalid port: {_show(ws_url)}"
+    host = parts.hostname
+    if not host:
+        return f"ws_url has no host: {_show(ws_url)}"
+    if not allowed:
+        return f"ws_url host {_show(host)} is not allowed: the allowlist ({_ALLOWLIST_VAR}) is empty"
+    if not any(entry.admits(host, port) for entry in allowed):
+        return f"ws_url host {_show(host)} port {port} is not in the allowlist ({_ALLOWLIST_VAR})"
+    return None
+
+
+def parse_event(body: bytes | str, allowed: tuple[AllowedHost, ...]) -> RouterEvent:
+    """Validate one event body; raises InvalidEvent (status 400) with a precise message."""
+    fields = _decode_object(body)
+    event_type = fields.get("event_type")
+    kind = event_type if event_type in ("START", "STOP") else "INVALID"
+    connection_id = fields.get("connection_id")
+    pk = (
+        conn_pk(connection_id)
+        if isinstance(connection_id, str) and CONNECTION_ID.fullmatch(connection_id)
+        else None
+    )
+
+    _string_field(fields, "event_type", kind, pk)
+    if kind == "INVALID":
+        raise InvalidEvent(f"event_type must be START or STOP, not {_show(event_type)}", pk=pk)
+    connection_id = _string_field(fields, "connection_id", kind, pk)
+    if pk is None:
+        pattern = CONNECTION_ID.pattern
+        raise InvalidEvent(f"connection_id must match {pattern}, not {_show(connection_id)}", kind)
+    unknown = sorted(set(fields) - set(EVENT_FIELDS))
+    if unknown:
+        listed = ", ".join(map(_show, unknown))
+        raise InvalidEvent(f"unexpected field(s) {listed}; allowed: {', '.join(EVENT_FIELDS)}", kind, pk)
+    if kind == "STOP":
+        if "ws_url" in fields:
+            raise InvalidEvent("ws_url is only accepted with START", kind, pk)
+        return RouterEvent("STOP", connection_id, None)
+    ws_url = _string_field(fields, "ws_url", kind, pk)
+    refusal = _check_ws_url(ws_url, allowed)
+    if refusal:
+        raise InvalidEvent(refusal, kind, pk)
+    return RouterEvent("START", connection_id, ws_url)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _write_start(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> None:
+    now = str(_now_ms())
+    assert event.ws_url is not None
+    clients.requests["coordination"] += 1
+    if config.profile == "hardened":
+        async with aws_errors("START update"):
+            await clients.ddb.update_item(
+                TableName=config.connections_table,
+                Key={"pk": {"S": event.pk}},
+                UpdateExpression=(
+                    "SET #desired = :started, #url = :url, #updated = :now, "
+                    "#owner = if_not_exists(#owner, :free), #expires = if_not_exists(#expires, :zero), "
+                    "#seq = if_not_exists(#seq, :zero), #epoch = if_not_exists(#epoch, :zero)"
+                ),
+                ExpressionAttributeNames={
+                    "#desired": "desired_state", "#url": "ws_url", "#updated": "updated_at_ms",
+                    "#owner": "lease_owner", "#expires": "lease_expires_at_ms", "#seq": "last_seq",
+                    "#epoch": "epoch",
+                },
+                ExpressionAttributeValues={
+                    ":started": {"S": "STARTED"}, ":url": {"S": event.ws_url}, ":now": {"N": now},
+                    ":free": {"S": ""}, ":zero": {"N": "0"},
+                },
+            )
+        return
+    # blog / unsafe: the published START, overwriting whatever lease the item held.
+    async with aws_errors("START put"):
+        await clients.ddb.put_item(
+            TableName=config.connections_table,
+            Item={
+                "pk": {"S": event.pk},
+                "desired_state": {"S": "STARTED"},
+                "ws_url": {"S": event.ws_url},
+                "lease_owner": {"S": ""},
+                "lease_expires_at_ms": {"N": "0"},
+                "last_seq": {"N": "0"},
+                "updated_at_ms": {"N": now},
+            },
+        )
+
+
+async def _write_stop(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> str:
+    """Set STOPPED on an existing item (ConditionFailed when there is none); returns its lease owner."""
+    clients.requests["coordination"] += 1
+    async with aws_errors("STOP update"):
+        result = await clients.ddb.update_item(
+            TableName=config.connections_table,
+            Key={"pk": {"S": event.pk}},
+            UpdateExpression="SET #desired = :stopped, #updated = :now",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#desired": "desired_state", "#updated": "updated_at_ms"},
+            ExpressionAttributeValues={":stopped": {"S": "STOPPED"}, ":now": {"N": str(_now_ms())}},
+            ReturnValues="ALL_NEW",
+        )
+    return result.get("Attributes", {}).get("lease_owner", {}).get("S", "")
+
+
+async def _post_stop_to_owner(pk: str, owner: str, clients: AwsClients, config: FleetConfig) -> None:
+    """hardened: add ``pk`` to the owner's STOP mailbox, read with its every heartbeat.  An owner whose
+    worker item is gone is fine: its lease lapses and its writes are fenced anyway."""
+    clients.requests["coordination"] += 1
+    try:
+        async with aws_errors("STOP mailbox"):
+            await clients.ddb.update_item(
+                TableName=config.workers_table,
+                Key={"pk": {"S": owner}},
+                UpdateExpression="ADD #stops :stop",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#stops": "stop_requests"},
+                ExpressionAttributeValues={":stop": {"SS": [pk]}},
+            )
+    except ConditionFailed:
+        return
+
+
+async def _notify(pk: str, clients: AwsClients, config: FleetConfig) -> None:
+    async with aws_errors("notification"):
+        await clients.sqs.send_message(QueueUrl=config.queue_url, MessageBody=json.dumps({"pk": pk}))
+
+
+def _store_failure(exc: StoreError) -> Response:
+    if isinstance(exc, StoreUnavailable):
+        return 503, {"error": f"backend unavailable, outcome unknown (the event is safe to repeat): {exc}"}
+    return 502, {"error": f"backend refused the request: {exc}"}
+
+
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> Response:
+    desired = "STARTED" if event.kind == "START" else "STOPPED"
+    try:
+        if event.kind == "START":
+            await _write_start(event, clients, config)
+            owner = ""
+        else:
+            owner = await _write_stop(event, clients, config)
+    except ConditionFailed:
+        cid = event.connection_id
+        return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
+    except StoreError as exc:
+        return _store_failure(exc)
+    recorded = {"connection_id": event.connection_id, "desired_state": desired}
+    try:
+        if owner and config.profile == "hardened":
+            await _post_stop_to_owner(event.pk, owner, clients, config)
+        await _notify(event.pk, clients, config)
+    except StoreError as exc:
+        message = (
+            f"desired state {desired} was recorded, but the fleet was not told ({exc}); "
+            "its reconcile will still find it, and repeating the event is safe"
+        )
+        return 503, {"error": message, **recorded}
+    return 200, {"ok": True, **recorded}
+
+
+async def handle_event(
+    body: bytes | str, clients: AwsClients, config: FleetConfig, history: HistoryWriter
+) -> Response:
+    """Validate and apply one event body; returns (HTTP status, JSON payload).  Never raises for bad input
+    or backend failures; records the history event and prints one log line."""
+    started = time.monotonic()
+    kind, pk = "INVALID", None
+    try:
+        if not config.queue_url:
+            raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
+        event = parse_event(body, parse_allowlist(config.allowed_ws_hosts))
+        kind, pk = event.kind, event.pk
+        status, payload = await _apply(event, clients, config)
+    except InvalidEvent as exc:
+        kind, pk = exc.kind, exc.pk
+        status, payload = exc.status, {"error": str(exc)}
+    except ConfigError as exc:
+        status, payload = 500, {"error": f"router misconfigured: {exc}"}
+    record(history, kind, pk, status, started)
+    return status, payload
+
+
+def record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float) -> None:
+    """The history event and the one small JSON log line of a handled request (``started``: monotonic)."""
+    history.emit("event", kind=kind, pk=pk, status=status)
+    ms = round((time.monotonic() - started) * 1000, 1)
+    fields = {"src": "router", "kind": kind, "pk": pk, "status": status, "ms": ms}
+    print(json.dumps({k: v for k, v in fields.items() if v is not None}), flush=True)
+
+
+def proxy_response(status: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """An API Gateway proxy response."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(payload),
+        "isBase64Encoded": False,
+    }
+
+
+def proxy_body(event: object) -> bytes | str:
+    """The body of an API Gateway proxy event (REST v1 or HTTP API v2), base64-decoded when flagged.
+
+    Raises InvalidEvent (400) when the event is not a proxy event for POST or its base64 is broken."""
+    if not isinstance(event, dict):
+        raise InvalidEvent("the Lambda event is not an API Gateway proxy event")
+    context = event.get("requestContext")
+    http = context.get("http") if isinstance(context, dict) else None
+    method = http.get("method") if isinstance(http, dict) else event.get("httpMethod")
+    if method is not None and method != "POST":
+        raise InvalidEvent(f"method {_show(method)} not allowed; use POST", status=405)
+    body = event.get("body")
+    if body is None:
+        return b""
+    if not isinstance(body, str):
+        raise InvalidEvent("the proxy event's body is not a string")
+    if event.get("isBase64Encoded"):
+        if len(body) > (MAX_BODY_BYTES + 2) // 3 * 4:
+            raise InvalidEvent(f"body is larger than {MAX_BODY_BYTES} bytes")
+        try:
+            return base64.b64decode(body, validate=True)
+        except binascii.Error:
+            raise InvalidEvent("body is flagged isBase64Encoded but is not valid base64") from None
+    return body
+
+
+class LambdaRouter:
+    """The Lambda entry point's state: one event loop, one ``AwsClients`` and one history writer, opened
+    on the first invocation from ``FleetConfig.from_env()`` and reused while the sandbox stays warm."""
+
+    def __init__(self) -> None:
+        self._opened: tuple[asyncio.AbstractEventLoop, AwsClients, FleetConfig, HistoryWriter] | None = None
+
+    def __call__(self, event: object, context: object) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            loop, clients, config, history = self._open()
+        except ConfigError as exc:
+            return proxy_response(500, {"error": f"router misconfigured: {exc}"})
+        try:
+            body = proxy_body(event)
+        except InvalidEvent as exc:
+            record(history, exc.kind, exc.pk, exc.status, started)
+            return proxy_response(exc.status, {"error": str(exc)})
+        try:
+            status, payload = loop.run_until_complete(handle_event(body, clients, config, history))
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            status, payload = 500, {"error": "internal error in the router"}
+        return proxy_response(status, payload)
+
+    def _open(self) -> tuple[asyncio.AbstractEventLoop, AwsClients, FleetConfig, HistoryWriter]:
+        if self._opened is None:
+            config = FleetConfig.from_env()
+            loop = asyncio.new_event_loop()
+            try:
+                clients = loop.run_until_complete(AwsClients(config).__aenter__())
+            except BaseException:
+                loop.close()
+                raise
+            self._opened = (loop, clients, config, HistoryWriter(config.history_path, "router"))
+        return self._opened
+
+    def close(self) -> None:
+        """Close the clients, the loop and the history; the next invocation opens them again."""
+        if self._opened is not None:
+            loop, clients, _, history = self._opened
+            self._opened = None
+            loop.run_until_complete(clients.__aexit__(None, None, None))
+            loop.close()
+            history.close()
+
+
+_lambda_router = LambdaRouter()
+
+
+def handler(event: object, context: object) -> dict[str, Any]:
+    """AWS Lambda entry point (API Gateway proxy integration, payload format 1.0 or 2.0)."""
+    return _lambda_router(event, context)

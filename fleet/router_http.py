@@ -1,0 +1,175 @@
+"""The local HTTP adapter of the router: serves ``fleet.router.handle_event`` at ``POST /events``.
+
+What API Gateway and Lambda do in AWS, this does on a laptop or in the harness: ``POST /events`` takes
+the event body (read up to ``MAX_BODY_BYTES`` + 1 bytes and no further, so an oversized body is refused
+without reading it all), ``GET /health`` answers ``{"ok": true}``; any other path answers 404 and any other
+method 405, always as JSON.  Settings come from ``FleetConfig.from_env()`` (``WSFLEET_*`` and the SDK's
+``AWS_ENDPOINT_URL_<SERVICE>`` variables).
+
+``python -m fleet.router_http --host H --port P`` prints one JSON line ``{"url": ..., "pid": ...}`` when it
+is ready (events go to ``url + "/events"``) and serves until SIGTERM or SIGINT, then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from fleet.aws import AwsClients
+from fleet.config import FleetConfig
+from fleet.errors import ConfigError
+from fleet.history import HistoryWriter
+from fleet.router import MAX_BODY_BYTES, handle_event, parse_allowlist
+
+_CLIENTS = web.AppKey("clients", AwsClients)
+_CONFIG = web.AppKey("config", FleetConfig)
+_HISTORY = web.AppKey("history", HistoryWriter)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(status: int, payload: dict[str, object]) -> web.Response:
+    return web.json_response(payload, status=status)
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes:
+    """The body, or its first ``limit`` bytes when it is longer (the rest stays unread)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await request.content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def _post_event(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    body = await _read_at_most(request, MAX_BODY_BYTES + 1)
+    status, payload = await handle_event(body, app[_CLIENTS], app[_CONFIG], app[_HISTORY])
+    response = _json(status, payload)
+    if not request.content.at_eof():
+        # An oversized body is not drained: answer and drop the connection.
+        response.force_close()
+    return response
+
+
+async def _health(request: web.Request) -> web.StreamResponse:
+    return _json(200, {"ok": True, "profile": request.app[_CONFIG].profile})
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Unknown paths (404), wrong methods (405) and unexpected failures (500) answer JSON too."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        response = _json(exc.status, {"error": f"{exc.reason}: {request.method} {request.path}"})
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        return _json(500, {"error": "internal error in the router"})
+
+
+def make_app(config: FleetConfig) -> web.Application:
+    """The router application; its AWS clients and history writer open on startup and close on cleanup."""
+    parse_allowlist(config.allowed_ws_hosts)  # a malformed allowlist fails here, before serving
+    app = web.Application(middlewares=[_json_errors])
+    app[_CONFIG] = config
+
+    async def resources(app: web.Application) -> AsyncIterator[None]:
+        history = HistoryWriter(config.history_path, "router")
+        try:
+            async with AwsClients(config) as clients:
+                app[_CLIENTS] = clients
+                app[_HISTORY] = history
+                yield
+        finally:
+            history.close()
+
+    app.cleanup_ctx.append(resources)
+    app.router.add_post("/events", _post_event)
+    app.router.add_get("/health", _health)
+    return app
+
+
+@dataclass
+class RouterServer:
+    """A running router: its base URL and the runner that stops it."""
+
+    url: str
+    runner: web.AppRunner
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(config: FleetConfig, host: str, port: int) -> RouterServer:
+    """Serve the router on ``host:port`` (port 0: a free one) and return once it accepts connections."""
+    runner = web.AppRunner(make_app(config), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_port = next(iter(runner.addresses))[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    return RouterServer(f"http://{shown_host}:{bound_port}", runner)
+
+
+async def _serve(host: str, port: int) -> None:
+    server = await start_server(FleetConfig.from_env(), host, port)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(json.dumps({"url": server.url, "pid": os.getpid()}), flush=True)
+    try:
+        await stopping.wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fleet.router_http",
+        description=(
+            "Serve the wsfleet router (the Lambda handler's logic) over HTTP: POST /events, GET /health. "
+            "Settings come from WSFLEET_* variables; AWS endpoints from AWS_ENDPOINT_URL_<SERVICE>. "
+            'Prints {"url": ..., "pid": ...} on one line when ready; SIGTERM or SIGINT stops it cleanly.'
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to listen on; 0 picks a free one (default 0)"
+    )
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be between 0 and 65535, not {args.port}")
+    try:
+        asyncio.run(_serve(args.host, args.port))
+    except ConfigError as exc:
+        print(f"router: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"router: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The fleet's AWS adapter: executes lease decisions (``fleet.expr.Write``) as DynamoDB conditional
+writes, reads connections and workers, and sends and receives notifications and metrics.
+
+Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionFailed`` /
+``StoreUnavailable`` / ``StoreError`` only) and is counted by purpose in ``AwsClients.requests``:
+``coordination`` (every DynamoDB request but message persistence) or ``messages``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from fleet.aws import AwsClients, aws_errors
+from fleet.expr import Write
+from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.schema import STATE_INDEX
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_wire(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in value.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, set):
+        return {_plain(v) for v in value}
+    return value
+
+
+def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+@dataclass(frozen=True)
+class Notification:
+    pk: str
+    receipt: str
+
+
+class LeaseStore:
+    """DynamoDB, SQS and CloudWatch operations of one fleet process."""
+
+    def __init__(self, aws: AwsClients) -> None:
+        self.aws = aws
+        self.config = aws.config
+
+    # -- writes --------------------------------------------------------------------------------------
+    async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
+        """Send one conditional write; return the item as it now stands (puts: as written).
+
+        Raises ``ConditionFailed`` when the condition was refused.
+        """
+        request = write.render()
+        if "ExpressionAttributeValues" in request:
+            request["ExpressionAttributeValues"] = to_wire(request["ExpressionAttributeValues"])
+        self.aws.requests[purpose] += 1
+        async with aws_errors(f"{'put' if write.replace else 'update'} {table}"):
+            if write.replace:
+                request["Item"] = to_wire(request["Item"])
+                await self.aws.ddb.put_item(TableName=table, **request)
+                return write.apply(None)
+            request["Key"] = to_wire(request["Key"])
+            response = await self.aws.ddb.update_item(TableName=table, ReturnValues="ALL_NEW", **request)
+        return from_wire(response.get("Attributes", {}))
+
+    # -- reads ---------------------------------------------------------------------------------------
+    async def get_connection(self, pk: str) -> ConnectionRecord | None:
+        self.aws.requests["coordination"] += 1
+        async with aws_errors("get connection"):
+            response = await self.aws.ddb.get_item(
+                TableName=self.config.connections_table, Key=to_wire({"pk": pk}), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return ConnectionRecord.from_item(from_wire(item)) if item else None
+
+    async def started_connections(
+        self, expired_before_ms: int | None = None, max_pages: int | None = None
+    ) -> AsyncIterator[ConnectionRecord]:
+        """STARTED connections from the state index, optionally only those whose lease expired.
+
+        ``max_pages`` 1 reproduces the published reconcile (one page); None reads every page.
+        """
+        key_condition = "desired_state = :s"
+        values: dict[str, Any] = {":s": STARTED}
+        if expired_before_ms is not None:
+            key_condition += " AND lease_expires_at_ms < :now"
+            values[":now"] = expired_before_ms
+        start_key: dict[str, Any] | None = None
+        pages = 0
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
+            self.aws.requests["coordination"] += 1
+            async with aws_errors("query state index"):
+                response = await self.aws.ddb.query(
+                    TableName=self.config.connections_table,
+                    IndexName=STATE_INDEX,
+                    KeyConditionExpression=key_condition,
+                    ExpressionAttributeValues=to_wire(values),
+                    **extra,
+                )
+            for item in response.get("Items", []):
+                yield ConnectionRecord.from_item(from_wire(item))
+            pages += 1
+            start_key = response.get("LastEvaluatedKey")
+            if not start_key or (max_pages is not None and pages >= max_pages):
+                return
+
+    async def workers(self) -> dict[str, WorkerRecord]:
+        """Every worker incarnation's liveness item (hardened), read consistently."""
+        found: dict[str, WorkerRecord] = {}
+        start_key: dict[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
+            self.aws.requests["coordination"] += 1
+            async with aws_errors("scan workers"):
+                response = await self.aws.ddb.scan(
+                    TableName=self.config.workers_table, ConsistentRead=True, **extra
+                )
+            for item in response.get("Items", []):
+                record = WorkerRecord.from_item(from_wire(item))
+                found[record.worker_id] = record
+            start_key = response.get("LastEvaluatedKey")
+            if not start_key:
+                return found
+
+    async def last_stored_seq(self, pk: str) -> int:
+        """The highest sequence stored for a connection (hardened messages are keyed by sequence)."""
+        self.aws.requests["coordination"] += 1
+        async with aws_errors("query messages"):
+            response = await self.aws.ddb.query(
+                TableName=self.config.messages_table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues=to_wire({":pk": pk}),
+                ScanIndexForward=False,
+                Limit=1,
+                ConsistentRead=True,
+            )
+        items = response.get("Items", [])
+        return int(from_wire(items[0])["sk"]) if items else 0
+
+    # -- notifications and metrics -------------------------------------------------------------------
+    async def notify(self, pk: str) -> None:
+        async with aws_errors("send notification"):
+            await self.aws.sqs.send_message(
+                QueueUrl=self.config.queue_url, MessageBody=json.dumps({"pk": pk})
+            )
+
+    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
+        async with aws_errors("receive notifications"):
+            response = await self.aws.sqs.receive_message(
+                QueueUrl=self.config.queue_url,
+                MaxNumberOfMessages=max_messages,
+                WaitTimeSeconds=self.config.notify_wait_s,
+            )
+        found = []
+        for message in response.get("Messages", []):
+            receipt = message.get("ReceiptHandle", "")
+            try:
+                pk = json.loads(message.get("Body", ""))["pk"]
+            except (ValueError, KeyError, TypeError):
+                pk = ""  # malformed: deleted by the caller without acting on it
+            found.append(Notification(pk=str(pk), receipt=receipt))
+        return found
+
+    async def delete_notifications(self, notifications: list[Notification]) -> None:
+        if not notifications:
+            return
+        async with aws_errors("delete notifications"):
+            await self.aws.sqs.delete_message_batch(
+                QueueUrl=self.config.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": n.receipt} for i, n in enumerate(notifications)],
+            )
+
+    async def put_active_connections(self, count: int, worker_id: str) -> None:
+        async with aws_errors("put metric"):
+            await self.aws.cloudwatch.put_metric_data(
+                Namespace="wsfleet",
+                MetricData=[
+                    {"MetricName": "ActiveConnections", "Value": float(count), "Unit": "Count"},
+                    {
+                        "MetricName": "ActiveConnections",
+                        "Dimensions": [{"Name": "WorkerId", "Value": worker_id}],
+                        "Value": float(count),
+                        "Unit": "Count",
+                    },
+                ],
+            )

@@ -1,0 +1,121 @@
+"""The embedded backend: real local servers reached by endpoint URL, with the fleet's resources created.
+
+DynamoDB runs on dynalite (atomic conditional writes, ~1,400 updates/s) or, selected or when Node is
+missing, on a moto server with DynamoDB requests serialised (``moto_serial``).  SQS, CloudWatch and
+Route 53 run on a second moto server, so DynamoDB load never delays a long poll.  With moto as the
+DynamoDB engine, DynamoDB Streams is served by that same process (it holds the tables).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from fleet.config import FleetConfig
+from harness.backends.base import TABLE_FIELDS, Backend, BackendError
+from harness.backends.resources import create_resources
+from harness.backends.servers import ServerProcess, dynalite_command, start_dynalite, start_moto
+
+DYNAMODB_ENGINES = ("dynalite", "moto")
+
+
+@dataclass
+class EmbeddedBackend(Backend):
+    """A running embedded backend; ``stop()`` (or leaving the ``with`` block) ends its servers."""
+
+    dynamodb_engine: str = "dynalite"
+    servers: list[ServerProcess] = field(default_factory=list)
+    log_dir: Path | None = None
+    remove_log_dir: bool = False
+
+    def pids(self) -> list[int]:
+        return [server.pid for server in self.servers]
+
+    def stop(self) -> None:
+        """Stop every server (SIGTERM, then SIGKILL after a grace period); idempotent."""
+        for server in reversed(self.servers):
+            server.stop()
+        if self.remove_log_dir and self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+            self.remove_log_dir = False
+
+    def __enter__(self) -> EmbeddedBackend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start_embedded(
+    dynamodb: str = "dynalite",
+    region: str = "us-east-1",
+    config: FleetConfig | None = None,
+    log_dir: str | Path | None = None,
+) -> EmbeddedBackend:
+    """Start the servers, create the tables and queues, and return the running backend.
+
+    ``config`` names the tables (its region is replaced by ``region``).  Server logs go to ``log_dir``
+    (kept), or to a temporary directory removed by ``stop()``.  Without Node or dynalite, ``dynalite``
+    falls back to moto with a message on stderr.
+    """
+    if dynamodb not in DYNAMODB_ENGINES:
+        raise BackendError(f"dynamodb must be one of {', '.join(DYNAMODB_ENGINES)}, not {dynamodb!r}")
+    config = (config or FleetConfig()).with_changes(region=region)
+    if dynamodb == "dynalite":
+        _, reason = dynalite_command()
+        if reason:
+            print(f"wsfleet: dynalite unavailable ({reason}); DynamoDB runs on moto instead "
+                  "(requests serialised, ~100/s)", file=sys.stderr)
+            dynamodb = "moto"
+    directory = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="wsfleet-backend-"))
+    backend = EmbeddedBackend(
+        kind="embedded", region=region, endpoints={}, queue_url="", dynamodb_engine=dynamodb,
+        log_dir=directory, remove_log_dir=log_dir is None,
+    )
+    try:
+        backend.servers = _start_servers(dynamodb, directory)
+        ddb_server, services = backend.servers
+        backend.endpoints = {
+            "dynamodb": ddb_server.url,
+            "sqs": services.url,
+            "cloudwatch": services.url,
+            "route53": services.url,
+        }
+        if dynamodb == "moto":
+            backend.endpoints["dynamodbstreams"] = ddb_server.url
+        backend.tables = {role: getattr(config, name) for role, name in TABLE_FIELDS.items()}
+        backend.queue_url = create_resources(backend.env(), config)
+    except BaseException:
+        backend.remove_log_dir = False  # the error message points into the logs
+        backend.stop()
+        raise
+    return backend
+
+
+def _start_servers(dynamodb: str, log_dir: Path) -> list[ServerProcess]:
+    """Start the DynamoDB server and the services server side by side; on any failure stop both."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ddb_future = pool.submit(
+            start_dynalite if dynamodb == "dynalite" else lambda d: start_moto(d, name="moto-dynamodb"),
+            log_dir,
+        )
+        services_future = pool.submit(start_moto, log_dir, "moto-services")
+        started: list[ServerProcess] = []
+        errors: list[BaseException] = []
+        for future in (ddb_future, services_future):
+            try:
+                started.append(future.result())
+            except BaseException as exc:
+                errors.append(exc)
+    if errors:
+        for server in started:
+            server.stop()
+        raise errors[0]
+    return started

@@ -1,0 +1,151 @@
+"""Command line of the simulated upstream: ``python -m harness.upstream_sim [options]``.
+
+When it is listening it prints one JSON line, ``{"ws_url": ..., "control_url": ..., "pid": ...}``, then serves
+until SIGTERM or SIGINT and shuts down cleanly (exit 0).  Bad options exit 2; a port or history file that
+cannot be opened exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+from harness.upstream_sim.server import UpstreamSimulator
+
+PROG = "python -m harness.upstream_sim"
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Simulated upstream WebSocket source. Each connection id is a stream of JSON text frames "
+            '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether or not '
+            "anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header X-Worker-Id names "
+            "the worker); the same port answers the JSON control API (/health, /streams, /streams/{id}, "
+            "/streams/{id}/disconnect, /disconnect). Prints one JSON line with ws_url, control_url and pid "
+            "when ready; SIGTERM or SIGINT stops it."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=_port, default=0, help="port to listen on; 0 picks a free one (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=_positive(float),
+        default=10.0,
+        help="messages per second emitted by each stream (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--replay-depth",
+        type=_positive(int),
+        default=10000,
+        help="frames kept per stream to serve from_seq resumes; an older from_seq is served from the oldest "
+        "kept frame and the session records replay_from (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-backlog",
+        type=_positive(int),
+        default=None,
+        help="unsent frames a session may have queued (a slow or frozen client) before it is closed with "
+        "reason 'error'; at least the replay depth (default: twice the replay depth)",
+    )
+    parser.add_argument(
+        "--ping-interval",
+        type=_positive(float),
+        default=0.5,
+        help="seconds between keepalive pings on each session (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ping-timeout",
+        type=_positive(float),
+        default=0.5,
+        help="seconds a ping may take to be sent and answered before the session is closed with reason "
+        "'keepalive_timeout' (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--close-timeout",
+        type=_positive(float),
+        default=1.0,
+        help="seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--evict-older",
+        action="store_true",
+        help="a new session of a stream closes that stream's older sessions with reason 'evicted'",
+    )
+    parser.add_argument(
+        "--history",
+        metavar="FILE",
+        default=None,
+        help="append the upstream's history events (sub.open, sub.close, emit) to this JSON Lines file "
+        "(default: no history)",
+    )
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    simulator = UpstreamSimulator(
+        rate=args.rate,
+        replay_depth=int(args.replay_depth),
+        max_backlog=None if args.max_backlog is None else int(args.max_backlog),
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_timeout,
+        close_timeout=args.close_timeout,
+        evict_older=args.evict_older,
+        history_path=args.history,
+    )
+    try:
+        ws_url, control_url = await simulator.start(args.host, args.port)
+    except OSError as exc:
+        print(f"{PROG}: cannot start on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"ws_url": ws_url, "control_url": control_url, "pid": os.getpid()}), flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await simulator.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.max_backlog is not None and args.max_backlog < args.replay_depth:
+        build_parser().error(
+            f"--max-backlog ({args.max_backlog}) must be at least --replay-depth ({args.replay_depth})"
+        )
+    return asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The plain-HTTP side of the simulated upstream's one port: request parsing, routing and JSON answers.
+
+WebSocket handshakes (requests with ``Upgrade: websocket``) go to ``/streams/{id}?from_seq=N``; every other
+request is the control API:
+
+- ``GET /health`` -> ``{"ok": true}``
+- ``GET /streams`` -> ``{"streams": [stream, ...]}``
+- ``GET /streams/{id}`` -> stream: ``{id, head_seq, oldest_seq, rate, created, sessions: [session, ...]}``
+- ``POST /streams/{id}[?rate=R]`` -> create the stream, emission starting now (201; 200 if it existed;
+  409 if it exists with another rate)
+- ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``): ``{id, disconnected}``
+- ``POST /disconnect`` -> the same for every stream: ``{disconnected}``
+
+Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 404 (unknown stream or path),
+405 (method), 409 (rate conflict) or 503 (shutting down).  Requests with a body are refused by the
+WebSocket library itself, so every parameter travels in the query string.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from harness.upstream_sim.streams import Stream, is_valid_connection_id
+
+if TYPE_CHECKING:
+    from harness.upstream_sim.server import UpstreamSimulator
+
+STREAMS_PREFIX = "/streams/"
+
+
+class RequestError(Exception):
+    """A request the simulator refuses; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What a WebSocket handshake asks for."""
+
+    connection_id: str
+    from_seq: int | None
+
+
+def json_response(status: int, payload: dict[str, Any]) -> Response:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    headers = Headers(
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("Connection", "close"),
+        ]
+    )
+    return Response(status, http.HTTPStatus(status).phrase, headers, body)
+
+
+def error_response(status: int, message: str) -> Response:
+    return json_response(status, {"error": message})
+
+
+def is_websocket_upgrade(request: Request) -> bool:
+    return "websocket" in request.headers.get("Upgrade", "").lower()
+
+
+def parse_subscription(target: str) -> Subscription:
+    """Parse a handshake's request target ``/streams/{id}?from_seq=N``; raises RequestError."""
+    url = urlsplit(target)
+    segments = _stream_segments(url.path)
+    if segments is None or len(segments) != 1:
+        raise RequestError(404, f"no stream endpoint at {url.path!r}: subscribe to /streams/{{connection_id}}")
+    connection_id = _connection_id(segments[0])
+    query = parse_qs(url.query, keep_blank_values=True)
+    from_seq = None
+    if "from_seq" in query:
+        raw = query["from_seq"][-1]
+        if not raw.isdigit() or int(raw) < 1:
+            raise RequestError(400, f"from_seq must be an integer >= 1, got {raw!r}")
+        from_seq = int(raw)
+    return Subscription(connection_id, from_seq)
+
+
+def handle_control(simulator: UpstreamSimulator, request: Request) -> Response:
+    """Answer one control API request."""
+    try:
+        return _route(simulator, request)
+    except RequestError as exc:
+        return error_response(exc.status, str(exc))
+
+
+def _route(simulator: UpstreamSimulator, request: Request) -> Response:
+    url = urlsplit(request.path)
+    method = request.method
+    if url.path == "/health":
+        _require_method(method, "GET")
+        return json_response(200, {"ok": True})
+    if url.path == "/streams":
+        _require_method(method, "GET")
+        return json_response(200, {"streams": [stream.to_json() for stream in simulator.streams.values()]})
+    if url.path == "/disconnect":
+        _require_method(method, "POST")
+        return json_response(200, {"disconnected": simulator.disconnect()})
+    segments = _stream_segments(url.path)
+    if segments is None or len(segments) > 2 or (len(segments) == 2 and segments[1] != "disconnect"):
+        raise RequestError(404, f"no endpoint at {url.path!r}")
+    connection_id = _connection_id(segments[0])
+    if len(segments) == 2:
+        _require_method(method, "POST")
+        _require_stream(simulator, connection_id)
+        return json_response(
+            200, {"id": connection_id, "disconnected": simulator.disconnect([connection_id])}
+        )
+    if method == "GET":
+        return json_response(200, _require_stream(simulator, connection_id).to_json())
+    _require_method(method, "GET", "POST")
+    if simulator.stopping:
+        raise RequestError(503, "the simulator is shutting down")
+    rate = _rate(parse_qs(url.query, keep_blank_values=True))
+    existing = simulator.streams.get(connection_id)
+    if existing is not None:
+        if rate is not None and rate != existing.rate:
+            raise RequestError(409, f"stream {connection_id!r} exists with rate {existing.rate}, not {rate}")
+        return json_response(200, existing.to_json())
+    return json_response(201, simulator.create_stream(connection_id, rate=rate).to_json())
+
+
+def _stream_segments(path: str) -> list[str] | None:
+    if not path.startswith(STREAMS_PREFIX):
+        return None
+    return path[len(STREAMS_PREFIX) :].split("/")
+
+
+def _connection_id(segment: str) -> str:
+    connection_id = unquote(segment)
+    if not is_valid_connection_id(connection_id):
+        raise RequestError(
+            400, f"invalid connection id {connection_id!r}: expected 1-128 characters of [A-Za-z0-9._:-]"
+        )
+    return connection_id
+
+
+def _require_method(method: str, *allowed: str) -> None:
+    if method not in allowed:
+        raise RequestError(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
+
+
+def _require_stream(simulator: UpstreamSimulator, connection_id: str) -> Stream:
+    stream = simulator.streams.get(connection_id)
+    if stream is None:
+        raise RequestError(404, f"unknown stream {connection_id!r}")
+    return stream
+
+
+def _rate(query: dict[str, list[str]]) -> float | None:
+    if "rate" not in query:
+        return None
+    raw = query["rate"][-1]
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = math.nan
+    if not (rate > 0 and math.isfinite(rate)):
+        raise RequestError(400, f"rate must be a positive number of messages per second, got {raw!r}")
+    return rate

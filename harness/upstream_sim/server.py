@@ -1,0 +1,190 @@
+"""The simulated upstream WebSocket source (DESIGN §8) as an in-process asyncio server.
+
+``UpstreamSimulator`` owns the streams, the listening port (WebSocket subscriptions and the plain-HTTP control
+API share it: see ``harness.upstream_sim.control``), the session ids, and the ``upstream`` history file.
+Usage inside a running event loop::
+
+    simulator = UpstreamSimulator(rate=10, history_path="run/history/upstream.jsonl")
+    ws_url, control_url = await simulator.start("127.0.0.1", 0)
+    ...
+    await simulator.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from fleet.history import HistoryWriter
+from harness.upstream_sim.control import (
+    RequestError,
+    error_response,
+    handle_control,
+    is_websocket_upgrade,
+    parse_subscription,
+)
+from harness.upstream_sim.session import Session, SessionSettings
+from harness.upstream_sim.streams import Stream
+
+HISTORY_SRC = "upstream"
+
+
+class UpstreamSimulator:
+    """Streams of ``{"seq", "data", "ts"}`` frames served over WebSocket, with a record of every session.
+
+    ``rate``: messages per second of each new stream; ``replay_depth``: frames kept per stream for ``from_seq``
+    resumes; ``max_backlog``: unsent frames a session may have queued before it is closed with reason
+    ``error`` (default twice ``replay_depth``, so a full replay always fits); ``ping_interval`` /
+    ``ping_timeout``: the keepalive, in seconds; ``close_timeout``: seconds a close frame may take before the
+    TCP connection is aborted; ``evict_older``: a new session of a stream closes its older ones (``evicted``);
+    ``history_path``: the JSON Lines history file (None: no history).
+    """
+
+    def __init__(
+        self,
+        *,
+        rate: float = 10.0,
+        replay_depth: int = 10000,
+        max_backlog: int | None = None,
+        ping_interval: float = 0.5,
+        ping_timeout: float = 0.5,
+        close_timeout: float = 1.0,
+        evict_older: bool = False,
+        history_path: str | None = None,
+    ) -> None:
+        for name, value in (
+            ("rate", rate),
+            ("ping_interval", ping_interval),
+            ("ping_timeout", ping_timeout),
+            ("close_timeout", close_timeout),
+        ):
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if replay_depth < 1:
+            raise ValueError(f"replay_depth must be at least 1, got {replay_depth!r}")
+        backlog = 2 * replay_depth if max_backlog is None else max_backlog
+        if backlog < replay_depth:
+            raise ValueError(f"max_backlog ({backlog}) must be at least replay_depth ({replay_depth})")
+        self.rate = rate
+        self.replay_depth = replay_depth
+        self.evict_older = evict_older
+        self.settings = SessionSettings(
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            close_timeout=close_timeout,
+            max_backlog=backlog,
+        )
+        self.streams: dict[str, Stream] = {}
+        self._history_path = history_path
+        self._history: HistoryWriter | None = None
+        self._server: Server | None = None
+        self._session_numbers = itertools.count(1)
+        self._stopping = False
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, str]:
+        """Listen on ``host:port`` (0: a free port); returns ``(ws_url, control_url)``."""
+        if self._server is not None:
+            raise RuntimeError("the simulator is already started")
+        self._history = HistoryWriter(self._history_path, HISTORY_SRC)
+        try:
+            self._server = await serve(
+                self._serve_session,
+                host,
+                port,
+                process_request=self._process_request,
+                ping_interval=None,  # our own keepalive records last_pong_t (see session.py)
+                compression=None,
+                close_timeout=self.settings.close_timeout,
+            )
+        except BaseException:
+            self._history.close()
+            raise
+        bound_port = self._server.sockets[0].getsockname()[1]
+        url_host = f"[{host}]" if ":" in host else host
+        return f"ws://{url_host}:{bound_port}", f"http://{url_host}:{bound_port}"
+
+    async def stop(self) -> None:
+        """Stop emitting, close every live session with reason ``server_shutdown``, stop listening."""
+        if self._server is None or self._stopping:
+            return
+        self._stopping = True
+        for stream in self.streams.values():
+            stream.stop()
+            for session in stream.live_sessions():
+                session.finish("server_shutdown")
+        self._server.close()
+        await self._server.wait_closed()
+        if self._history is not None:
+            self._history.close()
+
+    def create_stream(self, connection_id: str, *, rate: float | None = None) -> Stream:
+        """The stream of ``connection_id``, created (emission starting now) if it does not exist yet."""
+        stream = self.streams.get(connection_id)
+        if stream is None:
+            stream = Stream(
+                connection_id,
+                rate=self.rate if rate is None else rate,
+                replay_depth=self.replay_depth,
+                history=self._writer(),
+                loop=asyncio.get_running_loop(),
+            )
+            self.streams[connection_id] = stream
+        return stream
+
+    def disconnect(self, connection_ids: list[str] | None = None) -> int:
+        """Drop every live session of these streams (all streams: None) abruptly, reason ``server_reset``;
+        returns how many were dropped."""
+        ids = list(self.streams) if connection_ids is None else connection_ids
+        dropped = 0
+        for connection_id in ids:
+            for session in self.streams[connection_id].live_sessions():
+                dropped += session.finish("server_reset")
+        return dropped
+
+    def _writer(self) -> HistoryWriter:
+        if self._history is None:
+            raise RuntimeError("the simulator is not started")
+        return self._history
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if not is_websocket_upgrade(request):
+            return handle_control(self, request)
+        try:
+            parse_subscription(request.path)
+        except RequestError as exc:
+            return error_response(exc.status, str(exc))
+        if self._stopping:
+            return error_response(503, "the simulator is shutting down")
+        return None  # go on with the WebSocket handshake
+
+    async def _serve_session(self, connection: ServerConnection) -> None:
+        request = connection.request
+        if request is None:  # the library only calls the handler after a handshake request
+            return
+        if self._stopping:
+            await connection.close(1001, "server_shutdown")
+            return
+        subscription = parse_subscription(request.path)
+        stream = self.create_stream(subscription.connection_id)
+        session = Session(
+            f"s-{next(self._session_numbers)}",
+            stream,
+            connection,
+            worker=request.headers.get("X-Worker-Id", ""),
+            from_seq=subscription.from_seq,
+            settings=self.settings,
+            history=self._writer(),
+        )
+        if self.evict_older:
+            for older in stream.live_sessions():
+                older.finish("evicted")
+        session.open()
+        await session.run()

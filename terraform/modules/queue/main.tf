@@ -1,0 +1,33 @@
+# The notification queue and its dead-letter queue, with fleet.schema.queue_attributes()'s values
+# (tests/deploy checks them, and maxReceiveCount against schema.MAX_RECEIVES).
+
+locals {
+  # fleet.schema.MAX_RECEIVES
+  max_receives = 5
+}
+
+resource "aws_sqs_queue" "dead_letter" {
+  name = var.dead_letter_queue_name
+  # Longer than the main queue's retention, so a dead letter outlives the notification it came from.
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = true
+}
+
+resource "aws_sqs_queue" "notify" {
+  name                       = var.queue_name
+  visibility_timeout_seconds = 30
+  message_retention_seconds  = 345600
+  sqs_managed_sse_enabled    = true
+  redrive_policy = jsonencode({
+    deadLetterTargetArn = aws_sqs_queue.dead_letter.arn
+    maxReceiveCount     = local.max_receives
+  })
+}
+
+resource "aws_sqs_queue_redrive_allow_policy" "dead_letter" {
+  queue_url = aws_sqs_queue.dead_letter.id
+  redrive_allow_policy = jsonencode({
+    redrivePermission = "byQueue"
+    sourceQueueArns   = [aws_sqs_queue.notify.arn]
+  })
+}
