@@ -16,9 +16,10 @@ clock in ms.
   the process re-registers under a new generation.  Connections record ``lease_owner`` + ``owner_gen``.
   Heartbeats never touch the connections table or its index.
 * **Takeover only past expiry plus tolerance.**  A connection owned by (w, g) is claimable when w's worker
-  item is gone, carries another generation, or ``expires_at_ms + clock_tolerance < now``.  With every
-  clock within ±ε of true time and tolerance ≥ 2ε, no renewal the old owner could still get accepted
-  overlaps the takeover.
+  item is gone, carries another generation, or ``expires_at_ms + clock_tolerance < now``.  A renewal must
+  be sent at least one request timeout before expiry, and the client counts it only if answered within
+  that timeout.  So with any two clocks at most the tolerance apart, every renewal the old owner counts
+  was applied before a taker can see the item expired, and the old owner's fence (below) closes first.
 * **Fencing epoch.**  Every acquire increments ``epoch`` on condition it is unchanged since it was read;
   checkpoints and release require ``lease_owner = me AND epoch = mine``.
 * **Self-fencing.**  The holder stops reading and writing at ``renew sent + lease − margin − request
@@ -133,7 +134,8 @@ class Rules:
     def __init__(self, config: FleetConfig) -> None:
         self.lease_ms = config.scaled_ms(config.lease_ms)
         self.tolerance_ms = config.scaled_ms(config.clock_tolerance_ms)
-        self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms + config.aws_timeout_ms)
+        self.timeout_ms = config.scaled_ms(config.aws_timeout_ms)
+        self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms) - self.timeout_ms
         self.connections_table = config.connections_table
         self.messages_table = config.messages_table
 
@@ -330,7 +332,11 @@ class HardenedRules(Rules):
                 set={"expires_at_ms": now_ms + int(self.lease_ms)},
                 delete_from_set={"stop_requests": handled_stops} if handled_stops else {},
             ),
-            condition=all_of(Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms)),
+            # Sent at least one request timeout before expiry: a renewal the client still counts lands before
+            # any taker could read the item as expired, however long it was in flight.
+            condition=all_of(
+                Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms))
+            ),
         )
 
     def retire(self, me: Holder) -> Write:

@@ -20,7 +20,9 @@ succeeded but the notification (or the hardened STOP mailbox post) did not, the 
 desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is safe
 because START and STOP are idempotent.
 
-Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call).
+Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
+request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
+request, which answers 503 like any unavailable backend (the client repeats; the events are idempotent).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ Response = tuple[int, dict[str, Any]]
 
 @dataclass(frozen=True)
 class RouterEvent:
-    """A validated event."""
+    """A validated event: ``ws_url`` is set exactly when ``kind`` is START."""
 
     kind: Kind
     connection_id: str
@@ -119,7 +121,8 @@ def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _decode_object(body: bytes | str) -> dict[str, Any]:
-    raw = body.encode() if isinstance(body, str) else body
+    # surrogatepass: a str with lone surrogates becomes bytes that fail the UTF-8 decode below.
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     if len(raw) > MAX_BODY_BYTES:
         raise InvalidEvent(f"body is larger than {MAX_BODY_BYTES} bytes")
     try:
@@ -129,6 +132,8 @@ def _decode_object(body: bytes | str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidEvent(f"body is not valid JSON: {exc.msg} at {where}") from None
+    except RecursionError:
+        raise InvalidEvent("body is nested too deeply") from None
     if not isinstance(decoded, dict):
         raise InvalidEvent(f"body must be a JSON object, not {type(decoded).__name__}")
     return decoded
@@ -208,15 +213,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _write_start(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> None:
+async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
     now = str(_now_ms())
-    assert event.ws_url is not None
     clients.requests["coordination"] += 1
     if config.profile == "hardened":
         async with aws_errors("START update"):
             await clients.ddb.update_item(
                 TableName=config.connections_table,
-                Key={"pk": {"S": event.pk}},
+                Key={"pk": {"S": pk}},
                 UpdateExpression=(
                     "SET #desired = :started, #url = :url, #updated = :now, "
                     "#owner = if_not_exists(#owner, :free), #expires = if_not_exists(#expires, :zero), "
@@ -228,7 +232,7 @@ async def _write_start(event: RouterEvent, clients: AwsClients, config: FleetCon
                     "#epoch": "epoch",
                 },
                 ExpressionAttributeValues={
-                    ":started": {"S": "STARTED"}, ":url": {"S": event.ws_url}, ":now": {"N": now},
+                    ":started": {"S": "STARTED"}, ":url": {"S": ws_url}, ":now": {"N": now},
                     ":free": {"S": ""}, ":zero": {"N": "0"},
                 },
             )
@@ -238,9 +242,9 @@ async def _write_start(event: RouterEvent, clients: AwsClients, config: FleetCon
         await clients.ddb.put_item(
             TableName=config.connections_table,
             Item={
-                "pk": {"S": event.pk},
+                "pk": {"S": pk},
                 "desired_state": {"S": "STARTED"},
-                "ws_url": {"S": event.ws_url},
+                "ws_url": {"S": ws_url},
                 "lease_owner": {"S": ""},
                 "lease_expires_at_ms": {"N": "0"},
                 "last_seq": {"N": "0"},
@@ -249,13 +253,13 @@ async def _write_start(event: RouterEvent, clients: AwsClients, config: FleetCon
         )
 
 
-async def _write_stop(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> str:
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> str:
     """Set STOPPED on an existing item (ConditionFailed when there is none); returns its lease owner."""
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(
             TableName=config.connections_table,
-            Key={"pk": {"S": event.pk}},
+            Key={"pk": {"S": pk}},
             UpdateExpression="SET #desired = :stopped, #updated = :now",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames={"#desired": "desired_state", "#updated": "updated_at_ms"},
@@ -297,11 +301,11 @@ def _store_failure(exc: StoreError) -> Response:
 async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> Response:
     desired = "STARTED" if event.kind == "START" else "STOPPED"
     try:
-        if event.kind == "START":
-            await _write_start(event, clients, config)
+        if event.ws_url is not None:
+            await _write_start(event.pk, event.ws_url, clients, config)
             owner = ""
         else:
-            owner = await _write_stop(event, clients, config)
+            owner = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
         return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
@@ -339,11 +343,11 @@ async def handle_event(
         status, payload = exc.status, {"error": str(exc)}
     except ConfigError as exc:
         status, payload = 500, {"error": f"router misconfigured: {exc}"}
-    record(history, kind, pk, status, started)
+    _record(history, kind, pk, status, started)
     return status, payload
 
 
-def record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float) -> None:
+def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float) -> None:
     """The history event and the one small JSON log line of a handled request (``started``: monotonic)."""
     history.emit("event", kind=kind, pk=pk, status=status)
     ms = round((time.monotonic() - started) * 1000, 1)
@@ -361,17 +365,23 @@ def proxy_response(status: int, payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def proxy_body(event: object) -> bytes | str:
-    """The body of an API Gateway proxy event (REST v1 or HTTP API v2), base64-decoded when flagged.
+def health(config: FleetConfig) -> dict[str, Any]:
+    """The health answer (shallow: the router runs and its settings parse; no backend request)."""
+    return {"ok": True, "profile": config.profile}
 
-    Raises InvalidEvent (400) when the event is not a proxy event for POST or its base64 is broken."""
-    if not isinstance(event, dict):
-        raise InvalidEvent("the Lambda event is not an API Gateway proxy event")
+
+def proxy_method(event: dict[str, Any]) -> str:
+    """The HTTP method of an API Gateway proxy event (REST v1 ``httpMethod``, HTTP API v2
+    ``requestContext.http.method``); POST when the event names none."""
     context = event.get("requestContext")
     http = context.get("http") if isinstance(context, dict) else None
     method = http.get("method") if isinstance(http, dict) else event.get("httpMethod")
-    if method is not None and method != "POST":
-        raise InvalidEvent(f"method {_show(method)} not allowed; use POST", status=405)
+    return method if isinstance(method, str) else "POST"
+
+
+def proxy_body(event: dict[str, Any]) -> bytes | str:
+    """The body of an API Gateway proxy event, base64-decoded when flagged; InvalidEvent (400) when it is
+    not a string or its base64 is broken."""
     body = event.get("body")
     if body is None:
         return b""
@@ -389,7 +399,11 @@ def proxy_body(event: object) -> bytes | str:
 
 class LambdaRouter:
     """The Lambda entry point's state: one event loop, one ``AwsClients`` and one history writer, opened
-    on the first invocation from ``FleetConfig.from_env()`` and reused while the sandbox stays warm."""
+    on the first invocation from ``FleetConfig.from_env()`` and reused while the sandbox stays warm.
+
+    API Gateway sends it two routes: ``POST /events`` and the GET health route Route 53 probes (its path
+    is a terraform variable), so any GET answers the health check and any method but GET and POST 405.
+    """
 
     def __init__(self) -> None:
         self._opened: tuple[asyncio.AbstractEventLoop, AwsClients, FleetConfig, HistoryWriter] | None = None
@@ -401,9 +415,16 @@ class LambdaRouter:
         except ConfigError as exc:
             return proxy_response(500, {"error": f"router misconfigured: {exc}"})
         try:
+            if not isinstance(event, dict):
+                raise InvalidEvent("the Lambda event is not an API Gateway proxy event")
+            method = proxy_method(event)
+            if method == "GET":
+                return proxy_response(200, health(config))
+            if method != "POST":
+                raise InvalidEvent(f"method {_show(method)} not allowed; use POST", status=405)
             body = proxy_body(event)
         except InvalidEvent as exc:
-            record(history, exc.kind, exc.pk, exc.status, started)
+            _record(history, exc.kind, exc.pk, exc.status, started)
             return proxy_response(exc.status, {"error": str(exc)})
         try:
             status, payload = loop.run_until_complete(handle_event(body, clients, config, history))

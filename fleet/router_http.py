@@ -2,9 +2,9 @@
 
 What API Gateway and Lambda do in AWS, this does on a laptop or in the harness: ``POST /events`` takes
 the event body (read up to ``MAX_BODY_BYTES`` + 1 bytes and no further, so an oversized body is refused
-without reading it all), ``GET /health`` answers ``{"ok": true}``; any other path answers 404 and any other
-method 405, always as JSON.  Settings come from ``FleetConfig.from_env()`` (``WSFLEET_*`` and the SDK's
-``AWS_ENDPOINT_URL_<SERVICE>`` variables).
+without reading it all), ``GET /health`` answers ``{"ok": true, "profile": ...}``; any other path
+answers 404 and any other method 405, always as JSON.  Settings come from ``FleetConfig.from_env()``
+(``WSFLEET_*`` and the SDK's ``AWS_ENDPOINT_URL_<SERVICE>`` variables).
 
 ``python -m fleet.router_http --host H --port P`` prints one JSON line ``{"url": ..., "pid": ...}`` when it
 is ready (events go to ``url + "/events"``) and serves until SIGTERM or SIGINT, then exits 0.
@@ -28,7 +28,7 @@ from fleet.aws import AwsClients
 from fleet.config import FleetConfig
 from fleet.errors import ConfigError
 from fleet.history import HistoryWriter
-from fleet.router import MAX_BODY_BYTES, handle_event, parse_allowlist
+from fleet.router import MAX_BODY_BYTES, handle_event, health, parse_allowlist
 
 _CLIENTS = web.AppKey("clients", AwsClients)
 _CONFIG = web.AppKey("config", FleetConfig)
@@ -59,13 +59,12 @@ async def _post_event(request: web.Request) -> web.StreamResponse:
     status, payload = await handle_event(body, app[_CLIENTS], app[_CONFIG], app[_HISTORY])
     response = _json(status, payload)
     if not request.content.at_eof():
-        # An oversized body is not drained: answer and drop the connection.
-        response.force_close()
+        response.force_close()  # the rest of an oversized body is never read
     return response
 
 
 async def _health(request: web.Request) -> web.StreamResponse:
-    return _json(200, {"ok": True, "profile": request.app[_CONFIG].profile})
+    return _json(200, health(request.app[_CONFIG]))
 
 
 @web.middleware
@@ -118,7 +117,9 @@ class RouterServer:
 
 async def start_server(config: FleetConfig, host: str, port: int) -> RouterServer:
     """Serve the router on ``host:port`` (port 0: a free one) and return once it accepts connections."""
-    runner = web.AppRunner(make_app(config), access_log=None, handle_signals=False)
+    # lingering_time=0: a request whose body was left unread (too large) closes its connection at once
+    # instead of being drained.
+    runner = web.AppRunner(make_app(config), access_log=None, handle_signals=False, lingering_time=0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

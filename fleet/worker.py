@@ -316,9 +316,15 @@ class Worker:
         except StoreError as exc:
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="info", note=str(exc)[:200])
             return
-        self.fence.deadline = max(self.fence.deadline, self.rules.fence_deadline(sent))
-        self.history.emit("lease.renew", worker=self.me.worker_id, outcome="ok", gen=self.me.gen,
-                          expires_ms=item.get("expires_at_ms"))
+        if time.monotonic() - sent > self.rules.timeout_ms / 1000.0:
+            # Answered later than the rules assume: it may have landed after a taker read us as expired,
+            # so it does not move the fence (the item's expiry did move: the outcome is unknown).
+            self.history.emit("lease.renew", worker=self.me.worker_id, outcome="info", note="answered late",
+                              expires_ms=item.get("expires_at_ms"))
+        else:
+            self.fence.deadline = max(self.fence.deadline, self.rules.fence_deadline(sent))
+            self.history.emit("lease.renew", worker=self.me.worker_id, outcome="ok", gen=self.me.gen,
+                              expires_ms=item.get("expires_at_ms"))
         self.handled_stops = self.handled_stops - handled
         stops = WorkerRecord.from_item(item).stop_requests
         if stops:

@@ -31,7 +31,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="DynamoDB server: dynalite (Node; atomic, ~1,400 conditional updates/s) or moto "
         "(requests serialised, ~100/s). Default: dynalite, or moto when Node is missing.",
     )
-    parser.add_argument("--region", default="us-east-1", help="region the resources live in (default: us-east-1)")
+    parser.add_argument(
+        "--region", default="us-east-1", help="region the resources live in (default: us-east-1)"
+    )
     parser.add_argument(
         "--log-dir",
         default=None,

@@ -1,4 +1,4 @@
-"""What a running backend offers, whatever its kind: ``Backend`` and the environment that points a process at it.
+"""What a running backend offers, whatever its kind (``Backend``), and the environment pointing at it.
 
 Every fleet process reaches AWS through the SDK's standard per-service endpoint variables (DESIGN §10), so
 a backend is fully described by its endpoints, region, queue URL and table names.  botocore derives each

@@ -8,11 +8,13 @@ DynamoDB engine, DynamoDB Streams is served by that same process (it holds the t
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -38,6 +40,7 @@ class EmbeddedBackend(Backend):
 
     def stop(self) -> None:
         """Stop every server (SIGTERM, then SIGKILL after a grace period); idempotent."""
+        atexit.unregister(self.stop)
         for server in reversed(self.servers):
             server.stop()
         if self.remove_log_dir and self.log_dir is not None:
@@ -79,6 +82,7 @@ def start_embedded(
         kind="embedded", region=region, endpoints={}, queue_url="", dynamodb_engine=dynamodb,
         log_dir=directory, remove_log_dir=log_dir is None,
     )
+    atexit.register(backend.stop)  # a caller that forgets stop() still leaves no server or log dir behind
     try:
         backend.servers = _start_servers(dynamodb, directory)
         ddb_server, services = backend.servers
@@ -101,19 +105,12 @@ def start_embedded(
 
 def _start_servers(dynamodb: str, log_dir: Path) -> list[ServerProcess]:
     """Start the DynamoDB server and the services server side by side; on any failure stop both."""
+    start_ddb = start_dynalite if dynamodb == "dynalite" else partial(start_moto, name="moto-dynamodb")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        ddb_future = pool.submit(
-            start_dynalite if dynamodb == "dynalite" else lambda d: start_moto(d, name="moto-dynamodb"),
-            log_dir,
-        )
-        services_future = pool.submit(start_moto, log_dir, "moto-services")
-        started: list[ServerProcess] = []
-        errors: list[BaseException] = []
-        for future in (ddb_future, services_future):
-            try:
-                started.append(future.result())
-            except BaseException as exc:
-                errors.append(exc)
+        futures = [pool.submit(start_ddb, log_dir), pool.submit(start_moto, log_dir, "moto-services")]
+    # Leaving the block waited for both, so every future is done.
+    errors = [error for error in (future.exception() for future in futures) if error is not None]
+    started = [future.result() for future in futures if future.exception() is None]
     if errors:
         for server in started:
             server.stop()

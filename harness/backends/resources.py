@@ -10,6 +10,7 @@ synchronous boto3: it runs before any event loop matters.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -32,7 +33,7 @@ def client(env: Mapping[str, str], service: str) -> Any:
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
     endpoint = env.get(ENDPOINT_ENV_VARS[service]) or env.get("AWS_ENDPOINT_URL") or None
     return boto3.client(
-        service,  # type: ignore[call-overload]
+        service,
         region_name=region,
         endpoint_url=endpoint,
         aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
@@ -79,10 +80,8 @@ def clear_data(env: Mapping[str, str]) -> None:
         _delete_all(ddb, definition["TableName"], keys)
     sqs = client(env, "sqs")
     queue_urls = [config.queue_url] if config.queue_url else []
-    try:
+    with contextlib.suppress(ClientError):  # no dead-letter queue on this backend: nothing to purge there
         queue_urls.append(sqs.get_queue_url(QueueName=schema.DLQ_NAME)["QueueUrl"])
-    except ClientError:
-        pass  # no dead-letter queue on this backend: nothing to purge
     for queue_url in queue_urls:
         _purge(sqs, queue_url)
 

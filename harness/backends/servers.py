@@ -43,6 +43,7 @@ class ServerProcess:
     process: subprocess.Popen[bytes]
     url: str
     log_path: Path
+    stopped: bool = False
 
     @property
     def pid(self) -> int:
@@ -53,6 +54,9 @@ class ServerProcess:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM the server's process group, wait ``grace_s``, then SIGKILL it; idempotent."""
+        if self.stopped:
+            return
+        self.stopped = True
         _LIVE.discard(self)
         if self.process.poll() is None:
             _signal_group(self.process.pid, signal.SIGTERM)
@@ -61,7 +65,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 _signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        # Anything the server started in its group goes too, even when the leader exited by itself.
+        # Anything the server started in its group goes too, even when the leader exited by itself.  Done
+        # once, right after reaping the leader: later the group id could name somebody else's group.
         _signal_group(self.process.pid, signal.SIGKILL)
 
     def stderr_tail(self, lines: int = _TAIL_LINES) -> str:
@@ -128,7 +133,8 @@ def spawn_server(
 
 def _failure(server: ServerProcess, what: str) -> BackendError:
     return BackendError(
-        f"{server.name} (pid {server.pid}) {what}; log {server.log_path}, stderr tail:\n{server.stderr_tail()}"
+        f"{server.name} (pid {server.pid}) {what}; log {server.log_path}, stderr tail:\n"
+        + server.stderr_tail()
     )
 
 
@@ -163,7 +169,8 @@ def _wait_answering(server: ServerProcess, path: str, deadline: float) -> None:
         if not server.running():
             raise _failure(server, f"exited with status {server.process.returncode} while starting")
         try:
-            with urllib.request.urlopen(server.url + path, timeout=2.0):
+            timeout_s = max(0.1, min(2.0, deadline - time.monotonic()))
+            with urllib.request.urlopen(server.url + path, timeout=timeout_s):
                 return
         except urllib.error.HTTPError:
             return

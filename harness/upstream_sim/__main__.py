@@ -14,24 +14,26 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable
 
 from harness.upstream_sim.server import UpstreamSimulator
 
 PROG = "python -m harness.upstream_sim"
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
-        if not (value > 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
-        return value
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
-    return parse
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _port(text: str) -> int:
@@ -45,11 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Simulated upstream WebSocket source. Each connection id is a stream of JSON text frames "
-            '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether or not '
-            "anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header X-Worker-Id names "
-            "the worker); the same port answers the JSON control API (/health, /streams, /streams/{id}, "
-            "/streams/{id}/disconnect, /disconnect). Prints one JSON line with ws_url, control_url and pid "
-            "when ready; SIGTERM or SIGINT stops it."
+            '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether '
+            "or not anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header "
+            "X-Worker-Id names the worker); the same port answers the JSON control API (/health, /streams, "
+            "/streams/{id}, /streams/{id}/disconnect, /disconnect). Prints one JSON line with ws_url, "
+            "control_url and pid when ready; SIGTERM or SIGINT stops it."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
@@ -58,40 +60,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rate",
-        type=_positive(float),
+        type=_positive_float,
         default=10.0,
         help="messages per second emitted by each stream (default: %(default)s)",
     )
     parser.add_argument(
         "--replay-depth",
-        type=_positive(int),
+        type=_positive_int,
         default=10000,
         help="frames kept per stream to serve from_seq resumes; an older from_seq is served from the oldest "
         "kept frame and the session records replay_from (default: %(default)s)",
     )
     parser.add_argument(
         "--max-backlog",
-        type=_positive(int),
+        type=_positive_int,
         default=None,
         help="unsent frames a session may have queued (a slow or frozen client) before it is closed with "
         "reason 'error'; at least the replay depth (default: twice the replay depth)",
     )
     parser.add_argument(
         "--ping-interval",
-        type=_positive(float),
+        type=_positive_float,
         default=0.5,
         help="seconds between keepalive pings on each session (default: %(default)s)",
     )
     parser.add_argument(
         "--ping-timeout",
-        type=_positive(float),
+        type=_positive_float,
         default=0.5,
         help="seconds a ping may take to be sent and answered before the session is closed with reason "
         "'keepalive_timeout' (default: %(default)s)",
     )
     parser.add_argument(
         "--close-timeout",
-        type=_positive(float),
+        type=_positive_float,
         default=1.0,
         help="seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
     )
@@ -117,8 +119,8 @@ async def _serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop.set)
     simulator = UpstreamSimulator(
         rate=args.rate,
-        replay_depth=int(args.replay_depth),
-        max_backlog=None if args.max_backlog is None else int(args.max_backlog),
+        replay_depth=args.replay_depth,
+        max_backlog=args.max_backlog,
         ping_interval=args.ping_interval,
         ping_timeout=args.ping_timeout,
         close_timeout=args.close_timeout,
@@ -139,9 +141,10 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.max_backlog is not None and args.max_backlog < args.replay_depth:
-        build_parser().error(
+        parser.error(
             f"--max-backlog ({args.max_backlog}) must be at least --replay-depth ({args.replay_depth})"
         )
     return asyncio.run(_serve(args))

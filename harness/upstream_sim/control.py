@@ -8,7 +8,8 @@ request is the control API:
 - ``GET /streams/{id}`` -> stream: ``{id, head_seq, oldest_seq, rate, created, sessions: [session, ...]}``
 - ``POST /streams/{id}[?rate=R]`` -> create the stream, emission starting now (201; 200 if it existed;
   409 if it exists with another rate)
-- ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``): ``{id, disconnected}``
+- ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``):
+  ``{id, disconnected}``
 - ``POST /disconnect`` -> the same for every stream: ``{disconnected}``
 
 Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 404 (unknown stream or path),
@@ -77,7 +78,7 @@ def parse_subscription(target: str) -> Subscription:
     url = urlsplit(target)
     segments = _stream_segments(url.path)
     if segments is None or len(segments) != 1:
-        raise RequestError(404, f"no stream endpoint at {url.path!r}: subscribe to /streams/{{connection_id}}")
+        raise RequestError(404, f"no stream at {url.path!r}: subscribe to /streams/{{connection_id}}")
     connection_id = _connection_id(segments[0])
     query = parse_qs(url.query, keep_blank_values=True)
     from_seq = None

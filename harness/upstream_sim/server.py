@@ -36,9 +36,9 @@ HISTORY_SRC = "upstream"
 class UpstreamSimulator:
     """Streams of ``{"seq", "data", "ts"}`` frames served over WebSocket, with a record of every session.
 
-    ``rate``: messages per second of each new stream; ``replay_depth``: frames kept per stream for ``from_seq``
-    resumes; ``max_backlog``: unsent frames a session may have queued before it is closed with reason
-    ``error`` (default twice ``replay_depth``, so a full replay always fits); ``ping_interval`` /
+    ``rate``: messages per second of each new stream; ``replay_depth``: frames kept per stream for
+    ``from_seq`` resumes; ``max_backlog``: unsent frames a session may have queued before it is closed with
+    reason ``error`` (default twice ``replay_depth``, so a full replay always fits); ``ping_interval`` /
     ``ping_timeout``: the keepalive, in seconds; ``close_timeout``: seconds a close frame may take before the
     TCP connection is aborted; ``evict_older``: a new session of a stream closes its older ones (``evicted``);
     ``history_path``: the JSON Lines history file (None: no history).
@@ -174,6 +174,9 @@ class UpstreamSimulator:
             return
         subscription = parse_subscription(request.path)
         stream = self.create_stream(subscription.connection_id)
+        if self.evict_older:
+            for older in stream.live_sessions():
+                older.finish("evicted")
         session = Session(
             f"s-{next(self._session_numbers)}",
             stream,
@@ -183,8 +186,5 @@ class UpstreamSimulator:
             settings=self.settings,
             history=self._writer(),
         )
-        if self.evict_older:
-            for older in stream.live_sessions():
-                older.finish("evicted")
         session.open()
         await session.run()

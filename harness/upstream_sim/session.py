@@ -1,7 +1,7 @@
 """One subscription session of the simulated upstream: its record, its sender, its keepalive and its closing.
 
-A session's record (worker, from_seq, replay_from, opened, closed, close_reason, last_seq_sent, last_pong_t) is
-the ground truth of who was really consuming (DESIGN §4, §6).  Frames reach the client through a bounded
+A session's record (worker, from_seq, replay_from, opened, closed, close_reason, last_seq_sent, last_pong_t)
+is the ground truth of who was really consuming (DESIGN §4, §6).  Frames reach the client through a bounded
 per-session backlog drained by one sender task, so a slow or frozen client only ever blocks itself; a backlog
 past ``max_backlog`` closes the session with reason ``error``.  The keepalive is ours, not the library's, so
 that ``last_pong_t`` is known: a ping every ``ping_interval`` seconds must be answered within
@@ -33,7 +33,9 @@ from websockets.exceptions import ConnectionClosed
 from fleet.history import HistoryWriter
 from harness.upstream_sim.streams import Stream, now_ms
 
-CloseReason = Literal["client_close", "keepalive_timeout", "evicted", "server_shutdown", "server_reset", "error"]
+CloseReason = Literal[
+    "client_close", "keepalive_timeout", "evicted", "server_shutdown", "server_reset", "error"
+]
 
 CLOSE_CODES: dict[CloseReason, int] = {
     "keepalive_timeout": 1011,
@@ -204,4 +206,5 @@ class Session:
                 return
             except ConnectionClosed:
                 return
-            self.last_pong_t = now_ms()
+            if self.closed is None:  # the record is final once the session has ended
+                self.last_pong_t = now_ms()

@@ -1,4 +1,4 @@
-"""The streams of the simulated upstream (DESIGN §8): sequence numbering, emission timing and the replay buffer.
+"""The streams of the simulated upstream (DESIGN §8): sequence numbering, emission timing, replay buffer.
 
 A stream emits seq ``n`` at ``start + n / rate`` on the event loop's monotonic clock, from seq 1, whether or
 not anyone listens.  Emission is driven by one ``loop.call_at`` timer per stream (the event loop's own timer
@@ -10,7 +10,6 @@ stream's live sessions by waking them; a stream never waits for a subscriber.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import time
@@ -57,7 +56,7 @@ class Stream:
             raise ValueError(f"replay depth must be at least 1, got {replay_depth!r}")
         self.id = connection_id
         self.pk = f"CONN#{connection_id}"
-        self.rate = rate
+        self.rate = float(rate)
         self.replay_depth = replay_depth
         self.head_seq = 0
         self.created = now_ms()
@@ -123,13 +122,14 @@ class Stream:
         if due_seq > self.head_seq:
             first_seq = self.head_seq + 1
             ts = int(now_ms())
+            # The same text json.dumps would give; connection ids never need escaping.
             frames = [
-                json.dumps({"seq": seq, "data": f"{self.id}:{seq}", "ts": ts})
+                f'{{"seq": {seq}, "data": "{self.id}:{seq}", "ts": {ts}}}'
                 for seq in range(first_seq, due_seq + 1)
             ]
             self._frames.extend(frames)
+            self.head_seq = due_seq
             for seq in range(first_seq, due_seq + 1):
-                self.head_seq = seq
                 self._history.emit("emit", pk=self.pk, seq=seq)
             for session in list(self._live.values()):
                 session.on_emitted(first_seq, frames)

@@ -3,7 +3,12 @@ variable "source_dir" {
   type        = string
 }
 
-variable "output_path" {
-  description = "Where to write the Lambda deployment zip."
+variable "dependencies_dir" {
+  description = "A directory holding the fleet's runtime dependencies under python/ (pip install --target <dir>/python, see terraform/README.md); zipped as the router's Lambda layer."
+  type        = string
+}
+
+variable "output_dir" {
+  description = "Where to write the two zips (fleet-router.zip, fleet-dependencies.zip)."
   type        = string
 }

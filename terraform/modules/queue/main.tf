@@ -2,8 +2,11 @@
 # (tests/deploy checks them, and maxReceiveCount against schema.MAX_RECEIVES).
 
 locals {
-  # fleet.schema.MAX_RECEIVES
-  max_receives = 5
+  redrive_policy = {
+    deadLetterTargetArn = aws_sqs_queue.dead_letter.arn
+    # fleet.schema.MAX_RECEIVES
+    maxReceiveCount = 5
+  }
 }
 
 resource "aws_sqs_queue" "dead_letter" {
@@ -18,10 +21,7 @@ resource "aws_sqs_queue" "notify" {
   visibility_timeout_seconds = 30
   message_retention_seconds  = 345600
   sqs_managed_sse_enabled    = true
-  redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.dead_letter.arn
-    maxReceiveCount     = local.max_receives
-  })
+  redrive_policy             = jsonencode(local.redrive_policy)
 }
 
 resource "aws_sqs_queue_redrive_allow_policy" "dead_letter" {

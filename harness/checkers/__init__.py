@@ -1,0 +1,33 @@
+"""Checkers that read only the history (Jepsen-style) and compose one verdict (DESIGN §5–§7).
+
+One module per checker: ``duplicates`` (I1 duplicate claims, zombie time, lease double ownership),
+``sequences`` (I2 lost, I3 duplicated), ``recovery`` (phases per affected connection), ``bounds`` (I4),
+``stop`` (I5); ``consuming`` derives who consumed what when; ``verdict`` composes them and writes
+``verdict.json``.  Each ``check_*`` takes the history DataFrame and returns a ``CheckResult``.
+"""
+
+from harness.checkers.bounds import check_bounds
+from harness.checkers.duplicates import check_duplicate_claims
+from harness.checkers.recovery import check_recovery
+from harness.checkers.result import UNKNOWN, CheckResult, Validity, compose
+from harness.checkers.sequences import check_sequences
+from harness.checkers.stop import check_stop
+from harness.checkers.verdict import TABLE_COLUMNS, VERDICT_KEYS, Analysis, analyse, check_run, write_verdict
+
+__all__ = [
+    "TABLE_COLUMNS",
+    "UNKNOWN",
+    "VERDICT_KEYS",
+    "Analysis",
+    "CheckResult",
+    "Validity",
+    "analyse",
+    "check_bounds",
+    "check_duplicate_claims",
+    "check_recovery",
+    "check_run",
+    "check_sequences",
+    "check_stop",
+    "compose",
+    "write_verdict",
+]

@@ -1,0 +1,45 @@
+"""I4 bounded recovery: every affected connection caught up within the run's bound for the fault kind.
+
+``bound_ms`` comes from ``run.start`` (one number, or {fault kind: ms}).  When the run sets no bound the
+checker does not apply: it is valid with ``applies: false`` (the scenario asserts no bound; the recovery
+numbers are still reported), rather than unknown, so that runs without a bound can still pass.  A
+connection that never caught up counts as exceeding the bound; connections STOPPED during their recovery
+are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from harness.checkers.events import RunInfo, run_info
+from harness.checkers.recovery import check_recovery
+from harness.checkers.result import CheckResult, Validity
+
+DETAIL_ROWS = 50
+EXAMPLE_FIELDS = ("fault", "fault_kind", "pk", "old_worker", "new_worker", "recovery_ms", "bound_ms")
+
+
+def check_bounds(history: pd.DataFrame, *, recovery: CheckResult | None = None,
+                 info: RunInfo | None = None) -> CheckResult:
+    info = info if info is not None else run_info(history)
+    recovery = recovery if recovery is not None else check_recovery(history, info=info)
+    rows = recovery.tables["phases"]
+    judged = [r for r in rows if r["within_bound"] is not None]
+    exceeded = [r for r in judged if not r["within_bound"]]
+    applies = info.bound_ms is not None
+    valid: Validity = not exceeded
+    recoveries = [r["recovery_ms"] for r in judged if r["recovery_ms"] is not None]
+    details: dict[str, Any] = {
+        "applies": applies,
+        "bound_ms": info.bound_ms,
+        "judged": len(judged),
+        "exceeded": len(exceeded),
+        "unrecovered": sum(1 for r in exceeded if r["recovery_ms"] is None),
+        "max_recovery_ms": max(recoveries) if recoveries else None,
+        "exceeded_examples": [
+            {k: r[k] for k in EXAMPLE_FIELDS} for r in exceeded[:DETAIL_ROWS]
+        ],
+    }
+    return CheckResult("bounds", valid, details)

@@ -1,0 +1,215 @@
+"""Typed views of a history for the checkers: the events of some types with the columns asked for (missing
+fields filled with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop,
+and the worker ids the history knows."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Fields read as float64 (NaN when missing or not a number); every other field is read as text.
+NUMERIC_FIELDS = frozenset({
+    "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
+    "head_seq", "status",
+})
+# Fault kinds after which a process holds no lease belief any more (its process died).
+CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
+# Fault kinds that freeze a process: it reads and writes nothing until fault.stop.
+FREEZE_FAULTS = frozenset({"pause", "freeze", "sigstop"})
+
+Windows = dict[str, list[tuple[float, float]]]
+
+
+def select(history: pd.DataFrame, types: str | Collection[str], columns: Sequence[str],
+           raw: Collection[str] = ()) -> pd.DataFrame:
+    """The events whose ``type`` is (one of) ``types``, in history order, with exactly ``columns``
+    (``NUMERIC_FIELDS`` as float64, ``raw`` ones as stored, others as text with NaN for missing) and a
+    fresh 0..n-1 index."""
+    type_values = history["type"].to_numpy()
+    if isinstance(types, str):
+        mask = type_values == types
+    else:
+        mask = np.zeros(len(type_values), dtype=bool)
+        for name in types:
+            mask |= type_values == name
+    rows = history.loc[mask, [name for name in dict.fromkeys(columns) if name in history.columns]]
+    data: dict[str, Any] = {}
+    for name in columns:
+        if name not in rows.columns:
+            data[name] = np.full(len(rows), np.nan)
+        elif name in raw:
+            data[name] = rows[name].to_numpy(dtype=object)
+        elif name in NUMERIC_FIELDS:
+            data[name] = pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype="float64")
+        else:
+            data[name] = _text(rows[name])
+    return pd.DataFrame(data)
+
+
+def worker_of(frame: pd.DataFrame) -> pd.Series:
+    """The ``worker`` column, falling back to ``src`` for events a worker wrote about itself."""
+    return frame["worker"].where(frame["worker"].notna(), frame["src"])
+
+
+def _text(column: pd.Series) -> np.ndarray:
+    values = column.to_numpy(dtype=object)
+    missing = pd.isna(values)
+    if not isinstance(column.dtype, pd.StringDtype):
+        values = np.array([v if isinstance(v, str) else str(v) for v in values], dtype=object)
+    values[missing] = np.nan
+    return values
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run's settings (from its first ``run.start``) and its time span."""
+
+    scenario: str | None = None
+    profile: str | None = None
+    timescale: float | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    connections: int | None = None
+    workers: int | None = None
+    bound_ms: Any = None
+    stop_bound_ms: float | None = None
+    seed: Any = None
+    start_t: float | None = None
+    stop_t: float | None = None
+    first_t: float = 0.0
+    last_t: float = 0.0
+
+    @property
+    def end_t(self) -> float:
+        """When the run ended for the checkers' horizons: ``run.stop``, else the last event."""
+        return self.stop_t if self.stop_t is not None else self.last_t
+
+    def duration(self, name: str) -> float | None:
+        """An effective duration from ``config`` in ms, or None when absent."""
+        value = self.config.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return None
+
+    def bound_for(self, kind: str) -> float | None:
+        """The recovery bound in ms for a fault kind: ``bound_ms`` is one number or {kind: ms}."""
+        bound = self.bound_ms.get(kind) if isinstance(self.bound_ms, dict) else self.bound_ms
+        if isinstance(bound, int | float) and not isinstance(bound, bool):
+            return float(bound)
+        return None
+
+
+def run_info(history: pd.DataFrame) -> RunInfo:
+    if history.empty:
+        return RunInfo()
+    times = history["t"].to_numpy(dtype="float64")
+    first_t, last_t = float(np.nanmin(times)), float(np.nanmax(times))
+    types = history["type"].to_numpy()
+    stops = np.flatnonzero(types == "run.stop")
+    stop_t = float(times[stops[0]]) if stops.size else None
+    starts = np.flatnonzero(types == "run.start")
+    if not starts.size:
+        return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
+    row = history.iloc[int(starts[0])]
+
+    def get(name: str) -> Any:
+        value = row.get(name)
+        if value is None or (not isinstance(value, dict | list) and pd.isna(value)):
+            return None
+        return value
+
+    def number(name: str) -> float | None:
+        value = get(name)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def count(name: str) -> int | None:
+        value = number(name)
+        return int(value) if value is not None else None
+
+    config = get("config")
+    return RunInfo(
+        scenario=get("scenario"),
+        profile=get("profile"),
+        timescale=number("timescale"),
+        config=dict(config) if isinstance(config, dict) else {},
+        connections=count("connections"),
+        workers=count("workers"),
+        bound_ms=get("bound_ms"),
+        stop_bound_ms=number("stop_bound_ms"),
+        seed=get("seed"),
+        start_t=float(times[starts[0]]),
+        stop_t=stop_t,
+        first_t=first_t,
+        last_t=last_t,
+    )
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One nemesis operation: ``fault.start`` paired with the next ``fault.stop`` of the same kind and
+    target (``stop_t`` None when it never stopped, e.g. a kill)."""
+
+    index: int
+    kind: str
+    target: str
+    targets: tuple[str, ...]
+    params: Any
+    start_t: float
+    stop_t: float | None
+
+
+def faults(history: pd.DataFrame) -> list[Fault]:
+    rows = history.loc[history["type"].isin(["fault.start", "fault.stop"])]
+    found: list[Fault] = []
+    open_faults: list[int] = []
+    for index, event in enumerate(rows.to_dict("records")):
+        targets = _targets(event.get("target"))
+        kind = str(event.get("kind"))
+        if event["type"] == "fault.start":
+            params = event.get("params")
+            if isinstance(params, float) and params != params:
+                params = None
+            found.append(Fault(index, kind, ",".join(targets), targets, params, float(event["t"]), None))
+            open_faults.append(len(found) - 1)
+            continue
+        for position, number in enumerate(open_faults):
+            fault = found[number]
+            if fault.kind == kind and fault.targets == targets:
+                found[number] = Fault(fault.index, kind, fault.target, targets, fault.params, fault.start_t,
+                                      float(event["t"]))
+                del open_faults[position]
+                break
+    return [Fault(number, f.kind, f.target, f.targets, f.params, f.start_t, f.stop_t)
+            for number, f in enumerate(found)]
+
+
+def _targets(target: Any) -> tuple[str, ...]:
+    if isinstance(target, list | tuple):
+        return tuple(str(t) for t in target)
+    if target is None or (isinstance(target, float) and target != target):
+        return ()
+    return (str(target),)
+
+
+def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float) -> Windows:
+    """Per target, the [start, stop] windows of the faults of these kinds (open ones run to ``end_t``)."""
+    windows: Windows = {}
+    for fault in fault_list:
+        if fault.kind in kinds:
+            for target in fault.targets:
+                stop = fault.stop_t if fault.stop_t is not None else end_t
+                windows.setdefault(target, []).append((fault.start_t, stop))
+    return windows
+
+
+def known_workers(history: pd.DataFrame) -> set[str]:
+    """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
+    names: set[str] = set()
+    if "worker" in history.columns:
+        names.update(str(w) for w in history["worker"].dropna().unique())
+    starts = history.loc[history["type"] == "worker.start", "src"]
+    names.update(str(s) for s in starts.dropna().unique())
+    return names

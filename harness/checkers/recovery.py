@@ -1,0 +1,315 @@
+"""Recovery phases (DESIGN §5) for every connection a fault affected, from the history alone.
+
+For a ``fault.start`` at ``t0`` (every kind unless ``kinds`` restricts them), the affected connections are:
+the pks a target worker was consuming at ``t0`` when the target names workers (``*``, ``all`` or
+``workers`` name them all); otherwise the pks whose consuming part ended within [t0, fault.stop (t0 if
+none) + ``fault_grace_ms``] (default: one heartbeat).  The old owner ``W`` is that part's worker,
+``old_end`` its end.
+
+- ``claim``: the first ``lease.acquire`` ok for the pk after t0 by another worker, or by W itself once it
+  restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  Without a claim,
+  when W's session closed, the new owner is whoever opened the next session (``reconnect_in_place`` when W);
+  when W's session stayed open to the end, the connection was not disrupted (a latency or a short pause).
+- ``detect``: when the old lease became claimable: the earlier of W's ``lease.release`` ok and the expiry
+  W's last ok lease events before the takeover promised (blog: per-pk ``expires_ms``; hardened:
+  worker-level ``lease.renew`` ``expires_ms`` + ``config.clock_tolerance_ms``; the later of both when both
+  exist); None without lease events, or when the lease never lapsed before the end.
+- ``connect``: the new owner's first ``sub.open`` after t0 (and after its claim).
+- ``resume``: its first ``msg.persist`` ok from then on.
+- ``caught_up``: its first ``msg.persist`` ok whose ``seq_to`` reaches the highest seq emitted before its
+  connect (not disrupted: before fault.stop, else t0).  Recovery = caught_up − t0.
+- ``gap``: from ``old_end`` until some worker's consuming part continues past it (0 when they overlapped).
+
+Phase times are reported from t0 (``<phase>_ms``) and as steps from the previous phase that happened
+(``step_<phase>_ms``, so the steps add up to the recovery).  A connection STOPPED during its recovery is
+marked ``stopped`` and left out of the statistics and bounds.  A connection that never caught up before
+the end has recovery None: the checker is invalid if the run has a bound for that fault kind, else unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checkers.consuming import Consumption, consumption
+from harness.checkers.events import Fault, RunInfo, faults, known_workers, run_info, select, worker_of
+from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
+
+PHASES = ("detect", "claim", "connect", "resume", "caught_up")
+PHASE_COLUMNS = [
+    "fault", "fault_kind", "fault_target", "pk", "old_worker", "new_worker", "t0", "fault_stop_t",
+    "old_end_t",
+    *(f"{p}_t" for p in PHASES), *(f"{p}_ms" for p in PHASES), *(f"step_{p}_ms" for p in PHASES),
+    "gap_ms", "recovery_ms", "disrupted", "reconnect_in_place", "recovered", "stopped", "bound_ms",
+    "within_bound",
+]
+ALL_WORKERS = frozenset({"*", "all", "workers"})
+DETAIL_ROWS = 50
+
+Arrays = tuple[np.ndarray, ...]
+
+
+def check_recovery(history: pd.DataFrame, *, kinds: Collection[str] | None = None,
+                   fault_grace_ms: float | None = None, info: RunInfo | None = None,
+                   consumed: Consumption | None = None) -> CheckResult:
+    info = info if info is not None else run_info(history)
+    consumed = consumed if consumed is not None else consumption(history, info)
+    grace = fault_grace_ms if fault_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
+    look = _Lookups.build(history, info, consumed)
+    workers = known_workers(history)
+    fault_rows: list[Row] = []
+    rows: list[Row] = []
+    for fault in faults(history):
+        if kinds is not None and fault.kind not in kinds:
+            continue
+        affected = _affected(fault, consumed, workers, grace, info)
+        fault_rows.append({"fault": fault.index, "kind": fault.kind, "target": fault.target,
+                           "start_t": fault.start_t, "stop_t": fault.stop_t, "affected": len(affected)})
+        rows.extend(_phases(fault, pk, old_worker, old_end, session, look, info)
+                    for pk, old_worker, old_end, session in affected)
+
+    judged = [r for r in rows if not r["stopped"]]
+    unrecovered = [r for r in judged if not r["recovered"]]
+    bounded = any(r["bound_ms"] is not None for r in unrecovered)
+    valid: Validity = False if bounded else (UNKNOWN if unrecovered else True)
+    details: dict[str, Any] = {
+        "faults": fault_rows,
+        "affected": len(rows),
+        "recovered": sum(1 for r in judged if r["recovered"]),
+        "unrecovered": len(unrecovered),
+        "stopped": len(rows) - len(judged),
+        "recovery_ms": summarise(r["recovery_ms"] for r in judged),
+        "phases_ms": phase_stats(judged),
+        "never_recovered": [{k: r[k] for k in ("fault", "fault_kind", "pk", "old_worker", "new_worker")}
+                            for r in unrecovered[:DETAIL_ROWS]],
+    }
+    return CheckResult("recovery", valid, details, {"phases": rows})
+
+
+def phase_stats(rows: list[Row]) -> dict[str, dict[str, float | None]]:
+    """{phase: {p50, p95, max}} of the times from t0 (and of the gap) over these rows."""
+    stats = {phase: summarise(r[f"{phase}_ms"] for r in rows) for phase in PHASES}
+    stats["gap"] = summarise(r["gap_ms"] for r in rows)
+    return stats
+
+
+def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: float,
+              info: RunInfo) -> list[tuple[str, str, float, str]]:
+    """(pk, old worker, old consuming end, session) of each connection the fault affected."""
+    parts = consumed.parts
+    targets = set(workers) if ALL_WORKERS & set(fault.targets) else {t for t in fault.targets if t in workers}
+    t0 = fault.start_t
+    if targets:
+        hit = parts.loc[parts["worker"].isin(targets) & (parts["start"] <= t0) & (parts["end"] >= t0)]
+        chosen = hit.sort_values("start", kind="stable").groupby("pk", sort=True).tail(1)
+    else:
+        window_end = (fault.stop_t if fault.stop_t is not None else t0) + grace
+        hit = parts.loc[(parts["end"] >= t0) & (parts["end"] <= window_end) & (parts["end"] < info.last_t)]
+        chosen = hit.sort_values("end", kind="stable").groupby("pk", sort=True).head(1)
+    chosen = chosen.sort_values("pk", kind="stable")
+    return list(zip(chosen["pk"], chosen["worker"], chosen["end"].astype(float), chosen["session"],
+                    strict=True))
+
+
+def _phases(fault: Fault, pk: str, old: str, old_end: float, session: str, look: _Lookups,
+            info: RunInfo) -> Row:
+    t0 = fault.start_t
+    restart = _first_after(look.starts.get(old), t0, strict=True)
+    lost = _first_after(look.losses.get((pk, old)), t0)
+    claim_t, new = None, None
+    times, owners = look.acquires.get(pk, (np.empty(0), np.empty(0, dtype=object)))
+    for t, worker in zip(times[times > t0].tolist(), owners[times > t0].tolist(), strict=True):
+        if worker != old or (restart is not None and t >= restart) or (lost is not None and t >= lost):
+            claim_t, new = t, worker
+            break
+    disrupted = claim_t is not None or look.closed.get((pk, session), False)
+    connect_t = None
+    if claim_t is not None:
+        connect_t = _first_after(look.opens.get((pk, new)), claim_t)
+    elif disrupted:
+        times, owners = look.pk_opens.get(pk, (np.empty(0), np.empty(0, dtype=object)))
+        later = np.flatnonzero(times > t0)
+        if later.size:
+            connect_t, new = float(times[later[0]]), str(owners[later[0]])
+    else:
+        new = old
+    if not disrupted:
+        start_ref, head_ref = t0, (fault.stop_t if fault.stop_t is not None else t0)
+    else:
+        start_ref, head_ref = connect_t, connect_t
+    resume_t = caught_up_t = None
+    if start_ref is not None and new is not None:
+        persisted = look.persists.get((pk, new))
+        resume_t = _first_after(persisted[0] if persisted else None, start_ref)
+        caught_up_t = _caught_up(persisted, start_ref, look.head_before(pk, head_ref))
+    detect_t = _detect(look, pk, old, t0, claim_t, restart, info)
+    stop_t = _first_after(look.stops.get(pk), t0)
+    stopped = stop_t is not None and stop_t <= (caught_up_t if caught_up_t is not None else info.last_t)
+    times_of = dict(zip(PHASES, (detect_t, claim_t, connect_t, resume_t, caught_up_t), strict=True))
+    row: Row = {
+        "fault": fault.index, "fault_kind": fault.kind, "fault_target": fault.target, "pk": pk,
+        "old_worker": old, "new_worker": new, "t0": t0, "fault_stop_t": fault.stop_t, "old_end_t": old_end,
+    }
+    row.update({f"{p}_t": t for p, t in times_of.items()})
+    row.update({f"{p}_ms": (t - t0 if t is not None else None) for p, t in times_of.items()})
+    previous = t0
+    for phase, t in times_of.items():
+        row[f"step_{phase}_ms"] = t - previous if t is not None else None
+        previous = t if t is not None else previous
+    resumed_at = old_end if old_end >= info.last_t else look.consuming_after(pk, old_end)
+    bound = info.bound_for(fault.kind)
+    recovery = caught_up_t - t0 if caught_up_t is not None else None
+    row.update({
+        "gap_ms": max(0.0, resumed_at - old_end) if resumed_at is not None else None,
+        "recovery_ms": recovery,
+        "disrupted": bool(disrupted),
+        "reconnect_in_place": bool(disrupted and claim_t is None and new == old),
+        "recovered": recovery is not None,
+        "stopped": bool(stopped),
+        "bound_ms": bound,
+        "within_bound": (None if bound is None or stopped else recovery is not None and recovery <= bound),
+    })
+    return row
+
+
+def _detect(look: _Lookups, pk: str, old: str, t0: float, claim_t: float | None, restart: float | None,
+            info: RunInfo) -> float | None:
+    limit = claim_t if claim_t is not None else info.last_t
+    if restart is not None:
+        limit = min(limit, restart)
+    expiries = []
+    per_pk = _last_before(look.pk_expiry.get((pk, old)), limit)
+    if per_pk is not None:
+        expiries.append(per_pk)
+    worker_level = _last_before(look.worker_expiry.get(old), limit)
+    if worker_level is not None:
+        expiries.append(worker_level + (info.duration("clock_tolerance_ms") or 0.0))
+    candidates = [max(expiries)] if expiries else []
+    released = look.releases.get((pk, old))
+    if released is not None:
+        later = released[(released >= t0) & (released < limit)]
+        if later.size:
+            candidates.append(float(later[0]))
+    if not candidates:
+        return None
+    detect = min(candidates)
+    return None if claim_t is None and detect > info.last_t else detect
+
+
+def _caught_up(persisted: Arrays | None, start: float, head: float) -> float | None:
+    if persisted is None:
+        return None
+    times, seq_to = persisted
+    first = int(np.searchsorted(times, start, side="left"))
+    reached = np.flatnonzero(seq_to[first:] >= head)
+    return float(times[first + reached[0]]) if reached.size else None
+
+
+def _first_after(times: np.ndarray | None, t: float, strict: bool = False) -> float | None:
+    if times is None:
+        return None
+    index = int(np.searchsorted(times, t, side="right" if strict else "left"))
+    return float(times[index]) if index < times.size else None
+
+
+def _last_before(pairs: Arrays | None, limit: float) -> float | None:
+    """The value of the last (time, value) pair before ``limit``."""
+    if pairs is None:
+        return None
+    times, values = pairs
+    index = int(np.searchsorted(times, limit, side="left")) - 1
+    return float(values[index]) if index >= 0 else None
+
+
+@dataclass(frozen=True)
+class _Lookups:
+    """Time-sorted arrays per pk, per worker or per (pk, worker), for the phase searches."""
+
+    opens: dict[Any, np.ndarray]
+    pk_opens: dict[Any, Arrays]
+    closed: dict[Any, bool]
+    persists: dict[Any, Arrays]
+    acquires: dict[Any, Arrays]
+    pk_expiry: dict[Any, Arrays]
+    worker_expiry: dict[Any, Arrays]
+    releases: dict[Any, np.ndarray]
+    losses: dict[Any, np.ndarray]
+    starts: dict[Any, np.ndarray]
+    stops: dict[Any, np.ndarray]
+    heads: dict[Any, Arrays]
+    parts: dict[Any, Arrays]
+
+    @classmethod
+    def build(cls, history: pd.DataFrame, info: RunInfo, consumed: Consumption) -> _Lookups:
+        opens = select(history, "sub.open", ["t", "pk", "worker"]).dropna(subset=["pk"])
+        opens["worker"] = opens["worker"].fillna("?")
+        persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "seq_to", "outcome"])
+        persists = persists.loc[(persists["outcome"] == "ok") & persists["pk"].notna()]
+        persists = persists.assign(worker=worker_of(persists))
+        lease = select(history, ["lease.acquire", "lease.renew", "lease.release", "lease.lost"],
+                       ["t", "src", "type", "pk", "worker", "outcome", "expires_ms"])
+        lease = lease.assign(worker=worker_of(lease))
+        ok = lease["outcome"] == "ok"
+        acquired = lease.loc[ok & (lease["type"] == "lease.acquire") & lease["pk"].notna()]
+        promising = lease["type"].isin(["lease.acquire", "lease.renew"]) & lease["expires_ms"].notna()
+        promised = lease.loc[ok & promising]
+        workers = select(history, "worker.start", ["t", "src", "worker"])
+        workers = workers.assign(worker=worker_of(workers))
+        emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
+        emits["seq"] = emits.groupby("pk", sort=False)["seq"].cummax()
+        stops = select(history, "conn.stopped", ["t", "pk"]).dropna(subset=["pk"])
+        sessions = consumed.sessions
+        return cls(
+            opens=_times(opens, ["pk", "worker"]),
+            pk_opens=_pairs(opens, ["pk"], "worker"),
+            closed=dict(zip(zip(sessions["pk"], sessions["session"], strict=True),
+                            sessions["close_t"].notna(), strict=True)),
+            persists=_pairs(persists, ["pk", "worker"], "seq_to"),
+            acquires=_pairs(acquired, ["pk"], "worker"),
+            pk_expiry=_pairs(promised.loc[promised["pk"].notna()], ["pk", "worker"], "expires_ms"),
+            worker_expiry=_pairs(promised.loc[promised["pk"].isna() & (promised["type"] == "lease.renew")],
+                                 ["worker"], "expires_ms"),
+            releases=_times(lease.loc[ok & (lease["type"] == "lease.release")], ["pk", "worker"]),
+            losses=_times(lease.loc[lease["type"].isin(["lease.lost", "lease.release"])], ["pk", "worker"]),
+            starts=_times(workers, ["worker"]),
+            stops=_times(stops, ["pk"]),
+            heads=_pairs(emits, ["pk"], "seq"),
+            parts=_pairs(consumed.parts.rename(columns={"start": "t"}), ["pk"], "end"),
+        )
+
+    def head_before(self, pk: str, t: float) -> float:
+        """The highest seq emitted for pk before t (-inf when none)."""
+        found = _last_before(self.heads.get(pk), t)
+        return found if found is not None else float("-inf")
+
+    def consuming_after(self, pk: str, t: float) -> float | None:
+        """When some worker consumed pk again after t: the earliest start of a part still going after t."""
+        found = self.parts.get(pk)
+        if found is None:
+            return None
+        starts, ends = found
+        later = starts[ends > t]
+        return float(later.min()) if later.size else None
+
+
+def _times(frame: pd.DataFrame, keys: list[str]) -> dict[Any, np.ndarray]:
+    times = frame["t"].to_numpy(dtype="float64")
+    return {_key(k): np.sort(times[index]) for k, index in frame.groupby(keys, sort=False).indices.items()}
+
+
+def _pairs(frame: pd.DataFrame, keys: list[str], column: str) -> dict[Any, Arrays]:
+    times = frame["t"].to_numpy(dtype="float64")
+    values = frame[column].to_numpy()
+    found: dict[Any, Arrays] = {}
+    for key, index in frame.groupby(keys, sort=False).indices.items():
+        order = index[np.argsort(times[index], kind="stable")]
+        found[_key(key)] = (times[order], values[order])
+    return found
+
+
+def _key(key: Any) -> Any:
+    return key[0] if isinstance(key, tuple) and len(key) == 1 else key

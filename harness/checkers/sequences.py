@@ -1,0 +1,231 @@
+"""I2 nothing lost and I3 no duplicate persistence, per stream, from the history alone.
+
+- Emitted: the upstream's ``emit`` events, counted only while the pk's desired state was STARTED
+  (``conn.started`` .. ``conn.stopped``; a pk with no ``conn.*`` event is STARTED throughout, one whose first
+  such event is ``conn.stopped`` was STARTED until then).
+- Persisted: ``final.persisted`` (the store's contents at the end, one entry per stored item) when the history
+  has any, else the ranges of ``msg.persist`` events with outcome ok.
+- Lost: emitted while STARTED and never persisted, up to a horizon: seqs emitted in the last ``settle_ms``
+  before the end (``run.stop``, else the last event) are *unseen at the end*, reported apart.
+  ``settle_ms`` defaults to one lease (``config.lease_ms`` of ``run.start``).  Without ``final.persisted``,
+  a lost seq that an ``msg.persist`` with outcome info covers may have been stored: it makes the verdict
+  unknown, not false.
+- Duplicated: extra copies stored (a seq stored twice counts once); from ``msg.persist`` alone, a seq written
+  ok twice counts (an idempotent re-write must report outcome fail, or the run must write final.persisted).
+- Out of order (informational): a worker persisting a lower seq after a higher one within one ownership (one
+  ``lease.acquire`` ok and epoch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checkers.events import RunInfo, run_info, select, worker_of
+from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
+
+SEQUENCE_COLUMNS = ["pk", "emitted", "persisted", "stored", "lost", "lost_ranges", "unseen_at_end",
+                    "possibly_persisted", "duplicated", "duplicated_ranges", "out_of_order", "head_seq"]
+DETAIL_RANGES = 200  # lost / duplicated ranges listed in the verdict details (the rows hold all)
+SEQ_BITS = 32
+
+
+def check_sequences(history: pd.DataFrame, *, settle_ms: float | None = None,
+                    info: RunInfo | None = None) -> CheckResult:
+    info = info if info is not None else run_info(history)
+    settle = settle_ms if settle_ms is not None else (info.duration("lease_ms") or 0.0)
+    emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
+    final = select(history, "final.persisted", ["pk", "seqs"], raw=["seqs"]).dropna(subset=["pk"])
+    persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "epoch", "seq_from", "seq_to",
+                                               "outcome"]).dropna(subset=["pk", "seq_from", "seq_to"])
+    heads = select(history, "final.emitted", ["pk", "head_seq"]).dropna(subset=["pk"])
+    source = "final.persisted" if len(final) else "msg.persist"
+
+    pk_names = pd.Index(pd.unique(np.concatenate([
+        emits["pk"].to_numpy(), final["pk"].to_numpy(), persists["pk"].to_numpy(), heads["pk"].to_numpy()])))
+    emitted_keys = _keys(pk_names, emits["pk"], emits["seq"].to_numpy())
+    emitted_keys, first = np.unique(emitted_keys, return_index=True)
+    started = _started(history, emits)[first]
+    unseen = emits["t"].to_numpy()[first] > info.end_t - settle
+
+    ok = persists.loc[persists["outcome"] == "ok"]
+    if source == "final.persisted":
+        stored_keys = _final_keys(pk_names, final)
+        maybe_keys = np.empty(0, dtype="int64")
+    else:
+        stored_keys = _range_keys(pk_names, ok)
+        maybe_keys = np.unique(_range_keys(pk_names, persists.loc[persists["outcome"] == "info"]))
+    stored_unique, stored_counts = np.unique(stored_keys, return_counts=True)
+
+    found = _member(emitted_keys, stored_unique)
+    missing = started & ~found
+    lost_any = missing & ~unseen
+    possibly = lost_any & _member(emitted_keys, maybe_keys)
+    lost = lost_any & ~possibly
+    unseen_missing = missing & unseen
+    dup_keys = stored_unique[stored_counts > 1]
+    dup_extra = stored_counts[stored_counts > 1] - 1
+    ooo = _out_of_order(history, ok)
+
+    n = len(pk_names)
+    code_of = emitted_keys >> SEQ_BITS
+    lost_ranges = _ranges(emitted_keys[lost], n)
+    dup_ranges = _ranges(dup_keys, n)
+    per_pk = {
+        "emitted": np.bincount(code_of[started], minlength=n),
+        "persisted": np.bincount(stored_unique >> SEQ_BITS, minlength=n),
+        "stored": np.bincount(stored_keys >> SEQ_BITS, minlength=n),
+        "lost": np.bincount(code_of[lost], minlength=n),
+        "unseen_at_end": np.bincount(code_of[unseen_missing], minlength=n),
+        "possibly_persisted": np.bincount(code_of[possibly], minlength=n),
+        "duplicated": np.bincount(dup_keys >> SEQ_BITS, weights=dup_extra, minlength=n).astype("int64"),
+    }
+    head = dict(zip(heads["pk"], heads["head_seq"], strict=True))
+    rows: list[Row] = []
+    for code, pk in enumerate(pk_names):
+        rows.append({
+            "pk": pk,
+            **{name: int(values[code]) for name, values in per_pk.items()},
+            "lost_ranges": _format(lost_ranges.get(code, [])),
+            "duplicated_ranges": _format(dup_ranges.get(code, [])),
+            "out_of_order": int(ooo.get(pk, 0)),
+            "head_seq": int(head[pk]) if pk in head and head[pk] == head[pk] else None,
+        })
+    rows.sort(key=lambda row: str(row["pk"]))
+    totals = {name: int(values.sum()) for name, values in per_pk.items()}
+
+    valid: Validity
+    if emits.empty:
+        valid, reason = UNKNOWN, "no emit events: nothing to compare with"
+    elif totals["lost"] or totals["duplicated"]:
+        valid, reason = False, "sequences lost or stored more than once"
+    elif totals["possibly_persisted"]:
+        valid, reason = UNKNOWN, "some seqs are missing unless a write with an unknown outcome landed"
+    else:
+        valid, reason = True, "every seq emitted while STARTED was persisted once"
+    details: dict[str, Any] = {
+        "reason": reason,
+        "source": source,
+        "settle_ms": settle,
+        "horizon_t": info.end_t - settle,
+        "emitted": totals["emitted"],
+        "persisted": totals["persisted"],
+        "lost_sequences": totals["lost"],
+        "unseen_at_end": totals["unseen_at_end"],
+        "possibly_persisted": totals["possibly_persisted"],
+        "duplicate_deliveries": totals["duplicated"],
+        "out_of_order": int(sum(ooo.values())),
+    }
+    for name, ranges in (("lost_ranges", lost_ranges), ("duplicated_ranges", dup_ranges)):
+        details[name], details[f"{name}_truncated"] = _detail_ranges(ranges, pk_names)
+    return CheckResult("sequences", valid, details, {"sequences": rows})
+
+
+def _keys(pk_names: pd.Index, pks: pd.Series | np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """One int64 per (pk, seq): the pk's code in the high bits, the seq in the low ones."""
+    codes = pk_names.get_indexer(pks).astype("int64")
+    return (codes << SEQ_BITS) | seqs.astype("int64")
+
+
+def _final_keys(pk_names: pd.Index, final: pd.DataFrame) -> np.ndarray:
+    parts = [np.empty(0, dtype="int64")]
+    for pk, seqs in zip(final["pk"], final["seqs"], strict=True):
+        values = np.asarray(seqs if isinstance(seqs, list | tuple | np.ndarray) else [], dtype="float64")
+        values = values[~np.isnan(values)]
+        parts.append(_keys(pk_names, np.full(values.size, pk, dtype=object), values))
+    return np.concatenate(parts)
+
+
+def _range_keys(pk_names: pd.Index, writes: pd.DataFrame) -> np.ndarray:
+    """Every (pk, seq) key the seq_from..seq_to ranges of these writes cover, once per write."""
+    first = writes["seq_from"].to_numpy().astype("int64")
+    lengths = np.maximum(writes["seq_to"].to_numpy().astype("int64") - first + 1, 0)
+    total = int(lengths.sum())
+    which = np.repeat(np.arange(len(writes)), lengths)
+    offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    codes = pk_names.get_indexer(writes["pk"]).astype("int64")
+    return (codes[which] << SEQ_BITS) | (first[which] + offsets)
+
+
+def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    if sorted_unique.size == 0:
+        return np.zeros(keys.size, dtype=bool)
+    index = np.minimum(np.searchsorted(sorted_unique, keys), sorted_unique.size - 1)
+    return np.asarray(sorted_unique[index] == keys)
+
+
+def _started(history: pd.DataFrame, emits: pd.DataFrame) -> np.ndarray:
+    """For each emit, whether its pk's desired state was STARTED then."""
+    conn = select(history, ["conn.started", "conn.stopped"], ["t", "pk", "type"]).dropna(subset=["pk"])
+    if conn.empty or emits.empty:
+        return np.ones(len(emits), dtype=bool)
+    probe = pd.DataFrame({"t": emits["t"].to_numpy(), "pk": emits["pk"].to_numpy(dtype=object),
+                          "order": np.arange(len(emits))}).sort_values("t", kind="stable")
+    states = pd.DataFrame({"t": conn["t"], "pk": conn["pk"].to_numpy(dtype=object), "state": conn["type"]})
+    joined = pd.merge_asof(probe, states, on="t", by="pk", direction="backward")
+    first_state = states.groupby("pk", sort=False)["state"].first()
+    before_first = joined["pk"].map(first_state)
+    started = np.where(joined["state"].notna(), joined["state"] == "conn.started",
+                       before_first.isna() | (before_first == "conn.stopped"))
+    result = np.empty(len(emits), dtype=bool)
+    result[joined["order"].to_numpy()] = started
+    return result
+
+
+def _out_of_order(history: pd.DataFrame, ok: pd.DataFrame) -> dict[str, int]:
+    """Per pk, how many ok writes started below a seq the same ownership had already persisted."""
+    if ok.empty:
+        return {}
+    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "outcome"])
+    acquires = acquires.loc[(acquires["outcome"] == "ok") & acquires["pk"].notna()]
+    both = pd.concat([
+        pd.DataFrame({"t": ok["t"], "pk": ok["pk"], "worker": worker_of(ok), "acquire": 0,
+                      "epoch": ok["epoch"].fillna(-1.0), "seq_from": ok["seq_from"], "seq_to": ok["seq_to"]}),
+        pd.DataFrame({"t": acquires["t"], "pk": acquires["pk"], "worker": worker_of(acquires), "acquire": 1,
+                      "epoch": -1.0, "seq_from": np.nan, "seq_to": np.nan}),
+    ], ignore_index=True)
+    both = both.sort_values(["pk", "worker", "t", "acquire"], ascending=[True, True, True, False],
+                            kind="stable")
+    both["ownership"] = both.groupby(["pk", "worker"], sort=False)["acquire"].cumsum()
+    writes = both.loc[both["acquire"] == 0]
+    keys = [writes["pk"], writes["worker"], writes["ownership"], writes["epoch"]]
+    reach = writes.groupby(keys, sort=False)["seq_to"].cummax()
+    before = reach.groupby(keys, sort=False).shift()
+    late = writes.loc[(writes["seq_from"] < before).to_numpy()]
+    return {str(pk): int(n) for pk, n in late.groupby("pk").size().items()}
+
+
+def _ranges(sorted_keys: np.ndarray, n: int) -> dict[int, list[tuple[int, int]]]:
+    """Per pk code, the runs of consecutive seqs among sorted keys."""
+    if sorted_keys.size == 0:
+        return {}
+    codes = sorted_keys >> SEQ_BITS
+    seqs = sorted_keys & ((1 << SEQ_BITS) - 1)
+    breaks = np.r_[True, (np.diff(codes) != 0) | (np.diff(seqs) != 1)]
+    starts = np.flatnonzero(breaks)
+    ends = np.r_[starts[1:] - 1, sorted_keys.size - 1]
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    runs = zip(codes[starts].tolist(), seqs[starts].tolist(), seqs[ends].tolist(), strict=True)
+    for code, low, high in runs:
+        ranges.setdefault(code, []).append((low, high))
+    return ranges
+
+
+def _format(ranges: list[tuple[int, int]]) -> str:
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _detail_ranges(ranges: dict[int, list[tuple[int, int]]],
+                   pk_names: pd.Index) -> tuple[dict[str, Any], bool]:
+    """{pk: [[first, last], ...]} for the verdict, at most ``DETAIL_RANGES`` ranges in all; and whether
+    some were left out."""
+    listed: dict[str, Any] = {}
+    budget = DETAIL_RANGES
+    for code in sorted(ranges, key=lambda c: str(pk_names[c])):
+        if budget <= 0:
+            return listed, True
+        listed[str(pk_names[code])] = [[a, b] for a, b in ranges[code][:budget]]
+        budget -= len(ranges[code])
+    return listed, budget < 0

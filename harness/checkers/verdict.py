@@ -1,0 +1,143 @@
+"""One run's verdict: every checker over one history, composed (false beats unknown beats true), and the
+verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys.
+
+``analyse(history)`` returns an ``Analysis``: the verdict dict, each ``CheckResult``, and the row tables the
+report generator writes (``TABLE_COLUMNS`` gives each table's columns, so an empty table still has a header).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.checkers.bounds import check_bounds
+from harness.checkers.consuming import consumption
+from harness.checkers.duplicates import (
+    CLAIM_COLUMNS,
+    EPISODE_COLUMNS,
+    LEASE_OVERLAP_COLUMNS,
+    ZOMBIE_COLUMNS,
+    check_duplicate_claims,
+)
+from harness.checkers.events import RunInfo, run_info
+from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
+from harness.checkers.result import CheckResult, Row, compose, json_safe
+from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
+from harness.checkers.stop import STOP_COLUMNS, check_stop
+from harness.history import read_history
+
+VERDICT_FILE = "verdict.json"
+VERDICT_KEYS = (
+    "scenario", "profile", "timescale", "config", "connections", "workers", "valid", "duplicate_claims",
+    "duplicate_overlap_ms", "lost_sequences", "duplicate_deliveries", "recovery_ms", "phases_ms", "bound_ms",
+    "checkers",
+)
+TABLE_COLUMNS: dict[str, list[str]] = {
+    "phases": PHASE_COLUMNS,
+    "claims": CLAIM_COLUMNS,
+    "episodes": EPISODE_COLUMNS,
+    "zombies": ZOMBIE_COLUMNS,
+    "lease_overlaps": LEASE_OVERLAP_COLUMNS,
+    "sequences": SEQUENCE_COLUMNS,
+    "stops": STOP_COLUMNS,
+}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the checkers found in one history."""
+
+    info: RunInfo
+    checks: dict[str, CheckResult]
+    verdict: dict[str, Any]
+
+    def table(self, name: str) -> list[Row]:
+        """A row table by name (a key of ``TABLE_COLUMNS``)."""
+        if name not in TABLE_COLUMNS:
+            raise KeyError(f"no table {name!r}; tables: {', '.join(TABLE_COLUMNS)}")
+        for check in self.checks.values():
+            if name in check.tables:
+                return check.tables[name]
+        return []
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """A row table as a DataFrame with its columns in order (also when empty)."""
+        return pd.DataFrame(self.table(name), columns=TABLE_COLUMNS[name])
+
+    @property
+    def phases(self) -> list[Row]:
+        return self.table("phases")
+
+    @property
+    def claims(self) -> list[Row]:
+        return self.table("claims")
+
+    @property
+    def sequences(self) -> list[Row]:
+        return self.table("sequences")
+
+
+def analyse(history: pd.DataFrame, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
+            thaw_grace_ms: float | None = None, fault_grace_ms: float | None = None,
+            fault_kinds: Collection[str] | None = None) -> Analysis:
+    """Run every checker over ``history`` (as ``harness.history.read_history`` returns it).  The keyword
+    arguments override the checkers' defaults, which come from ``run.start``."""
+    info = run_info(history)
+    consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
+    recovery = check_recovery(history, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=info,
+                              consumed=consumed)
+    checks = {
+        check.name: check
+        for check in (
+            check_duplicate_claims(history, merge_gap_ms=merge_gap_ms, info=info, consumed=consumed),
+            check_sequences(history, settle_ms=settle_ms, info=info),
+            recovery,
+            check_bounds(history, recovery=recovery, info=info),
+            check_stop(history, info=info, consumed=consumed),
+        )
+    }
+    return Analysis(info, checks, _verdict(info, checks))
+
+
+def _verdict(info: RunInfo, checks: dict[str, CheckResult]) -> dict[str, Any]:
+    claims, sequences, recovery = checks["duplicate_claims"], checks["sequences"], checks["recovery"]
+    verdict = {
+        "scenario": info.scenario,
+        "profile": info.profile,
+        "timescale": info.timescale,
+        "config": info.config,
+        "connections": info.connections,
+        "workers": info.workers,
+        "valid": compose(check.valid for check in checks.values()),
+        "duplicate_claims": claims.details["duplicate_claims"],
+        "duplicate_overlap_ms": claims.details["duplicate_overlap_ms"],
+        "lost_sequences": sequences.details["lost_sequences"],
+        "duplicate_deliveries": sequences.details["duplicate_deliveries"],
+        "recovery_ms": recovery.details["recovery_ms"],
+        "phases_ms": recovery.details["phases_ms"],
+        "bound_ms": info.bound_ms,
+        "checkers": {name: check.to_json() for name, check in checks.items()},
+    }
+    safe: dict[str, Any] = json_safe(verdict)
+    return safe
+
+
+def check_run(run_dir: str | Path) -> dict[str, Any]:
+    """The verdict of the run in ``run_dir`` (not written)."""
+    return analyse(read_history(run_dir)).verdict
+
+
+def write_verdict(run_dir: str | Path, analysis: Analysis | None = None) -> dict[str, Any]:
+    """Analyse the run (unless given its analysis) and write ``RUN_DIR/verdict.json``; returns the verdict."""
+    verdict = (analysis if analysis is not None else analyse(read_history(run_dir))).verdict
+    path = Path(run_dir) / VERDICT_FILE
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(verdict, indent=2, allow_nan=False) + "\n")
+    os.replace(temporary, path)
+    return verdict

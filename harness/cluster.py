@@ -1,0 +1,293 @@
+"""Starts and stops one topology: backend, Toxiproxy, upstream simulator, router and N worker processes.
+
+Every worker reaches DynamoDB, SQS + CloudWatch, and the upstream through its own three proxies
+(``worker-N-dynamodb``, ``worker-N-services``, ``worker-N-upstream``), so the fault plane can cut one
+worker off alone.  Each process writes its own history file under ``RUN_DIR/history/`` and its log under
+``RUN_DIR/logs/``.  ``Cluster`` is a context manager: leaving it (also on an exception or Ctrl-C) resumes
+paused workers, re-enables proxies and stops every child, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from fleet.config import ENV_VARS, FleetConfig
+from fleet.history import HistoryWriter
+from harness.backends import Backend, EmbeddedBackend, start_embedded
+from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
+from harness.processes import Child, ProcessError, python_env, spawn
+
+SERVICE_PROXIES = ("dynamodb", "services", "upstream")
+
+
+class ClusterError(Exception):
+    """The topology could not be started; the message says which part and why."""
+
+
+@dataclass
+class ClusterSpec:
+    workers: int = 3
+    profile: str = "hardened"
+    timescale: float = 0.1
+    run_dir: Path = Path("runs/latest")
+    dynamodb: str = "dynalite"
+    rate: float = 10.0
+    replay_depth: int = 10_000
+    seed: int = 0
+    # FleetConfig fields to override (at scale 1, like every *_ms setting)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    evict_older: bool = False
+
+    def fleet_config(self) -> FleetConfig:
+        return FleetConfig(profile=self.profile, timescale=self.timescale,  # type: ignore[arg-type]
+                           worker_id="harness", **self.overrides)
+
+
+@dataclass
+class WorkerHandle:
+    id: str
+    child: Child | None
+    env: dict[str, str]
+    proxies: dict[str, str]  # service -> proxy name
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid if self.child else 0
+
+
+class Cluster:
+    def __init__(self, spec: ClusterSpec, backend: Backend | None = None) -> None:
+        self.spec = spec
+        self.run_dir = spec.run_dir
+        self.config = spec.fleet_config()
+        self.backend = backend
+        self._own_backend = backend is None
+        self.toxiproxy: ToxiproxyClient | None = None
+        self._stop_toxiproxy: Callable[[], None] | None = None
+        self.upstream: Child | None = None
+        self.router: Child | None = None
+        self.workers: dict[str, WorkerHandle] = {}
+        self.history = HistoryWriter(str(self.run_dir / "history" / "harness.jsonl"), "harness")
+
+    # -- start ---------------------------------------------------------------------------------------
+    def __enter__(self) -> Cluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        (self.run_dir / "history").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "clock").mkdir(parents=True, exist_ok=True)
+        try:
+            if self.backend is None:
+                self.backend = start_embedded(self.spec.dynamodb, config=self.config,
+                                              log_dir=self.run_dir / "logs")
+            self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
+            self.upstream = spawn("upstream", self._upstream_argv(), self.run_dir / "logs" / "upstream.log")
+            self.router = spawn(
+                "router", ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
+                self.run_dir / "logs" / "router.log", env=self._router_env(),
+            )
+            for i in range(1, self.spec.workers + 1):
+                self.add_worker(f"worker-{i}", wait=False)
+            self.wait_workers_ready()
+        except ProcessError as exc:
+            raise ClusterError(str(exc)) from exc
+
+    def _upstream_argv(self) -> list[str]:
+        ping = max(0.05, 5.0 * self.spec.timescale)
+        argv = ["python", "-m", "harness.upstream_sim", "--host", "127.0.0.1", "--port", "0",
+                "--rate", str(self.spec.rate), "--replay-depth", str(self.spec.replay_depth),
+                "--ping-interval", f"{ping:.3f}", "--ping-timeout", f"{ping:.3f}",
+                "--history", str(self.run_dir / "history" / "upstream.jsonl")]
+        if self.spec.evict_older:
+            argv.append("--evict-older")
+        return argv
+
+    @property
+    def upstream_url(self) -> str:
+        assert self.upstream is not None
+        return str(self.upstream.ready["ws_url"])
+
+    @property
+    def upstream_control_url(self) -> str:
+        assert self.upstream is not None
+        return str(self.upstream.ready["control_url"])
+
+    @property
+    def router_url(self) -> str:
+        assert self.router is not None
+        return str(self.router.ready["url"])
+
+    def _fleet_env(self, extra: dict[str, str]) -> dict[str, str]:
+        assert self.backend is not None
+        env = python_env(self.config.to_env())
+        env.update(self.backend.env())
+        env.update(extra)
+        return env
+
+    def _router_env(self) -> dict[str, str]:
+        return self._fleet_env({
+            ENV_VARS["worker_id"]: "router",
+            ENV_VARS["allowed_ws_hosts"]: urlsplit(self.upstream_url).netloc,
+            ENV_VARS["history_path"]: str(self.run_dir / "history" / "router.jsonl"),
+        })
+
+    def _proxy(self, name: str, upstream_url: str) -> str:
+        """Create (or replace) a proxy to ``upstream_url``'s host:port; its listen address."""
+        assert self.toxiproxy is not None
+        target = urlsplit(upstream_url).netloc
+        if name in self.toxiproxy.get_proxies():
+            self.toxiproxy.delete_proxy(name)
+        return self.toxiproxy.create_proxy(name, target).listen
+
+    def add_worker(self, worker_id: str, wait: bool = True, clock_offset_ms: int = 0) -> WorkerHandle:
+        """Start (or restart, keeping its proxies) one worker process."""
+        assert self.backend is not None
+        handle = self.workers.get(worker_id)
+        if handle is None:
+            services = self.backend.endpoints["sqs"]
+            listen = {
+                "dynamodb": self._proxy(f"{worker_id}-dynamodb", self.backend.endpoints["dynamodb"]),
+                "services": self._proxy(f"{worker_id}-services", services),
+                "upstream": self._proxy(f"{worker_id}-upstream", self.upstream_control_url),
+            }
+            clock_file = self.run_dir / "clock" / worker_id
+            clock_file.write_text(str(clock_offset_ms))
+            env = self._fleet_env({
+                ENV_VARS["worker_id"]: worker_id,
+                ENV_VARS["history_path"]: str(self.run_dir / "history" / f"{worker_id}.jsonl"),
+                ENV_VARS["clock_offset_file"]: str(clock_file),
+                ENV_VARS["upstream_via"]: listen["upstream"],
+                "AWS_ENDPOINT_URL_DYNAMODB": f"http://{listen['dynamodb']}",
+                "AWS_ENDPOINT_URL_SQS": f"http://{listen['services']}",
+                "AWS_ENDPOINT_URL_CLOUDWATCH": f"http://{listen['services']}",
+            })
+            handle = WorkerHandle(worker_id, None, env, {s: f"{worker_id}-{s}" for s in SERVICE_PROXIES})
+            self.workers[worker_id] = handle
+        handle.child = spawn(worker_id, ["python", "-m", "fleet.worker"],
+                             self.run_dir / "logs" / f"{worker_id}.log", env=handle.env, ready_line=False)
+        if wait:
+            self.wait_workers_ready([worker_id])
+        return handle
+
+    def wait_workers_ready(self, ids: list[str] | None = None, timeout_s: float = 30.0) -> None:
+        """Wait until each worker has written ``worker.start`` to its history (and, hardened, registered)."""
+        deadline = time.monotonic() + timeout_s
+        pending = set(ids or self.workers)
+        needle = '"type":"lease.renew"' if self.config.profile == "hardened" else '"type":"worker.start"'
+        while pending:
+            for worker_id in list(pending):
+                handle = self.workers[worker_id]
+                if handle.child is not None and not handle.child.running():
+                    raise ClusterError(f"{worker_id} exited with status {handle.child.process.returncode} "
+                                       f"while starting; log {handle.child.log_path}:\n"
+                                       f"{handle.child.log_tail()}")
+                path = self.run_dir / "history" / f"{worker_id}.jsonl"
+                if path.exists() and needle in path.read_text(errors="replace"):
+                    pending.discard(worker_id)
+            if pending and time.monotonic() > deadline:
+                waiting = ", ".join(sorted(pending))
+                raise ClusterError(f"workers not ready within {timeout_s:.0f} s: {waiting}")
+            if pending:
+                time.sleep(0.05)
+
+    # -- control -------------------------------------------------------------------------------------
+    def post_event(self, event_type: str, connection_id: str, ws_url: str | None = None) -> tuple[int, Any]:
+        """POST one router event; returns (status, JSON body)."""
+        body: dict[str, Any] = {"event_type": event_type, "connection_id": connection_id}
+        if ws_url is not None:
+            body["ws_url"] = ws_url
+        return http_json("POST", self.router_url + "/events", body)
+
+    def start_connection(self, connection_id: str) -> None:
+        """Create the upstream stream, then START it through the router (as a user would)."""
+        http_json("POST", f"{self.upstream_control_url}/streams/{connection_id}")
+        ws_url = f"{self.upstream_url}/streams/{connection_id}"
+        status, payload = self.post_event("START", connection_id, ws_url)
+        if status != 200:
+            raise ClusterError(f"START {connection_id} answered {status}: {payload}")
+        self.history.emit("conn.started", pk=f"CONN#{connection_id}")
+
+    def stop_connection(self, connection_id: str) -> None:
+        status, payload = self.post_event("STOP", connection_id)
+        if status != 200:
+            raise ClusterError(f"STOP {connection_id} answered {status}: {payload}")
+        self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
+
+    def streams(self) -> dict[str, Any]:
+        """The simulator's view: every stream with its head and sessions."""
+        _, payload = http_json("GET", self.upstream_control_url + "/streams")
+        return {s["id"]: s for s in payload.get("streams", [])}
+
+    def describe(self) -> dict[str, Any]:
+        """What ``wsfleet up`` prints: everything a client needs to reach this topology."""
+        assert self.backend is not None
+        return {
+            "router_url": self.router_url,
+            "endpoints": {k: self.backend.endpoints[k] for k in ("dynamodb", "sqs", "cloudwatch")},
+            "region": self.backend.region,
+            "upstream_url": self.upstream_url,
+            "upstream_control_url": self.upstream_control_url,
+            "tables": {k: self.backend.tables[k] for k in ("connections", "messages")},
+            "queue_url": self.backend.queue_url,
+            "workers": [{"id": h.id, "pid": h.pid} for h in self.workers.values()],
+            "run_dir": str(self.run_dir),
+            "profile": self.spec.profile,
+            "timescale": self.spec.timescale,
+        }
+
+    # -- stop ----------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Heal and stop everything started; safe to call twice and after a partial start."""
+        if self.toxiproxy is not None:
+            with contextlib.suppress(Exception):  # stopping goes on whatever the proxy says
+                self.toxiproxy.reset()
+        for handle in self.workers.values():
+            if handle.child is not None:
+                handle.child.stop(grace_s=max(5.0, 4 * self.config.lease_s))
+        for child in (self.router, self.upstream):
+            if child is not None:
+                child.stop(grace_s=5.0)
+        if self._stop_toxiproxy is not None:
+            self._stop_toxiproxy()
+            self._stop_toxiproxy = None
+        if self._own_backend and isinstance(self.backend, EmbeddedBackend):
+            self.backend.stop()
+        self.history.close()
+
+
+def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) -> tuple[int, Any]:
+    """One JSON request; returns (status, decoded body).  Connection errors raise ``ClusterError``."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw or b"null")
+        except ValueError:
+            return exc.code, {"error": raw.decode(errors="replace")}
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"{method} {url} failed: {exc}") from exc

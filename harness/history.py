@@ -1,0 +1,166 @@
+"""Reading and merging a run's event history (DESIGN §4); writing is ``fleet.history.HistoryWriter``,
+re-exported here for harness code.
+
+A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  ``read_history``
+merges every file into one ``pandas.DataFrame`` sorted by ``t`` (stable: ties keep file-name order, then
+line order), one column per field present anywhere (missing values are NaN / None).  A final line that does
+not parse is taken for the half-written last event of a killed writer and dropped (listed in
+``frame.attrs["dropped_lines"]``); an unparsable line anywhere else, or an event without a numeric ``t`` or a
+``type``, is an error naming the file and the line.
+
+Event catalog (the contract every component writes; the checkers in ``harness.checkers`` read only this).
+Every event: ``t`` (Unix ms, float, the one machine's wall clock), ``src``, ``type``, and where it applies
+``pk`` (always ``CONN#<connection_id>``), ``worker``, ``epoch``, ``seq``, ``outcome`` (``ok`` / ``fail`` /
+``info``; ``info`` = unknown, e.g. a timeout).
+
+- harness (src ``harness``):
+  ``run.start`` {scenario, profile, timescale, config (effective durations in ms: lease_ms, heartbeat_ms,
+  reconcile_ms, desired_check_ms, clock_tolerance_ms, ...), connections, workers, bound_ms (a number, or
+  {fault kind: ms}), seed, optional stop_bound_ms}; ``run.stop`` {};
+  ``conn.started`` {pk} / ``conn.stopped`` {pk}: when the harness made desired state STARTED / STOPPED;
+  ``final.persisted`` {pk, seqs: list of every seq found in the messages table at the end, one entry per
+  stored item, so a seq stored twice appears twice}: the store's ground truth, written after ``run.stop``;
+  ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end.
+- workers (src = worker id, e.g. ``worker-1``):
+  ``worker.start`` {worker, profile, pid}; ``worker.stop`` {worker, reason};
+  ``lease.acquire`` {pk, worker, epoch, outcome, expires_ms, via: notify | reconcile | start};
+  ``lease.renew`` {pk (blog: one per connection; absent: the hardened worker-level lease covering all the
+  worker's connections), worker, outcome, expires_ms};
+  ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome};
+  ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason};
+  ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome}; ``checkpoint`` {pk, worker, epoch, seq,
+  outcome}.
+- upstream simulator (src ``upstream``):
+  ``sub.open`` {pk, session, worker, from_seq}; ``sub.close`` {pk, session, worker, reason: client_close |
+  keepalive_timeout | evicted | server_shutdown | server_reset | error, last_pong_t, last_seq_sent};
+  ``emit`` {pk, seq}.
+- router (src ``router``): ``event`` {kind: START | STOP, pk, status (HTTP status)}.
+- nemesis (src ``nemesis``): ``fault.start`` / ``fault.stop`` {kind, target (a worker id, a list of them,
+  or another component's name), params}.
+
+A session is *consuming* from ``sub.open`` to ``sub.close``, except that for reason ``keepalive_timeout`` it
+ends at ``last_pong_t`` (the client stopped reading then; the rest is zombie-connection time).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleet.history import HistoryWriter
+
+__all__ = ["HistoryError", "HistoryWriter", "history_frame", "read_history"]
+
+REQUIRED_FIELDS = ("t", "src", "type")
+
+
+class HistoryError(Exception):
+    """A run folder or history file cannot be read as a history; the message says where and why."""
+
+
+def read_history(run_dir: str | Path) -> pd.DataFrame:
+    """Every event of the run in ``run_dir``, merged from ``history/*.jsonl`` and sorted by ``t``."""
+    folder = Path(run_dir) / "history"
+    if not folder.is_dir():
+        raise HistoryError(f"{run_dir} is not a run folder: it has no history/ folder")
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise HistoryError(f"{run_dir} is not a run folder: {folder} holds no *.jsonl files")
+    frames: list[pd.DataFrame] = []
+    dropped: list[dict[str, Any]] = []
+    for path in files:
+        frame, truncated = _read_file(path)
+        if len(frame):
+            frames.append(frame)
+        if truncated is not None:
+            dropped.append(truncated)
+    merged = _ordered(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    merged.attrs["dropped_lines"] = dropped
+    merged.attrs["files"] = [str(path) for path in files]
+    return merged
+
+
+def history_frame(events: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """A history DataFrame from events already parsed (as ``read_history`` builds it): stable-sorted by
+    ``t``, index 0..n-1, columns ``t``, ``src``, ``type`` first."""
+    return _ordered(pd.DataFrame(list(events)))
+
+
+def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    for name in REQUIRED_FIELDS:
+        if name not in frame.columns:
+            frame[name] = pd.Series(dtype="float64" if name == "t" else "object")
+    others = [c for c in frame.columns if c not in REQUIRED_FIELDS]
+    frame = frame[[*REQUIRED_FIELDS, *others]]
+    frame["t"] = frame["t"].astype("float64")
+    return frame.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def _read_file(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """The events of one file, checked, and the dropped truncated final line (or None)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HistoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
+    numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+    truncated: dict[str, Any] | None = None
+    try:
+        events = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+    except json.JSONDecodeError:
+        events, truncated = _parse_lines(path, numbered)
+    if not all(type(event) is dict for event in events):
+        index = next(i for i, event in enumerate(events) if type(event) is not dict)
+        raise HistoryError(f"{path}: line {numbered[index][0]}: an event must be a JSON object")
+    frame = pd.DataFrame(events)
+    if frame.empty:
+        return frame, truncated
+    problems = [
+        ("the event has no numeric 't'", ~_numbers(frame, "t")),
+        ("the event has no 'type' or 'src' string", ~(_strings(frame, "type") & _strings(frame, "src"))),
+    ]
+    for complaint, bad in problems:
+        if bad.any():
+            raise HistoryError(f"{path}: line {numbered[int(np.flatnonzero(bad)[0])][0]}: {complaint}")
+    return frame, truncated
+
+
+def _numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """Which rows hold a number (not bool, not missing) in this column."""
+    if name not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    column = frame[name]
+    if pd.api.types.is_float_dtype(column) or pd.api.types.is_integer_dtype(column):
+        return column.notna().to_numpy()
+    return np.array([isinstance(v, int | float) and not isinstance(v, bool) and v == v for v in column])
+
+
+def _strings(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """Which rows hold a string in this column."""
+    if name not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    column = frame[name]
+    if isinstance(column.dtype, pd.StringDtype):
+        return column.notna().to_numpy()
+    return np.array([isinstance(v, str) for v in column])
+
+
+def _parse_lines(path: Path, numbered: list[tuple[int, str]]) -> tuple[list[Any], dict[str, Any] | None]:
+    """Slow path once the fast one failed: find the bad line; only the last one may be bad (truncated)."""
+    events: list[Any] = []
+    for index, (number, line) in enumerate(numbered):
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if index == len(numbered) - 1:
+                return events, {"file": str(path), "line": number, "text": line[:200]}
+            raise HistoryError(
+                f"{path}: line {number}: not a JSON event ({exc.msg} at column {exc.colno}): {line[:120]!r}"
+            ) from None
+    return events, None

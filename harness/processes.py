@@ -1,0 +1,186 @@
+"""Child processes of the harness: start one, read the JSON line it prints when ready, signal it, stop it.
+
+Every child runs in its own session and process group (a terminal's Ctrl-C reaches only the harness,
+which then stops them in order), logs stdout and stderr to a file, and is stopped with SIGCONT (a paused
+child cannot exit), SIGTERM, then SIGKILL to the whole group.  Children still alive at interpreter exit are
+stopped too, so an interrupted run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ProcessError(Exception):
+    """A child could not start, or said something other than what was expected."""
+
+
+@dataclass(eq=False)
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    ready: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def signal(self, signum: signal.Signals) -> None:
+        if signum == signal.SIGSTOP:
+            self.paused = True
+        elif signum == signal.SIGCONT:
+            self.paused = False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signum)
+
+    def wait(self, timeout_s: float) -> int | None:
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace_s: float = 10.0) -> int:
+        """SIGCONT + SIGTERM, wait ``grace_s``, then SIGKILL the group; returns the exit status."""
+        _LIVE.discard(self)
+        if self.process.poll() is None:
+            _signal_group(self.pid, signal.SIGCONT)
+            _signal_group(self.pid, signal.SIGTERM)
+            if self.wait(grace_s) is None:
+                _signal_group(self.pid, signal.SIGKILL)
+                self.process.wait()
+        _signal_group(self.pid, signal.SIGKILL)
+        self.paused = False
+        return int(self.process.returncode)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:]) or "(log empty)"
+
+
+_LIVE: set[Child] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for child in list(_LIVE):
+        child.stop(grace_s=2.0)
+
+
+def _signal_group(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment, with the repository importable and ``extra`` on top."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def spawn(
+    name: str,
+    argv: list[str],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    ready_line: bool = True,
+    timeout_s: float = 30.0,
+) -> Child:
+    """Start ``argv``; with ``ready_line``, wait for the one JSON line it prints on stdout when ready.
+
+    Everything else it writes goes to ``log_path``.  A ``python`` argv[0] means this interpreter.
+    """
+    if argv and argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if ready_line else log,
+            stderr=log,
+            env=env if env is not None else python_env(),
+            start_new_session=True,
+            cwd=REPO_ROOT,
+        )
+    except OSError as exc:
+        raise ProcessError(f"{name}: cannot run {argv[0]}: {exc}") from exc
+    finally:
+        log.close()
+    child = Child(name, process, log_path)
+    _LIVE.add(child)
+    if ready_line:
+        try:
+            child.ready = _read_ready(child, timeout_s)
+        except BaseException:
+            child.stop(grace_s=1.0)
+            raise
+    return child
+
+
+def _read_ready(child: Child, timeout_s: float) -> dict[str, Any]:
+    stdout = child.process.stdout
+    assert stdout is not None
+    deadline = time.monotonic() + timeout_s
+    line = b""
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ProcessError(f"{child.name} did not say it was ready within {timeout_s:.0f} s; "
+                               f"log {child.log_path}:\n{child.log_tail()}")
+        readable, _, _ = select.select([stdout], [], [], remaining)
+        if not readable:
+            continue
+        chunk = os.read(stdout.fileno(), 65536)
+        if not chunk:
+            status = child.process.wait()
+            raise ProcessError(f"{child.name} exited with status {status} while starting; "
+                               f"log {child.log_path}:\n{child.log_tail()}")
+        line += chunk
+    # Keep draining stdout into the log so the child never blocks on a full pipe.
+    _drain_to_log(child)
+    try:
+        ready = json.loads(line.splitlines()[0])
+    except ValueError as exc:
+        raise ProcessError(f"{child.name} printed {line[:200]!r} instead of its JSON ready line") from exc
+    if not isinstance(ready, dict):
+        raise ProcessError(f"{child.name} printed {line[:200]!r} instead of a JSON object")
+    return ready
+
+
+def _drain_to_log(child: Child) -> None:
+    stdout = child.process.stdout
+    assert stdout is not None
+
+    def copy() -> None:
+        with stdout, child.log_path.open("ab") as log:
+            for chunk in iter(lambda: stdout.read1(65536), b""):
+                log.write(chunk)
+                log.flush()
+
+    threading.Thread(target=copy, name=f"drain-{child.name}", daemon=True).start()

@@ -1,0 +1,126 @@
+# wsfleet on AWS: the global tables, then one `region` module per region (queue, router, workers,
+# autoscaling, alarms), and Route 53 failover between the two when a standby region and a domain are set.
+# Module by module:
+#   modules/tables      connections (state index, PITR), messages, workers; Global Tables replicas
+#   modules/queue       notification queue + dead-letter queue (maxReceiveCount = schema.MAX_RECEIVES)
+#   modules/package     the router's code zip (fleet/) and dependencies layer zip
+#   modules/region      queue + router + workers + autoscaling + alarms of one region
+#   modules/failover    health checks and PRIMARY / SECONDARY records for the router's domain
+# tests/deploy checks these files against fleet/schema.py, fleet/config.py and the AWS calls in fleet/.
+
+locals {
+  standby  = var.standby_region != ""
+  failover = local.standby && var.domain_name != ""
+}
+
+module "tables" {
+  source                 = "./modules/tables"
+  connections_table_name = "${var.name}-connections"
+  messages_table_name    = "${var.name}-messages"
+  workers_table_name     = "${var.name}-workers"
+  replica_regions        = local.standby ? [var.standby_region] : []
+  point_in_time_recovery = var.point_in_time_recovery
+  deletion_protection    = var.deletion_protection
+}
+
+module "package" {
+  source           = "./modules/package"
+  source_dir       = var.router_source_dir
+  dependencies_dir = var.router_dependencies_dir
+  output_dir       = "${path.root}/build"
+}
+
+module "primary" {
+  source = "./modules/region"
+
+  name                    = var.name
+  profile                 = var.profile
+  allowed_ws_hosts        = var.allowed_ws_hosts
+  fleet_settings          = var.fleet_settings
+  connections_table_name  = module.tables.connections_table_name
+  messages_table_name     = module.tables.messages_table_name
+  workers_table_name      = module.tables.workers_table_name
+  state_index_name        = module.tables.state_index_name
+  queue_name              = "${var.name}-notify"
+  dead_letter_queue_name  = "${var.name}-notify-dlq"
+  package_path            = module.package.path
+  package_hash            = module.package.base64sha256
+  dependencies_layer_path = module.package.dependencies_path
+  dependencies_layer_hash = module.package.dependencies_base64sha256
+  events_authorization    = var.events_authorization
+  health_check_path       = var.health_check_path
+  domain_name             = var.domain_name
+  certificate_arn         = var.certificate_arn
+
+  worker_image                = var.worker_image
+  vpc_id                      = var.vpc_id
+  subnet_ids                  = var.subnet_ids
+  assign_public_ip            = var.assign_public_ip
+  worker_cpu                  = var.worker_cpu
+  worker_memory_mb            = var.worker_memory_mb
+  min_tasks                   = var.min_tasks
+  max_tasks                   = var.max_tasks
+  target_connections_per_task = var.target_connections_per_task
+  scale_out_cooldown_s        = var.scale_out_cooldown_s
+  scale_in_cooldown_s         = var.scale_in_cooldown_s
+  stop_timeout_s              = var.stop_timeout_s
+  log_retention_days          = var.log_retention_days
+  alarm_actions               = var.alarm_actions
+}
+
+module "standby" {
+  source    = "./modules/region"
+  count     = local.standby ? 1 : 0
+  providers = { aws = aws.standby }
+
+  name                    = var.name
+  profile                 = var.profile
+  allowed_ws_hosts        = var.allowed_ws_hosts
+  fleet_settings          = var.fleet_settings
+  connections_table_name  = module.tables.connections_table_name
+  messages_table_name     = module.tables.messages_table_name
+  workers_table_name      = module.tables.workers_table_name
+  state_index_name        = module.tables.state_index_name
+  queue_name              = "${var.name}-notify"
+  dead_letter_queue_name  = "${var.name}-notify-dlq"
+  package_path            = module.package.path
+  package_hash            = module.package.base64sha256
+  dependencies_layer_path = module.package.dependencies_path
+  dependencies_layer_hash = module.package.dependencies_base64sha256
+  events_authorization    = var.events_authorization
+  health_check_path       = var.health_check_path
+  domain_name             = var.domain_name
+  certificate_arn         = var.standby_certificate_arn
+
+  worker_image                = var.standby_worker_image != "" ? var.standby_worker_image : var.worker_image
+  vpc_id                      = var.standby_vpc_id
+  subnet_ids                  = var.standby_subnet_ids
+  assign_public_ip            = var.assign_public_ip
+  worker_cpu                  = var.worker_cpu
+  worker_memory_mb            = var.worker_memory_mb
+  min_tasks                   = var.standby_min_tasks
+  max_tasks                   = var.standby_max_tasks
+  target_connections_per_task = var.target_connections_per_task
+  scale_out_cooldown_s        = var.scale_out_cooldown_s
+  scale_in_cooldown_s         = var.scale_in_cooldown_s
+  stop_timeout_s              = var.stop_timeout_s
+  log_retention_days          = var.log_retention_days
+  alarm_actions               = var.alarm_actions
+}
+
+module "failover" {
+  source = "./modules/failover"
+  count  = local.failover ? 1 : 0
+
+  hosted_zone_id    = var.hosted_zone_id
+  domain_name       = var.domain_name
+  health_check_path = var.health_check_path
+  primary = {
+    host   = module.primary.router_host
+    target = module.primary.router_custom_domain_target
+  }
+  standby = {
+    host   = module.standby[0].router_host
+    target = module.standby[0].router_custom_domain_target
+  }
+}

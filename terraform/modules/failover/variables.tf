@@ -1,0 +1,42 @@
+variable "hosted_zone_id" {
+  description = "Route 53 hosted zone that holds domain_name."
+  type        = string
+}
+
+variable "domain_name" {
+  description = "The router's custom domain (e.g. router.example.com): answered by the primary region while its health check passes, by the standby otherwise."
+  type        = string
+}
+
+variable "primary" {
+  description = "The primary region's router: execute-api host (probed) and custom domain target (name, zone_id; aliased)."
+  type = object({
+    host   = string
+    target = object({ name = string, zone_id = string })
+  })
+}
+
+variable "standby" {
+  description = "The standby region's router, as for primary."
+  type = object({
+    host   = string
+    target = object({ name = string, zone_id = string })
+  })
+}
+
+variable "health_check_path" {
+  description = "Path the health checks request with GET over HTTPS; any 2xx or 3xx answer within 4 s (2 s to connect) counts as healthy."
+  type        = string
+}
+
+variable "request_interval_s" {
+  description = "Seconds between one checker's requests: 30 (standard) or 10 (fast, billed higher)."
+  type        = number
+  default     = 30
+}
+
+variable "failure_threshold" {
+  description = "Consecutive failed checks that make an endpoint unhealthy (and healthy again after as many successes)."
+  type        = number
+  default     = 3
+}

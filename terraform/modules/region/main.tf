@@ -1,0 +1,128 @@
+# One region's share of the deployment: the notification queue, the router (Lambda + HTTP API), the
+# worker service, its autoscaling and its alarms.  The tables are global (modules/tables, with replicas);
+# every other resource exists once per region, so the root instantiates this module for the primary
+# region and, when a standby region is set, again with the standby provider.
+
+data "aws_partition" "current" {}
+data "aws_caller_identity" "current" {}
+
+data "aws_region" "current" {
+  lifecycle {
+    precondition {
+      condition     = length(setsubtract(keys(var.fleet_settings), keys(local.fleet_settable))) == 0
+      error_message = "fleet_settings may only set ${join(", ", sort(keys(local.fleet_settable)))}; not ${join(", ", setsubtract(keys(var.fleet_settings), keys(local.fleet_settable)))}."
+    }
+  }
+}
+
+locals {
+  region           = data.aws_region.current.name
+  table_arn_prefix = "arn:${data.aws_partition.current.partition}:dynamodb:${local.region}:${data.aws_caller_identity.current.account_id}:table"
+  table_arns = [
+    for table in [var.connections_table_name, var.messages_table_name, var.workers_table_name] :
+    "${local.table_arn_prefix}/${table}"
+  ]
+  state_index_arn = "${local.table_arn_prefix}/${var.connections_table_name}/index/${var.state_index_name}"
+  # The namespace fleet/store.py publishes ActiveConnections to.
+  metric_namespace = "wsfleet"
+
+  # Every variable of fleet/config.py's ENV_VARS appears in one of these two maps (tests/deploy checks the
+  # names against it).  The deployment sets the first; fleet_settings may set any of the second, whose
+  # empty values leave FleetConfig's defaults: the published durations and limits, and a worker id of
+  # <hostname>-<pid>, unique per task.
+  fleet_deployment = {
+    WSFLEET_PROFILE           = var.profile
+    WSFLEET_REGION            = local.region
+    WSFLEET_CONNECTIONS_TABLE = var.connections_table_name
+    WSFLEET_MESSAGES_TABLE    = var.messages_table_name
+    WSFLEET_WORKERS_TABLE     = var.workers_table_name
+    WSFLEET_QUEUE_URL         = module.queue.queue_url
+    WSFLEET_ALLOWED_WS_HOSTS  = join(",", var.allowed_ws_hosts)
+  }
+  fleet_settable = {
+    WSFLEET_TIMESCALE          = ""
+    WSFLEET_WORKER_ID          = ""
+    WSFLEET_LEASE_MS           = ""
+    WSFLEET_HEARTBEAT_MS       = ""
+    WSFLEET_RECONCILE_MS       = ""
+    WSFLEET_DESIRED_CHECK_MS   = ""
+    WSFLEET_NOTIFY_WAIT_MS     = ""
+    WSFLEET_METRIC_INTERVAL_MS = ""
+    WSFLEET_MAX_CONNECTIONS    = ""
+    WSFLEET_CLOCK_TOLERANCE_MS = ""
+    WSFLEET_FENCE_MARGIN_MS    = ""
+    WSFLEET_CHECKPOINT_MS      = ""
+    WSFLEET_UPSTREAM_BUDGET_MS = ""
+    WSFLEET_RECONNECT_BASE_MS  = ""
+    WSFLEET_RECONNECT_MAX_MS   = ""
+    WSFLEET_AWS_TIMEOUT_MS     = ""
+    WSFLEET_UPSTREAM_VIA       = ""
+    WSFLEET_HISTORY_PATH       = ""
+    WSFLEET_CLOCK_OFFSET_FILE  = ""
+    WSFLEET_CLOCK_OFFSET_MS    = ""
+  }
+  fleet_environment = merge(local.fleet_settable, var.fleet_settings, local.fleet_deployment)
+}
+
+module "queue" {
+  source                 = "../queue"
+  queue_name             = var.queue_name
+  dead_letter_queue_name = var.dead_letter_queue_name
+}
+
+module "router" {
+  source                  = "../router"
+  name                    = var.name
+  package_path            = var.package_path
+  package_hash            = var.package_hash
+  dependencies_layer_path = var.dependencies_layer_path
+  dependencies_layer_hash = var.dependencies_layer_hash
+  fleet_environment       = local.fleet_environment
+  table_arns              = local.table_arns
+  queue_arn               = module.queue.queue_arn
+  events_authorization    = var.events_authorization
+  health_check_path       = var.health_check_path
+  domain_name             = var.domain_name
+  certificate_arn         = var.certificate_arn
+  log_retention_days      = var.log_retention_days
+}
+
+module "workers" {
+  source             = "../workers"
+  name               = var.name
+  image              = var.worker_image
+  fleet_environment  = local.fleet_environment
+  table_arns         = local.table_arns
+  index_arns         = [local.state_index_arn]
+  queue_arn          = module.queue.queue_arn
+  metric_namespace   = local.metric_namespace
+  vpc_id             = var.vpc_id
+  subnet_ids         = var.subnet_ids
+  assign_public_ip   = var.assign_public_ip
+  cpu                = var.worker_cpu
+  memory_mb          = var.worker_memory_mb
+  desired_count      = var.min_tasks
+  stop_timeout_s     = var.stop_timeout_s
+  log_retention_days = var.log_retention_days
+}
+
+module "autoscaling" {
+  source                      = "../autoscaling"
+  cluster_name                = module.workers.cluster_name
+  service_name                = module.workers.service_name
+  min_tasks                   = var.min_tasks
+  max_tasks                   = var.max_tasks
+  metric_namespace            = local.metric_namespace
+  target_connections_per_task = var.target_connections_per_task
+  scale_out_cooldown_s        = var.scale_out_cooldown_s
+  scale_in_cooldown_s         = var.scale_in_cooldown_s
+}
+
+module "alarms" {
+  source                 = "../alarms"
+  name                   = var.name
+  worker_log_group_name  = module.workers.log_group_name
+  metric_namespace       = local.metric_namespace
+  dead_letter_queue_name = var.dead_letter_queue_name
+  alarm_actions          = var.alarm_actions
+}

@@ -1,0 +1,59 @@
+output "region" {
+  description = "This region's name."
+  value       = local.region
+}
+
+output "router_url" {
+  description = "Base URL of this region's router API (events: POST router_url/events)."
+  value       = module.router.url
+}
+
+output "router_host" {
+  description = "Host of this region's execute-api endpoint."
+  value       = module.router.host
+}
+
+output "router_events_route_arn" {
+  description = "execute-api ARN of POST /events, for execute-api:Invoke grants."
+  value       = module.router.events_route_arn
+}
+
+output "router_custom_domain_target" {
+  description = "The router custom domain's regional target (name, zone_id), or null."
+  value       = module.router.custom_domain_target
+}
+
+output "queue_url" {
+  description = "URL of this region's notification queue."
+  value       = module.queue.queue_url
+}
+
+output "dead_letter_queue_url" {
+  description = "URL of this region's dead-letter queue."
+  value       = module.queue.dead_letter_queue_url
+}
+
+output "cluster" {
+  description = "ECS cluster of this region's workers."
+  value       = module.workers.cluster_name
+}
+
+output "service" {
+  description = "ECS service of this region's workers."
+  value       = module.workers.service_name
+}
+
+output "worker_log_group" {
+  description = "Log group of this region's workers."
+  value       = module.workers.log_group_name
+}
+
+output "router_log_group" {
+  description = "Log group of this region's router function."
+  value       = module.router.log_group_name
+}
+
+output "fleet_environment" {
+  description = "The WSFLEET_* variables this region's fleet runs with (empty values: FleetConfig defaults)."
+  value       = local.fleet_environment
+}

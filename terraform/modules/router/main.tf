@@ -1,0 +1,189 @@
+# The router in one region: the Lambda (fleet.router.handler) behind an HTTP API, its least-privilege
+# role, and, when a custom domain is given, the API's regional custom domain that failover records alias.
+#
+# The role's fleet statements grant exactly the DynamoDB and SQS operations the router's code calls
+# (tests/deploy derives that set from fleet/ with `ast` and compares).
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  function_name = "${var.name}-router"
+  log_group_arn = "arn:${data.aws_partition.current.partition}:logs:${data.aws_region.current.name}:${data.aws_caller_identity.current.account_id}:log-group:/aws/lambda/${local.function_name}"
+  custom_domain = var.domain_name != ""
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [data.aws_caller_identity.current.account_id]
+    }
+  }
+}
+
+# What fleet/router.py calls: START (put_item / update_item), STOP (update_item, and the hardened
+# profile's mailbox update in the workers table), then the notification (send_message).
+data "aws_iam_policy_document" "router_fleet" {
+  statement {
+    sid       = "Tables"
+    actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+    resources = var.table_arns
+  }
+
+  statement {
+    sid       = "Notify"
+    actions   = ["sqs:SendMessage"]
+    resources = [var.queue_arn]
+  }
+}
+
+data "aws_iam_policy_document" "router_logs" {
+  statement {
+    sid       = "OwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${local.log_group_arn}:*"]
+  }
+}
+
+resource "aws_iam_role" "router" {
+  name_prefix        = substr("${var.name}-router-", 0, 38)
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+}
+
+resource "aws_iam_role_policy" "router_fleet" {
+  name   = "fleet"
+  role   = aws_iam_role.router.id
+  policy = data.aws_iam_policy_document.router_fleet.json
+}
+
+resource "aws_iam_role_policy" "router_logs" {
+  name   = "logs"
+  role   = aws_iam_role.router.id
+  policy = data.aws_iam_policy_document.router_logs.json
+}
+
+resource "aws_cloudwatch_log_group" "router" {
+  name              = "/aws/lambda/${local.function_name}"
+  retention_in_days = var.log_retention_days
+}
+
+resource "aws_lambda_layer_version" "dependencies" {
+  layer_name          = "${var.name}-router-dependencies"
+  filename            = var.dependencies_layer_path
+  source_code_hash    = var.dependencies_layer_hash
+  compatible_runtimes = ["python3.11"]
+}
+
+resource "aws_lambda_function" "router" {
+  function_name    = local.function_name
+  role             = aws_iam_role.router.arn
+  runtime          = "python3.11"
+  handler          = "fleet.router.handler"
+  filename         = var.package_path
+  source_code_hash = var.package_hash
+  layers           = [aws_lambda_layer_version.dependencies.arn]
+  timeout          = var.lambda_timeout_s
+  memory_size      = var.lambda_memory_mb
+
+  environment {
+    variables = var.fleet_environment
+  }
+
+  depends_on = [aws_cloudwatch_log_group.router, aws_iam_role_policy.router_logs]
+}
+
+resource "aws_apigatewayv2_api" "router" {
+  name          = "${var.name}-router"
+  protocol_type = "HTTP"
+  description   = "wsfleet router: POST /events takes START and STOP events."
+}
+
+resource "aws_apigatewayv2_integration" "router" {
+  api_id                 = aws_apigatewayv2_api.router.id
+  integration_type       = "AWS_PROXY"
+  integration_uri        = aws_lambda_function.router.invoke_arn
+  payload_format_version = "2.0"
+  timeout_milliseconds   = min(30000, var.lambda_timeout_s * 1000 + 1000)
+}
+
+resource "aws_apigatewayv2_route" "events" {
+  api_id             = aws_apigatewayv2_api.router.id
+  route_key          = "POST /events"
+  target             = "integrations/${aws_apigatewayv2_integration.router.id}"
+  authorization_type = var.events_authorization
+}
+
+resource "aws_apigatewayv2_route" "health" {
+  api_id             = aws_apigatewayv2_api.router.id
+  route_key          = "GET ${var.health_check_path}"
+  target             = "integrations/${aws_apigatewayv2_integration.router.id}"
+  authorization_type = "NONE"
+}
+
+resource "aws_cloudwatch_log_group" "api" {
+  name              = "/aws/apigateway/${var.name}-router"
+  retention_in_days = var.log_retention_days
+}
+
+resource "aws_apigatewayv2_stage" "default" {
+  api_id      = aws_apigatewayv2_api.router.id
+  name        = "$default"
+  auto_deploy = true
+
+  default_route_settings {
+    throttling_rate_limit  = var.throttling_rate_limit
+    throttling_burst_limit = var.throttling_burst_limit
+  }
+
+  access_log_settings {
+    destination_arn = aws_cloudwatch_log_group.api.arn
+    format = jsonencode({
+      requestId = "$context.requestId"
+      route     = "$context.routeKey"
+      status    = "$context.status"
+      latencyMs = "$context.responseLatency"
+      error     = "$context.integrationErrorMessage"
+    })
+  }
+}
+
+resource "aws_lambda_permission" "api" {
+  statement_id  = "AllowRouterApi"
+  action        = "lambda:InvokeFunction"
+  function_name = aws_lambda_function.router.function_name
+  principal     = "apigateway.amazonaws.com"
+  source_arn    = "${aws_apigatewayv2_api.router.execution_arn}/*/*"
+}
+
+resource "aws_apigatewayv2_domain_name" "router" {
+  count       = local.custom_domain ? 1 : 0
+  domain_name = var.domain_name
+
+  domain_name_configuration {
+    certificate_arn = var.certificate_arn
+    endpoint_type   = "REGIONAL"
+    security_policy = "TLS_1_2"
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.certificate_arn != ""
+      error_message = "certificate_arn (an ACM certificate for domain_name in this region) is required when domain_name is set."
+    }
+  }
+}
+
+resource "aws_apigatewayv2_api_mapping" "router" {
+  count       = local.custom_domain ? 1 : 0
+  api_id      = aws_apigatewayv2_api.router.id
+  domain_name = aws_apigatewayv2_domain_name.router[0].id
+  stage       = aws_apigatewayv2_stage.default.id
+}

@@ -1,0 +1,242 @@
+# The workers in one region: an ECS cluster and a Fargate service running `python -m fleet.worker` from
+# the repository's image, with its logs in CloudWatch Logs, a task role that grants exactly the DynamoDB,
+# SQS and CloudWatch operations the worker's code calls (tests/deploy derives them from fleet/ with `ast`),
+# and an execution role that may only pull the image and write the log group.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  partition      = data.aws_partition.current.partition
+  region         = data.aws_region.current.name
+  account_id     = data.aws_caller_identity.current.account_id
+  container_name = "worker"
+  log_group_name = "/ecs/${var.name}-worker"
+  # <account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag|@digest]: pull rights on that repository only.
+  ecr_image      = regex("^(?:(\\d{12})\\.dkr\\.ecr\\.([a-z0-9-]+)\\.amazonaws\\.com(?:\\.cn)?/([^:@]+))?", var.image)
+  ecr_repository = local.ecr_image[0] == null ? null : "arn:${local.partition}:ecr:${local.ecr_image[1]}:${local.ecr_image[0]}:repository/${local.ecr_image[2]}"
+  environment = [
+    for name in sort(keys(var.fleet_environment)) : { name = name, value = var.fleet_environment[name] }
+    if var.fleet_environment[name] != ""
+  ]
+  container = {
+    name        = local.container_name
+    image       = var.image
+    essential   = true
+    environment = local.environment
+    # SIGTERM first (tini in the image forwards it to the worker), SIGKILL this many seconds later.
+    stopTimeout = var.stop_timeout_s
+    # One socket per upstream connection plus the AWS clients' pools.
+    ulimits = [{ name = "nofile", softLimit = 65536, hardLimit = 65536 }]
+    # The image's HEALTHCHECK script (ECS ignores the Dockerfile's HEALTHCHECK instruction).
+    healthCheck = {
+      command     = ["CMD", "wsfleet-healthcheck"]
+      interval    = 30
+      timeout     = 5
+      retries     = 3
+      startPeriod = 30
+    }
+    logConfiguration = {
+      logDriver = "awslogs"
+      options = {
+        awslogs-group         = local.log_group_name
+        awslogs-region        = local.region
+        awslogs-stream-prefix = local.container_name
+        mode                  = "non-blocking"
+        max-buffer-size       = "4m"
+      }
+    }
+  }
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account_id]
+    }
+    condition {
+      test     = "ArnLike"
+      variable = "aws:SourceArn"
+      values   = ["arn:${local.partition}:ecs:${local.region}:${local.account_id}:*"]
+    }
+  }
+}
+
+# What the worker's code calls (fleet/worker.py and everything it imports): conditional puts and updates,
+# consistent reads of a connection, the reconcile query over the state index, the messages query, the
+# workers-table scan (hardened); notifications (receive, batch delete, and a send on hand-off); the
+# ActiveConnections metric.  SQS authorises DeleteMessageBatch as sqs:DeleteMessage.
+data "aws_iam_policy_document" "task_fleet" {
+  statement {
+    sid = "Tables"
+    actions = [
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:Scan",
+      "dynamodb:UpdateItem",
+    ]
+    resources = var.table_arns
+  }
+
+  statement {
+    sid       = "StateIndex"
+    actions   = ["dynamodb:Query"]
+    resources = var.index_arns
+  }
+
+  statement {
+    sid       = "Notifications"
+    actions   = ["sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"]
+    resources = [var.queue_arn]
+  }
+
+  statement {
+    sid       = "Metrics"
+    actions   = ["cloudwatch:PutMetricData"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "cloudwatch:namespace"
+      values   = [var.metric_namespace]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "execution" {
+  statement {
+    sid       = "Logs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.worker.arn}:*"]
+  }
+
+  dynamic "statement" {
+    for_each = local.ecr_repository == null ? [] : [local.ecr_repository]
+    content {
+      sid       = "PullImage"
+      actions   = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+      resources = [statement.value]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.ecr_repository == null ? [] : [local.ecr_repository]
+    content {
+      sid       = "EcrToken"
+      actions   = ["ecr:GetAuthorizationToken"]
+      resources = ["*"]
+    }
+  }
+}
+
+resource "aws_iam_role" "task" {
+  name_prefix        = substr("${var.name}-worker-task-", 0, 38)
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+}
+
+resource "aws_iam_role_policy" "task_fleet" {
+  name   = "fleet"
+  role   = aws_iam_role.task.id
+  policy = data.aws_iam_policy_document.task_fleet.json
+}
+
+resource "aws_iam_role" "execution" {
+  name_prefix        = substr("${var.name}-worker-exec-", 0, 38)
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+}
+
+resource "aws_iam_role_policy" "execution" {
+  name   = "pull-and-log"
+  role   = aws_iam_role.execution.id
+  policy = data.aws_iam_policy_document.execution.json
+}
+
+resource "aws_cloudwatch_log_group" "worker" {
+  name              = local.log_group_name
+  retention_in_days = var.log_retention_days
+}
+
+resource "aws_ecs_cluster" "fleet" {
+  name = "${var.name}-fleet"
+
+  setting {
+    name  = "containerInsights"
+    value = var.container_insights ? "enabled" : "disabled"
+  }
+}
+
+resource "aws_ecs_task_definition" "worker" {
+  family                   = "${var.name}-worker"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = var.cpu
+  memory                   = var.memory_mb
+  execution_role_arn       = aws_iam_role.execution.arn
+  task_role_arn            = aws_iam_role.task.arn
+
+  runtime_platform {
+    operating_system_family = "LINUX"
+    cpu_architecture        = var.cpu_architecture
+  }
+
+  container_definitions = jsonencode([local.container])
+
+  # The log group must exist before a task can write to it.
+  depends_on = [aws_cloudwatch_log_group.worker]
+}
+
+resource "aws_security_group" "worker" {
+  name_prefix = "${var.name}-worker-"
+  description = "wsfleet workers: outbound only"
+  vpc_id      = var.vpc_id
+
+  egress {
+    description = "AWS APIs and upstream WebSocket hosts"
+    from_port   = 0
+    to_port     = 0
+    protocol    = "-1"
+    cidr_blocks = var.egress_cidr_blocks
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "aws_ecs_service" "worker" {
+  name             = "${var.name}-worker"
+  cluster          = aws_ecs_cluster.fleet.id
+  task_definition  = aws_ecs_task_definition.worker.arn
+  desired_count    = var.desired_count
+  launch_type      = "FARGATE"
+  platform_version = "LATEST"
+  propagate_tags   = "SERVICE"
+
+  # Start new tasks before stopping old ones: leases move to them as the old tasks release on SIGTERM.
+  deployment_minimum_healthy_percent = 100
+  deployment_maximum_percent         = 200
+
+  deployment_circuit_breaker {
+    enable   = true
+    rollback = true
+  }
+
+  network_configuration {
+    subnets          = var.subnet_ids
+    security_groups  = [aws_security_group.worker.id]
+    assign_public_ip = var.assign_public_ip
+  }
+
+  lifecycle {
+    # modules/autoscaling owns the task count.
+    ignore_changes = [desired_count]
+  }
+}

@@ -1,0 +1,19 @@
+output "cluster_name" {
+  description = "Name of the ECS cluster."
+  value       = aws_ecs_cluster.fleet.name
+}
+
+output "service_name" {
+  description = "Name of the worker ECS service."
+  value       = aws_ecs_service.worker.name
+}
+
+output "log_group_name" {
+  description = "The workers' log group (their JSON log lines)."
+  value       = aws_cloudwatch_log_group.worker.name
+}
+
+output "task_role_arn" {
+  description = "ARN of the worker task role."
+  value       = aws_iam_role.task.arn
+}

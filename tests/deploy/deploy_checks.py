@@ -1,0 +1,589 @@
+"""Checks of terraform/ and the Dockerfile against the code they deploy.  Each returns a list of problems
+(empty: consistent), so one function runs on the real tree and on a deliberately broken copy.
+
+Truth comes from the code at test time: table definitions from ``fleet.schema``, variable names from
+``fleet.config.ENV_VARS``, IAM actions, metric names and logged events from the fleet's source
+(``deploy_fleet_code``).  Only the published scaling values are constants here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fleet import schema
+from fleet.config import ENV_VARS, FleetConfig
+from tests.deploy.deploy_fleet_code import (
+    AwsCall,
+    aws_calls,
+    fleet_modules,
+    iam_action,
+    import_closure,
+    log_events,
+)
+from tests.deploy.deploy_hcl import Instance, TerraformParseError, parse_file, references, tf_files
+
+# The published autoscaling values (target tracking on ActiveConnections).
+PUBLISHED_SCALING = {"target_value": 700, "scale_out_cooldown": 120, "scale_in_cooldown": 900}
+FARGATE_MAX_STOP_TIMEOUT_S = 120
+# Environment names a task definition may carry besides ENV_VARS.
+EXTRA_TASK_ENV = {"AWS_REGION"}
+# Where each role's process starts, and the module path from the root to the module owning the role.
+WORKER_ENTRY = "fleet.worker"
+ROUTER_ENTRY = "fleet.router"
+REGION_PATH = ("primary",)
+
+
+# -- parsing -----------------------------------------------------------------------------------------
+def parse_problems(terraform_dir: Path) -> list[str]:
+    """Every .tf file parses with python-hcl2."""
+    files = tf_files(terraform_dir)
+    if not files:
+        return [f"no .tf files under {terraform_dir}"]
+    problems = []
+    for path in files:
+        try:
+            parse_file(path)
+        except TerraformParseError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+# -- tables ------------------------------------------------------------------------------------------
+def _table_view(definition: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a CreateTable request terraform must reproduce."""
+    return {
+        "keys": sorted((k["AttributeName"], k["KeyType"]) for k in definition["KeySchema"]),
+        "attributes": sorted(
+            (a["AttributeName"], a["AttributeType"]) for a in definition["AttributeDefinitions"]
+        ),
+        "indexes": sorted(
+            (
+                index["IndexName"],
+                tuple(sorted((k["AttributeName"], k["KeyType"]) for k in index["KeySchema"])),
+                index["Projection"]["ProjectionType"],
+                tuple(sorted(index["Projection"].get("NonKeyAttributes", []))),
+            )
+            for index in definition.get("GlobalSecondaryIndexes", [])
+        ),
+        "billing": definition.get("BillingMode", "PROVISIONED"),
+    }
+
+
+def _terraform_table(tables: Instance, body: dict[str, Any]) -> dict[str, Any]:
+    """A terraform aws_dynamodb_table as the CreateTable request it stands for."""
+    body = tables.resolve(body)
+    keys = [{"AttributeName": body["hash_key"], "KeyType": "HASH"}]
+    if body.get("range_key"):
+        keys.append({"AttributeName": body["range_key"], "KeyType": "RANGE"})
+    indexes = []
+    for index in body.get("global_secondary_index", []):
+        index_keys = [{"AttributeName": index["hash_key"], "KeyType": "HASH"}]
+        if index.get("range_key"):
+            index_keys.append({"AttributeName": index["range_key"], "KeyType": "RANGE"})
+        projection: dict[str, Any] = {"ProjectionType": index.get("projection_type")}
+        if index.get("non_key_attributes"):
+            projection["NonKeyAttributes"] = index["non_key_attributes"]
+        indexes.append({"IndexName": index["name"], "KeySchema": index_keys, "Projection": projection})
+    return {
+        "TableName": body["name"],
+        "KeySchema": keys,
+        "AttributeDefinitions": [
+            {"AttributeName": a["name"], "AttributeType": a["type"]} for a in body.get("attribute", [])
+        ],
+        "GlobalSecondaryIndexes": indexes,
+        "BillingMode": body.get("billing_mode", "PROVISIONED"),
+    }
+
+
+def table_problems(terraform_dir: Path) -> list[str]:
+    """The tables equal fleet/schema.py's (names with the root's defaults, keys, attribute types, indexes
+    and projections, billing); the connections table has point-in-time recovery; a table with replicas
+    has the stream Global Tables require."""
+    tables = Instance.root(terraform_dir).child("tables")
+    expected = {d["TableName"]: d for d in schema.tables(FleetConfig())}
+    problems = []
+    found: dict[str, dict[str, Any]] = {}
+    for resource, body in tables.module.resource("aws_dynamodb_table").items():
+        table = _terraform_table(tables, body)
+        found[str(table["TableName"])] = table
+        resolved = tables.resolve(body)
+        replicated = any("replica" in block for block in resolved.get("dynamic", []))
+        streamed = resolved.get("stream_enabled") is True
+        if replicated and not (streamed and resolved.get("stream_view_type") == "NEW_AND_OLD_IMAGES"):
+            problems.append(f"table {resource}: replicas need stream_enabled with NEW_AND_OLD_IMAGES")
+        if table["TableName"] == FleetConfig().connections_table:
+            recovery = resolved.get("point_in_time_recovery", [{}])[0].get("enabled")
+            if recovery not in (True, "true"):
+                problems.append(f"table {resource}: point-in-time recovery is not enabled ({recovery!r})")
+    for name in sorted(set(expected) - set(found)):
+        problems.append(f"table {name} of fleet/schema.py is missing from terraform")
+    for name in sorted(set(found) - set(expected)):
+        problems.append(f"terraform table {name} is not in fleet/schema.py")
+    for name in sorted(set(expected) & set(found)):
+        want, have = _table_view(expected[name]), _table_view(found[name])
+        for part in want:
+            if want[part] != have[part]:
+                problems.append(f"table {name} {part}: schema.py has {want[part]}, "
+                                f"terraform has {have[part]}")
+    return problems
+
+
+# -- queue -------------------------------------------------------------------------------------------
+def queue_problems(terraform_dir: Path) -> list[str]:
+    """The notification queue has schema.queue_attributes()'s values and redrives to the dead-letter queue
+    after schema.MAX_RECEIVES receives."""
+    queue = Instance.root(terraform_dir).descendant(*REGION_PATH, "queue")
+    queues = {name: queue.resolve(body) for name, body in queue.module.resource("aws_sqs_queue").items()}
+    by_name = {body.get("name"): resource for resource, body in queues.items()}
+    problems = []
+    for wanted in (schema.QUEUE_NAME, schema.DLQ_NAME):
+        if wanted not in by_name:
+            problems.append(f"no queue named {wanted} (found {sorted(map(str, by_name))})")
+    if problems:
+        return problems
+    main, dead_letter = queues[by_name[schema.QUEUE_NAME]], by_name[schema.DLQ_NAME]
+    attributes = schema.queue_attributes()
+    for attribute, argument in (
+        ("VisibilityTimeout", "visibility_timeout_seconds"),
+        ("MessageRetentionPeriod", "message_retention_seconds"),
+    ):
+        if str(main.get(argument)) != attributes[attribute]:
+            problems.append(f"queue {argument} is {main.get(argument)!r}, "
+                            f"schema.py says {attributes[attribute]}")
+    policy_refs = references(main.get("redrive_policy"), "local")
+    policy = queue.resolve(f"${{local.{policy_refs[0]}}}") if len(policy_refs) == 1 else None
+    if not isinstance(policy, dict):
+        redrive = main.get("redrive_policy")
+        return [*problems, f"queue redrive_policy is not jsonencode(local.<map>): {redrive!r}"]
+    if str(policy.get("maxReceiveCount")) != str(schema.MAX_RECEIVES):
+        problems.append(f"maxReceiveCount is {policy.get('maxReceiveCount')!r}, schema.MAX_RECEIVES is "
+                        f"{schema.MAX_RECEIVES}")
+    if f"aws_sqs_queue.{dead_letter}.arn" not in str(policy.get("deadLetterTargetArn")):
+        problems.append(f"deadLetterTargetArn {policy.get('deadLetterTargetArn')!r} is not {schema.DLQ_NAME}")
+    return problems
+
+
+# -- environment -------------------------------------------------------------------------------------
+def _environment_names(region: Instance, expression: Any) -> set[str]:
+    """Keys of every local map an (unevaluated) expression in the region module merges together."""
+    names: set[str] = set()
+    for local in references(expression, "local"):
+        value = region.resolve(f"${{local.{local}}}")
+        if isinstance(value, dict):
+            names.update(value)
+        elif isinstance(value, str):
+            names.update(_environment_names(region, region.module.locals.get(local)))
+    return names
+
+
+def environment_problems(terraform_dir: Path) -> list[str]:
+    """The worker task definition's and the router function's environment names equal
+    set(fleet.config.ENV_VARS.values()) (plus AWS_REGION for the task)."""
+    region = Instance.root(terraform_dir).descendant(*REGION_PATH)
+    expected = set(ENV_VARS.values())
+    problems = []
+    for child, allowed_extra in (("workers", EXTRA_TASK_ENV), ("router", set())):
+        passed = region.module.modules.get(child, {}).get("fleet_environment")
+        names = _environment_names(region, passed)
+        for name in sorted(expected - names):
+            problems.append(f"{child}: {name} (fleet/config.py ENV_VARS) is not in the environment")
+        for name in sorted(names - expected - allowed_extra):
+            problems.append(f"{child}: {name} is in the environment but fleet/config.py does not read it")
+    workers = region.child("workers")
+    container = _container(workers)
+    environment = container.get("environment")
+    sources = [workers.module.locals.get(name) for name in references(environment, "local")]
+    if not sources or not all("var.fleet_environment" in str(source) for source in sources):
+        problems.append(f"workers: the container's environment {environment!r} is not built from "
+                        "var.fleet_environment")
+    router = region.child("router")
+    for name, function in router.module.resource("aws_lambda_function").items():
+        variables = function.get("environment", [{}])[0].get("variables")
+        if variables != "${var.fleet_environment}":
+            problems.append(f"router: function {name} environment is {variables!r}, "
+                            "not var.fleet_environment")
+    return problems
+
+
+def _container(workers: Instance) -> dict[str, Any]:
+    """The worker container definition (container_definitions = jsonencode([local.<container>]))."""
+    definitions = [
+        body.get("container_definitions")
+        for body in workers.module.resource("aws_ecs_task_definition").values()
+    ]
+    locals_named = references(definitions[0], "local") if len(definitions) == 1 else []
+    if len(locals_named) != 1:
+        return {}
+    container = workers.module.locals.get(locals_named[0])
+    return container if isinstance(container, dict) else {}
+
+
+# -- task definition ---------------------------------------------------------------------------------
+def task_definition_problems(terraform_dir: Path, dockerfile: Path) -> list[str]:
+    """One worker container: awslogs, a stop timeout Fargate accepts (at most 120 s) by default, and the
+    image's health check command."""
+    workers = Instance.root(terraform_dir).descendant(*REGION_PATH, "workers")
+    container = workers.resolve(_container(workers))
+    if not container:
+        return ["workers: container_definitions is not jsonencode([local.<container map>])"]
+    problems = []
+    stop_timeout = container.get("stopTimeout")
+    if not isinstance(stop_timeout, int) or not 0 < stop_timeout <= FARGATE_MAX_STOP_TIMEOUT_S:
+        problems.append(f"workers: stopTimeout {stop_timeout!r} is not 1..{FARGATE_MAX_STOP_TIMEOUT_S} s")
+    log_driver = container.get("logConfiguration", {}).get("logDriver")
+    if log_driver != "awslogs":
+        problems.append(f"workers: log driver is {log_driver!r}, not awslogs")
+    command = container.get("healthCheck", {}).get("command", [])
+    image_check = dockerfile_healthcheck(dockerfile)
+    if command[1:] != image_check:
+        problems.append(f"workers: health check {command!r} is not the image's HEALTHCHECK {image_check!r}")
+    return problems
+
+
+# -- IAM ---------------------------------------------------------------------------------------------
+def _role_statements(instance: Instance, role_reference: str) -> list[dict[str, Any]]:
+    """Statements of every inline policy document attached to ``aws_iam_role.<name>``."""
+    match = re.search(r"aws_iam_role\.([\w-]+)\.", role_reference)
+    if not match:
+        return []
+    role = match.group(1)
+    documents = instance.module.data_source("aws_iam_policy_document")
+    statements: list[dict[str, Any]] = []
+    for policy in instance.module.resource("aws_iam_role_policy").values():
+        if f"aws_iam_role.{role}." not in str(policy.get("role")):
+            continue
+        for document in references(policy.get("policy"), "data.aws_iam_policy_document"):
+            statements.extend(instance.resolve(documents.get(document, {})).get("statement", []))
+    for attachment in instance.module.resource("aws_iam_role_policy_attachment").values():
+        if f"aws_iam_role.{role}." in str(attachment.get("role")):
+            statements.append({"actions": ["<managed policy: unverifiable>"], "resources": ["*"]})
+    return statements
+
+
+def _role_of(instance: Instance, resource_type: str, argument: str) -> str:
+    bodies = list(instance.module.resource(resource_type).values())
+    return str(bodies[0].get(argument)) if len(bodies) == 1 else ""
+
+
+def _statement_actions(statements: Iterable[dict[str, Any]]) -> set[str]:
+    actions: set[str] = set()
+    for statement in statements:
+        listed = statement.get("actions", [])
+        actions.update(listed if isinstance(listed, list) else [listed])
+    return actions
+
+
+def _resources(statement: dict[str, Any]) -> list[Any]:
+    listed = statement.get("resources", [])
+    return listed if isinstance(listed, list) else [listed]
+
+
+def _namespace_condition(statement: dict[str, Any]) -> set[str]:
+    values: set[str] = set()
+    for condition in statement.get("condition", []):
+        if condition.get("variable") == "cloudwatch:namespace" and condition.get("test") == "StringEquals":
+            values.update(condition.get("values", []))
+    return values
+
+
+def _policy_problems(
+    who: str, statements: list[dict[str, Any]], calls: list[AwsCall], ignored_prefixes: tuple[str, ...]
+) -> list[str]:
+    problems = []
+    needed: dict[str, AwsCall] = {}
+    for call in calls:
+        try:
+            needed.setdefault(iam_action(call.service, call.operation), call)
+        except KeyError as exc:
+            problems.append(f"{who}: {call.module}:{call.line}: {exc}")
+    granted = {a for a in _statement_actions(statements) if not a.startswith(ignored_prefixes)}
+    for action in sorted(set(needed) - granted):
+        call = needed[action]
+        problems.append(f"{who}: {action} is not granted ({call.module}:{call.line} calls {call.operation})")
+    for action in sorted(granted - set(needed)):
+        problems.append(f"{who}: {action} is granted but the code never calls it")
+    namespaces = {call.namespace for call in calls if call.namespace}
+    for statement in statements:
+        actions = set(statement.get("actions", []))
+        if "*" in _resources(statement):
+            if actions != {"cloudwatch:PutMetricData"}:
+                problems.append(f"{who}: {sorted(actions)} granted on every resource (\"*\")")
+            elif actions == {"cloudwatch:PutMetricData"} and _namespace_condition(statement) != namespaces:
+                problems.append(f"{who}: cloudwatch:PutMetricData is not limited to the namespace(s) "
+                                f"the code publishes to {sorted(namespaces)} (cloudwatch:namespace)")
+    if any(call.uses_index for call in calls):
+        index_resources = [
+            resource
+            for statement in statements
+            if "dynamodb:Query" in statement.get("actions", [])
+            for resource in _resources(statement)
+            if "/index/" in str(resource)
+        ]
+        if not index_resources:
+            problems.append(f"{who}: the code queries an index but no dynamodb:Query grant names an "
+                            "index ARN")
+    return problems
+
+
+def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
+    """The worker task role and the router function's role grant exactly the AWS operations the code run
+    by each calls (worker: fleet.worker and what it imports; router: fleet.router and what it imports),
+    on named resources only; PutMetricData, which takes no resource, only for the code's namespace."""
+    modules = fleet_modules(fleet_dir)
+    calls = aws_calls(modules)
+    region = Instance.root(terraform_dir).descendant(*REGION_PATH)
+    problems = []
+    for who, entry, child, resource_type, argument in (
+        ("worker task role", WORKER_ENTRY, "workers", "aws_ecs_task_definition", "task_role_arn"),
+        ("router role", ROUTER_ENTRY, "router", "aws_lambda_function", "role"),
+    ):
+        if f"{entry}" not in modules:
+            problems.append(f"{who}: {entry.replace('.', '/')}.py does not exist")
+            continue
+        closure = import_closure(modules, entry)
+        instance = region.child(child)
+        statements = _role_statements(instance, _role_of(instance, resource_type, argument))
+        if not statements:
+            problems.append(f"{who}: no inline policy found for {resource_type}.{argument}")
+        own_calls = [call for call in calls if call.module in closure]
+        # The router's function writes its own log group; that is the runtime's, not the fleet's code.
+        problems.extend(_policy_problems(who, statements, own_calls, ("logs:",)))
+    return problems
+
+
+# -- scaling -----------------------------------------------------------------------------------------
+MetricKey = tuple[str | None, str | None, frozenset[str]]
+
+
+def _published_metric(calls: list[AwsCall], metric_name: str) -> set[MetricKey]:
+    """(namespace, unit, dimension names) under which the code publishes ``metric_name``."""
+    return {
+        (call.namespace, unit, dimensions)
+        for call in calls
+        if call.operation == "put_metric_data"
+        for name, unit, dimensions in call.metrics
+        if name == metric_name
+    }
+
+
+def scaling_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
+    """Target tracking with the published values (700 per task, 120 s out, 900 s in) on the Average of
+    a metric the worker publishes, under the same namespace, unit and dimensions."""
+    autoscaling = Instance.root(terraform_dir).descendant(*REGION_PATH, "autoscaling")
+    policies = [
+        autoscaling.resolve(body)
+        for body in autoscaling.module.resource("aws_appautoscaling_policy").values()
+        if autoscaling.resolve(body.get("policy_type")) == "TargetTrackingScaling"
+    ]
+    if len(policies) != 1:
+        return [f"expected one target-tracking policy, found {len(policies)}"]
+    configuration = policies[0].get("target_tracking_scaling_policy_configuration", [{}])[0]
+    problems = []
+    for argument, value in PUBLISHED_SCALING.items():
+        if configuration.get(argument) != value:
+            problems.append(f"{argument} is {configuration.get(argument)!r}, the published value is {value}")
+    metric = configuration.get("customized_metric_specification", [{}])[0]
+    if metric.get("statistic") != "Average":
+        problems.append(f"the tracked statistic is {metric.get('statistic')!r}, not Average (per task)")
+    calls = aws_calls(fleet_modules(fleet_dir))
+    published = _published_metric(calls, str(metric.get("metric_name")))
+    dimensions = frozenset(d.get("name") for d in metric.get("dimensions", []))
+    tracked = (metric.get("namespace"), metric.get("unit"), dimensions)
+    if tracked not in published:
+        problems.append(
+            f"tracked metric {metric.get('metric_name')!r} (namespace, unit, dimensions) {tracked} is not "
+            f"what the fleet publishes: {sorted(published, key=str) or 'nothing under that name'}"
+        )
+    return problems
+
+
+# -- alarms ------------------------------------------------------------------------------------------
+FILTER_FIELD = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_]*)")
+FILTER_EVENT = re.compile(r"\$\.event\s*=\s*\"([^\"]+)\"")
+
+
+def alarm_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
+    """Every metric filter reads events and fields the fleet logs (``log(event, **fields)``), and every
+    alarm on the fleet's namespace reads a metric the code publishes or a filter in the module makes."""
+    alarms = Instance.root(terraform_dir).descendant(*REGION_PATH, "alarms")
+    modules = fleet_modules(fleet_dir)
+    logged = log_events(modules)
+    problems = []
+    filters = {name: alarms.resolve(body) for name, body in alarms.module.resource(
+        "aws_cloudwatch_log_metric_filter").items()}
+    for name, body in filters.items():
+        pattern = str(body.get("pattern"))
+        events = FILTER_EVENT.findall(pattern)
+        if not events:
+            problems.append(f"metric filter {name}: pattern {pattern!r} selects no `$.event`")
+        fields = set(FILTER_FIELD.findall(pattern)) | set(
+            FILTER_FIELD.findall(str(body.get("metric_transformation", [{}])[0].get("value")))
+        )
+        fields -= {"event", "t"}
+        for event in events:
+            logged_fields = [entry.fields for entry in logged if entry.event == event]
+            if not logged_fields:
+                problems.append(f"metric filter {name}: the fleet never logs event {event!r}")
+            elif not any(fields <= found for found in logged_fields):
+                problems.append(f"metric filter {name}: no log({event!r}, ...) call has the fields "
+                                f"{sorted(fields)} (logged: {[sorted(f) for f in logged_fields]})")
+    namespace_values = {call.namespace for call in aws_calls(modules) if call.namespace}
+    for name, body in alarms.module.resource("aws_cloudwatch_metric_alarm").items():
+        resolved = alarms.resolve(body)
+        if resolved.get("namespace") not in namespace_values:
+            continue
+        metric = str(resolved.get("metric_name"))
+        from_filter = re.search(r"aws_cloudwatch_log_metric_filter\.([\w-]+)\.", metric)
+        if from_filter:
+            if from_filter.group(1) not in filters:
+                problems.append(f"alarm {name}: reads filter {from_filter.group(1)} that does not exist")
+        elif not _published_metric(aws_calls(modules), metric):
+            problems.append(f"alarm {name}: the fleet never publishes metric {metric!r}")
+    return problems
+
+
+# -- standby region ----------------------------------------------------------------------------------
+def failover_problems(terraform_dir: Path) -> list[str]:
+    """With a standby region: the tables replicate to it, and Route 53 has one PRIMARY and one SECONDARY
+    record for the router, each gated by an HTTPS health check."""
+    root = Instance.root(terraform_dir)
+    problems = []
+    replicas = str(root.module.modules.get("tables", {}).get("replica_regions"))
+    if "standby_region" not in replicas:
+        problems.append(f"tables: replica_regions {replicas!r} does not follow var.standby_region")
+    failover = root.child("failover")
+    checks = failover.module.resource("aws_route53_health_check")
+    types = []
+    for name, record in failover.module.resource("aws_route53_record").items():
+        policy = record.get("failover_routing_policy", [{}])[0].get("type")
+        types.append(policy)
+        check = re.search(r"aws_route53_health_check\.([\w-]+)\.id", str(record.get("health_check_id")))
+        if not check or check.group(1) not in checks:
+            problems.append(f"record {name} ({policy}) has no health check")
+        elif checks[check.group(1)].get("type") not in ("HTTPS", "HTTPS_STR_MATCH"):
+            problems.append(f"health check {check.group(1)} is not HTTPS")
+    if sorted(map(str, types)) != ["PRIMARY", "SECONDARY"]:
+        problems.append(f"failover records are {types}, not one PRIMARY and one SECONDARY")
+    return problems
+
+
+# -- Dockerfile --------------------------------------------------------------------------------------
+def dockerfile_instructions(dockerfile: Path) -> list[tuple[str, str, str]]:
+    """(INSTRUCTION, arguments, heredoc body) of each instruction, continuations joined."""
+    lines = dockerfile.read_text(encoding="utf-8").splitlines()
+    instructions: list[tuple[str, str, str]] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index].strip()
+        index += 1
+        if not line or line.startswith("#"):
+            continue
+        while line.endswith("\\") and index < len(lines):
+            line = line[:-1].rstrip() + " " + lines[index].strip()
+            index += 1
+        keyword, _, arguments = line.partition(" ")
+        body = ""
+        heredoc = re.search(r"<<-?'?\"?([A-Za-z_]+)'?\"?", arguments)
+        if heredoc:
+            end = lines.index(heredoc.group(1), index)
+            body = "\n".join(lines[index:end])
+            index = end + 1
+        instructions.append((keyword.upper(), arguments.strip(), body))
+    return instructions
+
+
+def _exec_form(arguments: str) -> list[str] | None:
+    """The JSON array of an exec-form instruction, or None for shell form."""
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+
+
+def dockerfile_healthcheck(dockerfile: Path) -> list[str] | None:
+    for keyword, arguments, _ in dockerfile_instructions(dockerfile):
+        if keyword == "HEALTHCHECK":
+            command = arguments[arguments.index("CMD") + 3:].strip() if "CMD" in arguments else ""
+            return _exec_form(command)
+    return None
+
+
+def _dockerignored(patterns: list[str], path: str) -> bool:
+    """Whether .dockerignore ``patterns`` exclude ``path`` (or a parent of it): last match wins."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        glob = pattern[1:] if negated else pattern
+        if any(fnmatch.fnmatchcase(candidate, glob.strip("/")) for candidate in candidates):
+            excluded = not negated
+    return excluded
+
+
+def dockerfile_problems(dockerfile: Path, pyproject: Path) -> list[str]:
+    """Python 3.11 slim base; tini as PID 1 (exec-form ENTRYPOINT) forwarding SIGTERM to an exec-form
+    CMD `python -m fleet.worker`; a non-root USER in force at the end; a HEALTHCHECK whose command the
+    image provides; `pip install .` with everything it reads in the build context."""
+    instructions = dockerfile_instructions(dockerfile)
+    by_keyword: dict[str, list[tuple[str, str]]] = {}
+    for keyword, arguments, body in instructions:
+        by_keyword.setdefault(keyword, []).append((arguments, body))
+    problems = []
+    base = by_keyword.get("FROM", [("", "")])[-1][0].split()[0] if by_keyword.get("FROM") else ""
+    if not re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]+)?", base):
+        problems.append(f"base image {base!r} is not python:3.11-slim")
+    users = by_keyword.get("USER", [])
+    user = users[-1][0].split(":")[0] if users else "root"
+    if user in ("root", "0"):
+        problems.append(f"the image runs as {user!r}: add a non-root USER")
+    entrypoint = _exec_form(by_keyword.get("ENTRYPOINT", [("", "")])[-1][0])
+    uses_tini = bool(entrypoint) and entrypoint is not None and entrypoint[0].endswith("/tini")
+    if not uses_tini or entrypoint is None or entrypoint[1:] != ["--"]:
+        problems.append(f"ENTRYPOINT {entrypoint!r} is not exec-form [\".../tini\", \"--\"] "
+                        "(SIGTERM must reach the worker from PID 1)")
+    run_text = " ".join(arguments for arguments, _ in by_keyword.get("RUN", []))
+    if uses_tini and not re.search(r"apt-get install[^&;]*\btini\b", run_text):
+        problems.append("ENTRYPOINT uses tini but no RUN installs it")
+    command = _exec_form(by_keyword.get("CMD", [("", "")])[-1][0])
+    if command != ["python", "-m", "fleet.worker"]:
+        problems.append(f"CMD {command!r} is not exec-form [\"python\", \"-m\", \"fleet.worker\"]")
+    signals = by_keyword.get("STOPSIGNAL", [])
+    if signals and signals[-1][0] not in ("SIGTERM", "15"):
+        problems.append(f"STOPSIGNAL {signals[-1][0]} is not SIGTERM, which the worker handles")
+    healthcheck = dockerfile_healthcheck(dockerfile)
+    provided = {
+        shlex.split(arguments.split("<<", 1)[1])[1]
+        for arguments, body in by_keyword.get("COPY", [])
+        if body and "<<" in arguments
+    }
+    if not healthcheck:
+        problems.append("no exec-form HEALTHCHECK")
+    elif healthcheck[0] not in {Path(p).name for p in provided} | provided:
+        problems.append(f"HEALTHCHECK runs {healthcheck[0]!r}, which the image does not provide")
+    if not re.search(r"pip install (--\S+ )*\.(\s|$)", run_text):
+        problems.append("no `pip install .`")
+    ignore_file = dockerfile.parent / ".dockerignore"
+    patterns = [
+        line.strip() for line in ignore_file.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ] if ignore_file.exists() else []
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    readme = project.get("readme")
+    needed = ["pyproject.toml", "fleet/config.py", *([readme] if isinstance(readme, str) else [])]
+    copied = " ".join(arguments for arguments, _ in by_keyword.get("COPY", []))
+    for path in needed:
+        if _dockerignored(patterns, path):
+            problems.append(f".dockerignore excludes {path}, which `pip install .` needs")
+        top = path.split("/")[0]
+        if not re.search(rf"(^|\s){re.escape(top)}(\s|/|$)", copied):
+            problems.append(f"no COPY brings {top} into the image")
+    return problems

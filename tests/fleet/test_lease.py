@@ -1,0 +1,216 @@
+"""The lease rules as pure functions: decisions over records and a clock, and the one-consumer property
+over every interleaving hypothesis can find (model store, skewed clocks, pauses, late requests)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleet.expr import Write
+from fleet.lease import (
+    STARTED,
+    STOPPED,
+    ConnectionRecord,
+    HardenedRules,
+    Holder,
+    Lease,
+    Rules,
+    UnsafeRules,
+    WorkerRecord,
+    rules_for,
+)
+from tests.fleet.lease_model import Simulation, model_config
+
+ME = Holder("w1", "gen-a")
+OTHER = Holder("w2", "gen-b")
+PK = "CONN#c1"
+
+
+def record(**fields: object) -> ConnectionRecord:
+    base: dict[str, object] = {"pk": PK, "desired_state": STARTED, "ws_url": "ws://u/s/c1", "epoch": 0}
+    base.update(fields)
+    return ConnectionRecord.from_item(base)
+
+
+def item_of(rec: ConnectionRecord) -> dict[str, object]:
+    item: dict[str, object] = {k: v for k, v in rec.__dict__.items() if v is not None}
+    return item
+
+
+# -- blog: the published rules, flaws included --------------------------------------------------------
+def test_blog_acquires_only_an_expired_or_missing_lease() -> None:
+    rules = Rules(model_config("blog"))
+    write = rules.acquire(PK, ME, now_ms=1_000)
+    assert write.allowed({"pk": PK})
+    assert write.allowed({"pk": PK, "lease_expires_at_ms": 999})
+    assert not write.allowed({"pk": PK, "lease_expires_at_ms": 1_000})
+    after = write.apply({"pk": PK, "lease_expires_at_ms": 0})
+    assert after["lease_owner"] == "w1" and after["lease_expires_at_ms"] == 1_000 + 20_000
+
+
+def test_blog_renew_and_release_require_ownership_and_never_advance_last_seq() -> None:
+    rules = Rules(model_config("blog"))
+    lease = Lease(PK, "ws://u", 0, 0)
+    mine = {"pk": PK, "lease_owner": "w1", "lease_expires_at_ms": 5, "last_seq": 0}
+    assert rules.renew(lease, ME, 10).allowed(mine)
+    assert not rules.renew(lease, OTHER, 10).allowed(mine)
+    released = rules.release(lease, ME, 10, last_seq=42).apply(mine)
+    assert released["lease_owner"] == "" and released["lease_expires_at_ms"] == 0
+    assert released["last_seq"] == 0
+    assert rules.checkpoint(lease, ME, 10, 42) is None
+    assert rules.resume_from(lease, stored_max_seq=42) is None
+
+
+def test_blog_keys_messages_by_wall_clock_so_one_millisecond_collides() -> None:
+    rules = Rules(model_config("blog"))
+    lease = Lease(PK, "ws://u", 0, 0)
+    a = rules.message(lease, ME, seq=1, data="c1:1", now_ms=7)
+    b = rules.message(lease, ME, seq=2, data="c1:2", now_ms=7)
+    assert a.key == b.key and a.condition is None
+
+
+# -- hardened --------------------------------------------------------------------------------------------
+def test_hardened_claims_only_free_or_dead_owners_past_tolerance() -> None:
+    rules = HardenedRules(model_config("hardened"))
+    tolerance = rules.tolerance_ms
+    alive = {"w2": WorkerRecord("w2", "gen-b", expires_at_ms=10_000)}
+    owned = record(lease_owner="w2", owner_gen="gen-b", epoch=3)
+    assert rules.claimable(record(lease_owner=""), ME, 0, alive)
+    assert not rules.claimable(owned, ME, 10_000 + int(tolerance), alive)
+    assert rules.claimable(owned, ME, 10_000 + int(tolerance) + 1, alive)
+    assert rules.claimable(owned, ME, 0, {"w2": WorkerRecord("w2", "gen-new", 99_999)})
+    assert rules.claimable(owned, ME, 0, {})
+    assert not rules.claimable(record(desired_state=STOPPED), ME, 0, {})
+    assert not rules.claimable(record(lease_owner="w1", owner_gen="gen-a"), ME, 0, {})
+
+
+def test_hardened_acquire_increments_epoch_only_if_unchanged_since_read() -> None:
+    rules = HardenedRules(model_config("hardened"))
+    seen = record(lease_owner="w2", owner_gen="gen-b", epoch=3)
+    write = rules.acquire(PK, ME, 50_000, seen)
+    assert write.allowed(item_of(seen))
+    assert write.apply(item_of(seen))["epoch"] == 4
+    assert not write.allowed({**item_of(seen), "epoch": 4})
+    assert not write.allowed({**item_of(seen), "lease_owner": "w3"})
+    assert not write.allowed({**item_of(seen), "desired_state": STOPPED})
+
+
+def test_hardened_checkpoint_release_and_messages_are_fenced_and_idempotent() -> None:
+    rules = HardenedRules(model_config("hardened"))
+    lease = Lease(PK, "ws://u", epoch=4, resume_seq=10)
+    current = {"pk": PK, "lease_owner": "w1", "owner_gen": "gen-a", "epoch": 4, "last_seq": 10}
+    checkpoint = rules.checkpoint(lease, ME, 1, last_seq=15)
+    assert isinstance(checkpoint, Write) and checkpoint.allowed(current)
+    assert checkpoint.apply(current)["last_seq"] == 15
+    assert not checkpoint.allowed({**current, "epoch": 5})
+    assert not rules.release(lease, ME, 1, 15).allowed({**current, "epoch": 5})
+    message = rules.message(lease, ME, seq=11, data="c1:11", now_ms=1)
+    assert message.key == {"pk": PK, "sk": 11}
+    assert message.allowed(None) and not message.allowed(message.apply(None))
+    assert rules.resume_from(lease, stored_max_seq=12) == 13
+    assert rules.resume_from(lease, stored_max_seq=3) == 11
+
+
+def test_hardened_worker_renewal_must_leave_a_request_timeout_before_expiry() -> None:
+    rules = HardenedRules(model_config("hardened"))
+    alive = {"pk": "w1", "gen": "gen-a", "expires_at_ms": 10_000}
+    timeout = int(rules.timeout_ms)
+    assert rules.renew_worker(ME, 10_000 - timeout - 1, frozenset()).allowed(alive)
+    assert not rules.renew_worker(ME, 10_000 - timeout, frozenset()).allowed(alive)
+    assert not rules.renew_worker(Holder("w1", "gen-z"), 0, frozenset()).allowed(alive)
+    renewed = rules.renew_worker(ME, 0, frozenset({PK})).apply({**alive, "stop_requests": {PK, "CONN#x"}})
+    assert renewed["stop_requests"] == {"CONN#x"}
+
+
+def test_hardened_fence_closes_before_anyone_can_take_over() -> None:
+    config = model_config("hardened")
+    rules = HardenedRules(config)
+    # renewal sent at t=0 (wall clock 0) -> expires at lease; earliest takeover read: lease + tolerance
+    assert rules.fence_deadline(0.0) * 1000 + rules.timeout_ms < rules.lease_ms + rules.tolerance_ms
+
+
+def test_rules_for_picks_the_profile() -> None:
+    assert type(rules_for(model_config("unsafe"))) is UnsafeRules
+    assert type(rules_for(model_config("hardened"))) is HardenedRules
+    assert type(rules_for(model_config("blog"))) is Rules
+
+
+def test_unsafe_acquires_a_live_lease() -> None:
+    rules = UnsafeRules(model_config("unsafe"))
+    live = {"pk": PK, "lease_owner": "w2", "lease_expires_at_ms": 10**12}
+    assert rules.acquire(PK, ME, 0).allowed(live)
+
+
+# -- the one-consumer property over interleavings --------------------------------------------------------
+ACTIONS = ("advance", "heartbeat", "acquire", "write", "checkpoint", "release")
+
+
+def steps(lease_ms: float, late_ms: float) -> st.SearchStrategy[list[tuple[str, int, int, float, float]]]:
+    step = st.tuples(
+        st.sampled_from(ACTIONS),
+        st.integers(0, 2),                       # worker
+        st.integers(0, 1),                       # stream
+        st.one_of(st.floats(0, lease_ms / 8), st.floats(0, lease_ms * 1.5)),  # time first (long: a pause)
+        st.floats(0, late_ms),                   # how late the request arrives
+    )
+    return st.lists(step, min_size=1, max_size=60)
+
+
+def run(profile: str, offsets: list[int], plan: list[tuple[str, int, int, float, float]]) -> list[str]:
+    rules = rules_for(model_config(profile))
+    sim = Simulation(rules, offsets)
+    for action, worker, stream, dt, delay in plan:
+        sim.advance(dt)
+        if action == "heartbeat":
+            sim.heartbeat(worker, delay)
+        elif action == "acquire":
+            sim.acquire(worker, stream, delay)
+        elif action == "write":
+            sim.write_message(worker, stream, delay)
+        elif action == "checkpoint":
+            sim.checkpoint(worker, stream, delay)
+        elif action == "release":
+            sim.release(worker, stream, delay)
+    sim.advance(10 * rules.lease_ms)
+    return sim.violations()
+
+
+_hardened = HardenedRules(model_config("hardened"))
+# Requests may arrive as late as the fencing margin plus the request timeout (the design's assumption).
+_LATE = _hardened.lease_ms - _hardened.fence_ms
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=steps(_hardened.lease_ms, _LATE),
+    offsets=st.lists(st.integers(0, int(_hardened.tolerance_ms)), min_size=2, max_size=3),
+)
+def test_hardened_never_accepts_two_workers_writes_in_overlapping_intervals(
+    plan: list[tuple[str, int, int, float, float]], offsets: list[int]
+) -> None:
+    plan = [(a, w % len(offsets), s, dt, d) for a, w, s, dt, d in plan]
+    assert run("hardened", offsets, plan) == []
+
+
+def test_unsafe_is_caught_by_the_same_property() -> None:
+    # two workers acquire the same live stream and both write
+    plan = [("acquire", 0, 0, 1.0, 0.0), ("acquire", 1, 0, 1.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
+    assert run("unsafe", [0, 0], plan)
+
+
+def test_blog_pause_is_caught_by_the_same_property() -> None:
+    # the published design: a worker paused past its lease writes after the takeover
+    plan = [("acquire", 0, 0, 1.0, 0.0), ("advance", 0, 0, 25_000.0, 0.0),
+            ("acquire", 1, 0, 0.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
+    assert run("blog", [0, 0], plan)
+
+
+def test_the_property_detects_a_fence_that_closes_too_late() -> None:
+    """The model is able to fail: a fence left open past expiry + tolerance lets a zombie write."""
+    plan = [("heartbeat", 0, 0, 1.0, 0.0), ("heartbeat", 1, 0, 0.0, 0.0), ("acquire", 0, 0, 1.0, 0.0),
+            ("acquire", 1, 0, 21_500.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
+    assert run("hardened", [0, 0], plan) == []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(HardenedRules, "fence_deadline", lambda self, s: s + (self.lease_ms + 3_000) / 1000)
+        assert run("hardened", [0, 0], plan)

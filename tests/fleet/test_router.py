@@ -1,0 +1,597 @@
+"""Tests of fleet.router against the embedded backend: every refused input changes nothing, each profile's
+START and STOP writes, notifications, history events, failures of the backend, and the Lambda entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from fleet.aws import AwsClients
+from fleet.config import ENV_VARS, FleetConfig
+from fleet.history import HistoryWriter
+from fleet.router import MAX_BODY_BYTES, LambdaRouter, handle_event
+from fleet.schema import conn_pk
+from harness.backends.resources import client
+
+# Opening AwsClients costs ~0.3 s, so the module's tests share one set, on one module-wide event loop.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ALLOWED = "127.0.0.1:9000,upstream.test,[::1]:9000"
+URL = "ws://127.0.0.1:9000/streams/c1"
+PK = conn_pk("c1")
+
+
+def start(connection_id: str = "c1", ws_url: str = URL) -> dict[str, str]:
+    return {"event_type": "START", "connection_id": connection_id, "ws_url": ws_url}
+
+
+def stop(connection_id: str = "c1") -> dict[str, str]:
+    return {"event_type": "STOP", "connection_id": connection_id}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Observer:
+    """Reads the backend behind the router's back (synchronous boto3, so Lambda tests can use it too)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.config = FleetConfig.from_env(env)
+        self.ddb = client(env, "dynamodb")
+        self.sqs = client(env, "sqs")
+        self.history_path = Path(env[ENV_VARS["history_path"]])
+
+    def items(self, table: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for page in self.ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+            for item in page["Items"]:
+                plain = {k: TypeDeserializer().deserialize(v) for k, v in item.items()}
+                found[f"{plain['pk']}/{plain.get('sk', '')}"] = plain
+        return found
+
+    def connection(self, pk: str = PK) -> dict[str, Any]:
+        """The connection's item; fails the test when there is none."""
+        item = self.items(self.config.connections_table).get(f"{pk}/")
+        assert item is not None, f"no item {pk}"
+        return item
+
+    def worker(self, worker_id: str) -> dict[str, Any]:
+        item = self.items(self.config.workers_table).get(f"{worker_id}/")
+        assert item is not None, f"no worker item {worker_id}"
+        return item
+
+    def tables(self) -> dict[str, dict[str, dict[str, Any]]]:
+        names = (self.config.connections_table, self.config.messages_table, self.config.workers_table)
+        return {name: self.items(name) for name in names}
+
+    def put(self, table: str, item: dict[str, Any]) -> None:
+        self.ddb.put_item(TableName=table, Item={k: TypeSerializer().serialize(v) for k, v in item.items()})
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """Every message now in the queue (received, so each test sees only its own)."""
+        bodies: list[dict[str, Any]] = []
+        while True:
+            received = self.sqs.receive_message(
+                QueueUrl=self.config.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not received:
+                return bodies
+            bodies.extend(json.loads(message["Body"]) for message in received)
+
+    def history(self) -> list[dict[str, Any]]:
+        if not self.history_path.exists():
+            return []
+        return [json.loads(line) for line in self.history_path.read_text().splitlines()]
+
+    def seed_owned(self, pk: str = PK, owner: str = "worker-9", with_worker_item: bool = True) -> None:
+        """A started connection held by ``owner`` (epoch 7, checkpointed at 42), and that worker's item."""
+        self.put(self.config.connections_table, {
+            "pk": pk, "desired_state": "STARTED", "ws_url": URL, "lease_owner": owner,
+            "lease_expires_at_ms": 9_999_999_999_999, "last_seq": 42, "epoch": 7, "updated_at_ms": 1,
+        })
+        if with_worker_item:
+            worker = {"pk": owner, "gen": "g1", "expires_at_ms": 9_999_999_999_999}
+            self.put(self.config.workers_table, worker)
+
+
+@pytest.fixture
+def env(clean_backend: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """The backend's variables plus an allowlist and a history path, also set in os.environ (the SDK
+    reads its endpoints from there)."""
+    values = {
+        **clean_backend.env(),
+        ENV_VARS["allowed_ws_hosts"]: ALLOWED,
+        ENV_VARS["history_path"]: str(tmp_path / "history" / "router.jsonl"),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+@pytest.fixture
+def observer(env: dict[str, str]) -> Observer:
+    return Observer(env)
+
+
+class Router:
+    """Calls handle_event with one set of clients; ``profile`` and other settings vary per call."""
+
+    def __init__(self, clients: AwsClients, config: FleetConfig, history: HistoryWriter) -> None:
+        self.clients, self.config, self.history = clients, config, history
+
+    async def send(self, event: object, raw: bytes | str | None = None, **changes: Any) -> tuple[int, Any]:
+        body = raw if raw is not None else json.dumps(event)
+        return await handle_event(body, self.clients, self.config.with_changes(**changes), self.history)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_clients(backend: Any) -> AsyncIterator[AwsClients]:
+    """Clients on the module's loop; the SDK reads the backend's endpoints from os.environ as they open."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in backend.env().items():
+            patch.setenv(name, value)
+        clients = await AwsClients(FleetConfig.from_env()).__aenter__()
+    try:
+        yield clients
+    finally:
+        await clients.__aexit__(None, None, None)
+
+
+@pytest.fixture
+def router(env: dict[str, str], shared_clients: AwsClients) -> Iterator[Router]:
+    config = FleetConfig.from_env()
+    history = HistoryWriter(config.history_path, "router")
+    yield Router(shared_clients, config, history)
+    history.close()
+
+
+def oversized_body() -> bytes:
+    return json.dumps(start()).encode() + b" " * MAX_BODY_BYTES
+
+
+BAD_INPUTS: list[tuple[str, bytes | str, str, str]] = [
+    # (case, body, expected error fragment, history kind)
+    ("malformed json", b'{"event_type": "START",', "not valid JSON", "INVALID"),
+    ("empty body", b"", "not valid JSON", "INVALID"),
+    ("not utf-8", b'{"event_type": "\xff"}', "not UTF-8", "INVALID"),
+    ("lone surrogate", '{"event_type": "\ud800"}', "not UTF-8", "INVALID"),
+    ("deeply nested", b"[" * 8000 + b"]" * 8000, "nested too deeply", "INVALID"),
+    ("array", b"[]", "must be a JSON object, not list", "INVALID"),
+    ("string", b'"START"', "must be a JSON object, not str", "INVALID"),
+    ("oversized", oversized_body(), f"larger than {MAX_BODY_BYTES} bytes", "INVALID"),
+    ("duplicate key", b'{"event_type": "STOP", "event_type": "START", "connection_id": "c1"}',
+     "duplicate key 'event_type'", "INVALID"),
+    ("no event_type", json.dumps({"connection_id": "c1"}), "event_type is missing", "INVALID"),
+    ("event_type number", json.dumps({**stop(), "event_type": 1}), "event_type must be a string", "INVALID"),
+    ("unknown event_type", json.dumps({**stop(), "event_type": "RESTART"}), "START or STOP", "INVALID"),
+    ("lower-case event_type", json.dumps({**stop(), "event_type": "stop"}), "START or STOP", "INVALID"),
+    ("no connection_id", json.dumps({"event_type": "STOP"}), "connection_id is missing", "STOP"),
+    ("connection_id number", json.dumps({**stop(), "connection_id": 7}), "must be a string, not int", "STOP"),
+    ("connection_id null", json.dumps({**start(), "connection_id": None}), "must be a string", "START"),
+    ("empty connection_id", json.dumps(stop("")), "connection_id must match", "STOP"),
+    ("connection_id slash", json.dumps(stop("a/b")), "connection_id must match", "STOP"),
+    ("connection_id space", json.dumps(stop("a b")), "connection_id must match", "STOP"),
+    ("connection_id newline", json.dumps(stop("abc\n")), "connection_id must match", "STOP"),
+    ("connection_id non-ascii", json.dumps(stop("café")), "connection_id must match", "STOP"),
+    ("connection_id 129 chars", json.dumps(stop("x" * 129)), "connection_id must match", "STOP"),
+    ("unknown field", json.dumps({**start(), "priority": 1}), "unexpected field(s) 'priority'", "START"),
+    ("ws_url with STOP", json.dumps({**stop(), "ws_url": URL}), "only accepted with START", "STOP"),
+    ("no ws_url", json.dumps({"event_type": "START", "connection_id": "c1"}), "ws_url is missing", "START"),
+    ("ws_url null", json.dumps({**start(), "ws_url": None}), "ws_url must be a string", "START"),
+    ("http scheme", json.dumps(start(ws_url="http://127.0.0.1:9000/")), "ws:// or wss://", "START"),
+    ("upper-case scheme", json.dumps(start(ws_url="WS://127.0.0.1:9000/")), "ws:// or wss://", "START"),
+    ("no scheme", json.dumps(start(ws_url="127.0.0.1:9000")), "ws:// or wss://", "START"),
+    ("host not allowed", json.dumps(start(ws_url="ws://evil.test/")), "not in the allowlist", "START"),
+    ("metadata service", json.dumps(start(ws_url="ws://169.254.169.254/latest/meta-data/")),
+     "'169.254.169.254' port 80 is not in the allowlist", "START"),
+    ("port not allowed", json.dumps(start(ws_url="ws://127.0.0.1:9001/")), "port 9001 is not in", "START"),
+    ("default port not allowed", json.dumps(start(ws_url="wss://127.0.0.1/")), "port 443 is not in", "START"),
+    ("host in user info", json.dumps(start(ws_url="ws://127.0.0.1:9000@169.254.169.254/")),
+     "must not carry user information", "START"),
+    ("credentials", json.dumps(start(ws_url="ws://u:p@127.0.0.1:9000/")), "user information", "START"),
+    ("fragment", json.dumps(start(ws_url=URL + "#x")), "must not have a fragment", "START"),
+    ("bad port", json.dumps(start(ws_url="ws://127.0.0.1:99999/")), "invalid port", "START"),
+    ("no host", json.dumps(start(ws_url="ws:///streams/c1")), "has no host", "START"),
+    ("space in ws_url", json.dumps(start(ws_url=URL + " x")), "printable ASCII", "START"),
+    ("tab in host", json.dumps(start(ws_url="ws://evil\t.test/")), "printable ASCII", "START"),
+    ("long ws_url", json.dumps(start(ws_url=URL + "x" * 2048)), "longer than 2048", "START"),
+]
+
+
+@pytest.mark.parametrize(("body", "fragment", "kind"), [case[1:] for case in BAD_INPUTS],
+                         ids=[case[0] for case in BAD_INPUTS])
+async def test_bad_input_answers_400_and_changes_nothing(
+    router: Router, observer: Observer, body: bytes | str, fragment: str, kind: str
+) -> None:
+    observer.seed_owned()
+    before = observer.tables()
+
+    status, payload = await router.send(None, raw=body, profile="hardened")
+
+    assert status == 400
+    assert fragment in payload["error"]
+    assert set(payload) == {"error"}
+    assert observer.tables() == before
+    assert observer.notifications() == []
+    assert observer.history()[-1]["type"] == "event"
+    assert observer.history()[-1]["kind"] == kind
+    assert observer.history()[-1]["status"] == 400
+
+
+async def test_connection_id_characters_and_length_limit_are_accepted(
+    router: Router, observer: Observer
+) -> None:
+    connection_id = "Az09._:-" + "x" * 120
+    status, payload = await router.send(start(connection_id))
+
+    assert (status, payload["connection_id"]) == (200, connection_id)
+    assert observer.connection(conn_pk(connection_id))["desired_state"] == "STARTED"
+
+
+async def test_body_of_exactly_the_limit_is_accepted(router: Router, observer: Observer) -> None:
+    body = json.dumps(start()).encode()
+    body += b" " * (MAX_BODY_BYTES - len(body))
+    assert len(body) == MAX_BODY_BYTES
+
+    status, _ = await router.send(None, raw=body)
+
+    assert status == 200
+    assert observer.connection()["desired_state"] == "STARTED"
+
+
+async def test_empty_allowlist_admits_no_host(router: Router, observer: Observer) -> None:
+    status, payload = await router.send(start(), allowed_ws_hosts=())
+
+    assert status == 400
+    assert "allowlist (WSFLEET_ALLOWED_WS_HOSTS) is empty" in payload["error"]
+    assert observer.tables()[observer.config.connections_table] == {}
+    assert observer.notifications() == []
+
+
+@pytest.mark.parametrize("ws_url", [
+    "ws://UPSTREAM.test:1234/s?x=1",  # a bare host entry admits any port; hosts compare case-insensitively
+    "wss://upstream.test/s",
+    "ws://[::1]:9000/s",
+])
+async def test_allowlist_entries(router: Router, observer: Observer, ws_url: str) -> None:
+    status, _ = await router.send(start(ws_url=ws_url))
+
+    assert status == 200
+    assert observer.connection()["ws_url"] == ws_url
+
+
+@pytest.mark.parametrize(("changes", "fragment"), [
+    ({"allowed_ws_hosts": ("host:abc",)}, "WSFLEET_ALLOWED_WS_HOSTS: bad port in 'host:abc'"),
+    ({"allowed_ws_hosts": ("user@host",)}, "'user@host' is not host, host:port"),
+    ({"allowed_ws_hosts": ("host/path",)}, "'host/path' is not host, host:port"),
+    ({"allowed_ws_hosts": ("host:1:2",)}, "bad port in 'host:1:2'"),
+    ({"queue_url": ""}, "WSFLEET_QUEUE_URL is not set"),
+], ids=["allowlist-port", "allowlist-userinfo", "allowlist-path", "allowlist-colons", "no-queue"])
+async def test_misconfigured_router_answers_500_and_changes_nothing(
+    router: Router, observer: Observer, changes: dict[str, Any], fragment: str
+) -> None:
+    status, payload = await router.send(start(), **changes)
+
+    assert status == 500
+    assert payload["error"].startswith("router misconfigured: ")
+    assert fragment in payload["error"]
+    assert observer.tables()[observer.config.connections_table] == {}
+    assert observer.notifications() == []
+
+
+@pytest.mark.parametrize("profile", ["blog", "unsafe", "hardened"])
+async def test_start_writes_the_item_and_one_notification(
+    router: Router, observer: Observer, profile: str
+) -> None:
+    status, payload = await router.send(start(), profile=profile)
+
+    assert status == 200
+    assert payload == {"ok": True, "connection_id": "c1", "desired_state": "STARTED"}
+    item = observer.connection()
+    updated = item.pop("updated_at_ms")
+    assert updated > 0
+    expected: dict[str, Any] = {
+        "pk": PK, "desired_state": "STARTED", "ws_url": URL, "lease_owner": "", "lease_expires_at_ms": 0,
+        "last_seq": 0,
+    }
+    if profile == "hardened":
+        expected["epoch"] = 0
+    assert item == expected
+    assert observer.notifications() == [{"pk": PK}]
+    event = observer.history()[-1]
+    assert (event["src"], event["type"], event["kind"], event["pk"], event["status"]) == (
+        "router", "event", "START", PK, 200
+    )
+
+
+@pytest.mark.parametrize("profile", ["blog", "unsafe"])
+async def test_published_start_clobbers_a_live_lease(
+    router: Router, observer: Observer, profile: str
+) -> None:
+    """The baseline flaw, kept on purpose: a repeated START overwrites the owner, expiry and checkpoint."""
+    observer.seed_owned()
+
+    status, _ = await router.send(start(ws_url="ws://127.0.0.1:9000/other"), profile=profile)
+
+    assert status == 200
+    item = observer.connection()
+    assert (item["lease_owner"], item["lease_expires_at_ms"], item["last_seq"]) == ("", 0, 0)
+    assert "epoch" not in item
+    assert item["ws_url"] == "ws://127.0.0.1:9000/other"
+    assert observer.notifications() == [{"pk": PK}]
+
+
+async def test_hardened_repeated_start_keeps_the_live_lease(router: Router, observer: Observer) -> None:
+    observer.seed_owned()
+    observer.put(observer.config.connections_table, {**observer.connection(), "desired_state": "STOPPED"})
+
+    status, _ = await router.send(start(ws_url="ws://127.0.0.1:9000/other"), profile="hardened")
+    assert status == 200
+    status, _ = await router.send(start(ws_url="ws://127.0.0.1:9000/other"), profile="hardened")
+    assert status == 200
+
+    item = observer.connection()
+    assert (item["lease_owner"], item["epoch"], item["last_seq"]) == ("worker-9", 7, 42)
+    assert item["lease_expires_at_ms"] == 9_999_999_999_999
+    assert (item["desired_state"], item["ws_url"]) == ("STARTED", "ws://127.0.0.1:9000/other")
+    assert item["updated_at_ms"] > 1
+    assert observer.notifications() == [{"pk": PK}, {"pk": PK}]
+
+
+@pytest.mark.parametrize("profile", ["blog", "hardened"])
+async def test_stop_of_an_unknown_connection_answers_404_and_changes_nothing(
+    router: Router, observer: Observer, profile: str
+) -> None:
+    observer.seed_owned(pk=conn_pk("other"))
+    before = observer.tables()
+
+    status, payload = await router.send(stop(), profile=profile)
+
+    assert status == 404
+    assert "unknown connection c1" in payload["error"]
+    assert observer.tables() == before
+    assert observer.notifications() == []
+    assert observer.history()[-1]["kind"] == "STOP"
+    assert observer.history()[-1]["status"] == 404
+
+
+@pytest.mark.parametrize("profile", ["blog", "hardened"])
+async def test_stop_of_a_free_connection(router: Router, observer: Observer, profile: str) -> None:
+    await router.send(start(), profile=profile)
+    observer.notifications()
+
+    status, payload = await router.send(stop(), profile=profile)
+
+    assert status == 200
+    assert payload == {"ok": True, "connection_id": "c1", "desired_state": "STOPPED"}
+    item = observer.connection()
+    assert (item["desired_state"], item["ws_url"], item["lease_owner"]) == ("STOPPED", URL, "")
+    assert observer.notifications() == [{"pk": PK}]
+    assert observer.tables()[observer.config.workers_table] == {}
+
+
+async def test_blog_stop_of_an_owned_connection_posts_no_mailbox(router: Router, observer: Observer) -> None:
+    observer.seed_owned()
+
+    status, _ = await router.send(stop(), profile="blog")
+
+    assert status == 200
+    item = observer.connection()
+    assert (item["desired_state"], item["lease_owner"], item["epoch"]) == ("STOPPED", "worker-9", 7)
+    assert "stop_requests" not in observer.worker("worker-9")
+    assert observer.notifications() == [{"pk": PK}]
+
+
+async def test_hardened_stop_of_an_owned_connection_posts_to_the_owner_mailbox(
+    router: Router, observer: Observer
+) -> None:
+    observer.seed_owned()
+    observer.seed_owned(pk=conn_pk("c2"))
+
+    assert (await router.send(stop(), profile="hardened"))[0] == 200
+    assert (await router.send(stop("c2"), profile="hardened"))[0] == 200
+
+    worker = observer.worker("worker-9")
+    assert worker["stop_requests"] == {PK, conn_pk("c2")}
+    assert (worker["gen"], worker["expires_at_ms"]) == ("g1", 9_999_999_999_999)
+    item = observer.connection()
+    assert (item["desired_state"], item["lease_owner"], item["epoch"], item["last_seq"]) == (
+        "STOPPED", "worker-9", 7, 42
+    )
+    assert observer.notifications() == [{"pk": PK}, {"pk": conn_pk("c2")}]
+
+
+async def test_hardened_stop_when_the_owner_is_gone(router: Router, observer: Observer) -> None:
+    observer.seed_owned(with_worker_item=False)
+
+    status, _ = await router.send(stop(), profile="hardened")
+
+    assert status == 200
+    assert observer.connection()["desired_state"] == "STOPPED"
+    assert observer.tables()[observer.config.workers_table] == {}
+    assert observer.notifications() == [{"pk": PK}]
+
+
+async def test_missing_table_answers_502(router: Router, observer: Observer) -> None:
+    status, payload = await router.send(start(), connections_table="no-such-table")
+
+    assert status == 502
+    assert "backend refused the request" in payload["error"]
+    assert observer.notifications() == []
+    assert observer.history()[-1]["status"] == 502
+
+
+async def test_dynamodb_down_answers_503(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{free_port()}")
+    config = FleetConfig.from_env()
+    history = HistoryWriter(config.history_path, "router")
+    async with AwsClients(config) as clients:
+        for event in (start(), stop()):
+            status, payload = await handle_event(json.dumps(event), clients, config, history)
+            assert status == 503
+            assert "backend unavailable, outcome unknown" in payload["error"]
+    history.close()
+    assert observer.notifications() == []
+    assert [e["status"] for e in observer.history()] == [503, 503]
+
+
+async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorded(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", f"http://127.0.0.1:{free_port()}")
+    config = FleetConfig.from_env()
+    history = HistoryWriter(config.history_path, "router")
+    async with AwsClients(config) as clients:
+        status, payload = await handle_event(json.dumps(start()), clients, config, history)
+    history.close()
+
+    assert status == 503
+    assert "desired state STARTED was recorded, but the fleet was not told" in payload["error"]
+    assert (payload["connection_id"], payload["desired_state"]) == ("c1", "STARTED")
+    assert observer.connection()["desired_state"] == "STARTED"
+
+
+# --- the Lambda entry point ---
+
+
+def v1_event(body: str | None, method: str = "POST", base64_encoded: bool = False) -> dict[str, Any]:
+    return {
+        "resource": "/events", "path": "/events", "httpMethod": method, "headers": {},
+        "requestContext": {"resourcePath": "/events", "httpMethod": method, "stage": "prod"},
+        "body": body, "isBase64Encoded": base64_encoded,
+    }
+
+
+def v2_event(body: str | None, method: str = "POST", base64_encoded: bool = False) -> dict[str, Any]:
+    return {
+        "version": "2.0", "routeKey": f"{method} /events", "rawPath": "/events", "headers": {},
+        "requestContext": {"http": {"method": method, "path": "/events"}, "stage": "$default"},
+        "body": body, "isBase64Encoded": base64_encoded,
+    }
+
+
+@pytest.fixture
+def lambda_router(env: dict[str, str]) -> Iterator[LambdaRouter]:
+    router = LambdaRouter()
+    yield router
+    router.close()
+
+
+async def invoke(entry: Callable[[object, object], dict[str, Any]], event: object) -> tuple[int, Any]:
+    """Call a Lambda entry point as the runtime does: synchronously, in a thread with no running loop."""
+    result = await asyncio.to_thread(entry, event, object())
+    assert result["headers"] == {"Content-Type": "application/json"}
+    assert result["isBase64Encoded"] is False
+    return result["statusCode"], json.loads(result["body"])
+
+
+@pytest.mark.parametrize("make_event", [v1_event, v2_event], ids=["rest-v1", "http-v2"])
+async def test_lambda_start_and_stop(
+    lambda_router: LambdaRouter, observer: Observer, make_event: Any
+) -> None:
+    status, payload = await invoke(lambda_router, make_event(json.dumps(start())))
+    assert (status, payload["desired_state"]) == (200, "STARTED")
+    # A second (warm) invocation reuses the loop and clients.
+    status, payload = await invoke(lambda_router, make_event(json.dumps(stop())))
+    assert (status, payload["desired_state"]) == (200, "STOPPED")
+
+    assert observer.connection()["desired_state"] == "STOPPED"
+    assert observer.notifications() == [{"pk": PK}, {"pk": PK}]
+    assert [(e["kind"], e["status"]) for e in observer.history()] == [("START", 200), ("STOP", 200)]
+
+
+@pytest.mark.parametrize("make_event", [v1_event, v2_event], ids=["rest-v1", "http-v2"])
+async def test_lambda_base64_body(lambda_router: LambdaRouter, observer: Observer, make_event: Any) -> None:
+    body = base64.b64encode(json.dumps(start()).encode()).decode()
+
+    status, _ = await invoke(lambda_router, make_event(body, base64_encoded=True))
+
+    assert status == 200
+    assert observer.connection()["ws_url"] == URL
+
+
+@pytest.mark.parametrize(("event", "status", "fragment"), [
+    (v2_event("not base64!", base64_encoded=True), 400, "not valid base64"),
+    (v1_event(base64.b64encode(b" " * (MAX_BODY_BYTES + 10)).decode(), base64_encoded=True), 400,
+     "larger than"),
+    (v2_event(base64.b64encode(b"[1]").decode(), base64_encoded=True), 400, "JSON object"),
+    (v1_event(None), 400, "not valid JSON"),
+    (v1_event(json.dumps(start()), method="DELETE"), 405, "use POST"),
+    (v2_event(json.dumps(start()), method="PUT"), 405, "use POST"),
+    (["not", "a", "proxy", "event"], 400, "not an API Gateway proxy event"),
+], ids=["bad-base64", "base64-oversized", "base64-array", "no-body", "v1-delete", "v2-put", "not-a-dict"])
+async def test_lambda_refusals_change_nothing(
+    lambda_router: LambdaRouter, observer: Observer, event: object, status: int, fragment: str
+) -> None:
+    answered, payload = await invoke(lambda_router, event)
+
+    assert answered == status
+    assert fragment in payload["error"]
+    assert observer.tables()[observer.config.connections_table] == {}
+    assert observer.notifications() == []
+    assert observer.history()[-1]["status"] == status
+
+
+@pytest.mark.parametrize("make_event", [v1_event, v2_event], ids=["rest-v1", "http-v2"])
+async def test_lambda_get_answers_the_health_check(
+    lambda_router: LambdaRouter, observer: Observer, make_event: Any
+) -> None:
+    """Route 53 probes a GET route (its path is a terraform variable) that invokes this same function."""
+    status, payload = await invoke(lambda_router, make_event(None, method="GET"))
+
+    assert (status, payload) == (200, {"ok": True, "profile": "blog"})
+    assert observer.tables()[observer.config.connections_table] == {}
+    assert observer.notifications() == []
+    assert observer.history() == []
+
+
+async def test_lambda_backend_down_answers_503_json(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{free_port()}")
+    router = LambdaRouter()
+    try:
+        status, payload = await invoke(router, v2_event(json.dumps(start())))
+    finally:
+        await asyncio.to_thread(router.close)
+    assert status == 503
+    assert "backend unavailable" in payload["error"]
+
+
+async def test_lambda_misconfigured_answers_500_json(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VARS["profile"], "bogus")
+    status, payload = await invoke(LambdaRouter(), v2_event(json.dumps(start())))
+    assert status == 500
+    assert "WSFLEET_PROFILE must be one of" in payload["error"]
+
+
+async def test_module_handler_is_the_lambda_entry_point(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fleet.router
+
+    router = LambdaRouter()
+    monkeypatch.setattr(fleet.router, "_lambda_router", router)
+    try:
+        status, _ = await invoke(fleet.router.handler, v1_event(json.dumps(start())))
+    finally:
+        await asyncio.to_thread(router.close)
+    assert status == 200
+    assert observer.connection()["desired_state"] == "STARTED"

@@ -1,0 +1,226 @@
+"""Tests of fleet.router_http: the HTTP adapter end to end against the embedded backend, in process and as
+the ``python -m fleet.router_http`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from fleet.config import ENV_VARS, FleetConfig
+from fleet.router import MAX_BODY_BYTES
+from fleet.router_http import RouterServer, start_server
+from harness.backends.resources import client
+
+ROOT = Path(__file__).resolve().parents[2]
+URL = "ws://127.0.0.1:9000/streams/c1"
+START = {"event_type": "START", "connection_id": "c1", "ws_url": URL}
+
+
+@pytest.fixture
+def env(clean_backend: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    values = {
+        **clean_backend.env(),
+        ENV_VARS["allowed_ws_hosts"]: "127.0.0.1:9000",
+        ENV_VARS["history_path"]: str(tmp_path / "router.jsonl"),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def connection_items(env: dict[str, str]) -> list[dict[str, Any]]:
+    table = FleetConfig.from_env(env).connections_table
+    items: list[dict[str, Any]] = client(env, "dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
+    return items
+
+
+def notifications(env: dict[str, str]) -> list[str]:
+    sqs = client(env, "sqs")
+    received = sqs.receive_message(QueueUrl=env[ENV_VARS["queue_url"]], MaxNumberOfMessages=10)
+    return [message["Body"] for message in received.get("Messages", [])]
+
+
+@pytest.fixture
+async def server(env: dict[str, str]) -> AsyncIterator[RouterServer]:
+    running = await start_server(FleetConfig.from_env(), "127.0.0.1", 0)
+    yield running
+    await running.stop()
+
+
+async def request(method: str, url: str, **kwargs: Any) -> tuple[int, Any, aiohttp.ClientResponse]:
+    async with aiohttp.ClientSession() as session, session.request(method, url, **kwargs) as response:
+        assert response.content_type == "application/json"
+        return response.status, await response.json(), response
+
+
+async def test_post_events_applies_the_event(server: RouterServer, env: dict[str, str]) -> None:
+    status, payload, _ = await request("POST", server.url + "/events", json=START)
+
+    assert (status, payload) == (200, {"ok": True, "connection_id": "c1", "desired_state": "STARTED"})
+    assert [item["pk"]["S"] for item in connection_items(env)] == ["CONN#c1"]
+    assert notifications(env) == ['{"pk": "CONN#c1"}']
+    events = [json.loads(line) for line in Path(env[ENV_VARS["history_path"]]).read_text().splitlines()]
+    assert [(e["kind"], e["status"]) for e in events] == [("START", 200)]
+
+
+async def test_bad_event_answers_400_and_changes_nothing(server: RouterServer, env: dict[str, str]) -> None:
+    status, payload, _ = await request("POST", server.url + "/events", data=b"{not json")
+
+    assert status == 400
+    assert "not valid JSON" in payload["error"]
+    assert connection_items(env) == []
+    assert notifications(env) == []
+
+
+async def test_health(server: RouterServer) -> None:
+    status, payload, _ = await request("GET", server.url + "/health")
+    assert (status, payload) == (200, {"ok": True, "profile": "blog"})
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/nope", 404),
+    ("POST", "/events/extra", 404),
+    ("GET", "/events", 405),
+    ("PUT", "/events", 405),
+    ("DELETE", "/health", 405),
+])
+async def test_other_paths_and_methods_answer_json(
+    server: RouterServer, env: dict[str, str], method: str, path: str, status: int
+) -> None:
+    answered, payload, response = await request(method, server.url + path, json=START)
+
+    assert answered == status
+    assert path in payload["error"]
+    if status == 405:
+        assert "POST" in response.headers["Allow"] or "GET" in response.headers["Allow"]
+    assert connection_items(env) == []
+
+
+async def test_oversized_body_answers_400(server: RouterServer, env: dict[str, str]) -> None:
+    body = json.dumps(START).encode() + b" " * MAX_BODY_BYTES
+
+    status, payload, _ = await request("POST", server.url + "/events", data=body)
+
+    assert status == 400
+    assert f"larger than {MAX_BODY_BYTES} bytes" in payload["error"]
+    assert connection_items(env) == []
+    assert notifications(env) == []
+
+
+async def test_oversized_chunked_body_answers_400(server: RouterServer, env: dict[str, str]) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(8):
+            yield b" " * 4096
+
+    status, payload, _ = await request("POST", server.url + "/events", data=chunks())
+
+    assert status == 400
+    assert "larger than" in payload["error"]
+    assert connection_items(env) == []
+
+
+async def test_oversized_body_is_refused_before_it_is_all_read(server: RouterServer) -> None:
+    """A client announcing 50 MB and sending only 32 KB still gets its answer: the server stopped reading."""
+    host, port = server.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            b"POST /events HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 50000000\r\n\r\n" + b" " * 32768
+        )
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout=10)
+        rest = await asyncio.wait_for(reader.read(), timeout=10)  # the server closes the connection
+    finally:
+        writer.close()
+    assert status_line.startswith(b"HTTP/1.1 400")
+    assert b"larger than" in rest
+
+
+async def read_json_line(stream: asyncio.StreamReader) -> dict[str, Any]:
+    line = await asyncio.wait_for(stream.readline(), timeout=60)
+    assert line, "the router exited before printing its ready line"
+    parsed: dict[str, Any] = json.loads(line)
+    return parsed
+
+
+async def test_cli_prints_its_url_serves_and_exits_0_on_sigterm(env: dict[str, str]) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0",
+        cwd=ROOT, env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        ready = await read_json_line(process.stdout)
+        assert set(ready) == {"url", "pid"}
+        assert ready["pid"] == process.pid
+        assert ready["url"].startswith("http://127.0.0.1:")
+
+        status, _, _ = await request("POST", ready["url"] + "/events", json=START)
+        assert status == 200
+        log = await read_json_line(process.stdout)
+        assert (log["kind"], log["pk"], log["status"]) == ("START", "CONN#c1", 200)
+
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr
+    assert [item["pk"]["S"] for item in connection_items(env)] == ["CONN#c1"]
+
+
+async def run_cli(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "fleet.router_http", *args, cwd=ROOT, env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@pytest.mark.parametrize(("args", "changes", "code", "message"), [
+    (["--port", "0"], {ENV_VARS["profile"]: "bogus"}, 2, "configuration error: WSFLEET_PROFILE must be"),
+    (["--port", "0"], {ENV_VARS["allowed_ws_hosts"]: "host:abc"}, 2, "bad port in 'host:abc'"),
+    (["--port", "70000"], {}, 2, "--port must be between 0 and 65535"),
+    (["--port", "x"], {}, 2, "invalid int value"),
+], ids=["bad-profile", "bad-allowlist", "port-range", "port-not-a-number"])
+async def test_cli_bad_input_exits_non_zero_without_traceback(
+    env: dict[str, str], args: list[str], changes: dict[str, str], code: int, message: str
+) -> None:
+    returncode, stdout, stderr = await run_cli(args, {**env, **changes})
+
+    assert returncode == code
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert stdout == ""
+
+
+async def test_cli_port_in_use_exits_1(env: dict[str, str], server: RouterServer) -> None:
+    port = server.url.rsplit(":", 1)[1]
+
+    returncode, _, stderr = await run_cli(["--port", port], env)
+
+    assert returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in stderr
+    assert "Traceback" not in stderr
+
+
+async def test_cli_help_explains_every_option(env: dict[str, str]) -> None:
+    returncode, stdout, _ = await run_cli(["--help"], env)
+
+    assert returncode == 0
+    assert "--host" in stdout and "--port" in stdout and "SIGTERM" in stdout

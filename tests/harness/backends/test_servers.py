@@ -1,0 +1,51 @@
+"""Server subprocesses: a server that fails to start is named with its stderr, and nothing is left behind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import psutil  # type: ignore[import-untyped]
+import pytest
+
+from harness.backends import BackendError
+from harness.backends.servers import spawn_server
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_server_that_exits_is_reported_with_its_stderr(tmp_path: Path) -> None:
+    argv = _python("import sys; sys.stderr.write('bind: address already in use\\n'); sys.exit(3)")
+    with pytest.raises(BackendError) as failure:
+        spawn_server("fake-db", argv, tmp_path / "fake.log", deadline_s=10)
+    message = str(failure.value)
+    assert "fake-db" in message
+    assert "exited with status 3" in message
+    assert "bind: address already in use" in message
+
+
+def test_server_that_never_reports_its_port_is_stopped(tmp_path: Path) -> None:
+    argv = _python("import sys, time; sys.stderr.write('warming up\\n'); sys.stderr.flush(); time.sleep(60)")
+    before = {child.pid for child in psutil.Process().children()}
+    with pytest.raises(BackendError, match=r"(?s)slow-db .*did not report its port in time.*warming up"):
+        spawn_server("slow-db", argv, tmp_path / "slow.log", deadline_s=1.0)
+    assert {child.pid for child in psutil.Process().children()} <= before
+
+
+def test_server_that_reports_garbage_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="printed b'hello\\\\n' instead of its port"):
+        spawn_server("odd-db", _python("print('hello', flush=True); import time; time.sleep(60)"),
+                     tmp_path / "odd.log", deadline_s=10)
+
+
+def test_server_that_listens_but_never_answers_times_out(tmp_path: Path) -> None:
+    code = (
+        "import json, socket, time\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        "print(json.dumps({'port': s.getsockname()[1]}), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with pytest.raises(BackendError, match=r"mute-db .*did not answer http://127\.0\.0\.1:\d+/ in time"):
+        spawn_server("mute-db", _python(code), tmp_path / "mute.log", deadline_s=1.5)

@@ -1,0 +1,185 @@
+"""I1 duplicate claims: overlapping sessions, zombie writes, zombie time, unknown outcomes, lease overlaps."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checkers.duplicates import check_duplicate_claims
+from harness.checkers.result import UNKNOWN
+
+PK = "CONN#a"
+
+
+def test_a_clean_handover_is_valid(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 2000)
+    build.persist(500, PK, "worker-1", 1).persist(1500, PK, "worker-2", 2)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is True
+    assert result.details["duplicate_claims"] == 0 and result.details["duplicate_overlap_ms"] == 0
+    assert not any(row["overlap"] for row in result.tables["claims"])
+
+
+def test_two_workers_sessions_overlapping_are_one_claim_with_its_duration(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1500).session(PK, "worker-2", 1000, 2000)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is False
+    assert result.details["duplicate_claims"] == 1
+    assert result.details["duplicate_overlap_ms"] == 500
+    [episode] = result.tables["episodes"]
+    assert (episode["pk"], episode["worker_a"], episode["worker_b"]) == (PK, "worker-1", "worker-2")
+    assert (episode["start"], episode["end"], episode["overlap_ms"], episode["certain"]) == (1000, 1500, 500, True)
+    upstream = [row for row in result.tables["claims"] if row["source"] == "upstream"]
+    assert [row["overlap"] for row in upstream] == [True, True]
+
+
+def test_a_zombie_write_after_the_takeover_is_a_claim_of_zero_duration(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 3000)
+    build.persist(1500, PK, "worker-1", 7)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is False
+    assert result.details["duplicate_claims"] == 1 and result.details["duplicate_overlap_ms"] == 0
+    [episode] = result.tables["episodes"]
+    assert episode["writes"] == 1 and episode["start"] == episode["end"] == 1500
+    writes = [row for row in result.tables["claims"] if row["source"] == "write"]
+    assert [(row["worker"], row["start"], row["overlap"]) for row in writes] == [("worker-1", 1500, True)]
+
+
+def test_a_burst_of_zombie_writes_is_one_claim_within_the_merge_gap(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 3000)
+    for t in (1500, 1600, 1700):
+        build.persist(t, PK, "worker-1", 7)
+
+    assert check_duplicate_claims(build.frame()).details["duplicate_claims"] == 1  # gap: one lease (2000)
+    assert check_duplicate_claims(build.frame(), merge_gap_ms=0).details["duplicate_claims"] == 3
+
+
+def test_a_keepalive_zombie_that_read_nothing_after_the_takeover_is_zombie_time_not_a_claim(build) -> None:
+    build.run_start()
+    build.session(PK, "worker-1", 100, 4000, reason="keepalive_timeout", last_pong_t=1000)
+    build.session(PK, "worker-2", 2500, 5000)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is True and result.details["duplicate_claims"] == 0
+    assert result.details["zombie_sessions"] == 1
+    assert result.details["zombie_ms"] == 3000
+    assert result.details["zombie_overlapping_ms"] == 3000
+    [zombie] = result.tables["zombies"]
+    assert (zombie["cause"], zombie["start"], zombie["end"], zombie["overlaps_other"]) == (
+        "keepalive_timeout", 1000, 4000, True)
+
+
+def test_a_keepalive_zombie_whose_write_was_accepted_after_the_takeover_is_a_claim(build) -> None:
+    build.run_start()
+    build.session(PK, "worker-1", 100, 4000, reason="keepalive_timeout", last_pong_t=1000)
+    build.session(PK, "worker-2", 2500, 5000).persist(3000, PK, "worker-1", 9)
+
+    assert check_duplicate_claims(build.frame()).valid is False
+
+
+def test_a_write_with_an_unknown_outcome_as_the_only_evidence_makes_it_unknown(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 3000)
+    build.persist(1500, PK, "worker-1", 7, outcome="info")
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid == UNKNOWN
+    assert result.details["duplicate_claims"] == 0 and result.details["possible_claims"] == 1
+
+
+def test_a_certain_overlap_beats_an_unknown_one(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1200).session(PK, "worker-2", 1100, 3000)
+    build.persist(2500, PK, "worker-1", 7, outcome="info")
+
+    result = check_duplicate_claims(build.frame(), merge_gap_ms=0)
+
+    assert result.valid is False
+    assert (result.details["duplicate_claims"], result.details["possible_claims"]) == (1, 1)
+
+
+def test_failed_writes_are_not_consuming(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 3000)
+    build.persist(1500, PK, "worker-1", 7, outcome="fail")
+
+    assert check_duplicate_claims(build.frame()).valid is True
+
+
+def test_a_frozen_worker_that_wakes_and_leaves_at_once_is_zombie_time(build) -> None:
+    build.run_start().fault(1000, "pause", "worker-1", stop_t=5900)
+    build.session(PK, "worker-1", 100, 6000).session(PK, "worker-2", 3000, 8000)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is True
+    causes = {(z["cause"], z["start"], z["end"]) for z in result.tables["zombies"]}
+    assert causes == {("frozen", 1000, 5900), ("thaw_close", 5900, 6000)}
+
+
+def test_a_frozen_worker_that_keeps_reading_after_it_wakes_is_a_claim_from_its_wake(build) -> None:
+    build.run_start().fault(1000, "pause", "worker-1", stop_t=5900)
+    build.session(PK, "worker-1", 100, 7000).session(PK, "worker-2", 3000, 8000)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is False
+    [episode] = result.tables["episodes"]
+    assert (episode["start"], episode["end"], episode["overlap_ms"]) == (5900, 7000, 1100)
+
+
+def test_a_session_still_open_at_the_end_runs_to_the_last_event(build) -> None:
+    build.run_start().session(PK, "worker-1", 100).session(PK, "worker-2", 1100, 2000).at(3000, "run.stop",
+                                                                                          "harness")
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.details["duplicate_overlap_ms"] == 900
+
+
+@pytest.mark.parametrize(("ending", "belief_end"), [
+    ("lease.lost", 1500.0),
+    ("lease.release", 1500.0),
+    ("worker.stop", 1500.0),
+])
+def test_lease_overlaps_are_reported_beside_and_do_not_decide(build, ending: str, belief_end: float) -> None:
+    build.run_start().acquire(100, PK, "worker-1", 2100).acquire(1000, PK, "worker-2", 3000, epoch=2)
+    build.at(1500, ending, "worker-1", pk=PK, worker="worker-1", epoch=1, outcome="ok")
+    build.session(PK, "worker-1", 200, 900).session(PK, "worker-2", 1100, 2900)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is True
+    assert result.details["lease_overlaps"] == 1
+    [overlap] = result.tables["lease_overlaps"]
+    assert (overlap["start"], overlap["end"], overlap["duration_ms"]) == (1000, belief_end, belief_end - 1000)
+    leases = [row for row in result.tables["claims"] if row["source"] == "lease"]
+    assert [row["overlap"] for row in leases] == [True, True]
+
+
+def test_a_lease_belief_survives_a_reconnect_in_place_but_not_a_final_close(build) -> None:
+    build.run_start().acquire(100, PK, "worker-1", 2100)
+    build.at(500, "ws.close", "worker-1", pk=PK, worker="worker-1", reason="error")
+    build.at(600, "ws.open", "worker-1", pk=PK, worker="worker-1", epoch=1, outcome="ok")
+    build.at(900, "ws.close", "worker-1", pk=PK, worker="worker-1", reason="stop")
+    build.acquire(1000, PK, "worker-2", 3000, epoch=2).at(4000, "run.stop", "harness")
+
+    result = check_duplicate_claims(build.frame())
+
+    leases = [(row["worker"], row["start"], row["end"]) for row in result.tables["claims"]
+              if row["source"] == "lease"]
+    assert leases == [("worker-1", 100, 900), ("worker-2", 1000, 4000)]
+    assert result.details["lease_overlaps"] == 0
+
+
+def test_a_kill_fault_ends_the_killed_workers_beliefs(build) -> None:
+    build.run_start().acquire(100, PK, "worker-1", 2100).fault(800, "kill", "worker-1")
+    build.acquire(1000, PK, "worker-2", 3000, epoch=2)
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.details["lease_overlaps"] == 0

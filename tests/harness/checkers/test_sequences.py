@@ -1,0 +1,156 @@
+"""I2 lost and I3 duplicated sequences: ground truth, msg.persist fallback, STARTED windows, horizon."""
+
+from __future__ import annotations
+
+from harness.checkers.result import UNKNOWN
+from harness.checkers.sequences import check_sequences
+
+PK = "CONN#a"
+
+
+def emitted(build, pk: str = PK, seqs: range = range(1, 11), step: float = 100.0):
+    for seq in seqs:
+        build.emit(pk, seq, seq * step)
+    return build
+
+
+def row_of(result, pk: str = PK) -> dict:
+    [row] = [r for r in result.tables["sequences"] if r["pk"] == pk]
+    return row
+
+
+def test_every_seq_persisted_once_is_valid(build) -> None:
+    emitted(build.run_start())
+    for seq in range(1, 11):
+        build.persist(seq * 100 + 5, PK, "worker-1", seq)
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is True
+    assert result.details["source"] == "msg.persist"
+    assert (result.details["emitted"], result.details["persisted"], result.details["lost_sequences"]) == (10, 10, 0)
+
+
+def test_dropped_seqs_are_lost_with_their_ranges(build) -> None:
+    emitted(build.run_start())
+    build.persist(305, PK, "worker-1", 1, 3).persist(705, PK, "worker-1", 6, 7).persist(1005, PK, "worker-1", 9, 10)
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False
+    assert result.details["lost_sequences"] == 3
+    assert result.details["lost_ranges"] == {PK: [[4, 5], [8, 8]]}
+    assert row_of(result)["lost"] == 3 and row_of(result)["lost_ranges"] == "4-5,8"
+
+
+def test_a_seq_stored_twice_is_a_duplicate(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 5))
+    build.at(5000, "run.stop", "harness").at(5001, "final.persisted", "harness", pk=PK, seqs=[1, 2, 3, 3, 4])
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False
+    assert result.details["source"] == "final.persisted"
+    assert result.details["duplicate_deliveries"] == 1 and result.details["lost_sequences"] == 0
+    assert result.details["duplicated_ranges"] == {PK: [[3, 3]]}
+    assert (row_of(result)["stored"], row_of(result)["persisted"], row_of(result)["duplicated"]) == (5, 4, 1)
+
+
+def test_a_seq_written_ok_twice_is_a_duplicate_without_ground_truth(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 3))
+    build.persist(205, PK, "worker-1", 1, 2).persist(300, PK, "worker-2", 2).at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False and result.details["duplicate_deliveries"] == 1
+
+
+def test_the_store_is_the_ground_truth_over_the_writers_claims(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 4))
+    build.persist(305, PK, "worker-1", 1, 3).at(5000, "run.stop", "harness")
+    build.at(5001, "final.persisted", "harness", pk=PK, seqs=[1, 3])
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[2, 2]]}
+
+
+def test_seqs_emitted_while_stopped_are_not_lost(build) -> None:
+    build.run_start().at(150, "conn.started", "harness", pk=PK).at(550, "conn.stopped", "harness", pk=PK)
+    build.at(850, "conn.started", "harness", pk=PK)
+    emitted(build)  # seqs 1..10 at 100..1000: STARTED for 2..5 and 9..10
+    build.persist(505, PK, "worker-1", 2, 5).persist(1005, PK, "worker-1", 9)
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.details["emitted"] == 6
+    assert result.details["lost_ranges"] == {PK: [[10, 10]]}
+
+
+def test_a_pk_first_seen_stopping_was_started_until_then(build) -> None:
+    build.run_start().at(550, "conn.stopped", "harness", pk=PK)
+    emitted(build)
+    build.persist(505, PK, "worker-1", 1, 4).at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.details["emitted"] == 5 and result.details["lost_ranges"] == {PK: [[5, 5]]}
+
+
+def test_seqs_emitted_within_the_settle_time_are_unseen_at_the_end_not_lost(build) -> None:
+    emitted(build.run_start())
+    build.persist(805, PK, "worker-1", 1, 8).at(1050, "run.stop", "harness")
+
+    default = check_sequences(build.frame())  # settle: one lease (2000 ms) before run.stop
+    short = check_sequences(build.frame(), settle_ms=10)
+
+    assert default.valid is True
+    assert default.details["unseen_at_end"] == 2 and default.details["lost_sequences"] == 0
+    assert short.valid is False
+    assert short.details["lost_ranges"] == {PK: [[9, 10]]} and short.details["unseen_at_end"] == 0
+
+
+def test_a_missing_seq_an_unknown_write_may_have_stored_makes_it_unknown(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 4))
+    build.persist(305, PK, "worker-1", 1, 2).persist(310, PK, "worker-1", 3, outcome="info")
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.valid == UNKNOWN
+    assert result.details["possibly_persisted"] == 1 and result.details["lost_sequences"] == 0
+
+
+def test_a_lower_seq_after_a_higher_one_within_one_ownership_is_out_of_order(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 6))
+    build.acquire(50, PK, "worker-1", 2050)
+    build.persist(505, PK, "worker-1", 4, 5).persist(510, PK, "worker-1", 1, 3)  # out of order
+    build.acquire(600, PK, "worker-1", 2600, epoch=2)
+    build.persist(605, PK, "worker-1", 2, epoch=2)  # a new ownership starts afresh
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.details["out_of_order"] == 1 and row_of(result)["out_of_order"] == 1
+    assert result.valid is False  # seq 2 stored twice
+
+
+def test_no_emit_events_cannot_be_judged(build) -> None:
+    build.run_start().persist(100, PK, "worker-1", 1)
+
+    assert check_sequences(build.frame()).valid == UNKNOWN
+
+
+def test_each_stream_is_judged_apart(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 4))
+    emitted(build, pk="CONN#b", seqs=range(1, 4))
+    build.persist(305, PK, "worker-1", 1, 3).persist(305, "CONN#b", "worker-2", 1, 2)
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.details["lost_ranges"] == {"CONN#b": [[3, 3]]}
+    assert [(r["pk"], r["lost"]) for r in result.tables["sequences"]] == [(PK, 0), ("CONN#b", 1)]

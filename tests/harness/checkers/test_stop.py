@@ -1,0 +1,78 @@
+"""I5 STOP honoured: latency from conn.stopped to the close of the pk's sessions."""
+
+from __future__ import annotations
+
+from harness.checkers.result import UNKNOWN
+from harness.checkers.stop import check_stop
+
+PK = "CONN#a"
+
+
+def stopped_at_1000(build, **start_fields):
+    return build.run_start(**start_fields).at(0, "conn.started", "harness", pk=PK).at(
+        1000, "conn.stopped", "harness", pk=PK)
+
+
+def test_a_session_closing_within_the_bound_honours_the_stop(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 1800).at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is True
+    [row] = result.tables["stops"]
+    # default bound: desired_check_ms 1000 + heartbeat_ms 500
+    assert (row["sessions"], row["closed_t"], row["latency_ms"], row["bound_ms"], row["within_bound"]) == (
+        1, 1800, 800, 1500, True)
+
+
+def test_a_session_closing_late_is_invalid(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 3000).at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False
+    assert result.details["late"] == 1 and result.tables["stops"][0]["latency_ms"] == 2000
+
+
+def test_the_bound_from_run_start_wins(build) -> None:
+    stopped_at_1000(build, stop_bound_ms=2500).session(PK, "worker-1", 100, 3000).at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is True
+
+
+def test_a_session_opened_after_the_stop_counts(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 1100).session(PK, "worker-2", 1200, 4000)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.tables["stops"][0]["sessions"] == 2
+
+
+def test_sessions_after_a_later_start_do_not_count(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 1100).at(2000, "conn.started", "harness", pk=PK)
+    build.session(PK, "worker-2", 2500, 8000).at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).tables["stops"][0]["latency_ms"] == 100
+
+
+def test_a_stop_with_nothing_open_has_no_latency(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 900).at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).tables["stops"][0]["latency_ms"] == 0
+
+
+def test_a_session_never_closed_is_late_once_the_bound_passed_and_unknown_before(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100).at(9000, "run.stop", "harness")
+
+    late = check_stop(build.frame())
+    too_soon = check_stop(build.frame(), bound_ms=20000)
+
+    assert late.valid is False and late.tables["stops"][0]["closed_t"] is None
+    assert too_soon.valid == UNKNOWN and too_soon.details["undecided"] == 1
+
+
+def test_no_bound_at_all_is_unknown(build) -> None:
+    build.run_start(config={}).at(1000, "conn.stopped", "harness", pk=PK).session(PK, "worker-1", 100, 1100)
+
+    assert check_stop(build.frame()).valid == UNKNOWN

@@ -1,0 +1,189 @@
+"""The composed verdict, verdict.json, the row tables, and the speed on a ten-minute history."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.checkers import TABLE_COLUMNS, VERDICT_KEYS, analyse, check_run, compose, write_verdict
+from harness.checkers.result import UNKNOWN
+from harness.history import HistoryError
+
+PK = "CONN#a"
+
+
+@pytest.mark.parametrize(("validities", "expected"), [
+    ([], True),
+    ([True, True], True),
+    ([True, UNKNOWN], UNKNOWN),
+    ([UNKNOWN, False, True], False),
+    ([False, True], False),
+])
+def test_false_beats_unknown_beats_true(validities, expected) -> None:
+    assert compose(validities) == expected
+
+
+def healthy(build):
+    """One stream, consumed and persisted by worker-1 throughout."""
+    build.run_start(bound_ms=5000).at(0, "conn.started", "harness", pk=PK)
+    build.acquire(50, PK, "worker-1", 2050).session(PK, "worker-1", 60, 1200)
+    for seq in range(1, 11):
+        build.emit(PK, seq, seq * 100).persist(seq * 100 + 5, PK, "worker-1", seq)
+    return build.at(5000, "run.stop", "harness").at(5001, "final.persisted", "harness", pk=PK,
+                                                    seqs=list(range(1, 11)))
+
+
+def write_run(run_dir: Path, events: list[dict]) -> Path:
+    folder = run_dir / "history"
+    folder.mkdir(parents=True)
+    for src in {e["src"] for e in events}:
+        lines = [json.dumps(e) for e in events if e["src"] == src]
+        (folder / f"{src}.jsonl").write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def test_a_healthy_run_is_valid_and_the_verdict_has_exactly_the_design_keys(build) -> None:
+    verdict = analyse(healthy(build).frame()).verdict
+
+    assert tuple(verdict) == VERDICT_KEYS
+    assert verdict["valid"] is True
+    assert (verdict["scenario"], verdict["profile"], verdict["timescale"], verdict["workers"]) == (
+        "test", "blog", 0.1, 2)
+    assert verdict["config"]["lease_ms"] == 2000
+    assert (verdict["duplicate_claims"], verdict["lost_sequences"], verdict["duplicate_deliveries"]) == (0, 0, 0)
+    assert verdict["recovery_ms"] == {"p50": None, "p95": None, "max": None}
+    assert set(verdict["phases_ms"]) == {"detect", "claim", "connect", "resume", "caught_up", "gap"}
+    assert set(verdict["checkers"]) == {"duplicate_claims", "sequences", "recovery", "bounds", "stop"}
+    assert all(checker["valid"] is True for checker in verdict["checkers"].values())
+
+
+def test_one_failing_checker_fails_the_run(build) -> None:
+    healthy(build).session(PK, "worker-2", 1000, 1500)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False
+    assert verdict["duplicate_claims"] == 1 and verdict["duplicate_overlap_ms"] == 200
+    assert verdict["checkers"]["duplicate_claims"]["valid"] is False
+    assert verdict["checkers"]["sequences"]["valid"] is True
+
+
+def test_an_undecided_checker_makes_the_run_unknown(build) -> None:
+    healthy(build).session(PK, "worker-2", 1300, 1500).persist(1400, PK, "worker-1", 10, outcome="info")
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] == UNKNOWN
+    assert verdict["checkers"]["duplicate_claims"]["possible_claims"] == 1
+
+
+def test_write_verdict_writes_strict_json_from_the_run_folder(build, tmp_path: Path) -> None:
+    healthy(build).session(PK, "worker-2", 1000, 1500).fault(800, "kill", "worker-1")
+    run_dir = write_run(tmp_path / "run", build.events)
+
+    returned = write_verdict(run_dir)
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} in verdict.json")
+
+    text = (run_dir / "verdict.json").read_text()
+    assert json.loads(text, parse_constant=no_constants) == returned == check_run(run_dir)
+    assert tuple(returned) == VERDICT_KEYS and returned["valid"] is False
+
+
+def test_check_run_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no history/ folder"):
+        check_run(tmp_path)
+
+
+def test_the_row_tables_have_their_columns_even_when_empty(build) -> None:
+    analysis = analyse(healthy(build).frame())
+
+    for name, columns in TABLE_COLUMNS.items():
+        assert list(analysis.frame(name).columns) == columns
+    assert analysis.phases == []
+    assert [row["source"] for row in analysis.claims] == ["lease", "upstream"]
+    assert analysis.sequences[0]["pk"] == PK
+    with pytest.raises(KeyError, match="no table"):
+        analysis.table("nope")
+
+
+def ten_minute_history(streams: int = 100, seqs: int = 5000, rate_ms: float = 100.0) -> pd.DataFrame:
+    """About a million events: every stream emits ``seqs`` seqs at 10/s; worker-1 owns the even streams
+    and worker-2 the odd ones; worker-1 is killed at 250 s and worker-2 takes its streams 2.1 s later and
+    persists their backlog at once."""
+    t0, kill = 1.7e12, 1.7e12 + 250_000.0
+    takeover = kill + 2_100.0
+    pks = np.array([f"CONN#{i:04d}" for i in range(streams)], dtype=object)
+    offsets = np.arange(streams) * (rate_ms / streams)
+    seq = np.tile(np.arange(1, seqs + 1), streams)
+    stream = np.repeat(np.arange(streams), seqs)
+    emit_t = t0 + seq * rate_ms + offsets[stream]
+    killed = stream % 2 == 0
+    late = killed & (emit_t >= kill)
+    persist_t = np.where(late, np.maximum(emit_t, takeover + 200.0) + 5.0, emit_t + 5.0)
+    writer = np.where(killed & ~late, "worker-1", "worker-2")
+    writer[stream % 2 == 1] = "worker-2"
+    frames = [
+        pd.DataFrame({"t": emit_t, "src": "upstream", "type": "emit", "pk": pks[stream], "seq": seq}),
+        pd.DataFrame({"t": persist_t, "src": writer, "type": "msg.persist", "pk": pks[stream], "worker": writer,
+                      "epoch": np.where(late, 2, 1), "seq_from": seq, "seq_to": seq, "outcome": "ok"}),
+    ]
+    renew_t = np.arange(t0 + 500.0, t0 + seqs * rate_ms, 1000.0)
+    owner = np.where(np.arange(streams) % 2 == 0, "worker-1", "worker-2")
+    renew_pk = np.tile(np.arange(streams), renew_t.size)
+    renew_at = np.repeat(renew_t, streams)
+    alive = (owner[renew_pk] == "worker-2") | (renew_at < kill)
+    frames.append(pd.DataFrame({"t": renew_at[alive], "src": owner[renew_pk][alive], "type": "lease.renew",
+                                "pk": pks[renew_pk][alive], "worker": owner[renew_pk][alive], "outcome": "ok",
+                                "expires_ms": renew_at[alive] + 2000.0}))
+    events: list[dict] = [
+        {"t": t0, "src": "harness", "type": "run.start", "scenario": "big", "profile": "blog", "timescale": 0.1,
+         "config": {"lease_ms": 2000.0, "heartbeat_ms": 500.0, "desired_check_ms": 1000.0},
+         "connections": streams, "workers": 2, "bound_ms": 10_000.0},
+        {"t": kill, "src": "nemesis", "type": "fault.start", "kind": "kill", "target": "worker-1"},
+        {"t": t0 + seqs * rate_ms + 1_000.0, "src": "harness", "type": "run.stop"},
+    ]
+    for i, pk in enumerate(pks):
+        events += [
+            {"t": t0 + 1.0, "src": "harness", "type": "conn.started", "pk": pk},
+            {"t": t0 + 2.0, "src": owner[i], "type": "lease.acquire", "pk": pk, "worker": owner[i], "epoch": 1,
+             "outcome": "ok", "expires_ms": t0 + 2002.0},
+            {"t": t0 + 3.0, "src": "upstream", "type": "sub.open", "pk": pk, "session": f"s{i}",
+             "worker": owner[i]},
+        ]
+        if i % 2 == 0:
+            events += [
+                {"t": kill + 5.0, "src": "upstream", "type": "sub.close", "pk": pk, "session": f"s{i}",
+                 "worker": "worker-1", "reason": "error", "last_pong_t": kill - 100.0},
+                {"t": takeover, "src": "worker-2", "type": "lease.acquire", "pk": pk, "worker": "worker-2",
+                 "epoch": 2, "outcome": "ok", "expires_ms": takeover + 2000.0},
+                {"t": takeover + 100.0, "src": "upstream", "type": "sub.open", "pk": pk, "session": f"t{i}",
+                 "worker": "worker-2"},
+            ]
+    frames.append(pd.DataFrame(events))
+    history = pd.concat(frames, ignore_index=True)
+    return history.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def test_a_ten_minute_history_of_a_hundred_streams_analyses_quickly() -> None:
+    history = ten_minute_history()
+    assert len(history) > 1_000_000
+
+    started = time.perf_counter()
+    analysis = analyse(history)
+    elapsed = time.perf_counter() - started
+    print(f"analysed {len(history)} events in {elapsed:.1f} s")
+
+    verdict = analysis.verdict
+    assert elapsed < 60
+    assert verdict["valid"] is True, verdict["checkers"]
+    assert verdict["checkers"]["sequences"]["emitted"] == 500_000
+    assert len(analysis.phases) == 50
+    assert {row["claim_t"] - row["t0"] for row in analysis.phases} == {2100.0}
+    assert verdict["phases_ms"]["connect"]["max"] == 2200.0

@@ -1,0 +1,122 @@
+"""read_history: merging a run's files, tolerating a killed writer's last line, refusing garbage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.history import HistoryError, HistoryWriter, history_frame, read_history
+
+
+def write_lines(run_dir: Path, name: str, lines: list[str], end: str = "\n") -> Path:
+    folder = run_dir / "history"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join(lines) + end)
+    return path
+
+
+def event(t: float, type: str, src: str, **fields: object) -> str:
+    return json.dumps({"t": t, "src": src, "type": type, **fields})
+
+
+def test_files_merge_sorted_by_t_with_ties_in_file_then_line_order(tmp_path: Path) -> None:
+    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1", worker="worker-1"),
+                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a", outcome="ok"),
+                                             event(3.0, "ws.open", "worker-1", pk="CONN#a")])
+    write_lines(tmp_path, "upstream.jsonl", [event(2.0, "emit", "upstream", pk="CONN#a", seq=1),
+                                             event(3.0, "emit", "upstream", pk="CONN#a", seq=2)])
+
+    history = read_history(tmp_path)
+
+    assert history["t"].tolist() == [1.0, 2.0, 3.0, 3.0, 3.0]
+    # ties: upstream.jsonl sorts before worker-1.jsonl; within a file, line order
+    assert history["type"].tolist() == ["worker.start", "emit", "emit", "lease.acquire", "ws.open"]
+    assert list(history.index) == [0, 1, 2, 3, 4]
+
+
+def test_every_field_is_a_column_and_missing_values_are_nan(tmp_path: Path) -> None:
+    write_lines(tmp_path, "a.jsonl", [event(1.0, "emit", "upstream", pk="CONN#a", seq=1),
+                                      event(2.0, "run.start", "harness", config={"lease_ms": 2000})])
+
+    history = read_history(tmp_path)
+
+    assert {"t", "src", "type", "pk", "seq", "config"} <= set(history.columns)
+    assert pd.isna(history.loc[1, "seq"]) and pd.isna(history.loc[0, "config"])
+    assert history.loc[1, "config"] == {"lease_ms": 2000}
+
+
+def test_a_truncated_final_line_is_dropped_and_recorded(tmp_path: Path) -> None:
+    write_lines(tmp_path, "worker-2.jsonl", [event(1.0, "worker.start", "worker-2"), '{"t": 2.0, "src": "wor'],
+                end="")
+
+    history = read_history(tmp_path)
+
+    assert history["type"].tolist() == ["worker.start"]
+    [dropped] = history.attrs["dropped_lines"]
+    assert dropped["file"].endswith("worker-2.jsonl") and dropped["line"] == 2
+
+
+def test_garbage_in_the_middle_names_the_file_and_line(tmp_path: Path) -> None:
+    write_lines(tmp_path, "worker-3.jsonl", [event(1.0, "worker.start", "worker-3"), "not json at all",
+                                             event(3.0, "worker.stop", "worker-3")])
+
+    with pytest.raises(HistoryError, match=r"worker-3\.jsonl: line 2: not a JSON event"):
+        read_history(tmp_path)
+
+
+@pytest.mark.parametrize(("line", "complaint"), [
+    ('{"src": "x", "type": "emit"}', "no numeric 't'"),
+    ('{"t": "soon", "src": "x", "type": "emit"}', "no numeric 't'"),
+    ('{"t": 1.0, "src": "x"}', "no 'type'"),
+    ("[1, 2]", "must be a JSON object"),
+])
+def test_an_event_without_its_required_fields_is_refused(tmp_path: Path, line: str, complaint: str) -> None:
+    write_lines(tmp_path, "nemesis.jsonl", [event(0.5, "fault.start", "nemesis"), line,
+                                            event(2.0, "fault.stop", "nemesis")])
+
+    with pytest.raises(HistoryError, match=rf"nemesis\.jsonl: line 2: .*{complaint}"):
+        read_history(tmp_path)
+
+
+def test_a_file_without_times_is_refused(tmp_path: Path) -> None:
+    write_lines(tmp_path, "router.jsonl", ['{"src": "router", "type": "event"}'])
+
+    with pytest.raises(HistoryError, match=r"router\.jsonl: line 1: the event has no numeric 't'"):
+        read_history(tmp_path)
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    write_lines(tmp_path, "a.jsonl", [event(1.0, "emit", "upstream"), "", "   ", event(2.0, "emit", "upstream")])
+
+    assert len(read_history(tmp_path)) == 2
+
+
+def test_a_folder_that_is_not_a_run_is_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no history/ folder"):
+        read_history(tmp_path)
+    (tmp_path / "history").mkdir()
+    with pytest.raises(HistoryError, match=r"holds no \*\.jsonl files"):
+        read_history(tmp_path)
+
+
+def test_what_the_writer_writes_reads_back(tmp_path: Path) -> None:
+    writer = HistoryWriter(str(tmp_path / "history" / "worker-1.jsonl"), "worker-1")
+    writer.emit("lease.acquire", pk="CONN#a", worker="worker-1", epoch=3, outcome="ok", expires_ms=5.0)
+    writer.emit("ws.close", pk="CONN#a", worker="worker-1", reason=None)
+    writer.close()
+
+    history = read_history(tmp_path)
+
+    assert history["type"].tolist() == ["lease.acquire", "ws.close"]
+    assert history.loc[0, "epoch"] == 3 and pd.isna(history.loc[1, "epoch"])
+    assert "reason" not in history.columns  # None fields are not written
+
+
+def test_history_frame_of_no_events_has_the_required_columns() -> None:
+    frame = history_frame([])
+
+    assert list(frame.columns) == ["t", "src", "type"] and frame.empty
