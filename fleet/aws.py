@@ -60,14 +60,14 @@ class AwsClients:
         client_config = AioConfig(
             connect_timeout=timeout_s,
             read_timeout=timeout_s,
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=64,
         )
         # SQS long polls outlive the request timeout on purpose.
         sqs_config = AioConfig(
             connect_timeout=timeout_s,
             read_timeout=self.config.notify_wait_s + timeout_s,
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
         )
         session = aioboto3.Session(region_name=self.config.region)
         self.ddb = await self._stack.enter_async_context(session.client("dynamodb", config=client_config))

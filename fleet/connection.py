@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
-from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
+from fleet.errors import StoreError, StoreUnavailable, UpstreamError
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules
 from fleet.store import LeaseStore
@@ -89,6 +89,7 @@ class ConnectionRunner:
         self.clock = clock
         self.fence = fence
         self.give_up = give_up
+        self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
 
     def _backoff(self) -> Backoff:
         return Backoff(
@@ -115,12 +116,16 @@ class ConnectionRunner:
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
-                    async for message in session:
-                        if not self.fence.allows():
-                            raise Fenced()
-                        await self._persist(held, message)
-                        if held.stopping.is_set():
-                            break
+                    sink = MessageSink(self, held)
+                    try:
+                        async for message in session:
+                            if not self.fence.allows():
+                                raise Fenced()
+                            await sink.submit(message)
+                            if held.stopping.is_set():
+                                break
+                    finally:
+                        await sink.drain()
             except Fenced:
                 self._closed(held, "fenced")
                 return
@@ -141,29 +146,105 @@ class ConnectionRunner:
     def _closed(self, held: HeldConnection, reason: str) -> None:
         self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, reason=reason[:200])
 
-    async def _persist(self, held: HeldConnection, message: UpstreamMessage) -> None:
-        if self.rules.idempotent_messages and message.seq <= held.last_seq:
-            return  # a replay of what this owner already stored
-        write = self.rules.message(held.lease, self.me, message.seq, message.data, self.clock.now_ms())
+    async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
+        """Store consecutive messages: ``blog`` one PutItem each (keyed by the clock); ``hardened`` one
+        BatchWriteItem (keyed by sequence, so a repeat overwrites identical data), retried until stored or
+        fenced.  Raises ``Fenced``."""
         retry = self._backoff()
+        now = self.clock.now_ms()
+        writes = [self.rules.message(held.lease, self.me, m.seq, m.data, now) for m in messages]
         while True:
             if not self.fence.allows():
                 raise Fenced()
+            note: str | None = None
             try:
-                await self.store.execute(self.config.messages_table, write, purpose="messages")
-                outcome, note = "ok", None
-            except ConditionFailed:
-                outcome, note = "fail", "already stored"
+                async with self.message_slots:
+                    if self.rules.idempotent_messages:
+                        left = await self.store.put_messages([w.apply(None) for w in writes])
+                        outcome = "ok" if not left else "info"
+                        note = f"{left} unprocessed" if left else None
+                    else:
+                        for write in writes:
+                            await self.store.execute(self.config.messages_table, write, purpose="messages")
+                        outcome = "ok"
             except StoreUnavailable as exc:
                 outcome, note = "info", str(exc)[:200]
             except StoreError as exc:
                 outcome, note = "fail", str(exc)[:200]
             self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
-                              seq_from=message.seq, seq_to=message.seq, outcome=outcome, note=note)
-            if outcome == "ok" or note == "already stored" or not self.rules.idempotent_messages:
+                              seq_from=messages[0].seq, seq_to=messages[-1].seq, outcome=outcome, note=note)
+            if outcome == "ok" or not self.rules.idempotent_messages:
                 break
-            # hardened: the same idempotent write again until it lands or the fence closes
             await asyncio.sleep(retry.next_delay() / 10)
-        held.last_seq = max(held.last_seq, message.seq)
         if outcome == "ok":
-            held.persisted += 1
+            held.persisted += len(messages)
+
+
+# Message writes one worker keeps in flight across all its connections, so bulk writes never queue in
+# front of lease renewals at the backend.
+MESSAGE_WRITES_IN_FLIGHT = 8
+# Most messages in one hardened write (BatchWriteItem's limit).
+BATCH_MAX = 25
+
+
+class MessageSink:
+    """Persists one session's messages in arrival order.  ``hardened``: a writer task stores whatever has
+    queued up since its last write in one batch, so a new owner's backlog costs a few requests, not one
+    per message; ``last_seq`` advances only past stored messages.  ``blog``: one at a time, inline."""
+
+    def __init__(self, runner: ConnectionRunner, held: HeldConnection) -> None:
+        self.runner = runner
+        self.held = held
+        self.batched = runner.rules.idempotent_messages
+        self.pending: list[UpstreamMessage] = []
+        self.wake = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.writer = asyncio.create_task(self._write_loop()) if self.batched else None
+
+    async def submit(self, message: UpstreamMessage) -> None:
+        if not self.batched:
+            await self.runner.persist(self.held, [message])
+            self.held.last_seq = max(self.held.last_seq, message.seq)
+            return
+        if message.seq <= self.held.last_seq:
+            return  # a replay of what this owner already stored
+        self._raise_if_failed()
+        self.pending.append(message)
+        self.idle.clear()
+        self.wake.set()
+        if len(self.pending) >= 4 * BATCH_MAX:
+            await self._wait_idle()  # backpressure: stop reading until the backlog is stored
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.pending:
+                batch, self.pending = self.pending[:BATCH_MAX], self.pending[BATCH_MAX:]
+                await self.runner.persist(self.held, batch)
+                self.held.last_seq = max(self.held.last_seq, batch[-1].seq)
+            self.idle.set()
+
+    def _raise_if_failed(self) -> None:
+        if self.writer is not None and self.writer.done() and not self.writer.cancelled():
+            error = self.writer.exception()
+            if error is not None:
+                raise error
+
+    async def _wait_idle(self) -> None:
+        assert self.writer is not None
+        await asyncio.wait([self.writer, asyncio.ensure_future(self.idle.wait())],
+                           return_when=asyncio.FIRST_COMPLETED)
+        self._raise_if_failed()
+
+    async def drain(self) -> None:
+        """Store what is queued (safe: writes are idempotent and fenced), then stop the writer."""
+        if self.writer is None:
+            return
+        try:
+            if self.pending or not self.idle.is_set():
+                await self._wait_idle()
+        finally:
+            self.writer.cancel()
+            await asyncio.gather(self.writer, return_exceptions=True)

@@ -73,6 +73,16 @@ class LeaseStore:
             response = await self.aws.ddb.update_item(TableName=table, ReturnValues="ALL_NEW", **request)
         return from_wire(response.get("Attributes", {}))
 
+    async def put_messages(self, items: list[dict[str, Any]]) -> int:
+        """Store up to 25 message items in one BatchWriteItem; returns how many stay unprocessed."""
+        self.aws.requests["messages"] += 1
+        table = self.config.messages_table
+        async with aws_errors(f"batch write {table}"):
+            response = await self.aws.ddb.batch_write_item(
+                RequestItems={table: [{"PutRequest": {"Item": to_wire(item)}} for item in items]}
+            )
+        return len(response.get("UnprocessedItems", {}).get(table, []))
+
     # -- reads ---------------------------------------------------------------------------------------
     async def get_connection(self, pk: str) -> ConnectionRecord | None:
         self.aws.requests["coordination"] += 1

@@ -41,6 +41,9 @@ from fleet.history import HistoryWriter
 from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, WorkerRecord, rules_for
 from fleet.store import LeaseStore
 
+# Acquisitions one reconcile keeps in flight: a dead worker's streams are claimed in parallel.
+CLAIMS_IN_FLIGHT = 16
+
 
 def log(event: str, **fields: Any) -> None:
     """One JSON log line on stdout (what CloudWatch Logs metric filters read in AWS)."""
@@ -133,7 +136,14 @@ class Worker:
         except StoreUnavailable as exc:
             self.history.emit("lease.acquire", pk=pk, worker=self.me.worker_id, outcome="info", via=via,
                               note=str(exc)[:200])
-            return False
+            resolved = await self._resolve_unknown_acquire(pk)
+            if resolved is None:
+                return False
+            item, via = resolved, "resolved"
+        return await self._take_up(pk, item, via)
+
+    async def _take_up(self, pk: str, item: dict[str, Any], via: str) -> bool:
+        """Start consuming a connection whose lease the store says is ours."""
         lease = Lease.granted(item)
         self.history.emit("lease.acquire", pk=pk, worker=self.me.worker_id, epoch=lease.epoch, outcome="ok",
                           via=via, expires_ms=item.get("lease_expires_at_ms"))
@@ -150,6 +160,22 @@ class Worker:
                 log("resume.error", pk=pk, error=str(exc))
         held.task = asyncio.create_task(self.runner.consume(held))
         return True
+
+    async def _resolve_unknown_acquire(self, pk: str) -> dict[str, Any] | None:
+        """After an acquire whose outcome is unknown, read the item: if the write landed, the stream is
+        ours (with worker liveness nobody else can free it while we live), so take it up; else None."""
+        if not self.rules.worker_liveness:
+            return None  # a per-connection lease we do not renew simply lapses
+        try:
+            seen = await self.store.get_connection(pk)
+        except StoreError:
+            return None  # still unknown: our fence and the worker item's expiry settle it
+        return dict(seen.__dict__) if seen is not None and self._ours(seen) else None
+
+    def _ours(self, seen: ConnectionRecord) -> bool:
+        """Held by this incarnation according to the store (only meaningful with worker liveness)."""
+        return (self.rules.worker_liveness and seen.lease_owner == self.me.worker_id
+                and seen.owner_gen == self.me.gen and self.registered)
 
     async def _drop(self, held: HeldConnection, reason: str, release: bool, handoff: bool = False) -> None:
         """Stop consuming ``held``; with ``release`` give the lease back (and notify, when handing off)."""
@@ -307,11 +333,7 @@ class Worker:
             item = await self.store.execute(self.config.workers_table, write)
         except ConditionFailed:
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="fail", gen=self.me.gen)
-            self.fence.broken = True
-            self._lose_all("worker lease expired")
-            self.registered = False
-            self.me = Holder(self.me.worker_id, uuid.uuid4().hex[:12])
-            self.runner.me = self.me
+            await self._abandon_incarnation("worker lease expired", retire=False)
             return
         except StoreError as exc:
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="info", note=str(exc)[:200])
@@ -364,12 +386,33 @@ class Worker:
         if outcome == "fail":
             await self._drop(held, "checkpoint refused: fenced", release=False)
 
+    async def _abandon_incarnation(self, reason: str, retire: bool) -> None:
+        """Drop every stream and continue as a new incarnation (registered by the next heartbeat).
+
+        With ``retire``, once no write of the old incarnation can still land (a request timeout plus the
+        fencing margin after the fence closed), its worker item is expired at once, so its streams are
+        claimable now rather than when the item would have run out.
+        """
+        self.fence.broken = True
+        self._lose_all(reason)
+        old, self.me = self.me, Holder(self.me.worker_id, uuid.uuid4().hex[:12])
+        self.runner.me = self.me
+        self.registered = False
+        write = self.rules.retire(old)
+        if not retire or write is None:
+            return
+        await self._pause(self.config.scaled_s(self.config.aws_timeout_ms + self.config.fence_margin_ms))
+        try:
+            await self.store.execute(self.config.workers_table, write)
+        except StoreError as exc:
+            log("retire.error", error=str(exc))
+
     async def _fence_watchdog(self) -> None:
         while not self.stopping.is_set():
             remaining = self.fence.deadline - time.monotonic()
-            if remaining <= 0 and self.held:
-                self.fence.broken = True
-                self._lose_all("self-fenced: no renewal before the fencing deadline")
+            if remaining <= 0 and self.registered and not self.fence.broken:
+                await self._abandon_incarnation("self-fenced: no renewal before the fencing deadline",
+                                                retire=True)
                 remaining = self.config.heartbeat_s
             await self._pause(min(max(remaining, 0.01), self.config.heartbeat_s))
 
@@ -388,12 +431,23 @@ class Worker:
             await self._sweep(expired_only=self.rules.name == "blog", max_pages=1)
 
     async def _sweep(self, expired_only: bool, max_pages: int | None) -> None:
+        """Try to acquire every claimable connection the index lists, several at a time."""
         now = self.clock.now_ms()
+        claims: set[asyncio.Task[bool]] = set()
         async for seen in self.store.started_connections(now if expired_only else None, max_pages):
-            if self._capacity() <= 0:
-                return
-            if seen.pk not in self.held and self.rules.claimable(seen, self.me, now, self.workers):
-                await self.try_acquire(seen.pk, "reconcile", seen)
+            if self._capacity() - len(claims) <= 0:
+                break
+            if seen.pk in self.held:
+                continue
+            if self._ours(seen):
+                # an acquire of ours whose answer was lost: the lease is ours, take the stream up
+                claims.add(asyncio.create_task(self._take_up(seen.pk, dict(seen.__dict__), "adopted")))
+            elif self.rules.claimable(seen, self.me, now, self.workers):
+                claims.add(asyncio.create_task(self.try_acquire(seen.pk, "reconcile", seen)))
+            if len(claims) >= CLAIMS_IN_FLIGHT:
+                _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
+        if claims:
+            await asyncio.wait(claims)
 
     async def _paced_reconcile_loop(self) -> None:
         """hardened: look when another worker could have died, sweep when one did (or when due)."""
@@ -407,6 +461,7 @@ class Worker:
                 others = [w for w in self.workers.values() if w.worker_id != self.me.worker_id]
                 died = [w for w in others if w.expires_at_ms and self.rules.dead(w, now_ms)]
                 if died or time.monotonic() >= next_sweep:
+                    self.history.emit("reconcile", worker=self.me.worker_id, dead=[w.worker_id for w in died])
                     await self._sweep(expired_only=False, max_pages=None)
                     next_sweep = time.monotonic() + sweep_every * self._rng.uniform(0.8, 1.0)
                 live = [w.expires_at_ms for w in others if w.expires_at_ms + tolerance_s * 1000 >= now_ms]

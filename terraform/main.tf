@@ -49,7 +49,7 @@ module "primary" {
   dependencies_layer_hash = module.package.dependencies_base64sha256
   events_authorization    = var.events_authorization
   health_check_path       = var.health_check_path
-  domain_name             = var.domain_name
+  domain_name             = local.failover ? var.domain_name : ""
   certificate_arn         = var.certificate_arn
 
   worker_image                = var.worker_image
@@ -89,7 +89,7 @@ module "standby" {
   dependencies_layer_hash = module.package.dependencies_base64sha256
   events_authorization    = var.events_authorization
   health_check_path       = var.health_check_path
-  domain_name             = var.domain_name
+  domain_name             = local.failover ? var.domain_name : ""
   certificate_arn         = var.standby_certificate_arn
 
   worker_image                = var.standby_worker_image != "" ? var.standby_worker_image : var.worker_image

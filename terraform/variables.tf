@@ -175,11 +175,6 @@ variable "standby_region" {
   description = "A second region with a Global Tables replica of every table and its own queue, router and workers; empty for a single-region deployment."
   type        = string
   default     = ""
-
-  validation {
-    condition     = var.standby_region != var.region
-    error_message = "standby_region must differ from region."
-  }
 }
 
 variable "standby_vpc_id" {
@@ -207,7 +202,7 @@ variable "standby_max_tasks" {
 }
 
 variable "domain_name" {
-  description = "Custom domain of the router (e.g. router.example.com). With a standby region, Route 53 failover records answer for it; empty for none."
+  description = "Custom domain of the router (e.g. router.example.com), used with a standby region: Route 53 failover records answer for it. Empty (or no standby region): the router is reached at its execute-api URL."
   type        = string
   default     = ""
 }

@@ -25,7 +25,9 @@ import pandas as pd
 from harness.checkers.events import (
     CRASH_FAULTS,
     FREEZE_FAULTS,
+    History,
     RunInfo,
+    as_events,
     fault_windows,
     faults,
     run_info,
@@ -54,10 +56,11 @@ class Consumption:
     writes: pd.DataFrame
 
 
-def consumption(history: pd.DataFrame, info: RunInfo | None = None, *,
+def consumption(history: History, info: RunInfo | None = None, *,
                 thaw_grace_ms: float | None = None) -> Consumption:
     """Cut every upstream session into consuming and zombie parts.  ``thaw_grace_ms`` defaults to the
     run's ``heartbeat_ms`` (0 without one: no thaw rule)."""
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     grace = thaw_grace_ms if thaw_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
     session_frame = sessions(history, info)
@@ -89,7 +92,7 @@ def consumption(history: pd.DataFrame, info: RunInfo | None = None, *,
     )
 
 
-def sessions(history: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+def sessions(history: History, info: RunInfo) -> pd.DataFrame:
     """Upstream sessions, ``sub.open`` paired with ``sub.close``, sorted by pk then open time."""
     opens = select(history, "sub.open", ["t", "pk", "session", "worker"])
     closes = select(history, "sub.close", ["t", "pk", "session", "worker", "reason", "last_pong_t"])
@@ -116,7 +119,7 @@ def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(nth=frame.groupby(["pk", "session"], sort=False).cumcount())
 
 
-def accepted_writes(history: pd.DataFrame) -> pd.DataFrame:
+def accepted_writes(history: History) -> pd.DataFrame:
     """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info, sorted by t."""
     frame = select(history, ["msg.persist", "checkpoint"],
                    ["t", "src", "pk", "worker", "type", "epoch", "seq_from", "seq_to", "seq", "outcome"])
@@ -134,8 +137,9 @@ def accepted_writes(history: pd.DataFrame) -> pd.DataFrame:
     }, columns=WRITE_COLUMNS).reset_index(drop=True)
 
 
-def lease_beliefs(history: pd.DataFrame, info: RunInfo | None = None) -> pd.DataFrame:
+def lease_beliefs(history: History, info: RunInfo | None = None) -> pd.DataFrame:
     """Intervals during which a worker believed it owned a pk (see the module docstring)."""
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     frame = select(history, ["lease.acquire", "lease.lost", "lease.release", "ws.open", "ws.close",
                              "worker.start", "worker.stop"], ["t", "src", "type", "pk", "worker", "epoch",

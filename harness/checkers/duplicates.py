@@ -30,7 +30,7 @@ from harness.checkers.consuming import (
     lease_beliefs,
     merge_intervals,
 )
-from harness.checkers.events import RunInfo, run_info
+from harness.checkers.events import History, RunInfo, as_events, run_info
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 
 EPISODE_COLUMNS = ["pk", "worker_a", "worker_b", "start", "end", "overlap_ms", "writes", "certain"]
@@ -41,9 +41,10 @@ DETAIL_ROWS = 50  # episodes / lease overlaps listed in the verdict details (the
 _PIECE_COLUMNS = ["pk", "worker_a", "worker_b", "start", "end", "certain", "write"]
 
 
-def check_duplicate_claims(history: pd.DataFrame, *, merge_gap_ms: float | None = None,
+def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = None,
                            thaw_grace_ms: float | None = None, info: RunInfo | None = None,
                            consumed: Consumption | None = None) -> CheckResult:
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     gap = merge_gap_ms if merge_gap_ms is not None else (info.duration("lease_ms") or 0.0)
     consumed = consumed if consumed is not None else consumption(history, info, thaw_grace_ms=thaw_grace_ms)
@@ -52,25 +53,27 @@ def check_duplicate_claims(history: pd.DataFrame, *, merge_gap_ms: float | None 
     pieces: list[pd.DataFrame] = []
     flagged_writes: list[np.ndarray] = []
     part_overlap = np.zeros(len(parts), dtype=bool)
-    zombie_overlap = np.zeros(len(zombies), dtype=bool)
+    zombie_overlap_ms = np.zeros(len(zombies))
     write_groups = writes.groupby("pk", sort=False).indices
     zombie_groups = zombies.groupby("pk", sort=False).indices
     for pk, part_index in parts.groupby("pk", sort=False).indices.items():
         owners = parts["worker"].to_numpy()[part_index]
         starts, ends = parts["start"].to_numpy()[part_index], parts["end"].to_numpy()[part_index]
         merged = {w: merge_intervals(starts[owners == w], ends[owners == w]) for w in sorted(set(owners))}
-        found = [*_session_pieces(pk, merged)]
+        found = _session_pieces(pk, merged)
         write_index = write_groups.get(pk)
         if write_index is not None:
             write_pieces, inside = _write_pieces(pk, merged, writes.iloc[write_index])
-            found.append(write_pieces)
-            flagged_writes.append(write_index[inside])
-        pk_pieces = pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=_PIECE_COLUMNS)
-        pieces.append(pk_pieces)
-        part_overlap[part_index] = _touched(owners, starts, ends, pk_pieces)
+            if inside.any():
+                found.append(write_pieces)
+                flagged_writes.append(write_index[inside])
+        if found:
+            pk_pieces = pd.concat(found, ignore_index=True)
+            pieces.append(pk_pieces)
+            part_overlap[part_index] = _touched(owners, starts, ends, pk_pieces)
         if pk in zombie_groups:
             index = zombie_groups[pk]
-            zombie_overlap[index] = _overlaps_others(zombies.iloc[index], merged)
+            zombie_overlap_ms[index] = _overlap_with_others(zombies.iloc[index], merged)
     all_pieces = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(columns=_PIECE_COLUMNS)
     episodes = _episodes(all_pieces, gap)
 
@@ -80,8 +83,8 @@ def check_duplicate_claims(history: pd.DataFrame, *, merge_gap_ms: float | None 
     claims = _claim_rows(parts, part_overlap, beliefs, belief_overlap, writes.iloc[np.unique(flagged)])
     zombie_rows = [
         {"pk": z.pk, "worker": z.worker, "session": z.session, "cause": z.cause, "start": z.start,
-         "end": z.end, "duration_ms": z.end - z.start, "overlaps_other": bool(o)}
-        for z, o in zip(zombies.itertuples(index=False), zombie_overlap, strict=True)
+         "end": z.end, "duration_ms": z.end - z.start, "overlaps_other": bool(overlap > 0)}
+        for z, overlap in zip(zombies.itertuples(index=False), zombie_overlap_ms, strict=True)
     ]
 
     certain = episodes.loc[episodes["certain"]]
@@ -98,7 +101,7 @@ def check_duplicate_claims(history: pd.DataFrame, *, merge_gap_ms: float | None 
         "accepted_writes": int(writes["certain"].sum()),
         "zombie_sessions": int(zombies[["pk", "session"]].drop_duplicates().shape[0]),
         "zombie_ms": zombie_ms,
-        "zombie_overlapping_ms": float(sum(r["duration_ms"] for r in zombie_rows if r["overlaps_other"])),
+        "zombie_overlapping_ms": float(zombie_overlap_ms.sum()),
         "lease_overlaps": len(lease_rows),
         "lease_overlap_ms": float(sum(r["duration_ms"] for r in lease_rows)),
         "lease_overlap_examples": lease_rows[:DETAIL_ROWS],
@@ -182,15 +185,17 @@ def _touched(owners: np.ndarray, starts: np.ndarray, ends: np.ndarray, pieces: p
     return touched
 
 
-def _overlaps_others(zombies: pd.DataFrame, merged: dict[str, Intervals]) -> np.ndarray:
-    """For each zombie part, whether another worker was consuming during it."""
-    result = np.zeros(len(zombies), dtype=bool)
+def _overlap_with_others(zombies: pd.DataFrame, merged: dict[str, Intervals]) -> np.ndarray:
+    """For each zombie part, how long another worker was consuming during it."""
+    result = np.zeros(len(zombies))
     rows = zip(zombies["worker"], zombies["start"], zombies["end"], strict=True)
     for i, (owner, start, end) in enumerate(rows):
-        for name, (m_start, m_end) in merged.items():
-            if name != owner and bool(((m_start < end) & (m_end > start)).any()):
-                result[i] = True
-                break
+        others = [merged[name] for name in merged if name != owner]
+        if others:
+            union = merge_intervals(np.concatenate([s for s, _ in others]),
+                                    np.concatenate([e for _, e in others]))
+            piece_start, piece_end = intersect((np.array([start]), np.array([end])), union)
+            result[i] = float((piece_end - piece_start).sum())
     return result
 
 
@@ -228,8 +233,9 @@ def _claim_rows(parts: pd.DataFrame, part_overlap: np.ndarray, beliefs: pd.DataF
                       "session": None, "start": flagged_writes["t"], "end": flagged_writes["t"],
                       "overlap": True}),
     ]
-    rows = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else (
-        pd.DataFrame(columns=CLAIM_COLUMNS))
+    present = [frame for frame in frames if len(frame)]
+    rows = pd.concat(present, ignore_index=True) if present else pd.DataFrame(columns=CLAIM_COLUMNS)
     rows["duration_ms"] = rows["end"] - rows["start"]
     rows = rows.sort_values(["pk", "start"], kind="stable")[CLAIM_COLUMNS]
-    return rows.astype(object).where(rows.notna(), None).to_dict("records")
+    records: list[Row] = rows.astype(object).where(rows.notna(), None).to_dict("records")
+    return records

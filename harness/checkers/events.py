@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -24,19 +24,46 @@ FREEZE_FAULTS = frozenset({"pause", "freeze", "sigstop"})
 Windows = dict[str, list[tuple[float, float]]]
 
 
-def select(history: pd.DataFrame, types: str | Collection[str], columns: Sequence[str],
+class Events:
+    """A history with its rows indexed by event type, built once, so that each selection a checker makes
+    skips a scan of the whole history.  Every checker takes a ``History``: this or the bare DataFrame."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self._rows_by_type: dict[str, np.ndarray] | None = None
+
+    def rows(self, types: Collection[str]) -> np.ndarray:
+        """Positions of the events of these types, in history order."""
+        if self._rows_by_type is None:
+            grouped = self.frame.groupby("type", sort=False).indices if len(self.frame) else {}
+            self._rows_by_type = {str(name): index for name, index in grouped.items()}
+        found = [self._rows_by_type[name] for name in types if name in self._rows_by_type]
+        return np.sort(np.concatenate(found)) if found else np.empty(0, dtype="int64")
+
+
+History: TypeAlias = "pd.DataFrame | Events"
+
+
+def as_events(history: History) -> Events:
+    return history if isinstance(history, Events) else Events(history)
+
+
+def frame_of(history: History) -> pd.DataFrame:
+    return history.frame if isinstance(history, Events) else history
+
+
+def select(history: History, types: str | Collection[str], columns: Sequence[str],
            raw: Collection[str] = ()) -> pd.DataFrame:
     """The events whose ``type`` is (one of) ``types``, in history order, with exactly ``columns``
     (``NUMERIC_FIELDS`` as float64, ``raw`` ones as stored, others as text with NaN for missing) and a
     fresh 0..n-1 index."""
-    type_values = history["type"].to_numpy()
-    if isinstance(types, str):
-        mask = type_values == types
+    wanted = [types] if isinstance(types, str) else list(types)
+    frame = frame_of(history)
+    present = [name for name in dict.fromkeys(columns) if name in frame.columns]
+    if isinstance(history, Events):
+        rows = frame.iloc[history.rows(wanted)][present]
     else:
-        mask = np.zeros(len(type_values), dtype=bool)
-        for name in types:
-            mask |= type_values == name
-    rows = history.loc[mask, [name for name in dict.fromkeys(columns) if name in history.columns]]
+        rows = frame.loc[frame["type"].isin(wanted).to_numpy(), present]
     data: dict[str, Any] = {}
     for name in columns:
         if name not in rows.columns:
@@ -59,9 +86,18 @@ def _text(column: pd.Series) -> np.ndarray:
     values = column.to_numpy(dtype=object)
     missing = pd.isna(values)
     if not isinstance(column.dtype, pd.StringDtype):
-        values = np.array([v if isinstance(v, str) else str(v) for v in values], dtype=object)
+        values = np.array([_as_text(v) for v in values], dtype=object)
     values[missing] = np.nan
-    return values
+    return np.asarray(values, dtype=object)
+
+
+def _as_text(value: Any) -> str:
+    """A field value as text; whole floats (ints a column with gaps turned into floats) without '.0'."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -102,21 +138,23 @@ class RunInfo:
         return None
 
 
-def run_info(history: pd.DataFrame) -> RunInfo:
-    if history.empty:
+def run_info(history: History) -> RunInfo:
+    frame = frame_of(history)
+    if frame.empty:
         return RunInfo()
-    times = history["t"].to_numpy(dtype="float64")
+    times = frame["t"].to_numpy(dtype="float64")
     first_t, last_t = float(np.nanmin(times)), float(np.nanmax(times))
-    types = history["type"].to_numpy()
-    stops = np.flatnonzero(types == "run.stop")
-    stop_t = float(times[stops[0]]) if stops.size else None
-    starts = np.flatnonzero(types == "run.start")
-    if not starts.size:
+    stops = select(history, "run.stop", ["t"])
+    stop_t = float(stops["t"].iloc[0]) if len(stops) else None
+    fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
+              "stop_bound_ms", "seed"]
+    starts = select(history, "run.start", fields, raw=fields)
+    if starts.empty:
         return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
-    row = history.iloc[int(starts[0])]
+    row = starts.iloc[0]
 
     def get(name: str) -> Any:
-        value = row.get(name)
+        value = row[name]
         if value is None or (not isinstance(value, dict | list) and pd.isna(value)):
             return None
         return value
@@ -140,7 +178,7 @@ def run_info(history: pd.DataFrame) -> RunInfo:
         bound_ms=get("bound_ms"),
         stop_bound_ms=number("stop_bound_ms"),
         seed=get("seed"),
-        start_t=float(times[starts[0]]),
+        start_t=float(row["t"]),
         stop_t=stop_t,
         first_t=first_t,
         last_t=last_t,
@@ -161,8 +199,9 @@ class Fault:
     stop_t: float | None
 
 
-def faults(history: pd.DataFrame) -> list[Fault]:
-    rows = history.loc[history["type"].isin(["fault.start", "fault.stop"])]
+def faults(history: History) -> list[Fault]:
+    fields = ["t", "type", "kind", "target", "params"]
+    rows = select(history, ["fault.start", "fault.stop"], fields, raw=fields)
     found: list[Fault] = []
     open_faults: list[int] = []
     for index, event in enumerate(rows.to_dict("records")):
@@ -205,11 +244,12 @@ def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float)
     return windows
 
 
-def known_workers(history: pd.DataFrame) -> set[str]:
+def known_workers(history: History) -> set[str]:
     """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
+    frame = frame_of(history)
     names: set[str] = set()
-    if "worker" in history.columns:
-        names.update(str(w) for w in history["worker"].dropna().unique())
-    starts = history.loc[history["type"] == "worker.start", "src"]
-    names.update(str(s) for s in starts.dropna().unique())
+    if "worker" in frame.columns:
+        names.update(str(w) for w in frame["worker"].dropna().unique())
+    starts = select(history, "worker.start", ["src"])
+    names.update(str(s) for s in starts["src"].dropna().unique())
     return names

@@ -1,15 +1,16 @@
 """Recovery phases (DESIGN §5) for every connection a fault affected, from the history alone.
 
 For a ``fault.start`` at ``t0`` (every kind unless ``kinds`` restricts them), the affected connections are:
-the pks a target worker was consuming at ``t0`` when the target names workers (``*``, ``all`` or
-``workers`` name them all); otherwise the pks whose consuming part ended within [t0, fault.stop (t0 if
-none) + ``fault_grace_ms``] (default: one heartbeat).  The old owner ``W`` is that part's worker,
-``old_end`` its end.
+the pks a target worker was consuming at ``t0`` when the target names workers (ids the history knows or
+that start with ``worker``; ``*``, ``all`` or ``workers`` name them all); otherwise the pks whose
+consuming part ended within [t0, fault.stop (t0 if none) + ``fault_grace_ms``] (default: one heartbeat).
+The old owner ``W`` is that part's worker, ``old_end`` its end.
 
 - ``claim``: the first ``lease.acquire`` ok for the pk after t0 by another worker, or by W itself once it
   restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  Without a claim,
-  when W's session closed, the new owner is whoever opened the next session (``reconnect_in_place`` when W);
-  when W's session stayed open to the end, the connection was not disrupted (a latency or a short pause).
+  when W's session stopped consuming for good within the fault's window (as above) the new owner is
+  whoever opened the next session (``reconnect_in_place`` when W); otherwise the connection was not
+  disrupted (a latency, a short partition, a pause its session survived): it recovers when W catches up.
 - ``detect``: when the old lease became claimable: the earlier of W's ``lease.release`` ok and the expiry
   W's last ok lease events before the takeover promised (blog: per-pk ``expires_ms``; hardened:
   worker-level ``lease.renew`` ``expires_ms`` + ``config.clock_tolerance_ms``; the later of both when both
@@ -36,7 +37,17 @@ import numpy as np
 import pandas as pd
 
 from harness.checkers.consuming import Consumption, consumption
-from harness.checkers.events import Fault, RunInfo, faults, known_workers, run_info, select, worker_of
+from harness.checkers.events import (
+    Fault,
+    History,
+    RunInfo,
+    as_events,
+    faults,
+    known_workers,
+    run_info,
+    select,
+    worker_of,
+)
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
 PHASES = ("detect", "claim", "connect", "resume", "caught_up")
@@ -53,9 +64,10 @@ DETAIL_ROWS = 50
 Arrays = tuple[np.ndarray, ...]
 
 
-def check_recovery(history: pd.DataFrame, *, kinds: Collection[str] | None = None,
+def check_recovery(history: History, *, kinds: Collection[str] | None = None,
                    fault_grace_ms: float | None = None, info: RunInfo | None = None,
                    consumed: Consumption | None = None) -> CheckResult:
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     consumed = consumed if consumed is not None else consumption(history, info)
     grace = fault_grace_ms if fault_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
@@ -69,8 +81,8 @@ def check_recovery(history: pd.DataFrame, *, kinds: Collection[str] | None = Non
         affected = _affected(fault, consumed, workers, grace, info)
         fault_rows.append({"fault": fault.index, "kind": fault.kind, "target": fault.target,
                            "start_t": fault.start_t, "stop_t": fault.stop_t, "affected": len(affected)})
-        rows.extend(_phases(fault, pk, old_worker, old_end, session, look, info)
-                    for pk, old_worker, old_end, session in affected)
+        rows.extend(_phases(fault, pk, old_worker, old_end, session_end, look, info, grace)
+                    for pk, old_worker, old_end, session_end in affected)
 
     judged = [r for r in rows if not r["stopped"]]
     unrecovered = [r for r in judged if not r["recovered"]]
@@ -98,25 +110,35 @@ def phase_stats(rows: list[Row]) -> dict[str, dict[str, float | None]]:
 
 
 def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: float,
-              info: RunInfo) -> list[tuple[str, str, float, str]]:
-    """(pk, old worker, old consuming end, session) of each connection the fault affected."""
+              info: RunInfo) -> list[tuple[str, str, float, float]]:
+    """(pk, old worker, end of the old consuming part, end of its session's last consuming part) of each
+    connection the fault affected."""
     parts = consumed.parts
-    targets = set(workers) if ALL_WORKERS & set(fault.targets) else {t for t in fault.targets if t in workers}
+    parts = parts.assign(session_end=parts.groupby(["pk", "session"], sort=False)["end"].transform("max"))
+    if ALL_WORKERS & set(fault.targets):
+        targets = set(workers)
+    else:
+        targets = {t for t in fault.targets if t in workers or t.startswith("worker")}
     t0 = fault.start_t
     if targets:
         hit = parts.loc[parts["worker"].isin(targets) & (parts["start"] <= t0) & (parts["end"] >= t0)]
         chosen = hit.sort_values("start", kind="stable").groupby("pk", sort=True).tail(1)
     else:
-        window_end = (fault.stop_t if fault.stop_t is not None else t0) + grace
-        hit = parts.loc[(parts["end"] >= t0) & (parts["end"] <= window_end) & (parts["end"] < info.last_t)]
+        hit = parts.loc[(parts["end"] >= t0) & (parts["end"] <= _window_end(fault, grace))
+                        & (parts["end"] < info.last_t)]
         chosen = hit.sort_values("end", kind="stable").groupby("pk", sort=True).head(1)
     chosen = chosen.sort_values("pk", kind="stable")
-    return list(zip(chosen["pk"], chosen["worker"], chosen["end"].astype(float), chosen["session"],
-                    strict=True))
+    return list(zip(chosen["pk"], chosen["worker"], chosen["end"].astype(float),
+                    chosen["session_end"].astype(float), strict=True))
 
 
-def _phases(fault: Fault, pk: str, old: str, old_end: float, session: str, look: _Lookups,
-            info: RunInfo) -> Row:
+def _window_end(fault: Fault, grace: float) -> float:
+    """Until when a consuming part's end counts as caused by the fault."""
+    return (fault.stop_t if fault.stop_t is not None else fault.start_t) + grace
+
+
+def _phases(fault: Fault, pk: str, old: str, old_end: float, session_end: float, look: _Lookups,
+            info: RunInfo, grace: float) -> Row:
     t0 = fault.start_t
     restart = _first_after(look.starts.get(old), t0, strict=True)
     lost = _first_after(look.losses.get((pk, old)), t0)
@@ -126,7 +148,10 @@ def _phases(fault: Fault, pk: str, old: str, old_end: float, session: str, look:
         if worker != old or (restart is not None and t >= restart) or (lost is not None and t >= lost):
             claim_t, new = t, worker
             break
-    disrupted = claim_t is not None or look.closed.get((pk, session), False)
+    # the fault cut the stream when the old session stopped consuming for good within its window (a
+    # session that resumes reading after a pause was not cut)
+    cut = session_end <= _window_end(fault, grace) and session_end < info.last_t
+    disrupted = claim_t is not None or cut
     connect_t = None
     if claim_t is not None:
         connect_t = _first_after(look.opens.get((pk, new)), claim_t)
@@ -137,12 +162,12 @@ def _phases(fault: Fault, pk: str, old: str, old_end: float, session: str, look:
             connect_t, new = float(times[later[0]]), str(owners[later[0]])
     else:
         new = old
-    if not disrupted:
-        start_ref, head_ref = t0, (fault.stop_t if fault.stop_t is not None else t0)
-    else:
-        start_ref, head_ref = connect_t, connect_t
+    # persisting counts from the new session (not disrupted: from t0); caught up means reaching the head
+    # emitted before that session (not disrupted: before the fault stopped)
+    start_ref = connect_t if disrupted else t0
+    head_ref = connect_t if disrupted else (fault.stop_t if fault.stop_t is not None else t0)
     resume_t = caught_up_t = None
-    if start_ref is not None and new is not None:
+    if start_ref is not None and head_ref is not None and new is not None:
         persisted = look.persists.get((pk, new))
         resume_t = _first_after(persisted[0] if persisted else None, start_ref)
         caught_up_t = _caught_up(persisted, start_ref, look.head_before(pk, head_ref))
@@ -160,7 +185,10 @@ def _phases(fault: Fault, pk: str, old: str, old_end: float, session: str, look:
     for phase, t in times_of.items():
         row[f"step_{phase}_ms"] = t - previous if t is not None else None
         previous = t if t is not None else previous
-    resumed_at = old_end if old_end >= info.last_t else look.consuming_after(pk, old_end)
+    if old_end >= info.last_t or (not disrupted and old_end > _window_end(fault, grace)):
+        resumed_at: float | None = old_end  # consumption went on through the fault
+    else:
+        resumed_at = look.consuming_after(pk, old_end)
     bound = info.bound_for(fault.kind)
     recovery = caught_up_t - t0 if caught_up_t is not None else None
     row.update({
@@ -231,7 +259,6 @@ class _Lookups:
 
     opens: dict[Any, np.ndarray]
     pk_opens: dict[Any, Arrays]
-    closed: dict[Any, bool]
     persists: dict[Any, Arrays]
     acquires: dict[Any, Arrays]
     pk_expiry: dict[Any, Arrays]
@@ -244,7 +271,7 @@ class _Lookups:
     parts: dict[Any, Arrays]
 
     @classmethod
-    def build(cls, history: pd.DataFrame, info: RunInfo, consumed: Consumption) -> _Lookups:
+    def build(cls, history: History, info: RunInfo, consumed: Consumption) -> _Lookups:
         opens = select(history, "sub.open", ["t", "pk", "worker"]).dropna(subset=["pk"])
         opens["worker"] = opens["worker"].fillna("?")
         persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "seq_to", "outcome"])
@@ -262,12 +289,9 @@ class _Lookups:
         emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
         emits["seq"] = emits.groupby("pk", sort=False)["seq"].cummax()
         stops = select(history, "conn.stopped", ["t", "pk"]).dropna(subset=["pk"])
-        sessions = consumed.sessions
         return cls(
             opens=_times(opens, ["pk", "worker"]),
             pk_opens=_pairs(opens, ["pk"], "worker"),
-            closed=dict(zip(zip(sessions["pk"], sessions["session"], strict=True),
-                            sessions["close_t"].notna(), strict=True)),
             persists=_pairs(persists, ["pk", "worker"], "seq_to"),
             acquires=_pairs(acquired, ["pk"], "worker"),
             pk_expiry=_pairs(promised.loc[promised["pk"].notna()], ["pk", "worker"], "expires_ms"),

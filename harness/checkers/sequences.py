@@ -4,7 +4,7 @@
   (``conn.started`` .. ``conn.stopped``; a pk with no ``conn.*`` event is STARTED throughout, one whose first
   such event is ``conn.stopped`` was STARTED until then).
 - Persisted: ``final.persisted`` (the store's contents at the end, one entry per stored item) when the history
-  has any, else the ranges of ``msg.persist`` events with outcome ok.
+  has any (then a pk without one stored nothing), else the ranges of ``msg.persist`` events with outcome ok.
 - Lost: emitted while STARTED and never persisted, up to a horizon: seqs emitted in the last ``settle_ms``
   before the end (``run.stop``, else the last event) are *unseen at the end*, reported apart.
   ``settle_ms`` defaults to one lease (``config.lease_ms`` of ``run.start``).  Without ``final.persisted``,
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checkers.events import RunInfo, run_info, select, worker_of
+from harness.checkers.events import History, RunInfo, as_events, run_info, select, worker_of
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 
 SEQUENCE_COLUMNS = ["pk", "emitted", "persisted", "stored", "lost", "lost_ranges", "unseen_at_end",
@@ -32,8 +32,9 @@ DETAIL_RANGES = 200  # lost / duplicated ranges listed in the verdict details (t
 SEQ_BITS = 32
 
 
-def check_sequences(history: pd.DataFrame, *, settle_ms: float | None = None,
+def check_sequences(history: History, *, settle_ms: float | None = None,
                     info: RunInfo | None = None) -> CheckResult:
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     settle = settle_ms if settle_ms is not None else (info.duration("lease_ms") or 0.0)
     emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
@@ -71,8 +72,8 @@ def check_sequences(history: pd.DataFrame, *, settle_ms: float | None = None,
 
     n = len(pk_names)
     code_of = emitted_keys >> SEQ_BITS
-    lost_ranges = _ranges(emitted_keys[lost], n)
-    dup_ranges = _ranges(dup_keys, n)
+    lost_ranges = _ranges(emitted_keys[lost])
+    dup_ranges = _ranges(dup_keys)
     per_pk = {
         "emitted": np.bincount(code_of[started], minlength=n),
         "persisted": np.bincount(stored_unique >> SEQ_BITS, minlength=n),
@@ -91,7 +92,7 @@ def check_sequences(history: pd.DataFrame, *, settle_ms: float | None = None,
             "lost_ranges": _format(lost_ranges.get(code, [])),
             "duplicated_ranges": _format(dup_ranges.get(code, [])),
             "out_of_order": int(ooo.get(pk, 0)),
-            "head_seq": int(head[pk]) if pk in head and head[pk] == head[pk] else None,
+            "head_seq": int(head[pk]) if pd.notna(head.get(pk)) else None,
         })
     rows.sort(key=lambda row: str(row["pk"]))
     totals = {name: int(values.sum()) for name, values in per_pk.items()}
@@ -125,15 +126,15 @@ def check_sequences(history: pd.DataFrame, *, settle_ms: float | None = None,
 
 def _keys(pk_names: pd.Index, pks: pd.Series | np.ndarray, seqs: np.ndarray) -> np.ndarray:
     """One int64 per (pk, seq): the pk's code in the high bits, the seq in the low ones."""
-    codes = pk_names.get_indexer(pks).astype("int64")
-    return (codes << SEQ_BITS) | seqs.astype("int64")
+    codes = np.asarray(pk_names.get_indexer(pks), dtype="int64")
+    return np.asarray((codes << SEQ_BITS) | seqs.astype("int64"), dtype="int64")
 
 
 def _final_keys(pk_names: pd.Index, final: pd.DataFrame) -> np.ndarray:
     parts = [np.empty(0, dtype="int64")]
     for pk, seqs in zip(final["pk"], final["seqs"], strict=True):
-        values = np.asarray(seqs if isinstance(seqs, list | tuple | np.ndarray) else [], dtype="float64")
-        values = values[~np.isnan(values)]
+        listed = seqs if isinstance(seqs, list | tuple | np.ndarray) else []
+        values = pd.to_numeric(pd.Series(listed, dtype=object), errors="coerce").dropna().to_numpy()
         parts.append(_keys(pk_names, np.full(values.size, pk, dtype=object), values))
     return np.concatenate(parts)
 
@@ -145,8 +146,8 @@ def _range_keys(pk_names: pd.Index, writes: pd.DataFrame) -> np.ndarray:
     total = int(lengths.sum())
     which = np.repeat(np.arange(len(writes)), lengths)
     offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    codes = pk_names.get_indexer(writes["pk"]).astype("int64")
-    return (codes[which] << SEQ_BITS) | (first[which] + offsets)
+    codes = np.asarray(pk_names.get_indexer(writes["pk"]), dtype="int64")
+    return np.asarray((codes[which] << SEQ_BITS) | (first[which] + offsets), dtype="int64")
 
 
 def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
@@ -156,7 +157,7 @@ def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_unique[index] == keys)
 
 
-def _started(history: pd.DataFrame, emits: pd.DataFrame) -> np.ndarray:
+def _started(history: History, emits: pd.DataFrame) -> np.ndarray:
     """For each emit, whether its pk's desired state was STARTED then."""
     conn = select(history, ["conn.started", "conn.stopped"], ["t", "pk", "type"]).dropna(subset=["pk"])
     if conn.empty or emits.empty:
@@ -174,7 +175,7 @@ def _started(history: pd.DataFrame, emits: pd.DataFrame) -> np.ndarray:
     return result
 
 
-def _out_of_order(history: pd.DataFrame, ok: pd.DataFrame) -> dict[str, int]:
+def _out_of_order(history: History, ok: pd.DataFrame) -> dict[str, int]:
     """Per pk, how many ok writes started below a seq the same ownership had already persisted."""
     if ok.empty:
         return {}
@@ -197,7 +198,7 @@ def _out_of_order(history: pd.DataFrame, ok: pd.DataFrame) -> dict[str, int]:
     return {str(pk): int(n) for pk, n in late.groupby("pk").size().items()}
 
 
-def _ranges(sorted_keys: np.ndarray, n: int) -> dict[int, list[tuple[int, int]]]:
+def _ranges(sorted_keys: np.ndarray) -> dict[int, list[tuple[int, int]]]:
     """Per pk code, the runs of consecutive seqs among sorted keys."""
     if sorted_keys.size == 0:
         return {}

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from harness.checkers.consuming import Consumption, sessions
-from harness.checkers.events import RunInfo, run_info, select
+from harness.checkers.events import History, RunInfo, as_events, run_info, select
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
 STOP_COLUMNS = ["pk", "stop_t", "sessions", "closed_t", "latency_ms", "bound_ms", "within_bound"]
@@ -29,8 +28,9 @@ def stop_bound(info: RunInfo) -> float | None:
     return check + heartbeat if check is not None and heartbeat is not None else None
 
 
-def check_stop(history: pd.DataFrame, *, bound_ms: float | None = None, info: RunInfo | None = None,
+def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo | None = None,
                consumed: Consumption | None = None) -> CheckResult:
+    history = as_events(history)
     info = info if info is not None else run_info(history)
     bound = bound_ms if bound_ms is not None else stop_bound(info)
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)

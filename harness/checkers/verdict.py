@@ -25,7 +25,7 @@ from harness.checkers.duplicates import (
     ZOMBIE_COLUMNS,
     check_duplicate_claims,
 )
-from harness.checkers.events import RunInfo, run_info
+from harness.checkers.events import History, RunInfo, as_events, run_info
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
@@ -83,11 +83,12 @@ class Analysis:
         return self.table("sequences")
 
 
-def analyse(history: pd.DataFrame, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
+def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
             thaw_grace_ms: float | None = None, fault_grace_ms: float | None = None,
             fault_kinds: Collection[str] | None = None) -> Analysis:
     """Run every checker over ``history`` (as ``harness.history.read_history`` returns it).  The keyword
     arguments override the checkers' defaults, which come from ``run.start``."""
+    history = as_events(history)
     info = run_info(history)
     consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     recovery = check_recovery(history, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=info,

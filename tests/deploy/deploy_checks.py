@@ -206,7 +206,7 @@ def environment_problems(terraform_dir: Path) -> list[str]:
     router = region.child("router")
     for name, function in router.module.resource("aws_lambda_function").items():
         variables = function.get("environment", [{}])[0].get("variables")
-        if variables != "${var.fleet_environment}":
+        if "var.fleet_environment" not in str(variables):
             problems.append(f"router: function {name} environment is {variables!r}, "
                             "not var.fleet_environment")
     return problems

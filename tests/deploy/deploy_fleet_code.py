@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -59,6 +58,15 @@ class LogEvent:
     fields: frozenset[str]
 
 
+@dataclass(frozen=True)
+class ModuleFacts:
+    """What one module imports, the SDK calls it makes and the log lines it writes."""
+
+    imports: frozenset[str]
+    calls: tuple[AwsCall, ...]
+    logs: tuple[LogEvent, ...]
+
+
 def module_name(fleet_dir: Path, path: Path) -> str:
     relative = path.relative_to(fleet_dir.parent).with_suffix("")
     parts = list(relative.parts)
@@ -67,31 +75,40 @@ def module_name(fleet_dir: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def fleet_modules(fleet_dir: Path) -> dict[str, ast.Module]:
-    """Every module of the fleet package, parsed, by dotted name."""
-    return {
-        module_name(fleet_dir, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for path in sorted(fleet_dir.rglob("*.py"))
-    }
+def fleet_modules(fleet_dir: Path) -> dict[str, ModuleFacts]:
+    """Every module of the fleet package, analysed, by dotted name."""
+    names = {module_name(fleet_dir, path): path for path in sorted(fleet_dir.rglob("*.py"))}
+    return {name: module_facts(name, path.read_text(encoding="utf-8")) for name, path in names.items()}
 
 
-def _imports(name: str, tree: ast.Module, known: Iterable[str]) -> set[str]:
-    found: set[str] = set()
+@cache
+def module_facts(name: str, source: str) -> ModuleFacts:
+    """One walk over a module's syntax tree (cached by source: the tests analyse the same code often)."""
+    imports: set[str] = set()
+    calls: list[AwsCall] = []
+    logs: list[LogEvent] = []
     package = name.split(".")[:-1]
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source, filename=name)):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            imports.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from the package, or `level - 1` packages up
                 parent = package[: len(package) - node.level + 1]
                 base = ".".join([*parent, base] if base else parent)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {module for module in found if module in known}
+            imports.add(base)
+            imports.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call):
+            call = _aws_call(name, node)
+            if call is not None:
+                calls.append(call)
+            log = _log_event(name, node)
+            if log is not None:
+                logs.append(log)
+    return ModuleFacts(frozenset(imports), tuple(calls), tuple(logs))
 
 
-def import_closure(modules: dict[str, ast.Module], start: str) -> set[str]:
+def import_closure(modules: dict[str, ModuleFacts], start: str) -> set[str]:
     """``start`` and every fleet module it imports, directly or through others."""
     seen: set[str] = set()
     pending = [start]
@@ -100,8 +117,16 @@ def import_closure(modules: dict[str, ast.Module], start: str) -> set[str]:
         if name in seen or name not in modules:
             continue
         seen.add(name)
-        pending.extend(_imports(name, modules[name], modules))
+        pending.extend(module for module in modules[name].imports if module in modules)
     return seen
+
+
+def aws_calls(modules: dict[str, ModuleFacts]) -> list[AwsCall]:
+    return [call for facts in modules.values() for call in facts.calls]
+
+
+def log_events(modules: dict[str, ModuleFacts]) -> list[LogEvent]:
+    return [log for facts in modules.values() for log in facts.logs]
 
 
 def _client_service(node: ast.expr) -> str | None:
@@ -148,42 +173,32 @@ def _metric_data(call: ast.Call) -> tuple[tuple[str, str | None, frozenset[str]]
     return tuple(metrics)
 
 
-def aws_calls(modules: dict[str, ast.Module]) -> list[AwsCall]:
-    calls: list[AwsCall] = []
-    for name, tree in modules.items():
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                continue
-            service = _client_service(node.func.value)
-            if service is None:
-                continue
-            keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
-            calls.append(
-                AwsCall(
-                    module=name,
-                    line=node.lineno,
-                    service=service,
-                    operation=node.func.attr,
-                    keywords=frozenset(keywords),
-                    namespace=_literal_str(keywords.get("Namespace")),
-                    metrics=_metric_data(node),
-                )
-            )
-    return calls
+def _aws_call(module: str, node: ast.Call) -> AwsCall | None:
+    if not isinstance(node.func, ast.Attribute):
+        return None
+    service = _client_service(node.func.value)
+    if service is None:
+        return None
+    keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+    return AwsCall(
+        module=module,
+        line=node.lineno,
+        service=service,
+        operation=node.func.attr,
+        keywords=frozenset(keywords),
+        namespace=_literal_str(keywords.get("Namespace")),
+        metrics=_metric_data(node),
+    )
 
 
-def log_events(modules: dict[str, ast.Module]) -> list[LogEvent]:
-    events: list[LogEvent] = []
-    for name, tree in modules.items():
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "log"):
-                continue
-            event = _literal_str(node.args[0]) if node.args else None
-            if event is None:
-                continue
-            fields = frozenset(keyword.arg for keyword in node.keywords if keyword.arg)
-            events.append(LogEvent(module=name, line=node.lineno, event=event, fields=fields))
-    return events
+def _log_event(module: str, node: ast.Call) -> LogEvent | None:
+    if not (isinstance(node.func, ast.Name) and node.func.id == "log" and node.args):
+        return None
+    event = _literal_str(node.args[0])
+    if event is None:
+        return None
+    fields = frozenset(keyword.arg for keyword in node.keywords if keyword.arg)
+    return LogEvent(module=module, line=node.lineno, event=event, fields=fields)
 
 
 @cache

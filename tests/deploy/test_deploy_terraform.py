@@ -102,7 +102,7 @@ BREAKAGES = [
     ("environment", "modules/region/main.tf", "WSFLEET_LEASE_MS ", "WSFLEET_LEASE_MSEC ", "WSFLEET_LEASE_MS"),
     ("environment", "modules/region/main.tf", "    WSFLEET_CLOCK_OFFSET_MS    = \"\"\n", "",
      "WSFLEET_CLOCK_OFFSET_MS"),
-    ("environment", "modules/router/main.tf", "variables = var.fleet_environment", "variables = {}",
+    ("environment", "modules/router/main.tf", "in var.fleet_environment :", "in var.fleet_settings :",
      "not var.fleet_environment"),
     ("task definition", "variables.tf",
      "(Fargate maximum: 120).\"\n  type        = number\n  default     = 120",

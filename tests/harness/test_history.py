@@ -24,8 +24,8 @@ def event(t: float, type: str, src: str, **fields: object) -> str:
 
 
 def test_files_merge_sorted_by_t_with_ties_in_file_then_line_order(tmp_path: Path) -> None:
-    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1", worker="worker-1"),
-                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a", outcome="ok"),
+    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1"),
+                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a"),
                                              event(3.0, "ws.open", "worker-1", pk="CONN#a")])
     write_lines(tmp_path, "upstream.jsonl", [event(2.0, "emit", "upstream", pk="CONN#a", seq=1),
                                              event(3.0, "emit", "upstream", pk="CONN#a", seq=2)])
@@ -50,8 +50,8 @@ def test_every_field_is_a_column_and_missing_values_are_nan(tmp_path: Path) -> N
 
 
 def test_a_truncated_final_line_is_dropped_and_recorded(tmp_path: Path) -> None:
-    write_lines(tmp_path, "worker-2.jsonl", [event(1.0, "worker.start", "worker-2"), '{"t": 2.0, "src": "wor'],
-                end="")
+    lines = [event(1.0, "worker.start", "worker-2"), '{"t": 2.0, "src": "wor']
+    write_lines(tmp_path, "worker-2.jsonl", lines, end="")
 
     history = read_history(tmp_path)
 
@@ -90,7 +90,7 @@ def test_a_file_without_times_is_refused(tmp_path: Path) -> None:
 
 
 def test_blank_lines_are_skipped(tmp_path: Path) -> None:
-    write_lines(tmp_path, "a.jsonl", [event(1.0, "emit", "upstream"), "", "   ", event(2.0, "emit", "upstream")])
+    write_lines(tmp_path, "a.jsonl", [event(1.0, "emit", "upstream"), "", "  ", event(2.0, "emit", "up")])
 
     assert len(read_history(tmp_path)) == 2
 

@@ -6,8 +6,9 @@
 # a stand-in that has the same outputs.
 
 data "archive_file" "fleet" {
-  type        = "zip"
-  output_path = "${var.output_dir}/fleet-router.zip"
+  type             = "zip"
+  output_path      = "${var.output_dir}/fleet-router.zip"
+  output_file_mode = "0644"
 
   dynamic "source" {
     for_each = fileset(var.source_dir, "**/*.py")
@@ -19,10 +20,11 @@ data "archive_file" "fleet" {
 }
 
 data "archive_file" "dependencies" {
-  type        = "zip"
-  source_dir  = var.dependencies_dir
-  output_path = "${var.output_dir}/fleet-dependencies.zip"
-  excludes    = ["**/__pycache__/**"]
+  type             = "zip"
+  source_dir       = var.dependencies_dir
+  output_path      = "${var.output_dir}/fleet-dependencies.zip"
+  output_file_mode = "0644"
+  excludes         = ["**/__pycache__/**"]
 
   lifecycle {
     precondition {

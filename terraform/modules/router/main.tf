@@ -21,11 +21,6 @@ data "aws_iam_policy_document" "assume" {
       type        = "Service"
       identifiers = ["lambda.amazonaws.com"]
     }
-    condition {
-      test     = "StringEquals"
-      variable = "aws:SourceAccount"
-      values   = [data.aws_caller_identity.current.account_id]
-    }
   }
 }
 
@@ -93,8 +88,9 @@ resource "aws_lambda_function" "router" {
   timeout          = var.lambda_timeout_s
   memory_size      = var.lambda_memory_mb
 
+  # Empty values are left out, as in the task definition: FleetConfig reads unset and empty alike.
   environment {
-    variables = var.fleet_environment
+    variables = { for name, value in var.fleet_environment : name => value if value != "" }
   }
 
   depends_on = [aws_cloudwatch_log_group.router, aws_iam_role_policy.router_logs]

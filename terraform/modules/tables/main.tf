@@ -7,6 +7,15 @@ locals {
   state_index_name = "desired_state-lease_expires_at_ms-index"
 }
 
+data "aws_region" "current" {
+  lifecycle {
+    postcondition {
+      condition     = !contains(var.replica_regions, self.name)
+      error_message = "A replica region must differ from the tables' own region."
+    }
+  }
+}
+
 resource "aws_dynamodb_table" "connections" {
   name                        = var.connections_table_name
   billing_mode                = "PAY_PER_REQUEST"

@@ -71,13 +71,15 @@ data "aws_iam_policy_document" "assume" {
 }
 
 # What the worker's code calls (fleet/worker.py and everything it imports): conditional puts and updates,
-# consistent reads of a connection, the reconcile query over the state index, the messages query, the
-# workers-table scan (hardened); notifications (receive, batch delete, and a send on hand-off); the
-# ActiveConnections metric.  SQS authorises DeleteMessageBatch as sqs:DeleteMessage.
+# batched message writes, consistent reads of a connection, the reconcile query over the state index (the
+# only grant on the index), the messages query, the workers-table scan (hardened); notifications
+# (receive, batch delete, and a send on hand-off); the ActiveConnections metric.  SQS authorises
+# DeleteMessageBatch as sqs:DeleteMessage.  tests/deploy fails when this and the code disagree.
 data "aws_iam_policy_document" "task_fleet" {
   statement {
     sid = "Tables"
     actions = [
+      "dynamodb:BatchWriteItem",
       "dynamodb:GetItem",
       "dynamodb:PutItem",
       "dynamodb:Query",

@@ -54,7 +54,8 @@ class HistoryBuilder:
     def renew(self, t: float, worker: str, expires_ms: float, pk: str | None = None,
               outcome: str = "ok") -> HistoryBuilder:
         fields = {"pk": pk} if pk is not None else {}
-        return self.at(t, "lease.renew", worker, worker=worker, outcome=outcome, expires_ms=expires_ms, **fields)
+        return self.at(t, "lease.renew", worker, worker=worker, outcome=outcome, expires_ms=expires_ms,
+                       **fields)
 
     def fault(self, t: float, kind: str, target: str, stop_t: float | None = None) -> HistoryBuilder:
         self.at(t, "fault.start", "nemesis", kind=kind, target=target, params={})

@@ -29,12 +29,14 @@ def test_every_seq_persisted_once_is_valid(build) -> None:
 
     assert result.valid is True
     assert result.details["source"] == "msg.persist"
-    assert (result.details["emitted"], result.details["persisted"], result.details["lost_sequences"]) == (10, 10, 0)
+    counts = result.details["emitted"], result.details["persisted"], result.details["lost_sequences"]
+    assert counts == (10, 10, 0)
 
 
 def test_dropped_seqs_are_lost_with_their_ranges(build) -> None:
     emitted(build.run_start())
-    build.persist(305, PK, "worker-1", 1, 3).persist(705, PK, "worker-1", 6, 7).persist(1005, PK, "worker-1", 9, 10)
+    build.persist(305, PK, "worker-1", 1, 3).persist(705, PK, "worker-1", 6, 7)
+    build.persist(1005, PK, "worker-1", 9, 10)
     build.at(5000, "run.stop", "harness")
 
     result = check_sequences(build.frame())
@@ -48,6 +50,7 @@ def test_dropped_seqs_are_lost_with_their_ranges(build) -> None:
 def test_a_seq_stored_twice_is_a_duplicate(build) -> None:
     emitted(build.run_start(), seqs=range(1, 5))
     build.at(5000, "run.stop", "harness").at(5001, "final.persisted", "harness", pk=PK, seqs=[1, 2, 3, 3, 4])
+    build.at(5001, "final.emitted", "harness", pk=PK, head_seq=4)
 
     result = check_sequences(build.frame())
 
@@ -55,7 +58,8 @@ def test_a_seq_stored_twice_is_a_duplicate(build) -> None:
     assert result.details["source"] == "final.persisted"
     assert result.details["duplicate_deliveries"] == 1 and result.details["lost_sequences"] == 0
     assert result.details["duplicated_ranges"] == {PK: [[3, 3]]}
-    assert (row_of(result)["stored"], row_of(result)["persisted"], row_of(result)["duplicated"]) == (5, 4, 1)
+    row = row_of(result)
+    assert (row["stored"], row["persisted"], row["duplicated"], row["head_seq"]) == (5, 4, 1, 4)
 
 
 def test_a_seq_written_ok_twice_is_a_duplicate_without_ground_truth(build) -> None:

@@ -35,7 +35,8 @@ def test_a_session_closing_late_is_invalid(build) -> None:
 
 
 def test_the_bound_from_run_start_wins(build) -> None:
-    stopped_at_1000(build, stop_bound_ms=2500).session(PK, "worker-1", 100, 3000).at(9000, "run.stop", "harness")
+    stopped_at_1000(build, stop_bound_ms=2500).session(PK, "worker-1", 100, 3000)
+    build.at(9000, "run.stop", "harness")
 
     assert check_stop(build.frame()).valid is True
 

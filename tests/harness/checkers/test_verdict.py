@@ -55,7 +55,8 @@ def test_a_healthy_run_is_valid_and_the_verdict_has_exactly_the_design_keys(buil
     assert (verdict["scenario"], verdict["profile"], verdict["timescale"], verdict["workers"]) == (
         "test", "blog", 0.1, 2)
     assert verdict["config"]["lease_ms"] == 2000
-    assert (verdict["duplicate_claims"], verdict["lost_sequences"], verdict["duplicate_deliveries"]) == (0, 0, 0)
+    counts = verdict["duplicate_claims"], verdict["lost_sequences"], verdict["duplicate_deliveries"]
+    assert counts == (0, 0, 0)
     assert verdict["recovery_ms"] == {"p50": None, "p95": None, "max": None}
     assert set(verdict["phases_ms"]) == {"detect", "claim", "connect", "resume", "caught_up", "gap"}
     assert set(verdict["checkers"]) == {"duplicate_claims", "sequences", "recovery", "bounds", "stop"}
@@ -131,8 +132,9 @@ def ten_minute_history(streams: int = 100, seqs: int = 5000, rate_ms: float = 10
     writer[stream % 2 == 1] = "worker-2"
     frames = [
         pd.DataFrame({"t": emit_t, "src": "upstream", "type": "emit", "pk": pks[stream], "seq": seq}),
-        pd.DataFrame({"t": persist_t, "src": writer, "type": "msg.persist", "pk": pks[stream], "worker": writer,
-                      "epoch": np.where(late, 2, 1), "seq_from": seq, "seq_to": seq, "outcome": "ok"}),
+        pd.DataFrame({"t": persist_t, "src": writer, "type": "msg.persist", "pk": pks[stream],
+                      "worker": writer, "epoch": np.where(late, 2, 1), "seq_from": seq, "seq_to": seq,
+                      "outcome": "ok"}),
     ]
     renew_t = np.arange(t0 + 500.0, t0 + seqs * rate_ms, 1000.0)
     owner = np.where(np.arange(streams) % 2 == 0, "worker-1", "worker-2")
@@ -143,8 +145,8 @@ def ten_minute_history(streams: int = 100, seqs: int = 5000, rate_ms: float = 10
                                 "pk": pks[renew_pk][alive], "worker": owner[renew_pk][alive], "outcome": "ok",
                                 "expires_ms": renew_at[alive] + 2000.0}))
     events: list[dict] = [
-        {"t": t0, "src": "harness", "type": "run.start", "scenario": "big", "profile": "blog", "timescale": 0.1,
-         "config": {"lease_ms": 2000.0, "heartbeat_ms": 500.0, "desired_check_ms": 1000.0},
+        {"t": t0, "src": "harness", "type": "run.start", "scenario": "big", "profile": "blog",
+         "timescale": 0.1, "config": {"lease_ms": 2000.0, "heartbeat_ms": 500.0, "desired_check_ms": 1000.0},
          "connections": streams, "workers": 2, "bound_ms": 10_000.0},
         {"t": kill, "src": "nemesis", "type": "fault.start", "kind": "kill", "target": "worker-1"},
         {"t": t0 + seqs * rate_ms + 1_000.0, "src": "harness", "type": "run.stop"},
@@ -152,8 +154,8 @@ def ten_minute_history(streams: int = 100, seqs: int = 5000, rate_ms: float = 10
     for i, pk in enumerate(pks):
         events += [
             {"t": t0 + 1.0, "src": "harness", "type": "conn.started", "pk": pk},
-            {"t": t0 + 2.0, "src": owner[i], "type": "lease.acquire", "pk": pk, "worker": owner[i], "epoch": 1,
-             "outcome": "ok", "expires_ms": t0 + 2002.0},
+            {"t": t0 + 2.0, "src": owner[i], "type": "lease.acquire", "pk": pk, "worker": owner[i],
+             "epoch": 1, "outcome": "ok", "expires_ms": t0 + 2002.0},
             {"t": t0 + 3.0, "src": "upstream", "type": "sub.open", "pk": pk, "session": f"s{i}",
              "worker": owner[i]},
         ]

@@ -1,0 +1,374 @@
+"""The report's words and tables: the headline of a run, the checkers' row tables made readable (times as
+seconds since the run started, durations in ms), and for several runs the per-run list, the profile
+comparison (with the blog/hardened ratio) and the aggregate over trials and seeds.
+
+Statistics over pooled runs use the checkers' own ``summarise`` and ``phase_stats`` on the checkers' phase
+rows; nothing is recomputed from the raw history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checkers.recovery import PHASES, phase_stats
+from harness.checkers.result import Row, summarise
+from harness.report.model import RunData
+
+MAX_TABLE_ROWS = 100
+MAX_RANGE_TEXT = 80
+STATISTICS = ("p50", "p95", "max")
+
+
+# ----------------------------------------------------------------------------------------------- formatting
+
+def verdict_word(valid: Any) -> str:
+    if valid is True:
+        return "valid"
+    if valid is False:
+        return "INVALID"
+    return "unknown"
+
+
+def status_of(valid: Any) -> str:
+    """A CSS class / badge name for a verdict: pass, fail or unknown."""
+    return "pass" if valid is True else ("fail" if valid is False else "unknown")
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float | np.integer | np.floating) and value == value:
+        return float(value)
+    return None
+
+
+def ms_text(value: Any) -> str:
+    """A duration in ms for tables: one decimal, empty when absent."""
+    found = number(value)
+    return "" if found is None else f"{found:.1f}"
+
+
+def seconds_text(ms: Any) -> str:
+    """A duration in ms as seconds for sentences: ``2.40 s`` (``–`` when absent)."""
+    found = number(ms)
+    if found is None:
+        return "–"
+    return f"{found / 1000:.2f} s" if abs(found) < 100_000 else f"{found / 1000:.0f} s"
+
+
+def _short(value: float) -> str:
+    """A number of seconds without trailing zeros: 2.2, 22, 0.05."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def scaled_text(ms: float, timescale: float | None) -> str:
+    """``2.2 s at time scale 0.1 = 22 s at scale 1`` (just ``2.2 s`` at scale 1 or without a scale)."""
+    text = f"{_short(ms / 1000)} s"
+    if timescale is None or timescale <= 0 or timescale == 1:
+        return text + (" at time scale 1" if timescale == 1 else "")
+    return f"{text} at time scale {_short(timescale)} = {_short(ms / 1000 / timescale)} s at scale 1"
+
+
+def bounds_of(run: RunData) -> dict[str, float]:
+    """The run's recovery bounds by label: ``"bound"`` for one number, else one per fault kind."""
+    bound = run.info.bound_ms
+    if isinstance(bound, dict):
+        return {f"bound ({kind})": float(v) for kind, v in bound.items() if number(v) is not None}
+    found = number(bound)
+    return {"bound": found} if found is not None else {}
+
+
+def published_bound_ms(run: RunData) -> float | None:
+    """The published worst case, lease + reconcile, from the run's (already scaled) config."""
+    lease, reconcile = run.info.duration("lease_ms"), run.info.duration("reconcile_ms")
+    return lease + reconcile if lease is not None and reconcile is not None else None
+
+
+def relative(run: RunData, t: Any) -> str:
+    found = number(t)
+    return "" if found is None else f"{(found - run.origin_t) / 1000:.3f}"
+
+
+def _clip(text: Any) -> str:
+    found = "" if text is None else str(text)
+    return found if len(found) <= MAX_RANGE_TEXT else found[:MAX_RANGE_TEXT - 1] + "…"
+
+
+# ------------------------------------------------------------------------------------------------- headline
+
+def judged_rows(run: RunData) -> list[Row]:
+    """Phase rows that count for statistics (the checkers leave out connections STOPPED mid-recovery)."""
+    return [row for row in run.analysis.phases if not row["stopped"]]
+
+
+def headline(run: RunData) -> list[tuple[str, str]]:
+    """The one-screen summary of a run, as (label, text) lines."""
+    verdict, info = run.verdict, run.info
+    failed = [name for name, check in verdict["checkers"].items() if check["valid"] is not True]
+    verdict_line = verdict_word(verdict["valid"])
+    if failed:
+        verdict_line += " (" + ", ".join(f"{name}: {verdict_word(verdict['checkers'][name]['valid'])}"
+                                         for name in failed) + ")"
+    recovery = verdict["recovery_ms"]
+    rows = judged_rows(run)
+    recovery_line = " · ".join(f"{s} {seconds_text(recovery.get(s))}" for s in STATISTICS)
+    bounds = bounds_of(run)
+    if bounds:
+        judged = [r for r in rows if r["within_bound"] is not None]
+        over = sum(1 for r in judged if not r["within_bound"])
+        recovery_line += " against " + "; ".join(f"{label} {scaled_text(ms, info.timescale)}"
+                                                 for label, ms in bounds.items())
+        recovery_line += f": {over} of {len(judged)} over the bound"
+    else:
+        recovery_line += " (the run sets no bound)"
+    unrecovered = sum(1 for r in rows if not r["recovered"])
+    recovery_line += f"; {len(rows)} affected, {unrecovered} never recovered"
+    claims = verdict["checkers"]["duplicate_claims"]
+    sequences = verdict["checkers"]["sequences"]
+    lines = [
+        ("Scenario", f"{info.scenario or '?'} (seed {info.seed if info.seed is not None else '?'})"),
+        ("Profile", info.profile or "?"),
+        ("Time scale", _timescale_line(run)),
+        ("Verdict", verdict_line),
+        ("Recovery", recovery_line),
+        ("Duplicate claims", f"{verdict['duplicate_claims']} ({ms_text(verdict['duplicate_overlap_ms'])} ms "
+                             f"overlap; {claims.get('possible_claims', 0)} possible; zombie time "
+                             f"{ms_text(claims.get('zombie_ms'))} ms)"),
+        ("Lost sequences", f"{verdict['lost_sequences']} (duplicate deliveries "
+                           f"{verdict['duplicate_deliveries']}; {sequences.get('unseen_at_end', 0)} unseen "
+                           f"at the end; {sequences.get('possibly_persisted', 0)} possibly persisted)"),
+        ("Run", f"{info.connections if info.connections is not None else '?'} connections, "
+                f"{info.workers if info.workers is not None else '?'} workers, "
+                f"{len(run.events.frame):,} events, {(info.end_t - run.origin_t) / 1000:.1f} s; "
+                f"{run.run_dir}"),
+    ]
+    published = published_bound_ms(run)
+    if published is not None:
+        lines.insert(5, ("Published bound", f"lease + reconcile = {scaled_text(published, info.timescale)}"))
+    saved = run.saved_verdict
+    if saved is not None and saved.get("valid") != verdict["valid"]:
+        lines.append(("Note", f"verdict.json says {verdict_word(saved.get('valid'))}; this report re-ran the "
+                              f"checkers on the history and found {verdict_word(verdict['valid'])}"))
+    return lines
+
+
+def _timescale_line(run: RunData) -> str:
+    info = run.info
+    scale = "?" if info.timescale is None else _short(info.timescale)
+    named = [(label, info.duration(key)) for label, key in
+             (("lease", "lease_ms"), ("heartbeat", "heartbeat_ms"), ("reconcile", "reconcile_ms"))]
+    durations = ", ".join(f"{label} {_short(ms / 1000)} s" for label, ms in named if ms is not None)
+    return f"{scale}" + (f" (every duration scaled: {durations})" if durations else "")
+
+
+def checker_table(run: RunData) -> pd.DataFrame:
+    """One row per checker: its verdict and the numbers behind it."""
+    rows = []
+    for name, check in run.verdict["checkers"].items():
+        rows.append({"checker": name, "valid": verdict_word(check["valid"]),
+                     "details": _check_summary(name, check)})
+    return pd.DataFrame(rows, columns=["checker", "valid", "details"])
+
+
+def _check_summary(name: str, check: dict[str, Any]) -> str:
+    if name == "duplicate_claims":
+        return (f"{check.get('duplicate_claims')} claims, {ms_text(check.get('duplicate_overlap_ms'))} ms "
+                f"overlap, {check.get('possible_claims')} possible; {check.get('sessions')} sessions; "
+                f"lease double ownership {check.get('lease_overlaps')} "
+                f"({ms_text(check.get('lease_overlap_ms'))} ms)")
+    if name == "sequences":
+        return (f"{check.get('reason')}; emitted {check.get('emitted')}, persisted {check.get('persisted')}, "
+                f"lost {check.get('lost_sequences')}, duplicated {check.get('duplicate_deliveries')} "
+                f"(from {check.get('source')})")
+    if name == "recovery":
+        return (f"{check.get('affected')} affected, {check.get('recovered')} recovered, "
+                f"{check.get('unrecovered')} never, {check.get('stopped')} stopped")
+    if name == "bounds":
+        if not check.get("applies"):
+            return "no bound set"
+        return (f"{check.get('exceeded')} of {check.get('judged')} over the bound; max recovery "
+                f"{ms_text(check.get('max_recovery_ms'))} ms")
+    if name == "stop":
+        return (f"{check.get('stops')} stops, {check.get('late')} late, "
+                f"bound {ms_text(check.get('bound_ms'))} ms")
+    return ", ".join(f"{k}={v}" for k, v in check.items() if k != "valid" and not isinstance(v, list | dict))
+
+
+# ------------------------------------------------------------------------------------------- display tables
+
+def capped(frame: pd.DataFrame, what: str, csv: str | None = None) -> tuple[pd.DataFrame, str | None]:
+    """At most ``MAX_TABLE_ROWS`` rows, and a note saying what was left out."""
+    if len(frame) <= MAX_TABLE_ROWS:
+        return frame, None
+    where = f"; every row is in {csv}" if csv else ""
+    return frame.head(MAX_TABLE_ROWS), f"first {MAX_TABLE_ROWS} of {len(frame)} {what}{where}"
+
+
+def faults_table(run: RunData) -> pd.DataFrame:
+    listed = run.verdict["checkers"]["recovery"].get("faults", [])
+    return pd.DataFrame([{
+        "fault": f["fault"], "kind": f["kind"], "target": f["target"], "start_s": relative(run, f["start_t"]),
+        "stop_s": relative(run, f["stop_t"]), "affected": f["affected"]} for f in listed],
+        columns=["fault", "kind", "target", "start_s", "stop_s", "affected"])
+
+
+def phases_table(run: RunData) -> pd.DataFrame:
+    """Affected connections, slowest first: times of each phase from t0 (ms), gap, recovery, bound."""
+    rows = sorted(run.analysis.phases, key=lambda r: -(number(r["recovery_ms"]) or float("inf")))
+    records = []
+    for r in rows:
+        record: dict[str, Any] = {"fault": f"{r['fault']} {r['fault_kind']}", "pk": r["pk"],
+                                  "old → new": f"{r['old_worker']} → {r['new_worker']}",
+                                  "t0_s": relative(run, r["t0"])}
+        record.update({f"{p}_ms": ms_text(r[f"{p}_ms"]) for p in PHASES})
+        within = r["within_bound"]
+        record.update({"gap_ms": ms_text(r["gap_ms"]), "recovery_ms": ms_text(r["recovery_ms"]),
+                       "bound_ms": ms_text(r["bound_ms"]),
+                       "within_bound": "" if within is None else ("yes" if within else "NO"),
+                       "notes": ", ".join([*(k.replace("_", " ") for k in ("stopped", "reconnect_in_place")
+                                              if r[k]), *([] if r["disrupted"] else ["not disrupted"])])})
+        records.append(record)
+    columns = ["fault", "pk", "old → new", "t0_s", *(f"{p}_ms" for p in PHASES), "gap_ms", "recovery_ms",
+               "bound_ms", "within_bound", "notes"]
+    return pd.DataFrame(records, columns=columns)
+
+
+def episodes_table(run: RunData) -> pd.DataFrame:
+    rows = run.analysis.table("episodes")
+    return pd.DataFrame([{
+        "pk": r["pk"], "workers": f"{r['worker_a']} + {r['worker_b']}", "start_s": relative(run, r["start"]),
+        "end_s": relative(run, r["end"]), "overlap_ms": ms_text(r["overlap_ms"]), "writes": r["writes"],
+        "certain": "yes" if r["certain"] else "possible"} for r in rows],
+        columns=["pk", "workers", "start_s", "end_s", "overlap_ms", "writes", "certain"])
+
+
+def overlapping_claims_table(run: RunData) -> pd.DataFrame:
+    """The ownership intervals (both sources) and writes that overlapped another worker's."""
+    rows = [r for r in run.analysis.claims if r["overlap"]]
+    return pd.DataFrame([{
+        "source": r["source"], "pk": r["pk"], "worker": r["worker"], "session": r["session"] or "",
+        "start_s": relative(run, r["start"]), "end_s": relative(run, r["end"]),
+        "duration_ms": ms_text(r["duration_ms"])} for r in rows],
+        columns=["source", "pk", "worker", "session", "start_s", "end_s", "duration_ms"])
+
+
+def lease_overlaps_table(run: RunData) -> pd.DataFrame:
+    rows = run.analysis.table("lease_overlaps")
+    return pd.DataFrame([{
+        "pk": r["pk"], "workers": f"{r['worker_a']} + {r['worker_b']}", "start_s": relative(run, r["start"]),
+        "end_s": relative(run, r["end"]), "duration_ms": ms_text(r["duration_ms"])} for r in rows],
+        columns=["pk", "workers", "start_s", "end_s", "duration_ms"])
+
+
+def zombies_table(run: RunData) -> pd.DataFrame:
+    rows = run.analysis.table("zombies")
+    return pd.DataFrame([{
+        "pk": r["pk"], "worker": r["worker"], "session": r["session"], "cause": r["cause"],
+        "start_s": relative(run, r["start"]), "end_s": relative(run, r["end"]),
+        "duration_ms": ms_text(r["duration_ms"]), "overlaps_other": "yes" if r["overlaps_other"] else "no"}
+        for r in rows], columns=["pk", "worker", "session", "cause", "start_s", "end_s", "duration_ms",
+                                 "overlaps_other"])
+
+
+def sequences_table(run: RunData) -> pd.DataFrame:
+    """Per connection, the streams with something to say first (lost, duplicated, possibly persisted)."""
+    rows = sorted(run.analysis.sequences,
+                  key=lambda r: (-(r["lost"] + r["duplicated"] + r["possibly_persisted"]), str(r["pk"])))
+    columns = ["pk", "emitted", "persisted", "lost", "lost_ranges", "duplicated", "duplicated_ranges",
+               "unseen_at_end", "possibly_persisted", "out_of_order", "head_seq"]
+    return pd.DataFrame([{c: (_clip(r[c]) if c.endswith("_ranges") else ("" if r[c] is None else r[c]))
+                          for c in columns} for r in rows], columns=columns)
+
+
+def stops_table(run: RunData) -> pd.DataFrame:
+    rows = run.analysis.table("stops")
+    return pd.DataFrame([{
+        "pk": r["pk"], "stop_s": relative(run, r["stop_t"]), "sessions": r["sessions"],
+        "closed_s": relative(run, r["closed_t"]), "latency_ms": ms_text(r["latency_ms"]),
+        "bound_ms": ms_text(r["bound_ms"]),
+        "within_bound": "" if r["within_bound"] is None else ("yes" if r["within_bound"] else "NO")}
+        for r in rows],
+        columns=["pk", "stop_s", "sessions", "closed_s", "latency_ms", "bound_ms", "within_bound"])
+
+
+# ------------------------------------------------------------------------------------------- several runs
+
+def runs_table(runs: list[RunData]) -> pd.DataFrame:
+    """One line per run."""
+    records = []
+    for run in runs:
+        v, bounds = run.verdict, bounds_of(run)
+        records.append({
+            "run": run.label, "scenario": run.scenario, "profile": run.profile,
+            "seed": "" if run.info.seed is None else run.info.seed, "timescale": run.info.timescale,
+            "verdict": verdict_word(v["valid"]),
+            **{f"recovery_{s}_ms": ms_text(v["recovery_ms"].get(s)) for s in STATISTICS},
+            "bound_ms": "; ".join(ms_text(ms) for ms in bounds.values()),
+            "affected": len(judged_rows(run)), "duplicate_claims": v["duplicate_claims"],
+            "lost_sequences": v["lost_sequences"], "duplicate_deliveries": v["duplicate_deliveries"],
+        })
+    return pd.DataFrame(records)
+
+
+def groups(runs: list[RunData]) -> dict[tuple[str, str], list[RunData]]:
+    """Runs by (scenario, profile), in first-seen order."""
+    found: dict[tuple[str, str], list[RunData]] = {}
+    for run in runs:
+        found.setdefault((run.scenario, run.profile), []).append(run)
+    return found
+
+
+def pooled_rows(runs: Iterable[RunData]) -> list[Row]:
+    return [row for run in runs for row in judged_rows(run)]
+
+
+def pooled_recovery(runs: Iterable[RunData]) -> dict[str, float | None]:
+    return summarise(row["recovery_ms"] for row in pooled_rows(runs))
+
+
+def pooled_phases(runs: Iterable[RunData]) -> dict[str, dict[str, float | None]]:
+    return phase_stats(pooled_rows(runs))
+
+
+def comparison_table(runs: list[RunData]) -> pd.DataFrame:
+    """Per scenario and statistic, the pooled recovery of each profile side by side, and blog/hardened."""
+    by_group = groups(runs)
+    profiles = list(dict.fromkeys(profile for _, profile in by_group))
+    records = []
+    for scenario in dict.fromkeys(scenario for scenario, _ in by_group):
+        stats = {p: pooled_recovery(by_group[(scenario, p)]) for p in profiles if (scenario, p) in by_group}
+        for statistic in STATISTICS:
+            record: dict[str, Any] = {"scenario": scenario, "recovery": statistic}
+            record.update({f"{p}_ms": ms_text(stats[p][statistic]) if p in stats else "" for p in profiles})
+            if "blog" in stats and "hardened" in stats:
+                blog, hardened = stats["blog"][statistic], stats["hardened"][statistic]
+                record["blog/hardened"] = f"{blog / hardened:.1f}×" if blog is not None and hardened else ""
+            records.append(record)
+    return pd.DataFrame(records)
+
+
+def aggregate_table(runs: list[RunData]) -> pd.DataFrame:
+    """Per scenario and profile, over its runs (trials, seeds): verdicts, pooled recovery statistics, the
+    spread of each run's worst recovery, and the invariant counts summed."""
+    records = []
+    for (scenario, profile), members in groups(runs).items():
+        pooled = pooled_recovery(members)
+        worst = [number(run.verdict["recovery_ms"].get("max")) for run in members]
+        spread = summarise(worst)
+        seeds = sorted({str(run.info.seed) for run in members if run.info.seed is not None})
+        valid = [run.verdict["valid"] for run in members]
+        records.append({
+            "scenario": scenario, "profile": profile, "runs": len(members), "seeds": ",".join(seeds),
+            "valid/invalid/unknown": f"{valid.count(True)}/{valid.count(False)}/"
+                                     f"{sum(1 for v in valid if v not in (True, False))}",
+            "affected": len(pooled_rows(members)),
+            **{f"recovery_{s}_ms": ms_text(pooled[s]) for s in STATISTICS},
+            "run_max_p50_ms": ms_text(spread["p50"]), "run_max_max_ms": ms_text(spread["max"]),
+            "duplicate_claims": sum(int(run.verdict["duplicate_claims"]) for run in members),
+            "lost_sequences": sum(int(run.verdict["lost_sequences"]) for run in members),
+        })
+    return pd.DataFrame(records)

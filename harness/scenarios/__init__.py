@@ -1,0 +1,1 @@
+"""Chaos scenarios: the catalog, the runner, and the pytest suite that gates CI."""

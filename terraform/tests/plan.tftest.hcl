@@ -1,0 +1,105 @@
+# `terraform test` (Terraform >= 1.7): plans the root module against mocked AWS providers, so no account
+# or credentials are needed; the router package is overridden (no zips are built).  tests/deploy runs it
+# offline where terraform and an AWS provider mirror are installed.
+
+mock_provider "aws" {
+  mock_data "aws_region" {
+    defaults = { name = "us-east-1" }
+  }
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "123456789012" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{}" }
+  }
+}
+
+mock_provider "aws" {
+  alias = "standby"
+  mock_data "aws_region" {
+    defaults = { name = "us-west-2" }
+  }
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "123456789012" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{}" }
+  }
+}
+
+override_module {
+  target = module.package
+  outputs = {
+    path                      = "build/fleet-router.zip"
+    base64sha256              = "stand-in"
+    dependencies_path         = "build/fleet-dependencies.zip"
+    dependencies_base64sha256 = "stand-in"
+  }
+}
+
+variables {
+  profile          = "blog"
+  allowed_ws_hosts = ["stream.example.com", "backup.example.com:8443"]
+  worker_image     = "123456789012.dkr.ecr.us-east-1.amazonaws.com/wsfleet-worker:v1"
+  vpc_id           = "vpc-0123456789abcdef0"
+  subnet_ids       = ["subnet-0123456789abcdef0"]
+}
+
+run "single_region" {
+  command = plan
+
+  assert {
+    condition     = length(module.standby) == 0 && length(module.failover) == 0
+    error_message = "Without standby_region there is no standby stack and no failover."
+  }
+  assert {
+    condition     = output.standby_region == null && output.region == "us-east-1"
+    error_message = "The region outputs do not describe a single-region deployment."
+  }
+  assert {
+    condition     = output.fleet_environment["WSFLEET_ALLOWED_WS_HOSTS"] == "stream.example.com,backup.example.com:8443"
+    error_message = "allowed_ws_hosts does not reach WSFLEET_ALLOWED_WS_HOSTS."
+  }
+  assert {
+    condition     = output.fleet_environment["WSFLEET_LEASE_MS"] == ""
+    error_message = "Unset durations must stay empty (FleetConfig's defaults)."
+  }
+}
+
+run "standby_region_with_failover" {
+  command = plan
+
+  variables {
+    standby_region          = "us-west-2"
+    standby_vpc_id          = "vpc-0fedcba9876543210"
+    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
+    domain_name             = "router.example.com"
+    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+    fleet_settings          = { WSFLEET_MAX_CONNECTIONS = "500" }
+  }
+
+  assert {
+    condition     = length(module.standby) == 1 && length(module.failover) == 1
+    error_message = "A standby region with a domain gets its own stack and failover records."
+  }
+  assert {
+    condition     = output.router_url == "https://router.example.com"
+    error_message = "With failover, router_url is the failover domain."
+  }
+  assert {
+    condition     = output.standby_fleet_environment["WSFLEET_REGION"] == "us-west-2"
+    error_message = "The standby stack must run with its own region."
+  }
+  assert {
+    condition     = output.fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500" && output.standby_fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500"
+    error_message = "fleet_settings must reach both regions."
+  }
+}
