@@ -103,6 +103,8 @@ class ConnectionRunner:
         backoff = self._backoff()
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
+        # A new owner resumes after the highest stored sequence; ask for it while the session opens.
+        probe = asyncio.create_task(self.store.last_stored_seq(held.pk)) if self.rules.resumes else None
         while not held.stopping.is_set():
             from_seq = held.last_seq + 1 if self.rules.resumes else None
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
@@ -116,6 +118,9 @@ class ConnectionRunner:
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
+                    if probe is not None:
+                        held.last_seq = max(held.last_seq, await self._stored_seq(probe))
+                        probe = None
                     sink = MessageSink(self, held)
                     try:
                         async for message in session:
@@ -142,6 +147,12 @@ class ConnectionRunner:
                 await self.give_up(held, "upstream unreachable past budget")
                 return
             await wait_until_set(held.stopping, backoff.next_delay())
+
+    async def _stored_seq(self, probe: asyncio.Task[int]) -> int:
+        try:
+            return await probe
+        except StoreError:
+            return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
     def _closed(self, held: HeldConnection, reason: str) -> None:
         self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, reason=reason[:200])

@@ -153,11 +153,6 @@ class Worker:
         if item.get("desired_state") != STARTED:
             await self._drop(held, "desired state is not STARTED", release=True)
             return False
-        if self.rules.resumes:
-            try:
-                held.last_seq = max(held.last_seq, await self.store.last_stored_seq(pk))
-            except StoreError as exc:
-                log("resume.error", pk=pk, error=str(exc))
         held.task = asyncio.create_task(self.runner.consume(held))
         return True
 
@@ -430,11 +425,13 @@ class Worker:
                 return
             await self._sweep(expired_only=self.rules.name == "blog", max_pages=1)
 
-    async def _sweep(self, expired_only: bool, max_pages: int | None) -> None:
+    async def _sweep(self, expired_only: bool, max_pages: int | None, dead: list[str] | None = None) -> None:
         """Try to acquire every claimable connection the index lists, several at a time."""
         now = self.clock.now_ms()
         claims: set[asyncio.Task[bool]] = set()
-        async for seen in self.store.started_connections(now if expired_only else None, max_pages):
+        listed = [seen async for seen in self.store.started_connections(now if expired_only else None, max_pages)]
+        self.history.emit("reconcile", worker=self.me.worker_id, listed=len(listed), dead=dead)
+        for seen in listed:
             if self._capacity() - len(claims) <= 0:
                 break
             if seen.pk in self.held:
@@ -461,14 +458,13 @@ class Worker:
                 others = [w for w in self.workers.values() if w.worker_id != self.me.worker_id]
                 died = [w for w in others if w.expires_at_ms and self.rules.dead(w, now_ms)]
                 if died or time.monotonic() >= next_sweep:
-                    self.history.emit("reconcile", worker=self.me.worker_id, dead=[w.worker_id for w in died])
-                    await self._sweep(expired_only=False, max_pages=None)
+                    await self._sweep(expired_only=False, max_pages=None, dead=[w.worker_id for w in died])
                     next_sweep = time.monotonic() + sweep_every * self._rng.uniform(0.8, 1.0)
                 live = [w.expires_at_ms for w in others if w.expires_at_ms + tolerance_s * 1000 >= now_ms]
                 wait = next_sweep - time.monotonic()
                 if live:
                     wait = min(wait, (min(live) - now_ms) / 1000.0 + tolerance_s)
-                wait += self._rng.uniform(0.0, tolerance_s)
+                wait += self._rng.uniform(0.0, tolerance_s / 4)
             else:
                 wait = self.config.heartbeat_s
             self.reconcile_now.clear()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
 from harness.cluster import Cluster, http_json
@@ -131,7 +131,7 @@ class AwsToxic(Fault):
     """A Toxiproxy toxic on the worker's DynamoDB proxy while the fault lasts."""
 
     toxic_type = ""
-    attributes: dict[str, int] = {}
+    attributes: ClassVar[dict[str, int]] = {}
 
     def start(self, cluster: Cluster) -> None:
         handle = self._worker(cluster)
@@ -150,12 +150,12 @@ class AwsToxic(Fault):
 
 class AwsReset(AwsToxic):
     toxic_type = "reset_peer"
-    attributes = {"timeout": 0}
+    attributes: ClassVar[dict[str, int]] = {"timeout": 0}
 
 
 class AwsTimeout(AwsToxic):
     toxic_type = "timeout"
-    attributes = {"timeout": 0}
+    attributes: ClassVar[dict[str, int]] = {"timeout": 0}
 
 
 class ClockSkew(Fault):

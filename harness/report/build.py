@@ -131,6 +131,12 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
                "whose upstream session was consuming, thin line = its lease belief, red = duplicate claim, "
                "shaded/dashed = fault, grey without colour = a gap.",
                figures.ownership_timeline(run, colours)),
+    ]
+    window = figures.fault_window(run)
+    if window is not None:
+        ownership.append(_image(f"{prefix}timeline-zoom", "The same timeline around the faults.",
+                                figures.ownership_timeline(run, colours, window=window)))
+    ownership += [
         Table("Duplicate claims (I1)", summary.episodes_table(run), empty="no duplicate claims"),
         Table("Intervals that overlapped another worker's", claims, claims_note, empty="none"),
     ]

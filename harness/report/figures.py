@@ -44,6 +44,7 @@ PHASE_COLOURS = dict(zip(PHASES, ("#cfcfcf", "#fdd49e", "#a1d99b", "#9ecae1", "#
 MAX_TIMELINE_ROWS = 150
 MAX_STREAMS = 12
 MAX_POINTS = 3000
+ZOOM_SHARE = 0.4
 WIDTH_IN = 12.0
 
 
@@ -52,6 +53,17 @@ def png(figure: Figure, dpi: int = 100) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
+
+
+def _margins(figure: Figure, left: float, right: float, top: float, bottom: float, **space: float) -> None:
+    """Fixed margins in inches: cheaper than a layout engine on figures with many axes or tick labels."""
+    width, height = figure.get_size_inches()
+    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                           bottom=bottom / height, **space)
+
+
+def _legend_height(entries: int, columns: int) -> float:
+    return 0.25 * math.ceil(entries / columns) + 0.1
 
 
 def natural_key(name: str) -> list[Any]:
@@ -116,12 +128,27 @@ def timeline_rows(run: RunData, limit: int = MAX_TIMELINE_ROWS) -> list[str]:
     return sorted(chosen)
 
 
+def fault_window(run: RunData) -> tuple[float, float] | None:
+    """Seconds around the faults and the recoveries they caused (two leases either side), when that is
+    less than ``ZOOM_SHARE`` of the run: a gap of a few seconds is invisible on a ten-minute axis."""
+    if not run.faults:
+        return None
+    margin = 2 * (run.info.duration("lease_ms") or 1000.0)
+    ends = [f.stop_t if f.stop_t is not None else f.start_t for f in run.faults]
+    ends += [r["caught_up_t"] for r in run.analysis.phases if r["caught_up_t"] is not None]
+    start = float(run.seconds(min(f.start_t for f in run.faults) - margin))
+    end = float(run.seconds(max(ends) + margin))
+    span = (run.info.end_t - run.origin_t) / 1000.0
+    return (max(start, 0.0), min(end, span)) if end - start < ZOOM_SHARE * span else None
+
+
 def ownership_timeline(run: RunData, colours: dict[str, str] | None = None,
-                       limit: int = MAX_TIMELINE_ROWS) -> Figure:
+                       limit: int = MAX_TIMELINE_ROWS, window: tuple[float, float] | None = None) -> Figure:
+    """The ownership timeline; ``window`` (seconds since run start) zooms in."""
     colours = colours if colours is not None else worker_colours([run])
     pks = timeline_rows(run, limit)
     row_of = {pk: i for i, pk in enumerate(pks)}
-    figure = Figure(figsize=(WIDTH_IN, max(3.0, 0.28 * len(pks) + 1.8)), layout="constrained")
+    figure = Figure(figsize=(WIDTH_IN, max(3.0, 0.28 * len(pks) + 1.8)))
     ax = figure.add_subplot()
     started = [(row_of[pk], float(run.seconds(a)), float(run.seconds(b)))
                for pk in pks for a, b in run.started_periods.get(pk, [])]
@@ -142,21 +169,24 @@ def ownership_timeline(run: RunData, colours: dict[str, str] | None = None,
         _rectangles(ax, spans, 0.55, -0.05, facecolor="none", edgecolor=colours.get(worker, "#444444"),
                     hatch="////", linewidth=0.8, zorder=2)
     span_s = max((run.info.end_t - run.origin_t) / 1000.0, 1e-9)
+    left, right = window if window is not None else (min(0.0, float(run.seconds(run.info.first_t))), span_s)
     episodes = [r for r in run.analysis.table("episodes") if r["pk"] in row_of]
     if episodes:
         lefts = np.array([float(run.seconds(r["start"])) for r in episodes])
-        widths = np.maximum(np.array([(r["end"] - r["start"]) / 1000.0 for r in episodes]), 0.004 * span_s)
+        widths = np.maximum(np.array([(r["end"] - r["start"]) / 1000.0 for r in episodes]),
+                            0.004 * (right - left))
         ax.barh([row_of[r["pk"]] for r in episodes], widths, left=lefts, height=0.9, color=OVERLAP_COLOUR,
                 alpha=0.9, zorder=5, label="duplicate claim")
     _draw_faults(ax, run, label=True)
     ax.set_yticks(range(len(pks)), [_short_pk(pk) for pk in pks], fontsize=7 if len(pks) > 40 else 9)
     ax.set_ylim(len(pks) - 0.5, -0.5)
-    ax.set_xlim(min(0.0, float(run.seconds(run.info.first_t))), span_s)
+    ax.set_xlim(left, right)
     ax.set_xlabel(f"seconds since run start (time scale {run.info.timescale})")
     ax.grid(axis="x", color="#cccccc", linewidth=0.5)
     shown = f"{len(pks)} of {len(run.connections)} connections" if len(pks) < len(run.connections) else (
         f"{len(pks)} connections")
-    ax.set_title(f"Ownership: {run.scenario} / {run.profile} ({shown})", loc="left", pad=14)
+    zoom = f", {left:.1f} s to {right:.1f} s around the faults" if window is not None else ""
+    ax.set_title(f"Ownership: {run.scenario} / {run.profile} ({shown}{zoom})", loc="left", pad=14)
     present = sorted({str(w) for w in claims["worker"].dropna()}, key=natural_key)
     handles: list[Any] = [Patch(color=colours.get(w, "#444444"), label=w) for w in present]
     handles += [
@@ -166,8 +196,10 @@ def ownership_timeline(run: RunData, colours: dict[str, str] | None = None,
         Patch(color=FAULT_COLOUR, alpha=0.5, label="fault"),
         Patch(color=STARTED_COLOUR, label="STARTED, nobody consuming (gap)"),
     ]
-    figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), fontsize=8,
-                  frameon=False)
+    figure.legend(handles=handles, loc="lower center", ncols=min(len(handles), 6), fontsize=8, frameon=False)
+    label_width = max((len(_short_pk(pk)) for pk in pks), default=4) * (0.06 if len(pks) > 40 else 0.075)
+    _margins(figure, left=label_width + 0.3, right=0.25, top=0.55,
+             bottom=0.5 + _legend_height(len(handles), 6))
     return figure
 
 
@@ -333,7 +365,7 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
     pks = sequence_streams(run, limit)
     columns = 3 if len(pks) > 4 else max(len(pks), 1)
     rows = max(math.ceil(len(pks) / columns), 1)
-    figure = Figure(figsize=(WIDTH_IN, 2.7 * rows + 1.0), layout="constrained")
+    figure = Figure(figsize=(WIDTH_IN, 2.7 * rows + 1.0))
     if not pks:
         ax = figure.add_subplot()
         ax.text(0.5, 0.5, "no connections in this history", transform=ax.transAxes, ha="center")
@@ -393,8 +425,9 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
     total = len(run.connections)
     figure.suptitle(f"Persisted sequence: {len(pks)} of {total} connections (lost or duplicated first, then "
                     "affected)", fontsize=10, x=0.01, ha="left")
-    figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), fontsize=8,
-                  frameon=False)
+    figure.legend(handles=handles, loc="lower center", ncols=min(len(handles), 6), fontsize=8, frameon=False)
+    _margins(figure, left=0.75, right=0.2, top=0.5, bottom=0.5 + _legend_height(len(handles), 6),
+             hspace=0.35, wspace=0.2)
     return figure
 
 

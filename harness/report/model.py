@@ -100,15 +100,22 @@ class RunData:
 
     def persisted(self, pks: Collection[str]) -> pd.DataFrame:
         """``msg.persist`` events with outcome ok of these pks: t, pk, worker, seq_from, seq_to."""
-        frame = select(self.events, "msg.persist",
-                       ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"])
-        frame = frame.loc[(frame["outcome"] == "ok") & frame["pk"].isin(list(pks))]
+        frame = self._of_pks("msg.persist", pks, ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"])
+        frame = frame.loc[frame["outcome"] == "ok"]
         return frame.assign(worker=worker_of(frame))[["t", "pk", "worker", "seq_from", "seq_to"]]
 
     def emitted(self, pks: Collection[str]) -> pd.DataFrame:
         """``emit`` events of these pks: t, pk, seq."""
-        frame = select(self.events, "emit", ["t", "pk", "seq"])
-        return frame.loc[frame["pk"].isin(list(pks))].dropna(subset=["seq"])
+        return self._of_pks("emit", pks, ["t", "pk", "seq"]).dropna(subset=["seq"])
+
+    def _of_pks(self, kind: str, pks: Collection[str], columns: list[str]) -> pd.DataFrame:
+        """``select`` of one event type restricted to some pks, without converting the other pks' rows
+        (a long history holds hundreds of thousands of emits)."""
+        frame = self.events.frame
+        rows = self.events.rows([kind])
+        if "pk" in frame.columns and rows.size:
+            rows = rows[frame["pk"].take(rows).isin(list(pks)).to_numpy(dtype=bool)]
+        return select(Events(frame.iloc[rows].reset_index(drop=True)), kind, columns)
 
 
 def load_run(run_dir: Path, progress: Progress, label: str | None = None) -> RunData:

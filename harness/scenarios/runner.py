@@ -41,7 +41,7 @@ class ScenarioRun:
     connections: int = 30
     seed: int = 1
     run_dir: Path = Path("runs/latest")
-    rate: float = 10.0
+    rate: float = 5.0
     dynamodb: str = "dynalite"
 
 

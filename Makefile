@@ -1,0 +1,45 @@
+# wsfleet: `make demo` sets everything up and runs a real scenario with a report; `make test` runs the checks.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.installed-stamp
+
+.PHONY: setup demo test lint typecheck unit scenarios bench clean
+
+setup: $(STAMP) $(NODE_STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[harness,dev]"
+	@touch $(STAMP)
+
+# dynalite (DynamoDB) runs on Node; without npm the embedded backend falls back to moto and says so.
+$(NODE_STAMP): package.json package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: DynamoDB will run on moto (slower); install Node.js for dynalite"; mkdir -p node_modules; fi
+	@touch $(NODE_STAMP)
+
+demo: setup
+	$(PY) -m harness.demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+typecheck: setup
+	$(VENV)/bin/mypy --strict fleet
+
+unit: setup
+	$(VENV)/bin/pytest -q tests
+
+scenarios: setup
+	$(VENV)/bin/pytest -q harness/scenarios
+
+test: lint typecheck
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+bench: setup
+	$(PY) bench/coordination_cost.py
+
+clean:
+	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,296 @@
+"""The ``wsfleet`` command: run a fleet locally, drive it, break it, and read what happened.
+
+Subcommands: ``up`` (backend, simulator, router and N workers in the foreground), ``start`` / ``stop``
+(post an event to the router), ``status`` (each connection's desired state, owner, ``last_seq`` and lag),
+``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario with a
+verdict), ``report`` (reports from run folders).  Errors are one line on stderr and a non-zero exit:
+2 for bad input, 1 for a failed check or an unreachable service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from fleet.config import PROFILES
+from harness.scenarios.catalog import SCENARIOS
+
+STATE_FILE = Path(".wsfleet") / "up.json"
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _timescale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError(f"{value} must be above 0 and at most 10")
+    return value
+
+
+def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
+    p.add_argument("--workers", type=_positive_int, default=3, help="worker processes to run (default 3)")
+    p.add_argument("--profile", choices=PROFILES, default="hardened",
+                   help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
+    p.add_argument("--timescale", type=_timescale, default=0.1,
+                   help="multiply every duration by this (default 0.1: 2 s lease, 0.5 s heartbeat)")
+    p.add_argument("--run-dir", type=Path, default=Path(run_dir_default),
+                   help=f"folder for history, logs and verdict (default {run_dir_default})")
+    p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
+                   help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
+    p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wsfleet",
+        description="WebSocket workers coordinated by DynamoDB leases, and the chaos harness that measures "
+                    "how they recover. Every duration is scaled by --timescale.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    up = sub.add_parser("up", help="run backend, simulator, router and workers in the foreground",
+                        description="Start the embedded AWS backend (dynalite + moto), the upstream simulator, "
+                                    "the router and N workers; print one JSON line with every endpoint; stop "
+                                    "everything on Ctrl-C or SIGTERM.")
+    _add_topology(up, "runs/up")
+
+    for name, verb in (("start", "START"), ("stop", "STOP")):
+        p = sub.add_parser(name, help=f"post a {verb} event to the router",
+                           description=f"POST {{\"event_type\": \"{verb}\", ...}} to the router of a running "
+                                       "`wsfleet up` (or --router URL).")
+        p.add_argument("connection_id", help="connection id ([A-Za-z0-9._:-], at most 128 characters)")
+        p.add_argument("--router", help="router base URL (default: from the running `wsfleet up`)")
+        if name == "start":
+            p.add_argument("--ws-url", help="upstream URL (default: the simulator's stream for this id)")
+
+    status = sub.add_parser("status", help="show every connection: desired state, owner, last_seq, lag",
+                            description="Read the connections table and the simulator's heads of a running "
+                                        "`wsfleet up`.")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    sub.add_parser("worker", help="run one worker process (configured by WSFLEET_* variables)",
+                   description="Run one fleet worker; see `python -m fleet.worker --help` for its settings.")
+
+    scenario = sub.add_parser("scenario", help="run one chaos scenario and write its verdict",
+                              description="Run a scenario end to end and write RUN_DIR/history, verdict.json "
+                                          "and a report. Exit 0: valid; 1: invalid; 2: could not run.")
+    scenario.add_argument("name", nargs="?", help="scenario name (see --list)")
+    scenario.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    scenario.add_argument("--connections", type=_positive_int, default=30, help="streams (default 30)")
+    scenario.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
+    scenario.add_argument("--no-report", action="store_true", help="skip the HTML/Markdown report")
+    _add_topology(scenario, "runs/scenario")
+
+    report = sub.add_parser("report", help="build reports from run folders",
+                            description="Write report.html, report.md and CSVs for one or more run folders "
+                                        "(several: a comparison and an aggregate).")
+    report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
+    report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(COMMANDS[args.command](args))
+    except CliError as exc:
+        print(f"wsfleet {args.command}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"wsfleet {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- up ---------------------------------------------------------------------------------------------------
+def cmd_up(args: argparse.Namespace) -> int:
+    from harness.cluster import Cluster, ClusterError, ClusterSpec
+
+    spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
+                       run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with Cluster(spec) as cluster:
+            info = cluster.describe()
+            STATE_FILE.parent.mkdir(exist_ok=True)
+            STATE_FILE.write_text(json.dumps({**info, "backend_env": cluster.backend.env() if cluster.backend
+                                               else {}}))
+            print(json.dumps(info), flush=True)
+            print(f"wsfleet up: running; Ctrl-C stops everything (logs in {args.run_dir}/logs)",
+                  file=sys.stderr)
+            while not stop.wait(1.0):
+                pass
+            print("wsfleet up: stopping", file=sys.stderr)
+    except ClusterError as exc:
+        raise CliError(str(exc), 1) from None
+    finally:
+        STATE_FILE.unlink(missing_ok=True)
+    return 0
+
+
+def _running() -> dict[str, Any]:
+    try:
+        return dict(json.loads(STATE_FILE.read_text()))
+    except (OSError, ValueError):
+        raise CliError("no running `wsfleet up` found here (start one in another terminal first)", 1) from None
+
+
+# -- start / stop ----------------------------------------------------------------------------------------
+def cmd_event(args: argparse.Namespace) -> int:
+    from harness.cluster import ClusterError, http_json
+
+    router = args.router or _running()["router_url"]
+    body: dict[str, Any] = {"event_type": args.command.upper(), "connection_id": args.connection_id}
+    if args.command == "start":
+        if args.ws_url:
+            body["ws_url"] = args.ws_url
+        else:
+            up = _running()
+            body["ws_url"] = f"{up['upstream_url']}/streams/{args.connection_id}"
+            try:
+                http_json("POST", f"{up['upstream_control_url']}/streams/{args.connection_id}")
+            except ClusterError as exc:
+                raise CliError(str(exc), 1) from None
+    try:
+        status, payload = http_json("POST", router.rstrip("/") + "/events", body)
+    except ClusterError as exc:
+        raise CliError(str(exc), 1) from None
+    print(json.dumps(payload))
+    if status != 200:
+        error = payload.get("error") if isinstance(payload, dict) else payload
+        raise CliError(f"router answered {status}: {error}", 2 if 400 <= status < 500 else 1)
+    return 0
+
+
+# -- status ----------------------------------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from harness.cluster import ClusterError, http_json
+
+    up = _running()
+    env = up["backend_env"]
+    try:
+        client = boto3.client("dynamodb", region_name=up["region"], endpoint_url=up["endpoints"]["dynamodb"],
+                              aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+                              aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"))
+        items = [i for page in client.get_paginator("scan").paginate(TableName=up["tables"]["connections"])
+                 for i in page["Items"]]
+        _, streams = http_json("GET", up["upstream_control_url"] + "/streams")
+    except (BotoCoreError, ClientError, ClusterError) as exc:
+        raise CliError(f"cannot read the fleet's state: {exc}", 1) from None
+    heads = {s["id"]: s["head_seq"] for s in streams.get("streams", [])}
+    rows = []
+    for item in sorted(items, key=lambda i: i["pk"]["S"]):
+        cid = item["pk"]["S"].removeprefix("CONN#")
+        last_seq = int(item.get("last_seq", {}).get("N", 0))
+        owner = item.get("lease_owner", {}).get("S", "")
+        live = [s for s in next((x["sessions"] for x in streams.get("streams", []) if x["id"] == cid), [])
+                if s["closed"] is None]
+        consumed = max((s.get("last_seq_sent") or 0 for s in live), default=last_seq)
+        rows.append({"connection_id": cid, "desired_state": item.get("desired_state", {}).get("S", ""),
+                     "owner": owner, "last_seq": last_seq, "head_seq": heads.get(cid),
+                     "lag": (heads[cid] - consumed) if cid in heads else None,
+                     "sessions": [s["worker"] for s in live]})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'CONNECTION':<16} {'DESIRED':<8} {'OWNER':<12} {'LAST_SEQ':>8} {'HEAD':>6} {'LAG':>5}  SESSIONS")
+    for r in rows:
+        print(f"{r['connection_id']:<16} {r['desired_state']:<8} {r['owner'] or '-':<12} {r['last_seq']:>8} "
+              f"{r['head_seq'] if r['head_seq'] is not None else '-':>6} "
+              f"{r['lag'] if r['lag'] is not None else '-':>5}  {','.join(r['sessions']) or '-'}")
+    return 0
+
+
+# -- worker ----------------------------------------------------------------------------------------------
+def cmd_worker(args: argparse.Namespace) -> int:
+    from fleet.worker import main as worker_main
+
+    return worker_main([])
+
+
+# -- scenario --------------------------------------------------------------------------------------------
+def cmd_scenario(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, scenario in SCENARIOS.items():
+            print(f"{name:<20} {scenario.description}")
+        return 0
+    if not args.name:
+        raise CliError("name a scenario (or --list to see them)")
+    if args.name not in SCENARIOS:
+        raise CliError(f"unknown scenario {args.name!r}; known: {', '.join(SCENARIOS)}")
+    from harness.cluster import ClusterError
+    from harness.processes import ProcessError
+    from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
+
+    run = ScenarioRun(name=args.name, profile=args.profile, timescale=args.timescale, workers=args.workers,
+                      connections=args.connections, seed=args.seed, run_dir=args.run_dir, rate=args.rate,
+                      dynamodb=args.dynamodb)
+    if args.workers < 2:
+        raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
+    started = time.monotonic()
+    try:
+        verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (ScenarioError, ClusterError, ProcessError) as exc:
+        raise CliError(str(exc), 2) from None
+    if not args.no_report:
+        _report([args.run_dir], None)
+    print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
+                                              "lost_sequences", "recovery_ms", "bound_ms")}))
+    print(f"wsfleet scenario: {args.name}/{args.profile} in {time.monotonic() - started:.0f} s: "
+          f"{'VALID' if verdict['valid'] is True else 'INVALID' if verdict['valid'] is False else 'UNKNOWN'}; "
+          f"run folder {args.run_dir}", file=sys.stderr)
+    return 0 if verdict["valid"] is True else 1
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def _report(run_dirs: list[Path], out: Path | None) -> Path:
+    from harness.report import build_report
+
+    return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.history import HistoryError
+
+    try:
+        path = _report(args.run_dirs, args.out)
+    except (HistoryError, OSError, ValueError) as exc:
+        raise CliError(str(exc), 2) from None
+    print(path)
+    return 0
+
+
+COMMANDS = {
+    "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
+    "scenario": cmd_scenario, "report": cmd_report,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())
