@@ -168,8 +168,10 @@ class ConnectionRunner:
             if not self.fence.allows():
                 raise Fenced()
             note: str | None = None
+            sent: float | None = None
             try:
                 async with self.message_slots:
+                    sent = time.time() * 1000.0
                     if self.rules.idempotent_messages:
                         left = await self.store.put_messages([w.apply(None) for w in writes])
                         outcome = "ok" if not left else "info"
@@ -183,7 +185,8 @@ class ConnectionRunner:
             except StoreError as exc:
                 outcome, note = "fail", str(exc)[:200]
             self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
-                              seq_from=messages[0].seq, seq_to=messages[-1].seq, outcome=outcome, note=note)
+                              seq_from=messages[0].seq, seq_to=messages[-1].seq, outcome=outcome, note=note,
+                              sent=sent)
             if outcome == "ok" or not self.rules.idempotent_messages:
                 break
             await asyncio.sleep(retry.next_delay() / 10)

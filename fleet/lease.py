@@ -238,6 +238,8 @@ class HardenedRules(Rules):
     def claimable(
         self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
     ) -> bool:
+        """``workers`` must have been read after ``seen``: then an owner item with another generation
+        means the owning incarnation was replaced (it can never renew again), not a stale read."""
         if seen.desired_state != STARTED:
             return False
         if not seen.lease_owner:

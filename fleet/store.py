@@ -143,6 +143,16 @@ class LeaseStore:
             if not start_key:
                 return found
 
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None:
+        """One worker incarnation's liveness item (hardened), read consistently."""
+        self.aws.requests["coordination"] += 1
+        async with aws_errors("get worker"):
+            response = await self.aws.ddb.get_item(
+                TableName=self.config.workers_table, Key=to_wire({"pk": worker_id}), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return WorkerRecord.from_item(from_wire(item)) if item else None
+
     async def last_stored_seq(self, pk: str) -> int:
         """The highest sequence stored for a connection (hardened messages are keyed by sequence)."""
         self.aws.requests["coordination"] += 1

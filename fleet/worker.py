@@ -65,6 +65,7 @@ class Worker:
         self.workers: dict[str, WorkerRecord] = {}
         self.handled_stops: frozenset[str] = frozenset()
         self.reconcile_now = asyncio.Event()
+        self.sweep_requested = False
         self.runner = ConnectionRunner(config, self.rules, self.me, store, history, self.clock, self.fence,
                                        self._give_up)
         self._rng = random.Random()
@@ -263,20 +264,31 @@ class Worker:
             if seen.desired_state != STARTED:
                 await self._drop(held, "STOP", release=True)
             return
-        if seen.lease_owner and seen.lease_owner not in self.workers:
-            await self._refresh_workers()
-        if self.rules.claimable(seen, self.me, self.clock.now_ms(), self.workers):
+        owners: dict[str, WorkerRecord] = {}
+        if seen.lease_owner and seen.lease_owner != self.me.worker_id:
+            # read after the connection item, so it is at least as new: a generation it does not carry
+            # has been replaced, never not yet registered
+            try:
+                owner = await self.store.get_worker(seen.lease_owner)
+            except StoreError as exc:
+                log("notify.read_error", pk=pk, error=str(exc))
+                return
+            owners = {owner.worker_id: owner} if owner is not None else {}
+        if self.rules.claimable(seen, self.me, self.clock.now_ms(), owners):
             await self.try_acquire(pk, "notify", seen)
 
     # -- heartbeat -----------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
         while not self.stopping.is_set():
             started = time.monotonic()
+            interval = self.config.heartbeat_s
             if self.rules.per_connection_heartbeat:
                 await asyncio.gather(*(self._renew_connection(h) for h in list(self.held.values())))
-            else:
-                await self._renew_worker()
-            await self._pause(self.config.heartbeat_s - (time.monotonic() - started))
+            elif not await self._renew_worker():
+                interval /= 4  # a missed renewal is retried soon, so a short outage does not reach the fence
+            self.history.emit("requests", worker=self.me.worker_id, held=len(self.held),
+                              **dict(self.store.aws.requests))
+            await self._pause(interval - (time.monotonic() - started))
 
     async def _renew_connection(self, held: HeldConnection) -> None:
         now = self.clock.now_ms()
@@ -312,28 +324,31 @@ class Worker:
         self.fence.deadline = self.rules.fence_deadline(sent)
         self.history.emit("lease.renew", worker=self.me.worker_id, outcome="ok", gen=self.me.gen,
                           expires_ms=write.update.set["expires_at_ms"])
+        self.sweep_requested = True
         self.reconcile_now.set()
 
-    async def _renew_worker(self) -> None:
+    async def _renew_worker(self) -> bool:
+        """Renew this incarnation's item (registering first if needed); whether it was renewed in time."""
         if not self.registered:
             await self._register()
-            return
+            return self.registered
         now = self.clock.now_ms()
         handled = self.handled_stops
         write = self.rules.renew_worker(self.me, now, handled)
         if write is None:
-            return
+            return True
         sent = time.monotonic()
         try:
             item = await self.store.execute(self.config.workers_table, write)
         except ConditionFailed:
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="fail", gen=self.me.gen)
             await self._abandon_incarnation("worker lease expired", retire=False)
-            return
+            return False
         except StoreError as exc:
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="info", note=str(exc)[:200])
-            return
-        if time.monotonic() - sent > self.rules.timeout_ms / 1000.0:
+            return False
+        on_time = time.monotonic() - sent <= self.rules.timeout_ms / 1000.0
+        if not on_time:
             # Answered later than the rules assume: it may have landed after a taker read us as expired,
             # so it does not move the fence (the item's expiry did move: the outcome is unknown).
             self.history.emit("lease.renew", worker=self.me.worker_id, outcome="info", note="answered late",
@@ -351,6 +366,7 @@ class Worker:
                 if held is not None:
                     await self._drop(held, "STOP", release=True)
         await self._checkpoint_due()
+        return on_time
 
     async def _checkpoint_due(self) -> None:
         """Checkpoint ``last_seq`` of held connections whose checkpoint is older than the interval."""
@@ -368,6 +384,7 @@ class Worker:
         if write is None:
             return
         seq = held.last_seq
+        sent = time.time() * 1000.0
         try:
             await self.store.execute(self.config.connections_table, write)
             outcome = "ok"
@@ -377,7 +394,7 @@ class Worker:
         except StoreError:
             outcome = "info"
         self.history.emit("checkpoint", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch, seq=seq,
-                          outcome=outcome)
+                          outcome=outcome, sent=sent)
         if outcome == "fail":
             await self._drop(held, "checkpoint refused: fenced", release=False)
 
@@ -430,6 +447,9 @@ class Worker:
         now = self.clock.now_ms()
         claims: set[asyncio.Task[bool]] = set()
         listed = [seen async for seen in self.store.started_connections(now if expired_only else None, max_pages)]
+        if self.rules.worker_liveness:
+            # owners read after their connections, so no generation is judged from an older read
+            await self._refresh_workers()
         self.history.emit("reconcile", worker=self.me.worker_id, listed=len(listed), dead=dead)
         for seen in listed:
             if self._capacity() - len(claims) <= 0:
@@ -450,14 +470,20 @@ class Worker:
         """hardened: look when another worker could have died, sweep when one did (or when due)."""
         sweep_every = self.config.reconcile_s
         next_sweep = 0.0
+        seen_state: dict[str, tuple[str, bool]] = {}
         tolerance_s = self.config.scaled_s(self.config.clock_tolerance_ms)
         while not self.stopping.is_set():
             if self.registered:
                 await self._refresh_workers()
                 now_ms = self.clock.now_ms()
                 others = [w for w in self.workers.values() if w.worker_id != self.me.worker_id]
-                died = [w for w in others if w.expires_at_ms and self.rules.dead(w, now_ms)]
-                if died or time.monotonic() >= next_sweep:
+                # an incarnation is gone when its item expired (or was retired), or a new one of the same
+                # worker replaced it; each such change triggers one sweep
+                state = {w.worker_id: (w.gen, self.rules.dead(w, now_ms)) for w in others}
+                died = [w for w in others if state[w.worker_id] != seen_state.get(w.worker_id, (w.gen, False))]
+                seen_state = state
+                if died or self.sweep_requested or time.monotonic() >= next_sweep:
+                    self.sweep_requested = False
                     await self._sweep(expired_only=False, max_pages=None, dead=[w.worker_id for w in died])
                     next_sweep = time.monotonic() + sweep_every * self._rng.uniform(0.8, 1.0)
                 live = [w.expires_at_ms for w in others if w.expires_at_ms + tolerance_s * 1000 >= now_ms]

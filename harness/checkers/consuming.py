@@ -120,13 +120,18 @@ def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def accepted_writes(history: History) -> pd.DataFrame:
-    """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info, sorted by t."""
+    """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info, sorted by t.
+
+    A write took effect at some instant between its request was sent (``sent``, when the writer recorded
+    it) and its answer (``t``).  Its time here is ``sent``: the earliest instant it can have been accepted,
+    so only a write sent after another worker began consuming counts as consuming beside it (a request in
+    flight when its process froze was accepted before, whenever its answer was read)."""
     frame = select(history, ["msg.persist", "checkpoint"],
-                   ["t", "src", "pk", "worker", "type", "epoch", "seq_from", "seq_to", "seq", "outcome"])
+                   ["t", "sent", "src", "pk", "worker", "type", "epoch", "seq_from", "seq_to", "seq", "outcome"])
     frame = frame.loc[frame["outcome"].isin(["ok", "info"]) & frame["pk"].notna()]
     is_checkpoint = (frame["type"] == "checkpoint").to_numpy()
     return pd.DataFrame({
-        "t": frame["t"],
+        "t": frame["sent"].fillna(frame["t"]),
         "pk": frame["pk"],
         "worker": worker_of(frame),
         "type": frame["type"],

@@ -14,7 +14,7 @@ import pandas as pd
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
-    "head_seq", "status",
+    "head_seq", "status", "sent",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})

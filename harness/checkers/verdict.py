@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,15 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
     history = as_events(history)
     info = run_info(history)
     consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
-    recovery = check_recovery(history, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=info,
-                              consumed=consumed)
+    # Recovery is judged within the experiment: the teardown after run.stop (every worker handing its
+    # streams off) is not a recovery from the faults.  Safety is judged over everything.
+    experiment, experiment_info = history, info
+    if info.stop_t is not None and info.last_t > info.stop_t:
+        experiment = as_events(history.frame.loc[history.frame["t"].to_numpy() <= info.stop_t])
+        experiment_info = replace(info, last_t=info.stop_t)
+    recovery = check_recovery(experiment, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=experiment_info,
+                              consumed=consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms)
+                              if experiment is not history else consumed)
     checks = {
         check.name: check
         for check in (

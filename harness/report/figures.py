@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +29,14 @@ from matplotlib.transforms import blended_transform_factory
 
 from harness.checkers.recovery import PHASES
 from harness.report.model import RunData
-from harness.report.summary import bounds_of, groups, judged_rows, pooled_phases, published_bound_ms
+from harness.report.summary import (
+    bounds_of,
+    groups,
+    judged_rows,
+    natural,
+    pooled_phases,
+    published_bound_ms,
+)
 
 OVERLAP_COLOUR = "#d62728"
 FAULT_COLOUR = "#f2b705"
@@ -66,18 +72,13 @@ def _legend_height(entries: int, columns: int) -> float:
     return 0.25 * math.ceil(entries / columns) + 0.1
 
 
-def natural_key(name: str) -> list[Any]:
-    """worker-2 before worker-10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
 def worker_colours(runs: Sequence[RunData]) -> dict[str, str]:
     """One colour per worker id (never the overlap red), stable across a report's figures."""
     names: set[str] = set()
     for run in runs:
         names.update(str(r["worker"]) for r in run.analysis.claims if r["worker"] is not None)
         names.update(str(r["new_worker"]) for r in run.analysis.phases if r["new_worker"] is not None)
-    ordered = sorted(names, key=natural_key)
+    ordered = sorted(names, key=natural)
     return {name: WORKER_COLOURS[i % len(WORKER_COLOURS)] for i, name in enumerate(ordered)}
 
 
@@ -144,9 +145,13 @@ def fault_window(run: RunData) -> tuple[float, float] | None:
 
 def ownership_timeline(run: RunData, colours: dict[str, str] | None = None,
                        limit: int = MAX_TIMELINE_ROWS, window: tuple[float, float] | None = None) -> Figure:
-    """The ownership timeline; ``window`` (seconds since run start) zooms in."""
+    """The ownership timeline; ``window`` (seconds since run start) zooms in on the connections the
+    faults affected or that had a duplicate claim."""
     colours = colours if colours is not None else worker_colours([run])
     pks = timeline_rows(run, limit)
+    if window is not None:
+        involved = {r["pk"] for r in run.analysis.phases} | {r["pk"] for r in run.analysis.table("episodes")}
+        pks = [pk for pk in pks if pk in involved] or pks
     row_of = {pk: i for i, pk in enumerate(pks)}
     figure = Figure(figsize=(WIDTH_IN, max(3.0, 0.28 * len(pks) + 1.8)))
     ax = figure.add_subplot()
@@ -185,9 +190,9 @@ def ownership_timeline(run: RunData, colours: dict[str, str] | None = None,
     ax.grid(axis="x", color="#cccccc", linewidth=0.5)
     shown = f"{len(pks)} of {len(run.connections)} connections" if len(pks) < len(run.connections) else (
         f"{len(pks)} connections")
-    zoom = f", {left:.1f} s to {right:.1f} s around the faults" if window is not None else ""
+    zoom = f" involved in a fault or claim, {left:.1f} s to {right:.1f} s" if window is not None else ""
     ax.set_title(f"Ownership: {run.scenario} / {run.profile} ({shown}{zoom})", loc="left", pad=14)
-    present = sorted({str(w) for w in claims["worker"].dropna()}, key=natural_key)
+    present = sorted({str(w) for w in claims["worker"].dropna()}, key=natural)
     handles: list[Any] = [Patch(color=colours.get(w, "#444444"), label=w) for w in present]
     handles += [
         Line2D([], [], color="#555555", linewidth=3, label="lease belief (thin)"),
@@ -416,7 +421,7 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
         ax.grid(color="#eeeeee", linewidth=0.5)
     handles: list[Any] = [Line2D([], [], color="#aaaaaa", label="emitted (head)")]
     handles += [Line2D([], [], color=colours.get(w, "#444444"), marker=".", linestyle="none", markersize=8,
-                       label=f"persisted by {w}") for w in sorted(workers, key=natural_key)]
+                       label=f"persisted by {w}") for w in sorted(workers, key=natural)]
     handles += [Line2D([], [], color=LOST_COLOUR, marker="x", linestyle="none",
                        label="lost (never persisted)"),
                 Line2D([], [], color=DUPLICATE_COLOUR, marker="D", markerfacecolor="none", linestyle="none",
@@ -424,9 +429,10 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
                 Patch(color=FAULT_COLOUR, alpha=0.5, label="fault")]
     total = len(run.connections)
     figure.suptitle(f"Persisted sequence: {len(pks)} of {total} connections (lost or duplicated first, then "
-                    "affected)", fontsize=10, x=0.01, ha="left")
+                    "affected)", fontsize=10, x=0.01, y=1 - 0.12 / figure.get_size_inches()[1], ha="left",
+                    va="top")
     figure.legend(handles=handles, loc="lower center", ncols=min(len(handles), 6), fontsize=8, frameon=False)
-    _margins(figure, left=0.75, right=0.2, top=0.5, bottom=0.5 + _legend_height(len(handles), 6),
+    _margins(figure, left=0.75, right=0.2, top=0.75, bottom=0.5 + _legend_height(len(handles), 6),
              hspace=0.35, wspace=0.2)
     return figure
 

@@ -100,7 +100,8 @@ class RunData:
 
     def persisted(self, pks: Collection[str]) -> pd.DataFrame:
         """``msg.persist`` events with outcome ok of these pks: t, pk, worker, seq_from, seq_to."""
-        frame = self._of_pks("msg.persist", pks, ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"])
+        columns = ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"]
+        frame = self._of_pks("msg.persist", pks, columns)
         frame = frame.loc[frame["outcome"] == "ok"]
         return frame.assign(worker=worker_of(frame))[["t", "pk", "worker", "seq_from", "seq_to"]]
 
@@ -125,8 +126,9 @@ def load_run(run_dir: Path, progress: Progress, label: str | None = None) -> Run
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a run folder: it is a file")
     files = sorted((run_dir / "history").glob("*.jsonl"))
-    size = sum(path.stat().st_size for path in files)
-    progress(f"{run_dir}: reading the history ({len(files)} files, {size / 1e6:.1f} MB)")
+    if files:
+        size = sum(path.stat().st_size for path in files)
+        progress(f"{run_dir}: reading the history ({len(files)} files, {size / 1e6:.1f} MB)")
     started = time.perf_counter()
     try:
         frame = read_history(run_dir)

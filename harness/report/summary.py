@@ -8,6 +8,7 @@ rows; nothing is recomputed from the raw history.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,6 +59,20 @@ def seconds_text(ms: Any) -> str:
     if found is None:
         return "–"
     return f"{found / 1000:.2f} s" if abs(found) < 100_000 else f"{found / 1000:.0f} s"
+
+
+def seed_text(seed: Any) -> str:
+    """A seed as written in run.start (a whole float read back from the history shows as an int)."""
+    if seed is None:
+        return "?"
+    if isinstance(seed, float) and seed.is_integer():
+        return str(int(seed))
+    return str(seed)
+
+
+def natural(text: str) -> list[Any]:
+    """Sort key: seed 2 before seed 10, worker-2 before worker-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def _short(value: float) -> str:
@@ -130,7 +145,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     claims = verdict["checkers"]["duplicate_claims"]
     sequences = verdict["checkers"]["sequences"]
     lines = [
-        ("Scenario", f"{info.scenario or '?'} (seed {info.seed if info.seed is not None else '?'})"),
+        ("Scenario", f"{info.scenario or '?'} (seed {seed_text(info.seed)})"),
         ("Profile", info.profile or "?"),
         ("Time scale", _timescale_line(run)),
         ("Verdict", verdict_line),
@@ -304,7 +319,8 @@ def runs_table(runs: list[RunData]) -> pd.DataFrame:
         v, bounds = run.verdict, bounds_of(run)
         records.append({
             "run": run.label, "scenario": run.scenario, "profile": run.profile,
-            "seed": "" if run.info.seed is None else run.info.seed, "timescale": run.info.timescale,
+            "seed": "" if run.info.seed is None else seed_text(run.info.seed),
+            "timescale": run.info.timescale,
             "verdict": verdict_word(v["valid"]),
             **{f"recovery_{s}_ms": ms_text(v["recovery_ms"].get(s)) for s in STATISTICS},
             "bound_ms": "; ".join(ms_text(ms) for ms in bounds.values()),
@@ -359,7 +375,8 @@ def aggregate_table(runs: list[RunData]) -> pd.DataFrame:
         pooled = pooled_recovery(members)
         worst = [number(run.verdict["recovery_ms"].get("max")) for run in members]
         spread = summarise(worst)
-        seeds = sorted({str(run.info.seed) for run in members if run.info.seed is not None})
+        seeds = sorted({seed_text(run.info.seed) for run in members if run.info.seed is not None},
+                       key=natural)
         valid = [run.verdict["valid"] for run in members]
         records.append({
             "scenario": scenario, "profile": profile, "runs": len(members), "seeds": ",".join(seeds),

@@ -7,8 +7,9 @@ streams; ``worker-N``: that worker; ``all``).  Bounds are in ms at the run's tim
 * ``blog`` is held to the published worst case, lease + reconcile (≈ 80 s at scale 1), for every fault;
   for a graceful release the stream waits for the next reconcile.
 * ``hardened``: crash, pause and AWS partition within lease + 10 % (a takeover waits for the worker item
-  to expire plus the clock tolerance) plus a fixed work allowance (``WORK_ALLOWANCE_MS``, unscaled); graceful handoff within 1 s (a latency, not a timer, so it is not
-  scaled); an upstream drop within the reconnect backoff cap (plus the partition's own length).
+  to expire plus the clock tolerance) plus a fixed work allowance (``WORK_ALLOWANCE_MS``, unscaled);
+  graceful handoff within 1 s (a latency, not a timer, so it is not scaled); an upstream drop within
+  the reconnect backoff cap (plus the partition's own length).
 """
 
 from __future__ import annotations

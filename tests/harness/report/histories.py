@@ -67,14 +67,14 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
         events.append({"t": ms + 10, "src": "harness", "type": "conn.started", "pk": pk})
         events.append({"t": ms + 50, "src": worker, "type": "lease.acquire", "pk": pk, "worker": worker,
                        "epoch": 1, "outcome": "ok", "expires_ms": ms + 2050, "via": "notify"})
-        events.append({"t": ms + 100, "src": "upstream", "type": "sub.open", "pk": pk, "session": f"s-{pk[-1]}",
-                       "worker": worker, "from_seq": 1})
+        events.append({"t": ms + 100, "src": "upstream", "type": "sub.open", "pk": pk,
+                       "session": f"s-{pk[-1]}", "worker": worker, "from_seq": 1})
     # worker-level renewals every 500 ms; worker-1's last promise expires at 4.9 + 2 s
     for worker, until in (("worker-1", 4900.0), ("worker-2", 8000.0), ("worker-3", 8000.0)):
         t = 400.0
         while t <= until:
-            events.append({"t": ms + t, "src": worker, "type": "lease.renew", "worker": worker, "outcome": "ok",
-                           "expires_ms": ms + t + 2000})
+            events.append({"t": ms + t, "src": worker, "type": "lease.renew", "worker": worker,
+                           "outcome": "ok", "expires_ms": ms + t + 2000})
             t += 500.0
     kill_t, claim_t = 5000.0, 5000.0 + spec.claim_ms
     caught_up_t = kill_t + recovery_ms
@@ -87,8 +87,8 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
             persist_t = emit_t + 5
             if pk == "CONN#a" and persist_t >= kill_t:
                 continue  # worker-1 is dead: the new owner persists these below
-            events.append({"t": ms + persist_t, "src": worker, "type": "msg.persist", "pk": pk, "worker": worker,
-                           "epoch": 1, "seq_from": seq, "seq_to": seq, "outcome": "ok"})
+            events.append({"t": ms + persist_t, "src": worker, "type": "msg.persist", "pk": pk,
+                           "worker": worker, "epoch": 1, "seq_from": seq, "seq_to": seq, "outcome": "ok"})
     events += [
         {"t": ms + kill_t, "src": "nemesis", "type": "fault.start", "kind": "kill", "target": "worker-1",
          "params": {}},
@@ -102,8 +102,8 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
          "worker": "worker-2", "from_seq": 50},
         {"t": ms + 7300, "src": "worker-2", "type": "msg.persist", "pk": "CONN#a", "worker": "worker-2",
          "epoch": 2, "seq_from": 50, "seq_to": 60, "outcome": "ok"},
-        {"t": ms + caught_up_t, "src": "worker-2", "type": "msg.persist", "pk": "CONN#a", "worker": "worker-2",
-         "epoch": 2, "seq_from": 61, "seq_to": 72, "outcome": "ok"},
+        {"t": ms + caught_up_t, "src": "worker-2", "type": "msg.persist", "pk": "CONN#a",
+         "worker": "worker-2", "epoch": 2, "seq_from": 61, "seq_to": 72, "outcome": "ok"},
         {"t": ms + 3000, "src": "upstream", "type": "sub.open", "pk": "CONN#b", "session": "s-b2",
          "worker": "worker-3", "from_seq": 30},
         {"t": ms + 3700, "src": "upstream", "type": "sub.close", "pk": "CONN#b", "session": "s-b2",
@@ -136,7 +136,8 @@ def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 60
     harness = files["harness"]
     harness.append(json.dumps({"t": T0, "src": "harness", "type": "run.start", "scenario": "crash",
                                "profile": "hardened", "timescale": 0.1, "config": CONFIG,
-                               "connections": connections, "workers": workers, "bound_ms": 2200.0, "seed": 1}))
+                               "connections": connections, "workers": workers, "bound_ms": 2200.0,
+                               "seed": 1}))
     for name in names:
         lines, t = files[name], T0
         while t < T0 + seconds * 1000.0 and not (name == "worker-1" and t > kill_t):
@@ -144,8 +145,8 @@ def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 60
                          f'"outcome":"ok","expires_ms":{t + 2000:.0f}}}')
             t += 500.0
     files["nemesis"] += [
-        json.dumps({"t": kill_t, "src": "nemesis", "type": "fault.start", "kind": "kill", "target": "worker-1",
-                    "params": {}}),
+        json.dumps({"t": kill_t, "src": "nemesis", "type": "fault.start", "kind": "kill",
+                    "target": "worker-1", "params": {}}),
         json.dumps({"t": kill_t + 15, "src": "nemesis", "type": "fault.stop", "kind": "kill",
                     "target": "worker-1", "params": {}}),
     ]
@@ -182,8 +183,9 @@ def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 60
                     files[heir].append(f'{{"t":{takeover_t + 50:.3f},"src":"{heir}","type":"msg.persist",'
                                        f'"pk":"{pk}","worker":"{heir}","epoch":2,"seq_from":{first},'
                                        f'"seq_to":{seq - 1},"outcome":"ok"}}')
+            epoch = 2 if writer != owner else 1
             files[writer].append(f'{{"t":{t + 5:.3f},"src":"{writer}","type":"msg.persist","pk":"{pk}",'
-                                 f'"worker":"{writer}","epoch":{2 if writer != owner else 1},"seq_from":{seq},'
+                                 f'"worker":"{writer}","epoch":{epoch},"seq_from":{seq},'
                                  f'"seq_to":{seq},"outcome":"ok"}}')
             t += step
         heads[pk] = seq
@@ -192,8 +194,8 @@ def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 60
                             f'"session":"s-{i}","worker":"{owner}","reason":"keepalive_timeout",'
                             f'"last_pong_t":{kill_t:.3f},"last_seq_sent":0}}')
             files[heir].append(f'{{"t":{takeover_t:.3f},"src":"{heir}","type":"lease.acquire","pk":"{pk}",'
-                               f'"worker":"{heir}","epoch":2,"outcome":"ok","expires_ms":{takeover_t + 2000:.0f},'
-                               f'"via":"reconcile"}}')
+                               f'"worker":"{heir}","epoch":2,"outcome":"ok",'
+                               f'"expires_ms":{takeover_t + 2000:.0f},"via":"reconcile"}}')
             upstream.append(f'{{"t":{takeover_t + 20:.3f},"src":"upstream","type":"sub.open","pk":"{pk}",'
                             f'"session":"s-{i}b","worker":"{heir}","from_seq":1}}')
     stop_t = T0 + seconds * 1000.0 + 100

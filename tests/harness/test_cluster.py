@@ -1,0 +1,133 @@
+"""End to end on a real topology (embedded backend, simulator, router, worker processes), with the
+simulator's session records and the tables as evidence: STOP, repeated START, ``last_seq``, and that a
+topology leaves nothing behind however it ends."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import psutil  # type: ignore[import-untyped]
+import pytest
+
+from harness.cluster import Cluster, ClusterSpec
+from harness.faults.plane import Nemesis
+
+pytestmark = pytest.mark.e2e
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def live_sessions(cluster: Cluster, connection_id: str) -> list[dict[str, Any]]:
+    stream = cluster.streams().get(connection_id, {})
+    return [s for s in stream.get("sessions", []) if s["closed"] is None]
+
+
+def item(cluster: Cluster, connection_id: str) -> dict[str, Any]:
+    assert cluster.backend is not None
+    env = cluster.backend.env()
+    client = boto3.client("dynamodb", region_name=cluster.backend.region,
+                          endpoint_url=env["AWS_ENDPOINT_URL_DYNAMODB"], aws_access_key_id="test",
+                          aws_secret_access_key="test")
+    raw = client.get_item(TableName=cluster.backend.tables["connections"], Key={"pk": {"S": f"CONN#{connection_id}"}},
+                          ConsistentRead=True)["Item"]
+    return {k: next(iter(v.values())) for k, v in raw.items()}
+
+
+@pytest.fixture(scope="module", params=["blog", "hardened"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    spec = ClusterSpec(workers=2, profile=request.param, timescale=0.1,
+                       run_dir=tmp_path_factory.mktemp(f"cluster-{request.param}"))
+    with Cluster(spec) as running:
+        yield running
+
+
+def test_each_start_is_consumed_by_exactly_one_worker(cluster: Cluster) -> None:
+    ids = [f"one{i}" for i in range(6)]
+    for connection_id in ids:
+        cluster.start_connection(connection_id)
+    for connection_id in ids:
+        sessions = wait_for(lambda c=connection_id: live_sessions(cluster, c), 10, f"a session for {connection_id}")
+        assert len(sessions) == 1
+    time.sleep(cluster.config.lease_s)  # a lease later, still exactly one reader each
+    assert all(len(live_sessions(cluster, c)) == 1 for c in ids)
+
+
+def test_stop_closes_the_session_within_the_profile_interval(cluster: Cluster) -> None:
+    cluster.start_connection("stopme")
+    wait_for(lambda: live_sessions(cluster, "stopme"), 10, "the session")
+    stopped = time.monotonic()
+    cluster.stop_connection("stopme")
+    wait_for(lambda: not live_sessions(cluster, "stopme"), 15, "the session to close")
+    took = time.monotonic() - stopped
+    if cluster.spec.profile == "hardened":
+        bound = cluster.config.heartbeat_s  # the owner's mailbox is read with its next renewal
+    else:
+        bound = cluster.config.desired_check_s + cluster.config.heartbeat_s
+    assert took <= bound + 0.3, f"STOP took {took:.2f} s (bound {bound:.2f} s)"
+    assert item(cluster, "stopme")["desired_state"] == "STOPPED"
+
+
+def test_repeated_start(cluster: Cluster) -> None:
+    cluster.start_connection("again")
+    first = wait_for(lambda: live_sessions(cluster, "again"), 10, "the session")[0]
+    time.sleep(cluster.config.heartbeat_s)
+    before = item(cluster, "again")
+    cluster.start_connection("again")
+    after = item(cluster, "again")
+    if cluster.spec.profile == "hardened":
+        # idempotent: owner, epoch and last_seq untouched, the same session goes on
+        assert {k: after.get(k) for k in ("lease_owner", "epoch", "last_seq", "owner_gen")} == \
+               {k: before.get(k) for k in ("lease_owner", "epoch", "last_seq", "owner_gen")}
+        time.sleep(cluster.config.lease_s)
+        assert [s["session"] for s in live_sessions(cluster, "again")] == [first["session"]]
+    else:
+        # the published START overwrites the item: the live lease is gone
+        assert after["lease_owner"] == "" and after["lease_expires_at_ms"] == "0"
+
+
+def test_last_seq(cluster: Cluster) -> None:
+    cluster.start_connection("seq")
+    wait_for(lambda: live_sessions(cluster, "seq"), 10, "the session")
+    time.sleep(2 * cluster.config.lease_s)
+    owner = live_sessions(cluster, "seq")[0]["worker"]
+    cluster.workers[owner].child.signal(signal.SIGTERM)  # type: ignore[union-attr]
+    cluster.workers[owner].child.wait(10)  # type: ignore[union-attr]
+    released = item(cluster, "seq")
+    if cluster.spec.profile == "hardened":
+        assert int(released["last_seq"]) > 0  # checkpointed with the release
+    else:
+        assert int(released["last_seq"]) == 0  # the published design never advances it
+    cluster.add_worker(owner)
+
+
+def test_a_topology_leaves_nothing_behind_even_when_broken(tmp_path: Path) -> None:
+    spec = ClusterSpec(workers=2, profile="hardened", timescale=0.1, run_dir=tmp_path / "broken")
+    me = psutil.Process()
+    with pytest.raises(RuntimeError, match="mid-fault"), Cluster(spec) as cluster:
+        nemesis = Nemesis(cluster)
+        try:
+            nemesis.start("pause", "worker-1")
+            nemesis.start("partition_aws", "worker-2")
+            children = me.children(recursive=True)
+            assert any(p.status() == psutil.STATUS_STOPPED for p in children)
+            raise RuntimeError("mid-fault")
+        finally:
+            nemesis.heal_all()
+    assert cluster.toxiproxy is not None
+    leftovers = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers == []
+    events = (spec.run_dir / "history" / "nemesis.jsonl").read_text()
+    assert events.count('"fault.start"') == 2 and events.count('"fault.stop"') == 2
