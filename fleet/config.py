@@ -40,7 +40,8 @@ class FleetConfig:
     heartbeat_ms: int = 5_000
     reconcile_ms: int = 60_000
     desired_check_ms: int = 10_000
-    notify_wait_ms: int = 20_000
+    # SQS long-poll wait; also how long a shutting-down worker may wait for its last poll to hand back.
+    notify_wait_ms: int = 5_000
     metric_interval_ms: int = 60_000
     max_connections: int = 700
     # hardened: how far apart two fleet clocks may be; takeovers wait this long past an expiry.

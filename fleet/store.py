@@ -43,8 +43,11 @@ def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Notification:
+    """``{"pk": ...}`` from the queue; a handoff also names the epoch it released (``released_epoch``)."""
+
     pk: str
     receipt: str
+    released_epoch: int | None = None
 
 
 class LeaseStore:
@@ -169,11 +172,12 @@ class LeaseStore:
         return int(from_wire(items[0])["sk"]) if items else 0
 
     # -- notifications and metrics -------------------------------------------------------------------
-    async def notify(self, pk: str) -> None:
+    async def notify(self, pk: str, released_epoch: int | None = None) -> None:
+        body: dict[str, Any] = {"pk": pk}
+        if released_epoch is not None:
+            body["released_epoch"] = released_epoch
         async with aws_errors("send notification"):
-            await self.aws.sqs.send_message(
-                QueueUrl=self.config.queue_url, MessageBody=json.dumps({"pk": pk})
-            )
+            await self.aws.sqs.send_message(QueueUrl=self.config.queue_url, MessageBody=json.dumps(body))
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
         async with aws_errors("receive notifications"):
@@ -186,10 +190,13 @@ class LeaseStore:
         for message in response.get("Messages", []):
             receipt = message.get("ReceiptHandle", "")
             try:
-                pk = json.loads(message.get("Body", ""))["pk"]
+                body = json.loads(message.get("Body", ""))
+                pk = str(body["pk"])
+                epoch = body.get("released_epoch")
+                released = int(epoch) if isinstance(epoch, int) else None
             except (ValueError, KeyError, TypeError):
-                pk = ""  # malformed: deleted by the caller without acting on it
-            found.append(Notification(pk=str(pk), receipt=receipt))
+                pk, released = "", None  # malformed: deleted by the caller without acting on it
+            found.append(Notification(pk=pk, receipt=receipt, released_epoch=released))
         return found
 
     async def delete_notifications(self, notifications: list[Notification]) -> None:
@@ -199,6 +206,17 @@ class LeaseStore:
             await self.aws.sqs.delete_message_batch(
                 QueueUrl=self.config.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": n.receipt} for i, n in enumerate(notifications)],
+            )
+
+    async def return_notifications(self, notifications: list[Notification]) -> None:
+        """Make received notifications visible again at once (for another worker to act on)."""
+        if not notifications:
+            return
+        async with aws_errors("return notifications"):
+            await self.aws.sqs.change_message_visibility_batch(
+                QueueUrl=self.config.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": n.receipt, "VisibilityTimeout": 0}
+                         for i, n in enumerate(notifications)],
             )
 
     async def put_active_connections(self, count: int, worker_id: str) -> None:

@@ -39,7 +39,7 @@ from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable
 from fleet.history import HistoryWriter
 from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, WorkerRecord, rules_for
-from fleet.store import LeaseStore
+from fleet.store import LeaseStore, Notification
 
 # Acquisitions one reconcile keeps in flight: a dead worker's streams are claimed in parallel.
 CLAIMS_IN_FLIGHT = 16
@@ -77,18 +77,23 @@ class Worker:
         if self.rules.worker_liveness:
             await self._register()
         loops: list[Callable[[], Awaitable[None]]] = [
-            self._notification_loop, self._heartbeat_loop, self._reconcile_loop, self._metrics_loop
+            self._heartbeat_loop, self._reconcile_loop, self._metrics_loop
         ]
         if self.rules.per_connection_heartbeat:
             loops.append(self._desired_state_loop)
         if self.rules.self_fencing:
             loops.append(self._fence_watchdog)
         tasks = [asyncio.create_task(self._forever(loop)) for loop in loops]
+        # Not cancelled on shutdown: a long poll abandoned mid-wait would still be handed a notification by
+        # the queue (our own handoff ones included) and hide it for the visibility timeout.  It finishes its
+        # poll and hands back whatever it got.
+        notifications = asyncio.create_task(self._forever(self._notification_loop))
         await self.stopping.wait()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._shutdown()
+        await notifications
 
     async def _forever(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run a loop, logging and restarting it after an unexpected error instead of dying silently."""
@@ -133,10 +138,12 @@ class Worker:
             item = await self.store.execute(self.config.connections_table, write)
         except ConditionFailed:
             self.history.emit("lease.acquire", pk=pk, worker=self.me.worker_id, outcome="fail", via=via)
+            log("lease.acquire", pk=pk, outcome="fail", via=via)
             return False
         except StoreUnavailable as exc:
             self.history.emit("lease.acquire", pk=pk, worker=self.me.worker_id, outcome="info", via=via,
                               note=str(exc)[:200])
+            log("lease.acquire", pk=pk, outcome="info", via=via)
             resolved = await self._resolve_unknown_acquire(pk)
             if resolved is None:
                 return False
@@ -148,7 +155,7 @@ class Worker:
         lease = Lease.granted(item)
         self.history.emit("lease.acquire", pk=pk, worker=self.me.worker_id, epoch=lease.epoch, outcome="ok",
                           via=via, expires_ms=item.get("lease_expires_at_ms"))
-        log("lease.acquire", pk=pk, epoch=lease.epoch, via=via)
+        log("lease.acquire", pk=pk, outcome="ok", epoch=lease.epoch, via=via)
         held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq)
         self.held[pk] = held
         if item.get("desired_state") != STARTED:
@@ -209,7 +216,7 @@ class Worker:
                           outcome=outcome, seq=held.last_seq, reason=reason)
         if outcome == "ok" and handoff and self.rules.resumes:
             try:
-                await self.store.notify(held.pk)
+                await self.store.notify(held.pk, released_epoch=held.lease.epoch)
             except StoreError as exc:
                 log("notify.error", pk=held.pk, error=str(exc))
 
@@ -239,18 +246,26 @@ class Worker:
                 log("notify.receive_error", error=str(exc))
                 await self._pause(self.config.heartbeat_s)
                 continue
-            for note in notes:
-                if note.pk:
-                    await self._on_notification(note.pk)
             try:
+                if self.stopping.is_set():
+                    await self.store.return_notifications(notes)
+                    return
+                await asyncio.gather(*(self._on_notification(note) for note in notes if note.pk))
                 await self.store.delete_notifications(notes)
             except StoreError as exc:
-                log("notify.delete_error", error=str(exc))
+                log("notify.settle_error", error=str(exc))
 
-    async def _on_notification(self, pk: str) -> None:
+    async def _on_notification(self, note: Notification) -> None:
+        pk = note.pk
         if not self.rules.worker_liveness:
             if pk not in self.held:
                 await self.try_acquire(pk, "notify")
+            return
+        if note.released_epoch is not None and pk not in self.held:
+            # a handoff: the releaser said what it left, so try that directly (the condition checks it is
+            # still free at that epoch; if not, somebody else was faster and nothing is written)
+            released = ConnectionRecord(pk=pk, desired_state=STARTED, ws_url="", epoch=note.released_epoch)
+            await self.try_acquire(pk, "handoff", released)
             return
         try:
             seen = await self.store.get_connection(pk)
@@ -451,15 +466,16 @@ class Worker:
             # owners read after their connections, so no generation is judged from an older read
             await self._refresh_workers()
         self.history.emit("reconcile", worker=self.me.worker_id, listed=len(listed), dead=dead)
-        for seen in listed:
+        claimable = [s for s in listed if s.pk not in self.held
+                     and (self._ours(s) or self.rules.claimable(s, self.me, now, self.workers))]
+        log("reconcile", listed=len(listed), claimable=len(claimable))
+        for seen in claimable:
             if self._capacity() - len(claims) <= 0:
                 break
-            if seen.pk in self.held:
-                continue
             if self._ours(seen):
                 # an acquire of ours whose answer was lost: the lease is ours, take the stream up
                 claims.add(asyncio.create_task(self._take_up(seen.pk, dict(seen.__dict__), "adopted")))
-            elif self.rules.claimable(seen, self.me, now, self.workers):
+            else:
                 claims.add(asyncio.create_task(self.try_acquire(seen.pk, "reconcile", seen)))
             if len(claims) >= CLAIMS_IN_FLIGHT:
                 _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)

@@ -185,12 +185,14 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
     for (scenario, profile), members in summary.groups(runs).items():
         pooled = summary.pooled_recovery(members)
         valid = [run.verdict["valid"] for run in members]
-        bounds = sorted({f"{ms / 1000:.3g} s" for run in members for ms in summary.bounds_of(run).values()})
+        bounds = sorted({summary.scaled_text(ms, run.info.timescale) for run in members
+                         for ms in summary.bounds_of(run).values()})
         lines.append((f"{scenario} / {profile}",
-                      f"{len(members)} runs ({valid.count(True)} valid, {valid.count(False)} invalid); "
+                      f"{len(members)} run{'s' if len(members) > 1 else ''} ({valid.count(True)} valid, "
+                      f"{valid.count(False)} invalid); "
                       "recovery "
                       + " · ".join(f"{s} {summary.seconds_text(pooled[s])}" for s in summary.STATISTICS)
-                      + (f" against {', '.join(bounds)}" if bounds else "")
+                      + (f" against bound {'; '.join(bounds)}" if bounds else "")
                       + f"; duplicate claims {sum(int(r.verdict['duplicate_claims']) for r in members)}, "
                         f"lost sequences {sum(int(r.verdict['lost_sequences']) for r in members)}"))
     scales = sorted({str(run.info.timescale) for run in runs})

@@ -265,7 +265,8 @@ def recovery_cdf(runs: Sequence[RunData]) -> Figure:
         ax.set_ylabel("fraction of affected connections")
         ax.set_title(f"Recovery time CDF: {scenario}", loc="left")
         ax.grid(color="#dddddd", linewidth=0.5)
-        ax.legend(fontsize=8, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="lower right")
     return figure
 
 
@@ -330,7 +331,8 @@ def phase_bars(runs: Sequence[RunData]) -> Figure:
         ax.grid(axis="y", color="#dddddd", linewidth=0.5)
         if not ticks:
             ax.text(0.5, 0.5, "no connection was affected by a fault", transform=ax.transAxes, ha="center")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
 
 

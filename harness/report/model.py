@@ -25,9 +25,9 @@ from harness.history import HistoryError, read_history
 Progress = Callable[[str], None]
 
 
-class ReportError(Exception):
+class ReportError(ValueError):
     """A report cannot be built (a folder is not a run, an output folder cannot be written); the message
-    says which and why."""
+    says which and why.  A ``ValueError``: bad input, not a bug."""
 
 
 class RunData:

@@ -97,7 +97,7 @@ data "aws_iam_policy_document" "task_fleet" {
 
   statement {
     sid       = "Notifications"
-    actions   = ["sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"]
+    actions   = ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"]
     resources = [var.queue_arn]
   }
 

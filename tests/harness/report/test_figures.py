@@ -32,8 +32,11 @@ def red_patches(ax: Axes) -> list[Rectangle]:
 
 
 def vertical_lines(ax: Axes) -> list[float]:
-    return [float(line.get_xdata()[0]) for line in ax.lines  # type: ignore[index]
-            if len(set(np.asarray(line.get_xdata(), dtype=float).tolist())) == 1]
+    return [first_x(line) for line in ax.lines if np.ptp(np.asarray(line.get_xdata(), dtype=float)) == 0]
+
+
+def first_x(line: Line2D) -> float:
+    return float(np.asarray(line.get_xdata(), dtype=float)[0])
 
 
 def test_timeline_has_one_row_per_connection(run: RunData) -> None:
@@ -54,7 +57,7 @@ def test_timeline_colours_bars_by_worker_and_marks_the_crash(run: RunData) -> No
     ax = figure.axes[0]
     colours = figures.worker_colours([run])
     bar_colours = {tuple(np.round(c, 3)) for coll in ax.collections if isinstance(coll, PolyCollection)
-                   for c in coll.get_facecolor()}
+                   for c in np.asarray(coll.get_facecolor(), dtype=float)}
     for worker in ("worker-1", "worker-2", "worker-3"):
         assert tuple(np.round(to_rgba(colours[worker]), 3)) in bar_colours
     assert figures.OVERLAP_COLOUR not in colours.values()
@@ -81,8 +84,7 @@ def test_recovery_cdf_draws_the_run_and_both_bounds(run: RunData) -> None:
     ax = figures.recovery_cdf([run]).axes[0]
     [curve] = [line for line in ax.lines if str(line.get_label()).startswith("hardened (n=1")]
     assert np.asarray(curve.get_xdata(), dtype=float).tolist() == [0.0, 2.4]
-    lines = {str(line.get_label()): float(line.get_xdata()[0]) for line in ax.lines  # type: ignore[index]
-             if isinstance(line, Line2D)}
+    lines = {str(line.get_label()): first_x(line) for line in ax.lines}
     assert lines["hardened bound 2.2 s"] == pytest.approx(2.2)
     assert lines["published lease+reconcile 8 s = 80 s at scale 1"] == pytest.approx(8.0)
 
