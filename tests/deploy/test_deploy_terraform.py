@@ -189,8 +189,11 @@ def test_iam_check_splits_worker_and_router_calls(fleet_copy: tuple[Path, Edit])
 
 def test_alarm_check_reports_a_field_the_worker_does_not_log(fleet_copy: tuple[Path, Edit]) -> None:
     root, _ = fleet_copy
-    with (root / "worker.py").open("a", encoding="utf-8") as worker:
-        worker.write(ALARM_EVENTS_PROBE.replace('outcome="fail", ', ""))
+    worker = root / "worker.py"
+    # the worker stops logging the outcome of its acquires
+    logged = worker.read_text(encoding="utf-8")
+    worker.write_text(logged.replace('log("lease.acquire", pk=pk, outcome=', 'log("lease.acquire", pk=pk, result='),
+                      encoding="utf-8")
     problems = alarm_problems(TERRAFORM, root)
     assert any("'lease.acquire'" in p and "'outcome'" in p for p in problems), problems
     assert not any("reconcile" in p for p in problems), problems

@@ -4,6 +4,7 @@ topology leaves nothing behind however it ends."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -85,6 +86,7 @@ def test_repeated_start(cluster: Cluster) -> None:
     first = wait_for(lambda: live_sessions(cluster, "again"), 10, "the session")[0]
     time.sleep(cluster.config.heartbeat_s)
     before = item(cluster, "again")
+    restarted_ms = time.time() * 1000
     cluster.start_connection("again")
     after = item(cluster, "again")
     if cluster.spec.profile == "hardened":
@@ -94,8 +96,17 @@ def test_repeated_start(cluster: Cluster) -> None:
         time.sleep(cluster.config.lease_s)
         assert [s["session"] for s in live_sessions(cluster, "again")] == [first["session"]]
     else:
-        # the published START overwrites the item: the live lease is gone
-        assert after["lease_owner"] == "" and after["lease_expires_at_ms"] == "0"
+        # the published START overwrites the item: the live lease is gone, so the START's own notification
+        # is acquired again at once (or the item still shows it free)
+        history = cluster.run_dir / "history"
+
+        def reacquired() -> bool:
+            return any('"lease.acquire"' in line and '"CONN#again"' in line and '"ok"' in line
+                       and json.loads(line)["t"] > restarted_ms
+                       for f in history.glob("worker-*.jsonl") for line in f.read_text().splitlines())
+
+        assert (after["lease_owner"] == "" and after["lease_expires_at_ms"] == "0") or wait_for(
+            reacquired, 5, "the clobbered lease to be acquired again")
 
 
 def test_last_seq(cluster: Cluster) -> None:
@@ -116,18 +127,53 @@ def test_last_seq(cluster: Cluster) -> None:
 def test_a_topology_leaves_nothing_behind_even_when_broken(tmp_path: Path) -> None:
     spec = ClusterSpec(workers=2, profile="hardened", timescale=0.1, run_dir=tmp_path / "broken")
     me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}  # other fixtures' topologies
     with pytest.raises(RuntimeError, match="mid-fault"), Cluster(spec) as cluster:
         nemesis = Nemesis(cluster)
         try:
             nemesis.start("pause", "worker-1")
             nemesis.start("partition_aws", "worker-2")
-            children = me.children(recursive=True)
-            assert any(p.status() == psutil.STATUS_STOPPED for p in children)
+            assert any(p.status() == psutil.STATUS_STOPPED for p in me.children(recursive=True))
             raise RuntimeError("mid-fault")
         finally:
             nemesis.heal_all()
     assert cluster.toxiproxy is not None
-    leftovers = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    leftovers = [p for p in me.children(recursive=True)
+                 if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert leftovers == []
     events = (spec.run_dir / "history" / "nemesis.jsonl").read_text()
     assert events.count('"fault.start"') == 2 and events.count('"fault.stop"') == 2
+
+
+def test_ctrl_c_mid_fault_leaves_nothing_running_or_stopped(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "interrupted"
+    started = time.time()
+    ours = ("fleet.", "harness.", "dynalite", "moto")
+    scenario = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "scenario", "pause", "--run-dir", str(run_dir), "--no-report",
+         "--connections", "6"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    nemesis = run_dir / "history" / "nemesis.jsonl"
+    wait_for(lambda: nemesis.exists() and '"fault.start"' in nemesis.read_text(), 60, "the pause to begin")
+    scenario.send_signal(signal.SIGINT)
+    _, stderr = scenario.communicate(timeout=60)
+    assert scenario.returncode == 130, stderr
+    assert "Traceback" not in stderr
+
+    def leftovers() -> list[str]:
+        found = []
+        for process in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if (process.info["pid"] != os.getpid() and process.info["create_time"] >= started - 1
+                    and any(name in cmdline for name in ours) and process.info["status"] != psutil.STATUS_ZOMBIE):
+                found.append(f"{process.info['pid']} {process.info['status']} {cmdline[:80]}")
+        return found
+
+    wait_for(lambda: not leftovers(), 10, "every child to exit")
+    history = nemesis.read_text()
+    assert '"fault.stop"' in history  # the pause was healed (SIGCONT) before everything stopped
