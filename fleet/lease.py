@@ -37,7 +37,7 @@ so checkers can be shown to catch double ownership.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.config import FleetConfig
@@ -210,14 +210,7 @@ class UnsafeRules(Rules):
     name = "unsafe"
 
     def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
-        return Write(
-            key={"pk": pk},
-            update=Update(set={
-                "lease_owner": me.worker_id,
-                "lease_expires_at_ms": now_ms + int(self.lease_ms),
-                "updated_at_ms": now_ms,
-            }),
-        )
+        return replace(super().acquire(pk, me, now_ms, seen), condition=None)
 
     def claimable(
         self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
