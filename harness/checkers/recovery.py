@@ -121,7 +121,12 @@ def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: flo
         targets = {t for t in fault.targets if t in workers or t.startswith("worker")}
     t0 = fault.start_t
     if targets:
-        hit = parts.loc[parts["worker"].isin(targets) & (parts["start"] <= t0) & (parts["end"] >= t0)]
+        # held at t0: a session open then whose last consuming part began before it (a session whose
+        # reading was already cut by its keepalive just before a freeze still belonged to that worker)
+        raw_end = consumed.sessions.set_index(["pk", "session"])["end_t"]
+        session_closed = raw_end.reindex(pd.MultiIndex.from_frame(parts[["pk", "session"]])).to_numpy()
+        hit = parts.loc[parts["worker"].isin(targets) & (parts["start"] <= t0)
+                        & ((parts["end"] >= t0) | (session_closed >= t0))]
         chosen = hit.sort_values("start", kind="stable").groupby("pk", sort=True).tail(1)
     else:
         hit = parts.loc[(parts["end"] >= t0) & (parts["end"] <= _window_end(fault, grace))
