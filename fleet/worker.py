@@ -534,9 +534,26 @@ class Worker:
             await self._pause(self.config.scaled_s(self.config.metric_interval_ms))
 
 
+STARTUP_PATIENCE_S = 15.0  # a backend starting beside us gets this long
+
+
+async def reach_backend(store: LeaseStore) -> None:
+    """Read the connections table until it answers; after ``STARTUP_PATIENCE_S`` give up with the reason."""
+    deadline = time.monotonic() + STARTUP_PATIENCE_S
+    while True:
+        try:
+            await store.get_connection("CONN#__startup_probe__")
+            return
+        except StoreUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"DynamoDB did not answer for {STARTUP_PATIENCE_S:.0f} s: {exc}") from exc
+            await asyncio.sleep(0.5)
+
+
 async def serve(config: FleetConfig) -> None:
     history = HistoryWriter(config.history_path, config.worker_id)
     async with AwsClients(config) as aws:
+        await reach_backend(LeaseStore(aws))
         worker = Worker(config, LeaseStore(aws), history)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -559,7 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     if not config.queue_url:
         print("wsfleet worker: WSFLEET_QUEUE_URL is not set (the notification queue)", file=sys.stderr)
         return 2
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except StoreError as exc:
+        print(f"wsfleet worker: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

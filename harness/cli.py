@@ -40,6 +40,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _connection_id(text: str) -> str:
+    from fleet.router import CONNECTION_ID
+
+    if not CONNECTION_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a connection id ([A-Za-z0-9._:-], 1 to 128 characters)")
+    return text
+
+
 def _timescale(text: str) -> float:
     try:
         value = float(text)
@@ -81,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"post a {verb} event to the router",
                            description=f"POST {{\"event_type\": \"{verb}\", ...}} to the router of a running "
                                        "`wsfleet up` (or --router URL).")
-        p.add_argument("connection_id", help="connection id ([A-Za-z0-9._:-], at most 128 characters)")
+        p.add_argument("connection_id", type=_connection_id,
+                       help="connection id ([A-Za-z0-9._:-], at most 128 characters)")
         p.add_argument("--router", help="router base URL (default: from the running `wsfleet up`)")
         if name == "start":
             p.add_argument("--ws-url", help="upstream URL (default: the simulator's stream for this id)")

@@ -10,6 +10,7 @@ paused workers, re-enables proxies and stops every child, so nothing is left run
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import time
 import urllib.error
@@ -289,5 +290,5 @@ def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) 
             return exc.code, json.loads(raw or b"null")
         except ValueError:
             return exc.code, {"error": raw.decode(errors="replace")}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         raise ClusterError(f"{method} {url} failed: {exc}") from exc

@@ -1,0 +1,39 @@
+"""The worker process's front door: configuration errors, a backend that is down, ``--help``."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet import worker
+
+
+def test_help_lists_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    assert worker.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "WSFLEET_LEASE_MS" in out and "WSFLEET_PROFILE" in out
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"WSFLEET_PROFILE": "fast"}, "WSFLEET_PROFILE must be one of"),
+    ({"WSFLEET_LEASE_MS": "soon"}, "WSFLEET_LEASE_MS must be a number"),
+    ({"WSFLEET_QUEUE_URL": ""}, "WSFLEET_QUEUE_URL is not set"),
+])
+def test_bad_configuration_exits_2_with_the_reason(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                    env: dict[str, str], message: str) -> None:
+    monkeypatch.setenv("WSFLEET_QUEUE_URL", "http://127.0.0.1:9/q")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert worker.main([]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_backend_that_is_down_exits_1_with_the_reason(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(worker, "STARTUP_PATIENCE_S", 0.5)
+    down = {"WSFLEET_QUEUE_URL": "http://127.0.0.1:9/q", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:9",
+            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+    for name, value in down.items():
+        monkeypatch.setenv(name, value)
+    assert worker.main([]) == 1
+    err = capsys.readouterr().err
+    assert "cannot start: DynamoDB did not answer" in err and "Traceback" not in err
