@@ -69,6 +69,10 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
     p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                    help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
     p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
+    p.add_argument("--backend", choices=("embedded", "localstack"), default="embedded",
+                   help="AWS backend: embedded servers (default) or a running LocalStack (see --localstack-url)")
+    p.add_argument("--localstack-url", default="http://localhost:4566",
+                   help="LocalStack edge endpoint for --backend localstack (default http://localhost:4566)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +142,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     from harness.cluster import Cluster, ClusterError, ClusterSpec
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
-                       run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate)
+                       run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
+                       localstack_url=_localstack(args))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -159,6 +164,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         STATE_FILE.unlink(missing_ok=True)
     return 0
+
+
+def _localstack(args: argparse.Namespace) -> str:
+    return str(args.localstack_url) if args.backend == "localstack" else ""
 
 
 def _running() -> dict[str, Any]:
@@ -260,7 +269,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     run = ScenarioRun(name=args.name, profile=args.profile, timescale=args.timescale, workers=args.workers,
                       connections=args.connections, seed=args.seed, run_dir=args.run_dir, rate=args.rate,
-                      dynamodb=args.dynamodb)
+                      dynamodb=args.dynamodb, localstack_url=_localstack(args))
     if args.workers < 2:
         raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
     started = time.monotonic()

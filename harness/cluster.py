@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.history import HistoryWriter
-from harness.backends import Backend, EmbeddedBackend, start_embedded
+from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
+from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import Child, ProcessError, python_env, spawn
 
@@ -48,6 +49,8 @@ class ClusterSpec:
     # FleetConfig fields to override (at scale 1, like every *_ms setting)
     overrides: dict[str, Any] = field(default_factory=dict)
     evict_older: bool = False
+    # Run against the LocalStack at this endpoint instead of the embedded backend (its data is cleared first).
+    localstack_url: str = ""
 
     def fleet_config(self) -> FleetConfig:
         return FleetConfig(profile=self.profile, timescale=self.timescale,  # type: ignore[arg-type]
@@ -98,7 +101,10 @@ class Cluster:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "clock").mkdir(parents=True, exist_ok=True)
         try:
-            if self.backend is None:
+            if self.backend is None and self.spec.localstack_url:
+                self.backend = localstack_backend(self.spec.localstack_url, config=self.config)
+                clear_data(self.backend.env())
+            elif self.backend is None:
                 self.backend = start_embedded(self.spec.dynamodb, config=self.config,
                                               log_dir=self.run_dir / "logs")
             self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
@@ -110,7 +116,7 @@ class Cluster:
             for i in range(1, self.spec.workers + 1):
                 self.add_worker(f"worker-{i}", wait=False)
             self.wait_workers_ready()
-        except ProcessError as exc:
+        except (ProcessError, BackendError) as exc:
             raise ClusterError(str(exc)) from exc
 
     def _upstream_argv(self) -> list[str]:

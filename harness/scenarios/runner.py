@@ -43,6 +43,7 @@ class ScenarioRun:
     run_dir: Path = Path("runs/latest")
     rate: float = 5.0
     dynamodb: str = "dynalite"
+    localstack_url: str = ""
 
 
 def _quiet(_: str) -> None:
@@ -57,7 +58,8 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
         raise ScenarioError("a scenario needs at least 2 workers (someone must take over)")
     scenario = SCENARIOS[run.name]
     spec = ClusterSpec(workers=run.workers, profile=run.profile, timescale=run.timescale,
-                       run_dir=run.run_dir, dynamodb=run.dynamodb, rate=run.rate, seed=run.seed)
+                       run_dir=run.run_dir, dynamodb=run.dynamodb, rate=run.rate, seed=run.seed,
+                       localstack_url=run.localstack_url)
     config = spec.fleet_config()
     steps = schedule(run.name, run.seed, config, run.workers)
     bound = scenario.bound(config)

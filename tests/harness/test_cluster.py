@@ -177,3 +177,22 @@ def test_ctrl_c_mid_fault_leaves_nothing_running_or_stopped(tmp_path: Path) -> N
     wait_for(lambda: not leftovers(), 10, "every child to exit")
     history = nemesis.read_text()
     assert '"fault.stop"' in history  # the pause was healed (SIGCONT) before everything stopped
+
+
+def test_the_localstack_backend_path_runs_a_fleet(tmp_path: Path) -> None:
+    """``--backend localstack``: every service at one edge endpoint (a moto server stands in for LocalStack,
+    which needs a Docker engine these machines lack), resources created and cleared through it."""
+    from harness.backends.servers import start_moto
+
+    edge = start_moto(tmp_path / "logs", name="edge")
+    try:
+        spec = ClusterSpec(workers=2, profile="hardened", timescale=0.1, run_dir=tmp_path / "ls",
+                           localstack_url=edge.url)
+        with Cluster(spec) as cluster:
+            assert cluster.backend is not None and cluster.backend.kind == "localstack"
+            assert set(cluster.backend.endpoints.values()) == {edge.url}
+            cluster.start_connection("edge1")
+            sessions = wait_for(lambda: live_sessions(cluster, "edge1"), 15, "a session through LocalStack")
+            assert len(sessions) == 1
+    finally:
+        edge.stop()
