@@ -9,12 +9,7 @@ The client speaks the API subset every 2.x server understands (updates are POSTe
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +17,11 @@ from typing import Any
 
 import requests
 
+from harness.processes import REPO_ROOT, ProcessError, spawn
+
 TOXIPROXY_URL_ENV = "TOXIPROXY_URL"
 SERVER_START_TIMEOUT_S = 15.0
 SERVER_STOP_TIMEOUT_S = 5.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ToxiproxyError(Exception):
@@ -236,51 +232,16 @@ def start_embedded_toxiproxy(run_dir: str | Path, seed: int | None = None) -> tu
     ``stop`` sends SIGTERM, waits, kills if needed, and reaps the process: nothing is left behind.
     """
     log_path = Path(run_dir) / "logs" / "toxiproxy.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "harness.faults.toxiproxy", "-host", "127.0.0.1", "-port", "0"]
+    command = ["python", "-m", "harness.faults.toxiproxy", "-host", "127.0.0.1", "-port", "0"]
     if seed is not None:
         command += ["-seed", str(seed)]
-    env = dict(os.environ)  # the server imports this package, wherever the caller runs from
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
-        )
+    try:
+        child = spawn("toxiproxy", command, log_path, timeout_s=SERVER_START_TIMEOUT_S)
+        url = str(child.ready["url"])
+    except (ProcessError, KeyError) as exc:
+        raise ToxiproxyError(f"the embedded Toxiproxy did not start: {exc}") from exc
 
     def stop() -> None:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(SERVER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        child.stop(grace_s=SERVER_STOP_TIMEOUT_S)
 
-    try:
-        line = _read_ready_line(process, SERVER_START_TIMEOUT_S)
-        url = str(json.loads(line)["url"])
-    except (ToxiproxyError, ValueError, KeyError) as exc:
-        stop()
-        tail = log_path.read_text(errors="replace")[-2000:]
-        raise ToxiproxyError(
-            f"the embedded Toxiproxy did not start: {exc}; its log ({log_path}):\n{tail}"
-        ) from exc
     return url, stop
-
-
-def _read_ready_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The JSON line the server prints once listening (ToxiproxyError if it exits or stays silent)."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ToxiproxyError(f"no ready line within {timeout_s:.0f} s")
-        readable, _, _ = select.select([process.stdout], [], [], remaining)
-        if readable:
-            line = process.stdout.readline().decode(errors="replace")
-            if not line:
-                raise ToxiproxyError(f"it exited with status {process.wait()}")
-            return line
