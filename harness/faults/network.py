@@ -17,7 +17,7 @@ from typing import Any
 
 import requests
 
-from harness.processes import REPO_ROOT, ProcessError, spawn
+from harness.processes import ProcessError, spawn
 
 TOXIPROXY_URL_ENV = "TOXIPROXY_URL"
 SERVER_START_TIMEOUT_S = 15.0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness.faults.network import REPO_ROOT
+from harness.processes import REPO_ROOT
 
 COMMAND = [sys.executable, "-m", "harness.faults.toxiproxy"]
 
