@@ -4,7 +4,7 @@ over every interleaving hypothesis can find (model store, skewed clocks, pauses,
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from fleet.expr import Write
@@ -197,6 +197,14 @@ def test_unsafe_is_caught_by_the_same_property() -> None:
     # two workers acquire the same live stream and both write
     plan = [("acquire", 0, 0, 1.0, 0.0), ("acquire", 1, 0, 1.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
     assert run("unsafe", [0, 0], plan)
+
+
+def test_hypothesis_finds_an_unsafe_interleaving() -> None:
+    """The same search that never breaks ``hardened`` finds a counterexample for ``unsafe`` on its own."""
+    step = st.tuples(st.sampled_from(ACTIONS), st.integers(0, 1), st.just(0), st.floats(0, 100), st.just(0.0))
+    counterexample = find(st.lists(step, min_size=1, max_size=12), lambda plan: bool(run("unsafe", [0, 0], plan)),
+                          settings=settings(max_examples=3000, deadline=None, database=None))
+    assert run("unsafe", [0, 0], counterexample)
 
 
 def test_blog_pause_is_caught_by_the_same_property() -> None:
