@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -20,6 +20,9 @@ from fleet.aws import AwsClients, aws_errors
 from fleet.expr import Write
 from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
+
+if TYPE_CHECKING:
+    from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -172,12 +175,15 @@ class LeaseStore:
         return int(from_wire(items[0])["sk"]) if items else 0
 
     # -- notifications and metrics -------------------------------------------------------------------
-    async def notify(self, pk: str, released_epoch: int | None = None) -> None:
-        body: dict[str, Any] = {"pk": pk}
-        if released_epoch is not None:
-            body["released_epoch"] = released_epoch
-        async with aws_errors("send notification"):
-            await self.aws.sqs.send_message(QueueUrl=self.config.queue_url, MessageBody=json.dumps(body))
+    async def notify(self, handoffs: list[tuple[str, int]]) -> None:
+        """Announce released streams ``(pk, released epoch)``, ten to a request (SendMessageBatch's limit)."""
+        for start in range(0, len(handoffs), 10):
+            entries: list[SendMessageBatchRequestEntryTypeDef] = [
+                {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}
+                for i, (pk, epoch) in enumerate(handoffs[start:start + 10])
+            ]
+            async with aws_errors("send notifications"):
+                await self.aws.sqs.send_message_batch(QueueUrl=self.config.queue_url, Entries=entries)
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
         async with aws_errors("receive notifications"):

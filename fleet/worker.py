@@ -112,8 +112,7 @@ class Worker:
     async def _shutdown(self) -> None:
         """Graceful: stop consuming, release (and in hardened checkpoint + notify), retire."""
         held = list(self.held.values())
-        await asyncio.gather(*(self._drop(h, "shutdown", release=True, handoff=True) for h in held),
-                             return_exceptions=True)
+        await self._hand_off(held, "shutdown")
         retire = self.rules.retire(self.me)
         if retire is not None and self.registered:
             try:
@@ -180,10 +179,23 @@ class Worker:
         return (self.rules.worker_liveness and seen.lease_owner == self.me.worker_id
                 and seen.owner_gen == self.me.gen and self.registered)
 
-    async def _drop(self, held: HeldConnection, reason: str, release: bool, handoff: bool = False) -> None:
-        """Stop consuming ``held``; with ``release`` give the lease back (and notify, when handing off)."""
+    async def _hand_off(self, held: list[HeldConnection], reason: str) -> None:
+        """Release these leases together, then announce them in batches so other workers' long polls
+        return them together (hardened: with the released epoch, so the taker can acquire at once)."""
+        released = await asyncio.gather(*(self._drop(h, reason, release=True) for h in held),
+                                        return_exceptions=True)
+        if not self.rules.resumes:
+            return  # the published design leaves released streams to the next reconcile
+        handoffs = [(h.pk, h.lease.epoch) for h, ok in zip(held, released, strict=True) if ok is True]
+        try:
+            await self.store.notify(handoffs)
+        except StoreError as exc:
+            log("notify.error", error=str(exc), streams=len(handoffs))
+
+    async def _drop(self, held: HeldConnection, reason: str, release: bool) -> bool:
+        """Stop consuming ``held``; with ``release`` give the lease back.  Whether a release was accepted."""
         if self.held.get(held.pk) is not held:
-            return
+            return False
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:
@@ -199,11 +211,11 @@ class Worker:
         if not release:
             self.history.emit("lease.lost", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
                               reason=reason)
-            return
+            return False
         if self.rules.self_fencing and not self.fence.allows():
             self.history.emit("lease.lost", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
                               reason="fenced before release")
-            return
+            return False
         write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq)
         try:
             await self.store.execute(self.config.connections_table, write)
@@ -214,15 +226,11 @@ class Worker:
             outcome = "info"
         self.history.emit("lease.release", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
                           outcome=outcome, seq=held.last_seq, reason=reason)
-        if outcome == "ok" and handoff and self.rules.resumes:
-            try:
-                await self.store.notify(held.pk, released_epoch=held.lease.epoch)
-            except StoreError as exc:
-                log("notify.error", pk=held.pk, error=str(exc))
+        return outcome == "ok"
 
     async def _give_up(self, held: HeldConnection, reason: str) -> None:
         log("lease.give_up", pk=held.pk, reason=reason)
-        await self._drop(held, reason, release=True, handoff=True)
+        await self._hand_off([held], reason)
 
     def _lose_all(self, reason: str) -> None:
         for held in list(self.held.values()):
