@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.config import FleetConfig
-from fleet.expr import Eq, Exists, Gt, Lt, NotExists, Update, Write, all_of, any_of
+from fleet.expr import Condition, Eq, Exists, Gt, Lt, NotExists, Update, Write, all_of, any_of
 
 STARTED = "STARTED"
 STOPPED = "STOPPED"
@@ -266,7 +266,7 @@ class HardenedRules(Rules):
             condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
         )
 
-    def _held(self, lease: Lease, me: Holder) -> Any:
+    def _held(self, lease: Lease, me: Holder) -> Condition:
         return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
 
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:

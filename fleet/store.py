@@ -90,14 +90,17 @@ class LeaseStore:
         return len(response.get("UnprocessedItems", {}).get(table, []))
 
     # -- reads ---------------------------------------------------------------------------------------
-    async def get_connection(self, pk: str) -> ConnectionRecord | None:
+    async def _read(self, table: str, pk: str) -> dict[str, Any] | None:
+        """One item by key, read consistently (a coordination request)."""
         self.aws.requests["coordination"] += 1
-        async with aws_errors("get connection"):
-            response = await self.aws.ddb.get_item(
-                TableName=self.config.connections_table, Key=to_wire({"pk": pk}), ConsistentRead=True
-            )
+        async with aws_errors(f"get {table}"):
+            response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}), ConsistentRead=True)
         item = response.get("Item")
-        return ConnectionRecord.from_item(from_wire(item)) if item else None
+        return from_wire(item) if item else None
+
+    async def get_connection(self, pk: str) -> ConnectionRecord | None:
+        item = await self._read(self.config.connections_table, pk)
+        return ConnectionRecord.from_item(item) if item else None
 
     async def started_connections(
         self, expired_before_ms: int | None = None, max_pages: int | None = None
@@ -151,13 +154,8 @@ class LeaseStore:
 
     async def get_worker(self, worker_id: str) -> WorkerRecord | None:
         """One worker incarnation's liveness item (hardened), read consistently."""
-        self.aws.requests["coordination"] += 1
-        async with aws_errors("get worker"):
-            response = await self.aws.ddb.get_item(
-                TableName=self.config.workers_table, Key=to_wire({"pk": worker_id}), ConsistentRead=True
-            )
-        item = response.get("Item")
-        return WorkerRecord.from_item(from_wire(item)) if item else None
+        item = await self._read(self.config.workers_table, worker_id)
+        return WorkerRecord.from_item(item) if item else None
 
     async def last_stored_seq(self, pk: str) -> int:
         """The highest sequence stored for a connection (hardened messages are keyed by sequence)."""

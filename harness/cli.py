@@ -206,18 +206,15 @@ def cmd_event(args: argparse.Namespace) -> int:
 
 # -- status ----------------------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from harness.backends.resources import client
     from harness.cluster import ClusterError, http_json
 
     up = _running()
-    env = up["backend_env"]
     try:
-        client = boto3.client("dynamodb", region_name=up["region"], endpoint_url=up["endpoints"]["dynamodb"],
-                              aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
-                              aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"))
-        items = [i for page in client.get_paginator("scan").paginate(TableName=up["tables"]["connections"])
+        ddb = client(up["backend_env"], "dynamodb")
+        items = [i for page in ddb.get_paginator("scan").paginate(TableName=up["tables"]["connections"])
                  for i in page["Items"]]
         _, streams = http_json("GET", up["upstream_control_url"] + "/streams")
     except (BotoCoreError, ClientError, ClusterError) as exc:

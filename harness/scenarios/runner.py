@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-
+from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
 from harness.cluster import Cluster, ClusterSpec
 from harness.faults.plane import Fault, Nemesis
@@ -158,13 +157,8 @@ def _record_final(cluster: Cluster, ids: list[str]) -> None:
     for connection_id, stream in cluster.streams().items():
         cluster.history.emit("final.emitted", pk=f"CONN#{connection_id}", head_seq=stream["head_seq"])
     assert cluster.backend is not None
-    env = cluster.backend.env()
-    client = boto3.client(
-        "dynamodb", region_name=cluster.backend.region, endpoint_url=env["AWS_ENDPOINT_URL_DYNAMODB"],
-        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"), aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
-    )
     seqs: dict[str, list[int]] = {f"CONN#{i}": [] for i in ids}
-    paginator = client.get_paginator("scan")
+    paginator = client(cluster.backend.env(), "dynamodb").get_paginator("scan")
     for page in paginator.paginate(TableName=cluster.backend.tables["messages"],
                                    ProjectionExpression="pk, message_data"):
         for item in page.get("Items", []):

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psutil  # type: ignore[import-untyped]
 import pytest
 
+from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterSpec
 from harness.faults.plane import Nemesis
 
@@ -38,12 +38,10 @@ def live_sessions(cluster: Cluster, connection_id: str) -> list[dict[str, Any]]:
 
 def item(cluster: Cluster, connection_id: str) -> dict[str, Any]:
     assert cluster.backend is not None
-    env = cluster.backend.env()
-    client = boto3.client("dynamodb", region_name=cluster.backend.region,
-                          endpoint_url=env["AWS_ENDPOINT_URL_DYNAMODB"], aws_access_key_id="test",
-                          aws_secret_access_key="test")
-    raw = client.get_item(TableName=cluster.backend.tables["connections"], Key={"pk": {"S": f"CONN#{connection_id}"}},
-                          ConsistentRead=True)["Item"]
+    raw = client(cluster.backend.env(), "dynamodb").get_item(
+        TableName=cluster.backend.tables["connections"], Key={"pk": {"S": f"CONN#{connection_id}"}},
+        ConsistentRead=True,
+    )["Item"]
     return {k: next(iter(v.values())) for k, v in raw.items()}
 
 
