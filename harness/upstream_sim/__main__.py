@@ -49,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Simulated upstream WebSocket source. Each connection id is a stream of JSON text frames "
             '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether '
             "or not anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header "
-            "X-Worker-Id names the worker); the same port answers the JSON control API (/health, /streams, "
-            "/streams/{id}, /streams/{id}/disconnect, /disconnect). Prints one JSON line with ws_url, "
+            "X-Worker-Id names the worker, X-Worker-Gen its incarnation); the same port answers the JSON control "
+            "API (/health, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
+            "/redirect?location=URL (a 302, for testing clients' redirect handling); browsers are refused. "
+            "Prints one JSON line with ws_url, "
             "control_url and pid when ready; SIGTERM or SIGINT stops it."
         ),
     )

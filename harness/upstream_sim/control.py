@@ -11,17 +11,24 @@ request is the control API:
 - ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``):
   ``{id, disconnected}``
 - ``POST /disconnect`` -> the same for every stream: ``{disconnected}``
+- ``GET /redirect?location=URL`` (plain or WebSocket handshake) -> ``302 Found`` with ``Location: URL``, so a
+  client's handling of redirects can be tested (an http, https, ws or wss URL of at most 2,048 characters)
 
-Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 404 (unknown stream or path),
-405 (method), 409 (rate conflict) or 503 (shutting down).  Requests with a body are refused by the
+Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 403 (a browser), 404 (unknown stream
+or path), 405 (method), 409 (rate conflict) or 503 (shutting down).  Requests with a body are refused by the
 WebSocket library itself, so every parameter travels in the query string.
+
+Browsers must not be able to drive the simulator (a page the operator visits could otherwise start streams
+or reset sessions), so, like Toxiproxy, every request (control, redirect or subscription) whose
+``User-Agent`` starts with ``Mozilla/``, that carries an ``Origin`` header, or whose ``Sec-Fetch-Site`` is
+other than ``same-origin`` or ``none`` is refused with 403.  Every parameter is bounded: ``rate`` in
+(0, ``MAX_RATE``], ``from_seq`` in [1, ``MAX_SEQ``].
 """
 
 from __future__ import annotations
 
 import http
 import json
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -35,6 +42,12 @@ if TYPE_CHECKING:
     from harness.upstream_sim.server import UpstreamSimulator
 
 STREAMS_PREFIX = "/streams/"
+REDIRECT_PATH = "/redirect"
+MAX_RATE = 10_000.0  # messages per second per stream
+MAX_SEQ = 2**31 - 1
+MAX_LOCATION_CHARS = 2048
+REDIRECT_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 
 class RequestError(Exception):
@@ -73,6 +86,41 @@ def is_websocket_upgrade(request: Request) -> bool:
     return "websocket" in request.headers.get("Upgrade", "").lower()
 
 
+def refuse_browser(request: Request) -> None:
+    """Raise RequestError(403) for a request a browser made (see the module docstring)."""
+    headers = request.headers
+    if headers.get("User-Agent", "").startswith("Mozilla/"):
+        raise RequestError(403, "browsers may not use the simulator (User-Agent Mozilla/...)")
+    if "Origin" in headers:
+        raise RequestError(403, "cross-origin requests are refused (the request has an Origin header)")
+    fetch_site = headers.get("Sec-Fetch-Site")
+    if fetch_site is not None and fetch_site.lower() not in SAFE_FETCH_SITES:
+        raise RequestError(403, f"cross-origin requests are refused (Sec-Fetch-Site: {fetch_site})")
+
+
+def redirect_response(target: str) -> Response | None:
+    """The 302 answer to ``/redirect?location=URL`` (None for any other path); raises RequestError for a
+    missing or unacceptable location."""
+    url = urlsplit(target)
+    if url.path != REDIRECT_PATH:
+        return None
+    locations = parse_qs(url.query, keep_blank_values=True).get("location")
+    if not locations:
+        raise RequestError(400, "redirect needs a location: /redirect?location=URL")
+    location = locations[-1]
+    if len(location) > MAX_LOCATION_CHARS:
+        raise RequestError(400, f"location must be at most {MAX_LOCATION_CHARS} characters, got {len(location)}")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in location):
+        raise RequestError(400, "location must not contain spaces or control characters")
+    parts = urlsplit(location)
+    if parts.scheme.lower() not in REDIRECT_SCHEMES or not parts.netloc:
+        raise RequestError(400, f"location must be an absolute http, https, ws or wss URL, got {location!r}")
+    body = json.dumps({"location": location}).encode()
+    headers = Headers([("Location", location), ("Content-Type", "application/json"),
+                       ("Content-Length", str(len(body))), ("Connection", "close")])
+    return Response(302, http.HTTPStatus.FOUND.phrase, headers, body)
+
+
 def parse_subscription(target: str) -> Subscription:
     """Parse a handshake's request target ``/streams/{id}?from_seq=N``; raises RequestError."""
     url = urlsplit(target)
@@ -84,8 +132,8 @@ def parse_subscription(target: str) -> Subscription:
     from_seq = None
     if "from_seq" in query:
         raw = query["from_seq"][-1]
-        if not raw.isdigit() or int(raw) < 1:
-            raise RequestError(400, f"from_seq must be an integer >= 1, got {raw!r}")
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_SEQ:
+            raise RequestError(400, f"from_seq must be an integer from 1 to {MAX_SEQ}, got {raw[:40]!r}")
         from_seq = int(raw)
     return Subscription(connection_id, from_seq)
 
@@ -168,7 +216,9 @@ def _rate(query: dict[str, list[str]]) -> float | None:
     try:
         rate = float(raw)
     except ValueError:
-        rate = math.nan
-    if not (rate > 0 and math.isfinite(rate)):
-        raise RequestError(400, f"rate must be a positive number of messages per second, got {raw!r}")
+        rate = float("nan")
+    if not (0 < rate <= MAX_RATE):  # NaN fails every comparison
+        raise RequestError(
+            400, f"rate must be a number of messages per second in (0, {MAX_RATE:g}], got {raw[:40]!r}"
+        )
     return rate

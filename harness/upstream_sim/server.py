@@ -26,6 +26,8 @@ from harness.upstream_sim.control import (
     handle_control,
     is_websocket_upgrade,
     parse_subscription,
+    redirect_response,
+    refuse_browser,
 )
 from harness.upstream_sim.session import Session, SessionSettings
 from harness.upstream_sim.streams import Stream
@@ -155,9 +157,13 @@ class UpstreamSimulator:
         return self._history
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        if not is_websocket_upgrade(request):
-            return handle_control(self, request)
         try:
+            refuse_browser(request)
+            redirect = redirect_response(request.path)
+            if redirect is not None:
+                return redirect
+            if not is_websocket_upgrade(request):
+                return handle_control(self, request)
             parse_subscription(request.path)
         except RequestError as exc:
             return error_response(exc.status, str(exc))
@@ -182,6 +188,7 @@ class UpstreamSimulator:
             stream,
             connection,
             worker=request.headers.get("X-Worker-Id", ""),
+            gen=request.headers.get("X-Worker-Gen", ""),
             from_seq=subscription.from_seq,
             settings=self.settings,
             history=self._writer(),

@@ -1,8 +1,9 @@
 """One subscription session of the simulated upstream: its record, its sender, its keepalive and its closing.
 
-A session's record (worker, from_seq, replay_from, opened, closed, close_reason, last_seq_sent, last_pong_t)
-is the ground truth of who was really consuming (DESIGN §4, §6).  Frames reach the client through a bounded
-per-session backlog drained by one sender task, so a slow or frozen client only ever blocks itself; a backlog
+A session's record (worker and gen: the incarnation that subscribed, from the ``X-Worker-Id`` and
+``X-Worker-Gen`` headers, empty when absent; from_seq, replay_from, opened, closed, close_reason,
+last_seq_sent, last_pong_t) is the ground truth of who was really consuming (DESIGN §4, §6).  Frames reach
+the client through a bounded per-session backlog drained by one sender task, so a slow or frozen client only ever blocks itself; a backlog
 past ``max_backlog`` closes the session with reason ``error``.  The keepalive is ours, not the library's, so
 that ``last_pong_t`` is known: a ping every ``ping_interval`` seconds must be answered within
 ``ping_timeout`` seconds (sending it included), or the session closes with ``keepalive_timeout``.
@@ -64,6 +65,7 @@ class Session:
         connection: ServerConnection,
         *,
         worker: str,
+        gen: str = "",
         from_seq: int | None,
         settings: SessionSettings,
         history: HistoryWriter,
@@ -71,6 +73,7 @@ class Session:
         self.session_id = session_id
         self.stream = stream
         self.worker = worker
+        self.gen = gen
         self.from_seq = from_seq
         self.replay_from = stream.first_seq_for(from_seq)
         self.opened = now_ms()
@@ -95,6 +98,7 @@ class Session:
         return {
             "session": self.session_id,
             "worker": self.worker,
+            "gen": self.gen,
             "from_seq": self.from_seq,
             "replay_from": self.replay_from,
             "opened": self.opened,
@@ -114,6 +118,7 @@ class Session:
             pk=self.stream.pk,
             session=self.session_id,
             worker=self.worker,
+            gen=self.gen,
             from_seq=self.from_seq,
             replay_from=self.replay_from,
         )
@@ -163,6 +168,7 @@ class Session:
             pk=self.stream.pk,
             session=self.session_id,
             worker=self.worker,
+            gen=self.gen,
             reason=reason,
             last_pong_t=self.last_pong_t,
             last_seq_sent=self.last_seq_sent,

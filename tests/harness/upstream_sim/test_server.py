@@ -62,10 +62,13 @@ async def frames(client: ClientConnection, count: int) -> list[dict[str, Any]]:
 
 
 def subscribe(
-    ws_url: str, connection_id: str, *, from_seq: int | None = None, worker: str | None = None
+    ws_url: str, connection_id: str, *, from_seq: int | None = None, worker: str | None = None,
+    gen: str | None = None,
 ) -> Any:
     query = "" if from_seq is None else f"?from_seq={from_seq}"
     headers = {} if worker is None else {"X-Worker-Id": worker}
+    if gen is not None:
+        headers["X-Worker-Gen"] = gen
     return connect(f"{ws_url}/streams/{connection_id}{query}", additional_headers=headers, close_timeout=0.5)
 
 
@@ -153,11 +156,11 @@ async def test_live_subscription_starts_at_head_plus_one(make_simulator: MakeSim
 
 async def test_session_records_worker_and_lifecycle(make_simulator: MakeSimulator) -> None:
     simulator, ws_url, control_url = await make_simulator()
-    async with subscribe(ws_url, "rec", worker="worker-7") as client:
+    async with subscribe(ws_url, "rec", worker="worker-7", gen="a1b2") as client:
         received = await frames(client, 5)
         _, stream = await control("GET", f"{control_url}/streams/rec")
         live = stream["sessions"][0]
-        assert live["worker"] == "worker-7"
+        assert (live["worker"], live["gen"]) == ("worker-7", "a1b2")
         assert live["closed"] is None and live["close_reason"] is None
         assert live["opened"] <= time.time() * 1000
     await wait_until(lambda: not simulator.streams["rec"].sessions[0].is_open)
@@ -172,9 +175,9 @@ async def test_session_records_worker_and_lifecycle(make_simulator: MakeSimulato
     assert first["opened"] <= first["closed"]
     assert first["last_seq_sent"] >= received[-1]["seq"]
     assert first["opened"] <= first["last_pong_t"] <= first["closed"]
-    assert second["worker"] == ""
+    assert second["worker"] == "" and second["gen"] == ""
     assert set(first) == {
-        "session", "worker", "from_seq", "replay_from", "opened", "closed",
+        "session", "worker", "gen", "from_seq", "replay_from", "opened", "closed",
         "close_reason", "last_seq_sent", "last_pong_t",
     }  # fmt: skip
 
@@ -289,6 +292,10 @@ async def test_control_api(make_simulator: MakeSimulator) -> None:
         ("GET", "/streams/bad%20id", 400),
         ("GET", "/streams/" + "a" * 129, 400),
         ("POST", "/streams/r?rate=-1", 400),
+        ("POST", "/streams/r?rate=1e9", 400),
+        ("POST", "/streams/r?rate=nan", 400),
+        ("POST", "/streams/r?rate=inf", 400),
+        ("POST", "/streams/r?rate=0", 400),
         ("GET", "/nowhere", 404),
         ("GET", "/streams/a/b", 404),
         ("POST", "/health", 405),
@@ -301,7 +308,8 @@ async def test_control_api(make_simulator: MakeSimulator) -> None:
 
 @pytest.mark.parametrize(
     ("path", "status"),
-    [("/streams/bad%20id", 400), ("/streams/a?from_seq=0", 400), ("/streams/a?from_seq=x", 400), ("/x", 404)],
+    [("/streams/bad%20id", 400), ("/streams/a?from_seq=0", 400), ("/streams/a?from_seq=x", 400), ("/x", 404),
+     ("/streams/a?from_seq=99999999999999999999", 400)],
 )
 async def test_bad_handshakes_are_rejected(make_simulator: MakeSimulator, path: str, status: int) -> None:
     simulator, ws_url, _ = await make_simulator()
@@ -316,7 +324,7 @@ async def test_bad_handshakes_are_rejected(make_simulator: MakeSimulator, path: 
 async def test_history_records_sessions_and_emits(make_simulator: MakeSimulator, tmp_path: Path) -> None:
     history = tmp_path / "history" / "upstream.jsonl"
     simulator, ws_url, _ = await make_simulator(history_path=str(history))
-    async with subscribe(ws_url, "h", worker="worker-1", from_seq=1) as client:
+    async with subscribe(ws_url, "h", worker="worker-1", gen="9f", from_seq=1) as client:
         received = await frames(client, 5)
     await wait_until(lambda: not simulator.streams["h"].sessions[0].is_open)
     await simulator.stop()
@@ -326,17 +334,76 @@ async def test_history_records_sessions_and_emits(make_simulator: MakeSimulator,
     closes = [event for event in events if event["type"] == "sub.close"]
     emits = [event for event in events if event["type"] == "emit"]
     assert len(opens) == 1 and len(closes) == 1
-    assert {k: opens[0][k] for k in ("pk", "worker", "from_seq", "replay_from")} == {
+    assert {k: opens[0][k] for k in ("pk", "worker", "gen", "from_seq", "replay_from")} == {
         "pk": "CONN#h",
         "worker": "worker-1",
+        "gen": "9f",
         "from_seq": 1,
         "replay_from": 1,
     }
     assert opens[0]["session"] == closes[0]["session"]
     assert closes[0]["reason"] == "client_close"
-    assert closes[0]["worker"] == "worker-1" and closes[0]["pk"] == "CONN#h"
+    assert closes[0]["worker"] == "worker-1" and closes[0]["pk"] == "CONN#h" and closes[0]["gen"] == "9f"
     assert closes[0]["last_seq_sent"] >= received[-1]["seq"]
     assert closes[0]["last_pong_t"] >= opens[0]["t"]
     assert [event["seq"] for event in emits] == list(range(1, len(emits) + 1))
     assert all(event["pk"] == "CONN#h" for event in emits)
     assert len(emits) >= 5
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/120"},
+        {"Origin": "http://evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ],
+)
+async def test_browsers_are_refused_everywhere(make_simulator: MakeSimulator, headers: dict[str, str]) -> None:
+    simulator, ws_url, control_url = await make_simulator()
+    for method, path in [("GET", "/streams"), ("POST", "/streams/b"), ("POST", "/disconnect"),
+                         ("GET", "/redirect?location=ws://127.0.0.1:1/x")]:
+        async with aiohttp.ClientSession(skip_auto_headers=["User-Agent"]) as http, http.request(
+            method, control_url + path, headers=headers, allow_redirects=False
+        ) as response:
+            assert response.status == 403, (method, path)
+            assert "refused" in (await response.json())["error"] or "browsers" in (await response.json())["error"]
+    with pytest.raises(InvalidStatus) as rejected:
+        async with connect(f"{ws_url}/streams/b", additional_headers=headers):
+            pass
+    assert rejected.value.response.status_code == 403
+    assert simulator.streams == {}
+
+
+async def test_same_origin_and_non_browser_requests_pass(make_simulator: MakeSimulator) -> None:
+    _, _, control_url = await make_simulator()
+    for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}, {"User-Agent": "curl/8.5"}):
+        async with aiohttp.ClientSession() as http, http.get(control_url + "/health", headers=headers) as response:
+            assert response.status == 200
+
+
+async def test_redirect_answers_302_with_the_location(make_simulator: MakeSimulator) -> None:
+    _, ws_url, control_url = await make_simulator()
+    target = "ws://169.254.170.2/v2/credentials/x"
+    async with aiohttp.ClientSession() as http, http.get(
+        f"{control_url}/redirect", params={"location": target}, allow_redirects=False
+    ) as response:
+        assert response.status == 302 and response.headers["Location"] == target
+    handshake = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    async with aiohttp.ClientSession() as http, http.get(  # a WebSocket handshake gets the same answer
+        f"{ws_url.replace('ws://', 'http://')}/redirect", params={"location": target}, headers=handshake,
+        allow_redirects=False,
+    ) as response:
+        assert response.status == 302 and response.headers["Location"] == target
+
+
+@pytest.mark.parametrize(
+    "query", ["", "?location=", "?location=file:///etc/passwd", "?location=ws://a/%0d%0aX:1",
+              "?location=/relative", "?location=ws://" + "a" * 2100]
+)
+async def test_a_bad_redirect_location_is_refused(make_simulator: MakeSimulator, query: str) -> None:
+    _, _, control_url = await make_simulator()
+    status, error = await control("GET", f"{control_url}/redirect{query}")
+    assert status == 400 and "location" in error["error"]
