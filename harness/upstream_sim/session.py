@@ -2,11 +2,11 @@
 
 A session's record (worker and gen: the incarnation that subscribed, from the ``X-Worker-Id`` and
 ``X-Worker-Gen`` headers, empty when absent; from_seq, replay_from, opened, closed, close_reason,
-last_seq_sent, last_pong_t) is the ground truth of who was really consuming (DESIGN §4, §6).  Frames reach
-the client through a bounded per-session backlog drained by one sender task, so a slow or frozen client only ever blocks itself; a backlog
-past ``max_backlog`` closes the session with reason ``error``.  The keepalive is ours, not the library's, so
-that ``last_pong_t`` is known: a ping every ``ping_interval`` seconds must be answered within
-``ping_timeout`` seconds (sending it included), or the session closes with ``keepalive_timeout``.
+last_seq_sent, last_pong_t) is the ground truth of who was really consuming (DESIGN §4, §6). Frames reach the
+client through a bounded per-session backlog drained by one sender task, so a slow or frozen client only ever
+blocks itself; a backlog past ``max_backlog`` closes the session with reason ``error``. The keepalive is ours,
+not the library's, so that ``last_pong_t`` is known: a ping every ``ping_interval`` seconds must be answered
+within ``ping_timeout`` seconds (sending it included), or the session closes with ``keepalive_timeout``.
 
 Close reasons, and what the client sees:
 - ``client_close``: the client closed the connection, cleanly or not (nothing is sent).
