@@ -1,5 +1,6 @@
 """Who consumed which stream when, read from the history alone: the evidence behind I1, recovery gaps and
-STOP latency.
+STOP latency.  Every session, part, write and belief carries its ``worker`` (the process, which faults act
+on) and its ``consumer`` (the incarnation ``worker@gen``: ``harness.checkers.events.consumer_of``).
 
 - Sessions: ``sub.open`` paired with ``sub.close`` (by pk and session id, in order); a session still open at
   the end runs to the last event.
@@ -9,8 +10,9 @@ STOP latency.
   are not read); (3) after such a freeze, the rest of the session when the worker closed it within
   ``thaw_grace_ms`` of waking with no write accepted meanwhile (it woke fenced and left without reading).
 - Accepted writes: ``msg.persist`` / ``checkpoint`` with outcome ``ok`` (certain) or ``info`` (may have been
-  accepted), as instants.
-- Lease beliefs: when a worker believed it owned a pk, from ``lease.acquire`` ok to ``lease.lost``,
+  accepted), each with the interval in which it took effect: from ``sent`` (the request was built) to ``t``
+  (its answer was read).
+- Lease beliefs: when a consumer believed it owned a pk, from ``lease.acquire`` ok to ``lease.lost``,
   ``lease.release``, ``ws.close`` (unless a ``ws.open`` follows before anything else: reconnect in place),
   the end of its process (``worker.stop``, a new ``worker.start``, a kill fault) or the end of the run.
 """
@@ -28,22 +30,25 @@ from harness.checkers.events import (
     History,
     RunInfo,
     as_events,
+    consumer_of,
     fault_windows,
     faults,
     run_info,
+    same_consumer,
     select,
+    split_consumer,
     worker_of,
 )
 
 Interval = tuple[float, float]
 Intervals = tuple[np.ndarray, np.ndarray]
 
-SESSION_COLUMNS = ["pk", "session", "worker", "open_t", "close_t", "end_t", "reason", "last_pong_t",
-                   "open_at_end"]
-PART_COLUMNS = ["pk", "worker", "session", "start", "end"]
-ZOMBIE_COLUMNS = ["pk", "worker", "session", "start", "end", "cause"]
-WRITE_COLUMNS = ["t", "pk", "worker", "type", "epoch", "seq_from", "seq_to", "certain"]
-BELIEF_COLUMNS = ["pk", "worker", "epoch", "start", "end", "ended_by"]
+SESSION_COLUMNS = ["pk", "session", "worker", "consumer", "open_t", "close_t", "end_t", "reason",
+                   "last_pong_t", "open_at_end"]
+PART_COLUMNS = ["pk", "worker", "consumer", "session", "start", "end"]
+ZOMBIE_COLUMNS = ["pk", "worker", "consumer", "session", "start", "end", "cause"]
+WRITE_COLUMNS = ["t", "answered_t", "pk", "worker", "consumer", "type", "epoch", "seq_from", "seq_to", "certain"]
+BELIEF_COLUMNS = ["pk", "worker", "consumer", "epoch", "start", "end", "ended_by"]
 
 
 @dataclass(frozen=True)
@@ -74,16 +79,16 @@ def consumption(history: History, info: RunInfo | None = None, *,
         kept: list[Interval] = [(s.open_t, s.end_t)] if s.end_t > s.open_t else []
         if s.reason == "keepalive_timeout" and not np.isnan(s.last_pong_t):
             kept, cut = _cut(kept, max(s.last_pong_t, s.open_t), s.end_t)
-            zombies.extend((s.pk, s.worker, s.session, a, b, "keepalive_timeout") for a, b in cut)
+            zombies.extend((s.pk, s.worker, s.consumer, s.session, a, b, "keepalive_timeout") for a, b in cut)
         for freeze_start, freeze_stop in frozen.get(s.worker, []):
             kept, cut = _cut(kept, freeze_start, freeze_stop)
-            zombies.extend((s.pk, s.worker, s.session, a, b, "frozen") for a, b in cut)
+            zombies.extend((s.pk, s.worker, s.consumer, s.session, a, b, "frozen") for a, b in cut)
             woke_then_left = (not s.open_at_end and freeze_start < s.end_t
                               and s.open_t <= freeze_stop < s.end_t and s.end_t - freeze_stop <= grace)
             if woke_then_left and not _any_between(write_times.get((s.pk, s.worker)), freeze_stop, s.end_t):
                 kept, cut = _cut(kept, freeze_stop, s.end_t)
-                zombies.extend((s.pk, s.worker, s.session, a, b, "thaw_close") for a, b in cut)
-        parts.extend((s.pk, s.worker, s.session, a, b) for a, b in kept)
+                zombies.extend((s.pk, s.worker, s.consumer, s.session, a, b, "thaw_close") for a, b in cut)
+        parts.extend((s.pk, s.worker, s.consumer, s.session, a, b) for a, b in kept)
     return Consumption(
         sessions=session_frame,
         parts=pd.DataFrame(parts, columns=PART_COLUMNS).astype({"start": "float64", "end": "float64"}),
@@ -94,15 +99,17 @@ def consumption(history: History, info: RunInfo | None = None, *,
 
 def sessions(history: History, info: RunInfo) -> pd.DataFrame:
     """Upstream sessions, ``sub.open`` paired with ``sub.close``, sorted by pk then open time."""
-    opens = select(history, "sub.open", ["t", "pk", "session", "worker"])
-    closes = select(history, "sub.close", ["t", "pk", "session", "worker", "reason", "last_pong_t"])
+    opens = select(history, "sub.open", ["t", "src", "pk", "session", "worker", "gen"])
+    closes = select(history, "sub.close", ["t", "src", "pk", "session", "worker", "gen", "reason", "last_pong_t"])
     opens, closes = (_numbered(opens), _numbered(closes))
     both = opens.merge(closes, on=["pk", "session", "nth"], how="outer", suffixes=("_open", "_close"))
     worker = both["worker_open"].where(both["worker_open"].notna(), both["worker_close"]).fillna("?")
+    gen = both["gen_open"].where(both["gen_open"].notna(), both["gen_close"])
     frame = pd.DataFrame({
         "pk": both["pk"],
         "session": both["session"],
         "worker": worker,
+        "consumer": consumer_of(pd.DataFrame({"worker": worker, "src": worker, "gen": gen})),
         "open_t": both["t_open"].fillna(info.first_t),
         "close_t": both["t_close"],
         "end_t": both["t_close"].fillna(info.last_t),
@@ -120,20 +127,22 @@ def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def accepted_writes(history: History) -> pd.DataFrame:
-    """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info, sorted by t.
+    """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info.
 
     A write took effect at some instant between its request was sent (``sent``, when the writer recorded
-    it) and its answer (``t``).  Its time here is ``sent``: the earliest instant it can have been accepted,
-    so only a write sent after another worker began consuming counts as consuming beside it (a request in
-    flight when its process froze was accepted before, whenever its answer was read)."""
+    it) and its answer (``t``).  Here ``t`` is ``sent`` (the earliest instant it can have been accepted;
+    the event's ``t`` when it has no ``sent``) and ``answered_t`` the event's ``t`` (the latest)."""
     frame = select(history, ["msg.persist", "checkpoint"],
-                   ["t", "sent", "src", "pk", "worker", "type", "epoch", "seq_from", "seq_to", "seq", "outcome"])
+                   ["t", "sent", "src", "pk", "worker", "gen", "type", "epoch", "seq_from", "seq_to", "seq",
+                    "outcome"])
     frame = frame.loc[frame["outcome"].isin(["ok", "info"]) & frame["pk"].notna()]
     is_checkpoint = (frame["type"] == "checkpoint").to_numpy()
     return pd.DataFrame({
-        "t": frame["sent"].fillna(frame["t"]),
+        "t": frame["sent"].fillna(frame["t"]).clip(upper=frame["t"]),
+        "answered_t": frame["t"],
         "pk": frame["pk"],
         "worker": worker_of(frame),
+        "consumer": consumer_of(frame),
         "type": frame["type"],
         "epoch": frame["epoch"],
         "seq_from": np.where(is_checkpoint, frame["seq"], frame["seq_from"]),
@@ -143,45 +152,55 @@ def accepted_writes(history: History) -> pd.DataFrame:
 
 
 def lease_beliefs(history: History, info: RunInfo | None = None) -> pd.DataFrame:
-    """Intervals during which a worker believed it owned a pk (see the module docstring)."""
+    """Intervals during which a consumer believed it owned a pk (see the module docstring)."""
     history = as_events(history)
     info = info if info is not None else run_info(history)
     frame = select(history, ["lease.acquire", "lease.lost", "lease.release", "ws.open", "ws.close",
-                             "worker.start", "worker.stop"], ["t", "src", "type", "pk", "worker", "epoch",
+                             "worker.start", "worker.stop"], ["t", "src", "type", "pk", "worker", "gen", "epoch",
                                                              "outcome"])
+    frame["consumer"] = consumer_of(frame)
     frame["worker"] = worker_of(frame)
     crashes = [(f.start_t, "fault.kill", target) for f in faults(history) if f.kind in CRASH_FAULTS
                for target in f.targets]
-    steps = [(e.t, e.type, e.worker, e.pk, e.epoch, e.outcome) for e in frame.itertuples(index=False)]
-    steps.extend((t, kind, worker, np.nan, np.nan, np.nan) for t, kind, worker in crashes)
+    steps = [(e.t, e.type, e.worker, e.consumer, e.pk, e.epoch, e.outcome) for e in frame.itertuples(index=False)]
+    steps.extend((t, kind, worker, worker, np.nan, np.nan, np.nan) for t, kind, worker in crashes)
     steps.sort(key=lambda step: step[0])
-    active: dict[tuple[str, str], list[object]] = {}  # (pk, worker) -> [start, epoch, suspended_at]
+    active: dict[tuple[str, str], list[object]] = {}  # (pk, consumer) -> [start, epoch, suspended_at]
     rows: list[tuple[object, ...]] = []
 
     def end(key: tuple[str, str], t: float, why: str) -> None:
         start, epoch, suspended = active.pop(key)
-        rows.append((key[0], key[1], epoch, start, suspended if suspended is not None else t,
-                     "ws.close" if suspended is not None else why))
+        rows.append((key[0], split_consumer(key[1])[0], key[1], epoch, start,
+                     suspended if suspended is not None else t, "ws.close" if suspended is not None else why))
 
-    for t, kind, worker, pk, epoch, outcome in steps:
-        key = (pk, worker)
+    def held_key(pk: str, consumer: str) -> tuple[str, str] | None:
+        if (pk, consumer) in active:
+            return (pk, consumer)
+        return next((k for k in active if k[0] == pk and same_consumer(k[1], consumer)), None)
+
+    for t, kind, worker, consumer, pk, epoch, outcome in steps:
         if kind in ("worker.start", "worker.stop", "fault.kill"):
-            for held in [k for k in active if k[1] == worker]:
+            for held in [k for k in active if split_consumer(k[1])[0] == worker]:
                 end(held, t, kind)
-        elif not isinstance(pk, str):
             continue
-        elif kind == "lease.acquire" and outcome == "ok":
-            if key in active and active[key][2] is not None:
+        if not isinstance(pk, str):
+            continue
+        key = held_key(pk, consumer)
+        if kind == "lease.acquire" and outcome == "ok":
+            if key is not None and active[key][2] is not None:
                 end(key, t, "ws.close")
-            if key in active:
+                key = None
+            if key is not None:
                 active[key][1] = epoch
             else:
-                active[key] = [t, epoch, None]
-        elif kind == "ws.open" and key in active and (outcome == "ok" or not isinstance(outcome, str)):
+                active[(pk, consumer)] = [t, epoch, None]
+        elif key is None:
+            continue
+        elif kind == "ws.open" and (outcome == "ok" or not isinstance(outcome, str)):
             active[key][2] = None
-        elif kind == "ws.close" and key in active and active[key][2] is None:
+        elif kind == "ws.close" and active[key][2] is None:
             active[key][2] = t
-        elif kind in ("lease.lost", "lease.release") and key in active:
+        elif kind in ("lease.lost", "lease.release"):
             end(key, t, kind)
     for key in list(active):
         end(key, info.last_t, "end")

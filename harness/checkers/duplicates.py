@@ -1,16 +1,26 @@
 """I1 one consumer: duplicate claims, from the upstream's sessions and the accepted writes.
 
-Per pk, each worker consumes during the consuming parts of its sessions (``harness.checkers.consuming``) and
-at the instants of its accepted writes.  Wherever two different workers consume one pk at once there is an
-overlap piece: two sessions' common time (positive length), or a write by one worker at an instant another
-worker's session covers (length 0, but it counts).  A duplicate claim is one *pair-episode*: the pieces of
-one pk and one pair of workers, merged while they follow each other within ``merge_gap_ms`` (default one
-lease: a zombie flushing a burst of writes after a takeover is one claim, not one per write); its duration is
-the total overlap time.  An episode whose only evidence is writes with outcome ``info`` (may have been
-accepted) is a *possible* claim: it makes the verdict unknown instead of false.
+Consumers are incarnations (``worker@gen``, ``harness.checkers.events``): two incarnations of one worker id
+are two consumers, so a restarted or re-registered worker overlapping its own old incarnation is a claim.
+Per pk, each consumer consumes during the consuming parts of its sessions (``harness.checkers.consuming``)
+and when its accepted writes took effect.  Wherever two different consumers consume one pk at once there is
+an overlap piece: two sessions' common time (positive length), or a write by one consumer at an instant
+another consumer's session covers (length 0, but it counts).
+
+A write took effect at an unknown instant between ``sent`` and its answer.  It is placed at the earliest
+instant the evidence allows: ``sent``, or later when the store proves it landed later (``late_writes``: the
+zombie checker found its item stored over a newer owner's acknowledged write of the same seq, so it landed
+after that write was sent).  A request frozen between ``sent`` and the moment its bytes left therefore
+counts where it landed, not where it was built.
+
+A duplicate claim is one *pair-episode*: the pieces of one pk and one pair of consumers, merged while they
+follow each other within ``merge_gap_ms`` (default one lease: a zombie flushing a burst of writes after a
+takeover is one claim, not one per write); its duration is the total overlap time. An episode whose only
+evidence is writes with outcome ``info`` (may have been accepted) is a *possible* claim: it makes the verdict
+unknown instead of false.
 
 Beside it, informational: zombie-connection time (session time that is not consuming, and whether another
-worker consumed meanwhile) and lease-level double ownership (two workers both believing they owned the pk,
+consumer consumed meanwhile) and lease-level double ownership (two consumers both believing they owned the pk,
 from ``harness.checkers.consuming.lease_beliefs``).
 """
 
@@ -30,8 +40,9 @@ from harness.checkers.consuming import (
     lease_beliefs,
     merge_intervals,
 )
-from harness.checkers.events import History, RunInfo, as_events, run_info
+from harness.checkers.events import History, RunInfo, as_events, run_info, same_consumer
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
+from harness.checkers.zombies import late_landings
 
 EPISODE_COLUMNS = ["pk", "worker_a", "worker_b", "start", "end", "overlap_ms", "writes", "certain"]
 CLAIM_COLUMNS = ["source", "pk", "worker", "session", "start", "end", "duration_ms", "overlap"]
@@ -48,7 +59,8 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
     info = info if info is not None else run_info(history)
     gap = merge_gap_ms if merge_gap_ms is not None else (info.duration("lease_ms") or 0.0)
     consumed = consumed if consumed is not None else consumption(history, info, thaw_grace_ms=thaw_grace_ms)
-    parts, writes, zombies = consumed.parts, consumed.writes, consumed.zombies
+    parts, zombies = consumed.parts, consumed.zombies
+    writes = landed_writes(consumed.writes, late_landings(history))
 
     pieces: list[pd.DataFrame] = []
     flagged_writes: list[np.ndarray] = []
@@ -57,7 +69,7 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
     write_groups = writes.groupby("pk", sort=False).indices
     zombie_groups = zombies.groupby("pk", sort=False).indices
     for pk, part_index in parts.groupby("pk", sort=False).indices.items():
-        owners = parts["worker"].to_numpy()[part_index]
+        owners = parts["consumer"].to_numpy()[part_index]
         starts, ends = parts["start"].to_numpy()[part_index], parts["end"].to_numpy()[part_index]
         merged = {w: merge_intervals(starts[owners == w], ends[owners == w]) for w in sorted(set(owners))}
         found = _session_pieces(pk, merged)
@@ -82,7 +94,7 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
     flagged = np.concatenate(flagged_writes) if flagged_writes else np.empty(0, dtype=int)
     claims = _claim_rows(parts, part_overlap, beliefs, belief_overlap, writes.iloc[np.unique(flagged)])
     zombie_rows = [
-        {"pk": z.pk, "worker": z.worker, "session": z.session, "cause": z.cause, "start": z.start,
+        {"pk": z.pk, "worker": z.consumer, "session": z.session, "cause": z.cause, "start": z.start,
          "end": z.end, "duration_ms": z.end - z.start, "overlaps_other": bool(overlap > 0)}
         for z, overlap in zip(zombies.itertuples(index=False), zombie_overlap_ms, strict=True)
     ]
@@ -115,11 +127,32 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
     return CheckResult("duplicate_claims", valid, details, tables)
 
 
+def landed_writes(writes: pd.DataFrame, landings: pd.DataFrame) -> pd.DataFrame:
+    """The accepted writes with ``t`` moved to the earliest instant each can have landed: the last write of a
+    late-landing item's writer (same pk, consumer and epoch) covering its seq landed after ``landed_after``
+    (never past its answer)."""
+    if landings.empty or writes.empty:
+        return writes
+    times = writes["t"].to_numpy(dtype="float64").copy()
+    answered = writes["answered_t"].to_numpy(dtype="float64")
+    for landing in landings.itertuples(index=False):
+        mine = np.flatnonzero((writes["pk"] == landing.pk).to_numpy() & (writes["consumer"] == landing.consumer)
+                              .to_numpy() & (writes["epoch"] == landing.epoch).to_numpy()
+                              & (writes["seq_from"] <= landing.seq).to_numpy() & (writes["seq_to"] >= landing.seq)
+                              .to_numpy() & (writes["type"] == "msg.persist").to_numpy())
+        if mine.size:
+            last = mine[np.argmax(answered[mine])]
+            times[last] = max(times[last], min(float(landing.landed_after), answered[last]))
+    return writes.assign(t=times)
+
+
 def _session_pieces(pk: str, merged: dict[str, Intervals]) -> list[pd.DataFrame]:
     names = sorted(merged)
     found = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
+            if same_consumer(a, b):
+                continue
             start, end = intersect(merged[a], merged[b])
             if start.size:
                 found.append(pd.DataFrame({"pk": pk, "worker_a": a, "worker_b": b, "start": start, "end": end,
@@ -132,12 +165,13 @@ def _write_pieces(pk: str, merged: dict[str, Intervals],
     """Writes at instants another worker's consuming parts cover, as pieces (one per covering worker); and
     which writes those were."""
     times = writes["t"].to_numpy()
-    writers = writes["worker"].to_numpy(dtype=object).astype(str)
+    writers = writes["consumer"].to_numpy(dtype=object).astype(str)
     certain = writes["certain"].to_numpy()
     inside = np.zeros(len(writes), dtype=bool)
     found: list[pd.DataFrame] = []
     for name, intervals in merged.items():
-        hit = (writers != name) & covering(intervals, times)
+        others = np.array([not same_consumer(writer, name) for writer in writers], dtype=bool)
+        hit = others & covering(intervals, times)
         if hit.any():
             pairs = np.sort(np.stack([writers[hit], np.full(int(hit.sum()), name, dtype=object)]), axis=0)
             found.append(pd.DataFrame({"pk": pk, "worker_a": pairs[0], "worker_b": pairs[1],
@@ -188,9 +222,9 @@ def _touched(owners: np.ndarray, starts: np.ndarray, ends: np.ndarray, pieces: p
 def _overlap_with_others(zombies: pd.DataFrame, merged: dict[str, Intervals]) -> np.ndarray:
     """For each zombie part, how long another worker was consuming during it."""
     result = np.zeros(len(zombies))
-    rows = zip(zombies["worker"], zombies["start"], zombies["end"], strict=True)
+    rows = zip(zombies["consumer"], zombies["start"], zombies["end"], strict=True)
     for i, (owner, start, end) in enumerate(rows):
-        others = [merged[name] for name in merged if name != owner]
+        others = [merged[name] for name in merged if not same_consumer(name, owner)]
         if others:
             union = merge_intervals(np.concatenate([s for s, _ in others]),
                                     np.concatenate([e for _, e in others]))
@@ -204,11 +238,13 @@ def _lease_overlaps(beliefs: pd.DataFrame) -> tuple[list[Row], np.ndarray]:
     rows: list[Row] = []
     overlapping = np.zeros(len(beliefs), dtype=bool)
     for pk, index in beliefs.groupby("pk", sort=True).indices.items():
-        owners = beliefs["worker"].to_numpy()[index]
+        owners = beliefs["consumer"].to_numpy()[index]
         starts, ends = beliefs["start"].to_numpy()[index], beliefs["end"].to_numpy()[index]
         names = sorted(set(owners))
         for i, a in enumerate(names):
             for b in names[i + 1:]:
+                if same_consumer(a, b):
+                    continue
                 piece_start, piece_end = intersect(merge_intervals(starts[owners == a], ends[owners == a]),
                                                    merge_intervals(starts[owners == b], ends[owners == b]))
                 for s, e in zip(piece_start.tolist(), piece_end.tolist(), strict=True):
@@ -224,12 +260,12 @@ def _claim_rows(parts: pd.DataFrame, part_overlap: np.ndarray, beliefs: pd.DataF
     """Every consuming interval (upstream session parts, lease beliefs) and every write that overlapped
     another worker's consumption, with an ``overlap`` flag."""
     frames = [
-        pd.DataFrame({"source": "upstream", "pk": parts["pk"], "worker": parts["worker"],
+        pd.DataFrame({"source": "upstream", "pk": parts["pk"], "worker": parts["consumer"],
                       "session": parts["session"], "start": parts["start"], "end": parts["end"],
                       "overlap": part_overlap}),
-        pd.DataFrame({"source": "lease", "pk": beliefs["pk"], "worker": beliefs["worker"], "session": None,
+        pd.DataFrame({"source": "lease", "pk": beliefs["pk"], "worker": beliefs["consumer"], "session": None,
                       "start": beliefs["start"], "end": beliefs["end"], "overlap": belief_overlap}),
-        pd.DataFrame({"source": "write", "pk": flagged_writes["pk"], "worker": flagged_writes["worker"],
+        pd.DataFrame({"source": "write", "pk": flagged_writes["pk"], "worker": flagged_writes["consumer"],
                       "session": None, "start": flagged_writes["t"], "end": flagged_writes["t"],
                       "overlap": True}),
     ]

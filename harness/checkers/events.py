@@ -1,6 +1,13 @@
 """Typed views of a history for the checkers: the events of some types with the columns asked for (missing
 fields filled with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop,
-and the worker ids the history knows."""
+the worker ids the history knows, and consumer identities.
+
+A *consumer* is a worker incarnation (``worker``, ``gen``; DESIGN §11), labelled ``worker@gen``, or
+``worker`` alone when the event carries no gen (histories from fleets older than the incarnation contract).
+Two labels are the same consumer when their workers are equal and their gens are equal or one is unknown
+(``same_consumer``): an event without a gen cannot tell two incarnations of its worker apart, so it is never
+taken for a second consumer beside them.  Faults and process events (``worker.start``, kills, pauses) act on
+the worker id: every incarnation of that process."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
 FREEZE_FAULTS = frozenset({"pause", "freeze", "sigstop"})
 
 Windows = dict[str, list[tuple[float, float]]]
+CONSUMER_SEP = "@"
 
 
 class Events:
@@ -80,6 +88,31 @@ def select(history: History, types: str | Collection[str], columns: Sequence[str
 def worker_of(frame: pd.DataFrame) -> pd.Series:
     """The ``worker`` column, falling back to ``src`` for events a worker wrote about itself."""
     return frame["worker"].where(frame["worker"].notna(), frame["src"])
+
+
+def consumer_of(frame: pd.DataFrame) -> pd.Series:
+    """The consumer label of each event: ``worker@gen``, or the worker alone when ``gen`` is missing or empty
+    (``frame`` needs the columns ``worker``, ``src`` and ``gen``)."""
+    workers = worker_of(frame).astype(object)
+    gens = frame["gen"].astype(object)
+    known = (gens.notna() & (gens.astype(str) != "")).to_numpy()
+    labels = workers.to_numpy(dtype=object).copy()
+    labels[known] = [f"{w}{CONSUMER_SEP}{g}" for w, g in zip(labels[known], gens.to_numpy()[known], strict=True)]
+    return pd.Series(labels, index=frame.index, dtype=object)
+
+
+def split_consumer(label: str) -> tuple[str, str | None]:
+    """(worker, gen or None) of a consumer label."""
+    worker, sep, gen = str(label).partition(CONSUMER_SEP)
+    return worker, (gen if sep else None)
+
+
+def same_consumer(a: str, b: str) -> bool:
+    """Whether two consumer labels may be the same incarnation (see the module docstring)."""
+    if a == b:
+        return True
+    (worker_a, gen_a), (worker_b, gen_b) = split_consumer(a), split_consumer(b)
+    return worker_a == worker_b and (gen_a is None or gen_b is None or gen_a == gen_b)
 
 
 def _text(column: pd.Series) -> np.ndarray:

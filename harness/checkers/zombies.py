@@ -1,0 +1,262 @@
+"""I6 no zombie write (DESIGN §11): no item is stored, and no write acknowledged, from an epoch that had
+already been superseded when it was accepted, however its request was timed.
+
+Epoch ``e`` of a pk is *superseded* from the first ``lease.acquire`` ok of that pk with an epoch above ``e``
+(the event's ``t``: the new owner had its answer, so the grant had taken effect).  For a writer without
+epochs (``blog``) the ownership is the writer's last ``lease.acquire`` ok of the pk before the write, and it
+is superseded from the next acquire ok of that pk by another consumer (``harness.checkers.events``).
+
+The checker judges from the store's contents (``final.persisted`` items with their writer, the
+``final.connection`` checkpoint fields; ``harness.ground_truth``) and the history, never from request
+timing alone.  Each rule is evidence that a write was accepted after its epoch was superseded:
+
+- **overwrite** (a): a stored message item of epoch ``e`` where a writer of epoch ``e' > e`` had an ``ok``
+  ``msg.persist`` covering that seq.  That write was stored, yet the item holds ``e``: the ``e`` write landed
+  after it, over the newer owner's item.  Certain, whatever the timing of either request.
+- **late send** (b): a stored item whose ``sent_ms`` (the writer's clock when it built the request) is
+  after the supersession by more than ``clock_tolerance_ms`` (the skew the fault model allows the writer's
+  clock); or a ``msg.persist`` / ``checkpoint`` whose request was sent (``sent``, on the history's clock)
+  after the supersession: outcome ``ok`` is certain, ``info`` possible.  A write built after a newer owner
+  held the lease can only be accepted after it.
+- **foreign epoch** (c): a stored item (message or checkpoint) whose epoch was granted (``ok``) to another
+  incarnation of the pk, and never (``ok`` or ``info``) to its writer: its writer never held that epoch.
+  Certain.  An epoch that no acquire in the history granted is *unexplained*: counted, not failed (an
+  acquire whose answer was lost may have granted it).
+- **checkpoint overwrite** (d): the connection item's checkpoint is from epoch ``e`` while a ``checkpoint``
+  with outcome ``ok`` of an epoch above ``e`` exists in the history: the older owner's checkpoint landed
+  after the newer one's.  Certain.
+
+``zombie_writes`` counts the distinct (pk, kind, seq) written by certain findings; possible ones make the
+verdict unknown.  ``late_landings`` gives the duplicate-claims checker the earliest instant each overwrite
+can have landed.  A history without items or grants gives this checker nothing to judge: valid, with
+``judged_items`` 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checkers.consuming import accepted_writes
+from harness.checkers.events import History, RunInfo, as_events, consumer_of, run_info, same_consumer, select
+from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
+
+ZOMBIE_WRITE_COLUMNS = ["pk", "kind", "seq_from", "seq_to", "writer", "epoch", "rule", "certain", "sent_t",
+                        "superseded_t", "evidence"]
+ITEM_COLUMNS = ["pk", "seq", "consumer", "epoch", "sent_ms"]
+LANDING_COLUMNS = ["pk", "consumer", "epoch", "seq", "landed_after"]
+DETAIL_ROWS = 50
+
+
+def stored_items(history: History) -> pd.DataFrame:
+    """Every stored message item of ``final.persisted`` with its writer (``ITEM_COLUMNS``; epoch and
+    sent_ms NaN when unknown).  Empty for a history whose final scan kept no items."""
+    final = select(history, "final.persisted", ["pk", "items"], raw=["items"]).dropna(subset=["pk"])
+    rows: list[dict[str, Any]] = []
+    for pk, items in zip(final["pk"], final["items"], strict=True):
+        if isinstance(items, list):
+            rows.extend({"pk": pk, **item} for item in items if isinstance(item, dict))
+    frame = pd.DataFrame(rows, columns=["pk", "seq", "worker", "gen", "epoch", "sent_ms"])
+    frame = frame.assign(src="?", worker=frame["worker"].fillna("?"))
+    numbers = {name: pd.to_numeric(frame[name], errors="coerce").astype("float64")
+               for name in ("seq", "epoch", "sent_ms")}
+    items_frame = pd.DataFrame({"pk": frame["pk"], "seq": numbers["seq"], "consumer": consumer_of(frame),
+                                "epoch": numbers["epoch"], "sent_ms": numbers["sent_ms"]}, columns=ITEM_COLUMNS)
+    return items_frame.dropna(subset=["seq"]).reset_index(drop=True)
+
+
+class _Grants:
+    """The acquires of each pk (time-sorted arrays), for supersession look-ups."""
+
+    def __init__(self, history: History) -> None:
+        acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
+        acquires = acquires.loc[acquires["pk"].notna() & acquires["outcome"].isin(["ok", "info"])]
+        acquires = acquires.assign(consumer=consumer_of(acquires)).sort_values("t", kind="stable")
+        self.by_pk: dict[str, tuple[np.ndarray, ...]] = {
+            str(pk): (group["t"].to_numpy(), group["epoch"].to_numpy(), group["consumer"].to_numpy(dtype=object),
+                      (group["outcome"] == "ok").to_numpy())
+            for pk, group in acquires.groupby("pk", sort=False)
+        }
+
+    def superseded_at(self, pk: str, consumer: str, epoch: float, sent: float) -> float | None:
+        """When the ownership a write of (consumer, epoch) sent at ``sent`` relied on was superseded (None:
+        never, or the ownership is not in the history)."""
+        if pk not in self.by_pk:
+            return None
+        times, epochs, owners, ok = self.by_pk[pk]
+        if not np.isnan(epoch):
+            later = times[ok & (epochs > epoch)]
+            return float(later.min()) if later.size else None
+        own = [i for i in np.flatnonzero(ok & (times <= sent)) if same_consumer(owners[i], consumer)]
+        if not own:
+            return None
+        others = [times[i] for i in np.flatnonzero(ok) if i > own[-1] and not same_consumer(owners[i], consumer)]
+        return float(others[0]) if others else None
+
+    def granted(self, pk: str, epoch: float) -> tuple[list[str], list[str]]:
+        """The consumers granted this epoch of pk: (by ok acquires, by ok or info acquires)."""
+        if pk not in self.by_pk or np.isnan(epoch):
+            return [], []
+        _, epochs, owners, ok = self.by_pk[pk]
+        same = epochs == epoch
+        return list(owners[same & ok]), list(owners[same])
+
+
+def check_zombie_writes(history: History, *, info: RunInfo | None = None) -> CheckResult:
+    history = as_events(history)
+    info = info if info is not None else run_info(history)
+    tolerance = info.duration("clock_tolerance_ms") or 0.0
+    grants = _Grants(history)
+    items = stored_items(history)
+    writes = accepted_writes(history)
+    findings: list[Row] = []
+    findings.extend(_overwrites(items, writes))
+    findings.extend(_late_sends(items, writes, grants, tolerance))
+    foreign, unexplained = _foreign_epochs(items, _checkpoints(history), grants)
+    findings.extend(foreign)
+    findings.extend(_checkpoint_overwrites(history, writes))
+    findings.sort(key=lambda row: (str(row["pk"]), row["seq_from"] if row["seq_from"] is not None else -1))
+
+    certain = [row for row in findings if row["certain"]]
+    possible = [row for row in findings if not row["certain"]]
+    count = len({(row["pk"], row["kind"], seq) for row in certain
+                 for seq in (_seqs(row["seq_from"], row["seq_to"]) or [None])})
+    valid: Validity = False if certain else (UNKNOWN if possible else True)
+    details: dict[str, Any] = {
+        "zombie_writes": count,
+        "findings": len(certain),
+        "possible": len(possible),
+        "by_rule": {rule: sum(1 for row in certain if row["rule"] == rule)
+                    for rule in ("overwrite", "late_send", "foreign_epoch", "checkpoint_overwrite")},
+        "unexplained_epochs": unexplained,
+        "judged_items": len(items),
+        "clock_tolerance_ms": tolerance,
+        "examples": findings[:DETAIL_ROWS],
+    }
+    return CheckResult("zombie_writes", valid, details, {"zombie_writes": findings})
+
+
+def late_landings(history: History) -> pd.DataFrame:
+    """For each stored item proven to have landed over a newer owner's acknowledged write (rule a): the
+    earliest instant it can have landed, that write's ``sent`` (``LANDING_COLUMNS``)."""
+    history = as_events(history)
+    rows = [{"pk": r["pk"], "consumer": r["writer"], "epoch": r["epoch"], "seq": r["seq_from"],
+             "landed_after": r["superseded_t"]}
+            for r in _overwrites(stored_items(history), accepted_writes(history))]
+    return pd.DataFrame(rows, columns=LANDING_COLUMNS)
+
+
+def _finding(pk: Any, kind: str, seq_from: Any, seq_to: Any, writer: Any, epoch: Any, rule: str, certain: bool,
+             sent_t: Any, superseded_t: Any, evidence: str) -> Row:
+    values = (pk, kind, _int(seq_from), _int(seq_to), writer, _int(epoch), rule, certain, _float(sent_t),
+              _float(superseded_t), evidence)
+    return dict(zip(ZOMBIE_WRITE_COLUMNS, values, strict=True))
+
+
+def _overwrites(items: pd.DataFrame, writes: pd.DataFrame) -> list[Row]:
+    """Rule (a)."""
+    newer = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "msg.persist").to_numpy()
+                       & writes["epoch"].notna().to_numpy()].sort_values("t", kind="stable")
+    found: list[Row] = []
+    if newer.empty or items.empty:
+        return found
+    columns = {name: newer[name].to_numpy() for name in ("t", "pk", "consumer", "epoch", "seq_from", "seq_to")}
+    by_pk = newer.groupby("pk", sort=False).indices
+    for item in items.loc[items["epoch"].notna()].itertuples(index=False):
+        index = by_pk.get(item.pk)
+        if index is None:
+            continue
+        index = np.sort(index)
+        hit = index[(columns["epoch"][index] > item.epoch) & (columns["seq_from"][index] <= item.seq)
+                    & (columns["seq_to"][index] >= item.seq)]
+        if hit.size:
+            first = hit[0]
+            found.append(_finding(
+                item.pk, "message", item.seq, item.seq, item.consumer, item.epoch, "overwrite", True,
+                item.sent_ms, columns["t"][first],
+                f"stored from epoch {_int(item.epoch)} although {columns['consumer'][first]} (epoch "
+                f"{_int(columns['epoch'][first])}) wrote this seq with outcome ok (sent at {columns['t'][first]:.0f})"))
+    return found
+
+
+def _late_sends(items: pd.DataFrame, writes: pd.DataFrame, grants: _Grants, tolerance: float) -> list[Row]:
+    """Rule (b), on stored items (their ``sent_ms``) and on acknowledged writes (their ``sent``)."""
+    found: list[Row] = []
+    for item in items.loc[items["sent_ms"].notna()].itertuples(index=False):
+        superseded = grants.superseded_at(item.pk, item.consumer, item.epoch, item.sent_ms)
+        if superseded is not None and item.sent_ms > superseded + tolerance:
+            found.append(_finding(
+                item.pk, "message", item.seq, item.seq, item.consumer, item.epoch, "late_send", True,
+                item.sent_ms, superseded,
+                f"stored item built at {item.sent_ms:.0f}, {item.sent_ms - superseded:.0f} ms after its "
+                f"ownership was superseded (clock tolerance {tolerance:.0f} ms)"))
+    for write in writes.itertuples(index=False):
+        superseded = grants.superseded_at(write.pk, write.consumer, write.epoch, write.t)
+        if superseded is not None and write.t > superseded:
+            kind = "checkpoint" if write.type == "checkpoint" else "message"
+            found.append(_finding(
+                write.pk, kind, write.seq_from, write.seq_to, write.consumer, write.epoch, "late_send",
+                bool(write.certain), write.t, superseded,
+                f"{write.type} sent at {write.t:.0f}, {write.t - superseded:.0f} ms after its ownership was "
+                f"superseded; outcome {'ok' if write.certain else 'info (may have landed)'}"))
+    return found
+
+
+def _checkpoints(history: History) -> pd.DataFrame:
+    """The checkpoint on each connection item at the end (``final.connection``), as items."""
+    final = select(history, "final.connection", ["pk", "last_seq", "ckpt_worker", "ckpt_gen", "ckpt_epoch"])
+    final = final.loc[final["pk"].notna() & final["ckpt_worker"].notna()]
+    frame = pd.DataFrame({"worker": final["ckpt_worker"], "src": "?", "gen": final["ckpt_gen"]})
+    return pd.DataFrame({"pk": final["pk"], "seq": pd.to_numeric(final["last_seq"], errors="coerce"),
+                         "consumer": consumer_of(frame),
+                         "epoch": pd.to_numeric(final["ckpt_epoch"], errors="coerce")}).reset_index(drop=True)
+
+
+def _foreign_epochs(items: pd.DataFrame, checkpoints: pd.DataFrame, grants: _Grants) -> tuple[list[Row], int]:
+    """Rule (c) over message items and the final checkpoints; and how many epochs no acquire granted."""
+    found: list[Row] = []
+    unexplained = 0
+    for kind, frame in (("message", items), ("checkpoint", checkpoints)):
+        for item in frame.loc[frame["epoch"].notna()].itertuples(index=False):
+            by_ok, by_any = grants.granted(item.pk, item.epoch)
+            if not by_any:
+                unexplained += 1
+            elif by_ok and not any(same_consumer(owner, item.consumer) for owner in by_any):
+                found.append(_finding(
+                    item.pk, kind, item.seq, item.seq, item.consumer, item.epoch, "foreign_epoch", True, None, None,
+                    f"epoch {_int(item.epoch)} was granted to {', '.join(sorted(set(by_ok)))}, never to the writer"))
+    return found, unexplained
+
+
+def _checkpoint_overwrites(history: History, writes: pd.DataFrame) -> list[Row]:
+    """Rule (d)."""
+    found: list[Row] = []
+    newer = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "checkpoint").to_numpy()]
+    for item in _checkpoints(history).itertuples(index=False):
+        if np.isnan(item.epoch):
+            continue
+        hit = newer.loc[(newer["pk"] == item.pk) & (newer["epoch"] > item.epoch)]
+        if len(hit):
+            first = hit.sort_values("t", kind="stable").iloc[0]
+            found.append(_finding(
+                item.pk, "checkpoint", item.seq, item.seq, item.consumer, item.epoch, "checkpoint_overwrite", True,
+                None, first["t"],
+                f"the connection item's checkpoint is from epoch {_int(item.epoch)} although {first['consumer']} "
+                f"checkpointed under epoch {_int(first['epoch'])} with outcome ok"))
+    return found
+
+
+def _seqs(seq_from: int | None, seq_to: int | None) -> range:
+    if seq_from is None:
+        return range(0)
+    return range(seq_from, (seq_to if seq_to is not None else seq_from) + 1)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None or value != value else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)
