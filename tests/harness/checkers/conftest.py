@@ -30,26 +30,33 @@ class HistoryBuilder:
 
     def session(self, pk: str, worker: str, open_t: float, close_t: float | None = None, *,
                 session: str | None = None, reason: str = "client_close",
-                last_pong_t: float | None = None) -> HistoryBuilder:
+                last_pong_t: float | None = None, gen: str | None = None) -> HistoryBuilder:
         name = session or f"{worker}-{open_t:g}"
-        self.at(open_t, "sub.open", "upstream", pk=pk, session=name, worker=worker, from_seq=0)
+        ident = {"gen": gen} if gen is not None else {}
+        self.at(open_t, "sub.open", "upstream", pk=pk, session=name, worker=worker, from_seq=0, **ident)
         if close_t is not None:
             self.at(close_t, "sub.close", "upstream", pk=pk, session=name, worker=worker, reason=reason,
-                    last_pong_t=last_pong_t if last_pong_t is not None else close_t, last_seq_sent=0)
+                    last_pong_t=last_pong_t if last_pong_t is not None else close_t, last_seq_sent=0, **ident)
         return self
 
     def emit(self, pk: str, seq: int, t: float) -> HistoryBuilder:
         return self.at(t, "emit", "upstream", pk=pk, seq=seq)
 
     def persist(self, t: float, pk: str, worker: str, seq_from: int, seq_to: int | None = None,
-                outcome: str = "ok", epoch: int = 1) -> HistoryBuilder:
+                outcome: str = "ok", epoch: int | None = 1, **fields: Any) -> HistoryBuilder:
+        """``fields``: e.g. ``gen``, ``sent`` (when the request was built)."""
         return self.at(t, "msg.persist", worker, pk=pk, worker=worker, epoch=epoch, seq_from=seq_from,
-                       seq_to=seq_to if seq_to is not None else seq_from, outcome=outcome)
+                       seq_to=seq_to if seq_to is not None else seq_from, outcome=outcome, **fields)
 
-    def acquire(self, t: float, pk: str, worker: str, expires_ms: float, epoch: int = 1,
-                outcome: str = "ok") -> HistoryBuilder:
+    def acquire(self, t: float, pk: str, worker: str, expires_ms: float, epoch: int | None = 1,
+                outcome: str = "ok", **fields: Any) -> HistoryBuilder:
         return self.at(t, "lease.acquire", worker, pk=pk, worker=worker, epoch=epoch, outcome=outcome,
-                       expires_ms=expires_ms, via="reconcile")
+                       expires_ms=expires_ms, via="reconcile", **fields)
+
+    def stored(self, t: float, pk: str, *items: tuple[Any, ...]) -> HistoryBuilder:
+        """``final.persisted`` with items (seq, worker, gen, epoch, sent_ms)."""
+        rows = [dict(zip(("seq", "worker", "gen", "epoch", "sent_ms"), item, strict=True)) for item in items]
+        return self.at(t, "final.persisted", "harness", pk=pk, seqs=[r["seq"] for r in rows], items=rows)
 
     def renew(self, t: float, worker: str, expires_ms: float, pk: str | None = None,
               outcome: str = "ok") -> HistoryBuilder:

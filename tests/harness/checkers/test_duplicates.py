@@ -184,3 +184,53 @@ def test_a_kill_fault_ends_the_killed_workers_beliefs(build) -> None:
     result = check_duplicate_claims(build.frame())
 
     assert result.details["lease_overlaps"] == 0
+
+
+def test_two_incarnations_of_one_worker_overlapping_are_a_duplicate_claim(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 3000, gen="a1").session(PK, "worker-1", 2000, 5000, gen="b2")
+
+    result = check_duplicate_claims(build.frame())
+
+    assert result.valid is False and result.details["duplicate_claims"] == 1
+    [episode] = result.tables["episodes"]
+    assert (episode["worker_a"], episode["worker_b"], episode["overlap_ms"]) == ("worker-1@a1", "worker-1@b2", 1000)
+
+
+def test_one_incarnations_overlapping_sessions_are_not_a_claim(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 3000, gen="a1").session(PK, "worker-1", 2000, 5000, gen="a1")
+    build.persist(2500, PK, "worker-1", 3, gen="a1")
+
+    assert check_duplicate_claims(build.frame()).valid is True
+
+
+def test_events_without_gen_fall_back_to_the_worker_id(build) -> None:
+    # an old fleet: no gen anywhere; a session with a gen beside a write without one is the same worker
+    build.run_start().session(PK, "worker-1", 100, 3000).session(PK, "worker-1", 2000, 5000)
+    build.session(PK, "worker-2", 6000, 7000, gen="c3").persist(6500, PK, "worker-2", 4)
+
+    assert check_duplicate_claims(build.frame()).valid is True
+
+
+def frozen_write(build, stored_by: str):
+    """worker-1 (epoch 1) builds a write of seq 7 at 900, then freezes 950..5000 before its bytes leave;
+    worker-2 takes over (epoch 2) at 3000, consumes from 3100 and writes seq 7 ok at 3500; worker-1's write is
+    answered ok at 5010.  The final item of seq 7 is ``stored_by``'s."""
+    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=1).session(PK, "worker-1", 100, 5020)
+    build.fault(950, "pause", "worker-1", 5000).acquire(3000, PK, "worker-2", 5000, epoch=2)
+    build.session(PK, "worker-2", 3100, 9000).persist(3500, PK, "worker-2", 7, epoch=2, sent=3400)
+    build.persist(5010, PK, "worker-1", 7, epoch=1, sent=900)
+    epoch = 1 if stored_by == "worker-1" else 2
+    return build.stored(9500, PK, (7, stored_by, None, epoch, 900 if epoch == 1 else 3400))
+
+
+def test_a_write_frozen_between_sent_and_its_answer_that_landed_late_is_a_claim(build) -> None:
+    result = check_duplicate_claims(frozen_write(build, stored_by="worker-1").frame())
+
+    assert result.valid is False and result.details["duplicate_claims"] == 1
+    [episode] = result.tables["episodes"]
+    assert (episode["worker_a"], episode["worker_b"], episode["writes"]) == ("worker-1", "worker-2", 1)
+    assert episode["start"] == 3400  # landed no earlier than the newer owner's write it overwrote
+
+
+def test_a_write_frozen_in_flight_with_nothing_proving_a_late_landing_is_not_a_claim(build) -> None:
+    assert check_duplicate_claims(frozen_write(build, stored_by="worker-2").frame()).valid is True

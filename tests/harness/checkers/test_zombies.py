@@ -1,0 +1,138 @@
+"""I6 zombie writes: judged from the stored items and the history, each rule shown able to fail."""
+
+from __future__ import annotations
+
+from harness.checkers.result import UNKNOWN
+from harness.checkers.zombies import check_zombie_writes, late_landings
+
+PK = "CONN#a"
+
+
+def takeover(build, **start_fields):
+    """worker-1 (gen g1) holds epoch 1 from 0; worker-2 (gen g2) acquires epoch 2 at 3000."""
+    build.run_start(profile="hardened", **start_fields)
+    build.acquire(0, PK, "worker-1", 2000, epoch=1, gen="g1").acquire(3000, PK, "worker-2", 5000, epoch=2, gen="g2")
+    return build
+
+
+def test_a_clean_handover_stores_no_zombie(build) -> None:
+    takeover(build).persist(1000, PK, "worker-1", 1, 3, epoch=1, gen="g1", sent=990)
+    build.persist(3500, PK, "worker-2", 4, 6, epoch=2, gen="g2", sent=3490)
+    build.stored(9000, PK, *[(s, "worker-1", "g1", 1, 990) for s in (1, 2, 3)],
+                 *[(s, "worker-2", "g2", 2, 3490) for s in (4, 5, 6)])
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is True
+    assert (result.details["zombie_writes"], result.details["judged_items"]) == (0, 6)
+
+
+def test_an_old_epoch_item_stored_over_a_newer_owners_write_is_a_zombie(build) -> None:
+    # worker-1's write of seq 5, built at 2900 (before the takeover), landed after worker-2's ok write of seq 5
+    takeover(build).persist(3500, PK, "worker-2", 4, 6, epoch=2, gen="g2", sent=3490)
+    build.persist(6000, PK, "worker-1", 5, 5, epoch=1, gen="g1", sent=2900)
+    build.stored(9000, PK, (4, "worker-2", "g2", 2, 3490), (5, "worker-1", "g1", 1, 2900),
+                 (6, "worker-2", "g2", 2, 3490))
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False
+    assert result.details["zombie_writes"] == 1 and result.details["by_rule"]["overwrite"] == 1
+    [row] = result.tables["zombie_writes"]
+    assert (row["seq_from"], row["writer"], row["epoch"], row["rule"], row["superseded_t"]) == (
+        5, "worker-1@g1", 1, "overwrite", 3490)
+    [landing] = late_landings(build.frame()).to_dict("records")
+    assert (landing["seq"], landing["consumer"], landing["landed_after"]) == (5, "worker-1@g1", 3490)
+
+
+def test_an_item_built_after_the_supersession_is_a_zombie(build) -> None:
+    takeover(build).stored(9000, PK, (7, "worker-1", "g1", 1, 3000 + 150))  # tolerance 100 ms
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.details["by_rule"]["late_send"] == 1
+    assert result.tables["zombie_writes"][0]["superseded_t"] == 3000
+
+
+def test_an_item_built_within_the_clock_tolerance_is_not_a_zombie(build) -> None:
+    takeover(build).stored(9000, PK, (7, "worker-1", "g1", 1, 3000 + 50))
+
+    assert check_zombie_writes(build.frame()).valid is True
+
+
+def test_an_acknowledged_write_sent_after_the_supersession_is_a_zombie_even_if_overwritten(build) -> None:
+    takeover(build).persist(4000, PK, "worker-1", 9, 9, epoch=1, gen="g1", sent=3200)
+    build.stored(9000, PK, (9, "worker-2", "g2", 2, 3600))
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.tables["zombie_writes"][0]["kind"] == "message"
+
+
+def test_a_write_with_unknown_outcome_sent_after_the_supersession_is_possible(build) -> None:
+    takeover(build).persist(4000, PK, "worker-1", 9, 9, epoch=1, gen="g1", sent=3200, outcome="info")
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid == UNKNOWN and result.details["possible"] == 1
+
+
+def test_an_item_under_an_epoch_granted_to_another_incarnation_is_a_zombie(build) -> None:
+    # worker-2's old incarnation g0 writes under epoch 2, which went to incarnation g2
+    takeover(build).stored(9000, PK, (4, "worker-2", "g0", 2, 3500))
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.details["by_rule"]["foreign_epoch"] == 1
+
+
+def test_an_epoch_nobody_was_seen_granted_is_counted_not_failed(build) -> None:
+    takeover(build).stored(9000, PK, (4, "worker-3", "g3", 7, None))
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is True and result.details["unexplained_epochs"] == 1
+
+
+def test_a_checkpoint_overwriting_a_newer_owners_checkpoint_is_a_zombie(build) -> None:
+    takeover(build).at(3600, "checkpoint", "worker-2", pk=PK, worker="worker-2", gen="g2", epoch=2, seq=6,
+                       outcome="ok", sent=3590)
+    connection = {"desired_state": "STARTED", "lease_owner": "worker-2", "owner_gen": "g2", "epoch": 2}
+    build.at(9000, "final.connection", "harness", pk=PK, **connection, last_seq=3, ckpt_worker="worker-1",
+             ckpt_gen="g1", ckpt_epoch=1)
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False
+    assert result.details["by_rule"]["checkpoint_overwrite"] == 1
+    assert result.tables["zombie_writes"][0]["kind"] == "checkpoint"
+
+
+def test_the_newest_owners_checkpoint_is_fine(build) -> None:
+    takeover(build).at(3600, "checkpoint", "worker-2", pk=PK, worker="worker-2", gen="g2", epoch=2, seq=6,
+                       outcome="ok", sent=3590)
+    build.at(9000, "final.connection", "harness", pk=PK, desired_state="STARTED", lease_owner="worker-2",
+             owner_gen="g2", epoch=2, last_seq=6, ckpt_worker="worker-2", ckpt_gen="g2", ckpt_epoch=2)
+
+    assert check_zombie_writes(build.frame()).valid is True
+
+
+def test_without_epochs_a_write_after_another_consumers_acquire_is_a_zombie(build) -> None:
+    # blog: no epochs; worker-1's lease was taken by worker-2 at 3000, worker-1 writes at 3500
+    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=None).acquire(3000, PK, "worker-2", 5000, epoch=None)
+    build.persist(3600, PK, "worker-1", 5, epoch=None, sent=3500).persist(2600, PK, "worker-1", 4, epoch=None,
+                                                                           sent=2500)
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False
+    assert [row["seq_from"] for row in result.tables["zombie_writes"]] == [5]
+
+
+def test_an_old_history_without_items_or_grants_has_nothing_to_judge(build) -> None:
+    build.run_start().session(PK, "worker-1", 100, 1000).persist(500, PK, "worker-1", 1)
+    build.at(9000, "final.persisted", "harness", pk=PK, seqs=[1])
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is True and result.details["judged_items"] == 0
