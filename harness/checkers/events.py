@@ -277,6 +277,26 @@ def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float)
     return windows
 
 
+STARTED, STOPPED = "conn.started", "conn.stopped"
+
+
+def desired_states(history: History) -> pd.DataFrame:
+    """When each pk's desired state became STARTED or STOPPED: columns ``t``, ``pk``, ``type`` (``STARTED`` or
+    ``STOPPED``, i.e. ``conn.started`` / ``conn.stopped``), in time order.
+
+    Read from the router's ``event`` entries that it accepted (kind START / STOP, a 2xx ``status``) when the
+    history has any START or STOP event; else from the harness's ``conn.started`` / ``conn.stopped`` (older
+    histories, and runs that changed desired state without the router)."""
+    router = select(history, "event", ["t", "pk", "kind", "status"]).dropna(subset=["pk"])
+    router = router.loc[router["kind"].isin(["START", "STOP"])]
+    if len(router):
+        accepted = router.loc[(router["status"] >= 200) & (router["status"] < 300)]
+        kinds = np.where(accepted["kind"] == "START", STARTED, STOPPED)
+        return pd.DataFrame({"t": accepted["t"].to_numpy(), "pk": accepted["pk"].to_numpy(dtype=object),
+                             "type": kinds}).reset_index(drop=True)
+    return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)
+
+
 def known_workers(history: History) -> set[str]:
     """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
     frame = frame_of(history)

@@ -38,14 +38,19 @@ import pandas as pd
 
 from harness.checkers.consuming import Consumption, consumption
 from harness.checkers.events import (
+    STOPPED,
     Fault,
     History,
     RunInfo,
     as_events,
+    consumer_of,
+    desired_states,
     faults,
     known_workers,
     run_info,
+    same_consumer,
     select,
+    split_consumer,
     worker_of,
 )
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
@@ -81,8 +86,8 @@ def check_recovery(history: History, *, kinds: Collection[str] | None = None,
         affected = _affected(fault, consumed, workers, grace, info)
         fault_rows.append({"fault": fault.index, "kind": fault.kind, "target": fault.target,
                            "start_t": fault.start_t, "stop_t": fault.stop_t, "affected": len(affected)})
-        rows.extend(_phases(fault, pk, old_worker, old_end, session_end, look, info, grace)
-                    for pk, old_worker, old_end, session_end in affected)
+        rows.extend(_phases(fault, pk, old_worker, old_consumer, old_end, session_end, look, info, grace)
+                    for pk, old_worker, old_consumer, old_end, session_end in affected)
 
     judged = [r for r in rows if not r["stopped"]]
     unrecovered = [r for r in judged if not r["recovered"]]
@@ -110,9 +115,9 @@ def phase_stats(rows: list[Row]) -> dict[str, dict[str, float | None]]:
 
 
 def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: float,
-              info: RunInfo) -> list[tuple[str, str, float, float]]:
-    """(pk, old worker, end of the old consuming part, end of its session's last consuming part) of each
-    connection the fault affected."""
+              info: RunInfo) -> list[tuple[str, str, str, float, float]]:
+    """(pk, old worker, old consumer, end of the old consuming part, end of its session's last consuming part)
+    of each connection the fault affected."""
     parts = consumed.parts
     parts = parts.assign(session_end=parts.groupby(["pk", "session"], sort=False)["end"].transform("max"))
     if ALL_WORKERS & set(fault.targets):
@@ -133,7 +138,7 @@ def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: flo
                         & (parts["end"] < info.last_t)]
         chosen = hit.sort_values("end", kind="stable").groupby("pk", sort=True).head(1)
     chosen = chosen.sort_values("pk", kind="stable")
-    return list(zip(chosen["pk"], chosen["worker"], chosen["end"].astype(float),
+    return list(zip(chosen["pk"], chosen["worker"], chosen["consumer"], chosen["end"].astype(float),
                     chosen["session_end"].astype(float), strict=True))
 
 
@@ -142,16 +147,19 @@ def _window_end(fault: Fault, grace: float) -> float:
     return (fault.stop_t if fault.stop_t is not None else fault.start_t) + grace
 
 
-def _phases(fault: Fault, pk: str, old: str, old_end: float, session_end: float, look: _Lookups,
-            info: RunInfo, grace: float) -> Row:
+def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, session_end: float,
+            look: _Lookups, info: RunInfo, grace: float) -> Row:
     t0 = fault.start_t
     restart = _first_after(look.starts.get(old), t0, strict=True)
     lost = _first_after(look.losses.get((pk, old)), t0)
     claim_t, new = None, None
     times, owners = look.acquires.get(pk, (np.empty(0), np.empty(0, dtype=object)))
-    for t, worker in zip(times[times > t0].tolist(), owners[times > t0].tolist(), strict=True):
-        if worker != old or (restart is not None and t >= restart) or (lost is not None and t >= lost):
-            claim_t, new = t, worker
+    for t, owner in zip(times[times > t0].tolist(), owners[times > t0].tolist(), strict=True):
+        # another consumer (a new incarnation of the old worker counts), or the old one after it restarted
+        # or lost the lease
+        if (not same_consumer(owner, old_consumer) or (restart is not None and t >= restart)
+                or (lost is not None and t >= lost)):
+            claim_t, new = t, split_consumer(owner)[0]
             break
     # the fault cut the stream when the old session stopped consuming for good within its window (a
     # session that resumes reading after a pause was not cut)
@@ -283,8 +291,8 @@ class _Lookups:
         persists = persists.loc[(persists["outcome"] == "ok") & persists["pk"].notna()]
         persists = persists.assign(worker=worker_of(persists))
         lease = select(history, ["lease.acquire", "lease.renew", "lease.release", "lease.lost"],
-                       ["t", "src", "type", "pk", "worker", "outcome", "expires_ms"])
-        lease = lease.assign(worker=worker_of(lease))
+                       ["t", "src", "type", "pk", "worker", "gen", "outcome", "expires_ms"])
+        lease = lease.assign(consumer=consumer_of(lease), worker=worker_of(lease))
         ok = lease["outcome"] == "ok"
         acquired = lease.loc[ok & (lease["type"] == "lease.acquire") & lease["pk"].notna()]
         promising = lease["type"].isin(["lease.acquire", "lease.renew"]) & lease["expires_ms"].notna()
@@ -293,12 +301,13 @@ class _Lookups:
         workers = workers.assign(worker=worker_of(workers))
         emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
         emits["seq"] = emits.groupby("pk", sort=False)["seq"].cummax()
-        stops = select(history, "conn.stopped", ["t", "pk"]).dropna(subset=["pk"])
+        states = desired_states(history)
+        stops = states.loc[states["type"] == STOPPED]
         return cls(
             opens=_times(opens, ["pk", "worker"]),
             pk_opens=_pairs(opens, ["pk"], "worker"),
             persists=_pairs(persists, ["pk", "worker"], "seq_to"),
-            acquires=_pairs(acquired, ["pk"], "worker"),
+            acquires=_pairs(acquired, ["pk"], "consumer"),
             pk_expiry=_pairs(promised.loc[promised["pk"].notna()], ["pk", "worker"], "expires_ms"),
             worker_expiry=_pairs(promised.loc[promised["pk"].isna() & (promised["type"] == "lease.renew")],
                                  ["worker"], "expires_ms"),

@@ -1,8 +1,9 @@
 """I2 nothing lost and I3 no duplicate persistence, per stream, from the history alone.
 
 - Emitted: the upstream's ``emit`` events, counted only while the pk's desired state was STARTED
-  (``conn.started`` .. ``conn.stopped``; a pk with no ``conn.*`` event is STARTED throughout, one whose first
-  such event is ``conn.stopped`` was STARTED until then).
+  (START .. STOP accepted by the router, or ``conn.started`` .. ``conn.stopped``:
+  ``harness.checkers.events.desired_states``; a pk with no such event is STARTED throughout, one whose first
+  such event is a STOP was STARTED until then).
 - Persisted: ``final.persisted`` (the store's contents at the end, one entry per stored item) when the history
   has any (then a pk without one stored nothing), else the ranges of ``msg.persist`` events with outcome ok.
 - Lost: emitted while STARTED and never persisted, up to a horizon: seqs emitted in the last ``settle_ms``
@@ -12,8 +13,8 @@
   unknown, not false.
 - Duplicated: extra copies stored (a seq stored twice counts once); from ``msg.persist`` alone, a seq written
   ok twice counts (an idempotent re-write must report outcome fail, or the run must write final.persisted).
-- Out of order (informational): a worker persisting a lower seq after a higher one within one ownership (one
-  ``lease.acquire`` ok and epoch).
+- Out of order (informational): a consumer (incarnation) persisting a lower seq after a higher one within one
+  ownership (one ``lease.acquire`` ok and epoch).
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checkers.events import History, RunInfo, as_events, run_info, select, worker_of
+from harness.checkers.events import (
+    STARTED,
+    STOPPED,
+    History,
+    RunInfo,
+    as_events,
+    consumer_of,
+    desired_states,
+    run_info,
+    select,
+)
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 
 SEQUENCE_COLUMNS = ["pk", "emitted", "persisted", "stored", "lost", "lost_ranges", "unseen_at_end",
@@ -39,7 +50,7 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     settle = settle_ms if settle_ms is not None else (info.duration("lease_ms") or 0.0)
     emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
     final = select(history, "final.persisted", ["pk", "seqs"], raw=["seqs"]).dropna(subset=["pk"])
-    persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "epoch", "seq_from", "seq_to",
+    persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "gen", "epoch", "seq_from", "seq_to",
                                                "outcome"]).dropna(subset=["pk", "seq_from", "seq_to"])
     heads = select(history, "final.emitted", ["pk", "head_seq"]).dropna(subset=["pk"])
     source = "final.persisted" if len(final) else "msg.persist"
@@ -159,7 +170,7 @@ def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
 
 def _started(history: History, emits: pd.DataFrame) -> np.ndarray:
     """For each emit, whether its pk's desired state was STARTED then."""
-    conn = select(history, ["conn.started", "conn.stopped"], ["t", "pk", "type"]).dropna(subset=["pk"])
+    conn = desired_states(history)
     if conn.empty or emits.empty:
         return np.ones(len(emits), dtype=bool)
     probe = pd.DataFrame({"t": emits["t"].to_numpy(), "pk": emits["pk"].to_numpy(dtype=object),
@@ -168,8 +179,8 @@ def _started(history: History, emits: pd.DataFrame) -> np.ndarray:
     joined = pd.merge_asof(probe, states, on="t", by="pk", direction="backward")
     first_state = states.groupby("pk", sort=False)["state"].first()
     before_first = joined["pk"].map(first_state)
-    started = np.where(joined["state"].notna(), joined["state"] == "conn.started",
-                       before_first.isna() | (before_first == "conn.stopped"))
+    started = np.where(joined["state"].notna(), joined["state"] == STARTED,
+                       before_first.isna() | (before_first == STOPPED))
     result = np.empty(len(emits), dtype=bool)
     result[joined["order"].to_numpy()] = started
     return result
@@ -179,12 +190,12 @@ def _out_of_order(history: History, ok: pd.DataFrame) -> dict[str, int]:
     """Per pk, how many ok writes started below a seq the same ownership had already persisted."""
     if ok.empty:
         return {}
-    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "outcome"])
+    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "outcome"])
     acquires = acquires.loc[(acquires["outcome"] == "ok") & acquires["pk"].notna()]
     both = pd.concat([
-        pd.DataFrame({"t": ok["t"], "pk": ok["pk"], "worker": worker_of(ok), "acquire": 0,
+        pd.DataFrame({"t": ok["t"], "pk": ok["pk"], "worker": consumer_of(ok), "acquire": 0,
                       "epoch": ok["epoch"].fillna(-1.0), "seq_from": ok["seq_from"], "seq_to": ok["seq_to"]}),
-        pd.DataFrame({"t": acquires["t"], "pk": acquires["pk"], "worker": worker_of(acquires), "acquire": 1,
+        pd.DataFrame({"t": acquires["t"], "pk": acquires["pk"], "worker": consumer_of(acquires), "acquire": 1,
                       "epoch": -1.0, "seq_from": np.nan, "seq_to": np.nan}),
     ], ignore_index=True)
     both = both.sort_values(["pk", "worker", "t", "acquire"], ascending=[True, True, True, False],

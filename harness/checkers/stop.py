@@ -1,10 +1,19 @@
-"""I5 STOP honoured: after each ``conn.stopped`` the pk's upstream sessions close within a bound.
+"""I5 STOP honoured: after every STOP the router accepted, the pk's upstream sessions close and its writes
+end within a bound.
 
-The sessions concerned are those of the pk open at the STOP or opened after it (before the next
-``conn.started``); the latency is from the STOP to the last of their ``sub.close``.  The bound is
-``stop_bound_ms`` from ``run.start``, else ``config.desired_check_ms + config.heartbeat_ms`` (the blog's
-per-connection desired-state poll plus one heartbeat).  A session still open at the end is a violation once
-the bound has passed before the end, and unknown when the run ended sooner; no bound at all: unknown.
+The STOPs judged are the router's ``event`` entries of kind STOP with a 2xx ``status``
+(``harness.checkers.events.desired_states``; older histories: the harness's ``conn.stopped``).  A START
+accepted after it ends its obligation.  Until then (or the end of the run):
+
+- *sessions*: the pk's sessions open at the STOP or opened after it must all be closed by ``stop + bound``;
+  the latency is from the STOP to the last of their ``sub.close``.  A session still open at the end is a
+  violation once the bound has passed before the end, and undecided when the run ended sooner.
+- *writes*: no ``msg.persist`` or ``checkpoint`` of the pk may be accepted after ``stop + bound``: one sent
+  after it with outcome ``ok`` is a violation, with outcome ``info`` undecided.
+
+The bound is ``stop_bound_ms`` from ``run.start``, else ``config.desired_check_ms + config.heartbeat_ms``
+(the blog's per-connection desired-state poll plus one heartbeat); no bound at all: every STOP undecided.
+Undecided STOPs make the verdict unknown.
 """
 
 from __future__ import annotations
@@ -13,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.checkers.consuming import Consumption, sessions
-from harness.checkers.events import History, RunInfo, as_events, run_info, select
+from harness.checkers.consuming import Consumption, accepted_writes, sessions
+from harness.checkers.events import STARTED, STOPPED, History, RunInfo, as_events, desired_states, run_info
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
-STOP_COLUMNS = ["pk", "stop_t", "sessions", "closed_t", "latency_ms", "bound_ms", "within_bound"]
+STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "late_writes",
+                "possible_late_writes", "bound_ms", "within_bound"]
 DETAIL_ROWS = 50
 
 
@@ -34,18 +44,21 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
     info = info if info is not None else run_info(history)
     bound = bound_ms if bound_ms is not None else stop_bound(info)
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)
-    conn = select(history, ["conn.started", "conn.stopped"], ["t", "pk", "type"]).dropna(subset=["pk"])
+    writes = consumed.writes if consumed is not None else accepted_writes(history)
     by_pk = session_frame.groupby("pk", sort=False).indices
+    writes_by_pk = writes.groupby("pk", sort=False).indices
     rows: list[Row] = []
-    for pk, group in conn.groupby("pk", sort=True):
+    for pk, group in desired_states(history).groupby("pk", sort=True):
         times, types = group["t"].to_numpy(), group["type"].to_numpy()
         index = by_pk.get(pk, np.empty(0, dtype=int))
         opened = session_frame["open_t"].to_numpy()[index]
         ends = session_frame["end_t"].to_numpy()[index]
         still_open = session_frame["open_at_end"].to_numpy()[index]
-        for i in np.flatnonzero(types == "conn.stopped"):
+        consumers = session_frame["consumer"].to_numpy()[index]
+        pk_writes = writes.iloc[writes_by_pk.get(pk, np.empty(0, dtype=int))]
+        for i in np.flatnonzero(types == STOPPED):
             stop_t = float(times[i])
-            restarts = times[(types == "conn.started") & (times > stop_t)]
+            restarts = times[(types == STARTED) & (times > stop_t)]
             until = float(restarts[0]) if restarts.size else np.inf
             concerned = (opened < until) & (ends > stop_t)
             if not concerned.any():
@@ -53,18 +66,25 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
             else:
                 closed_t = None if still_open[concerned].any() else float(ends[concerned].max())
             latency = closed_t - stop_t if closed_t is not None else None
+            late = possible = 0
+            if bound is not None:
+                after = (pk_writes["t"] > stop_t + bound) & (pk_writes["t"] < until)
+                late = int((after & pk_writes["certain"]).sum())
+                possible = int((after & ~pk_writes["certain"]).sum())
             within: bool | None
-            if bound is None:
+            if bound is None or (latency is None and info.last_t - stop_t <= bound):
                 within = None
-            elif latency is not None:
-                within = latency <= bound
             else:
-                within = False if info.last_t - stop_t > bound else None
-            rows.append({"pk": pk, "stop_t": stop_t, "sessions": int(concerned.sum()), "closed_t": closed_t,
-                         "latency_ms": latency, "bound_ms": bound, "within_bound": within})
-    late = [r for r in rows if r["within_bound"] is False]
+                within = latency is not None and latency <= bound and not late
+            if within and possible:
+                within = None
+            rows.append({"pk": pk, "stop_t": stop_t, "sessions": int(concerned.sum()),
+                         "consumers": sorted({str(c) for c in consumers[concerned]}), "closed_t": closed_t,
+                         "latency_ms": latency, "late_writes": late, "possible_late_writes": possible,
+                         "bound_ms": bound, "within_bound": within})
+    late_rows = [r for r in rows if r["within_bound"] is False]
     valid: Validity
-    if late:
+    if late_rows:
         valid = False
     elif any(r["within_bound"] is None for r in rows):
         valid = UNKNOWN
@@ -73,9 +93,10 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
     details: dict[str, Any] = {
         "bound_ms": bound,
         "stops": len(rows),
-        "late": len(late),
+        "late": len(late_rows),
+        "late_writes": sum(r["late_writes"] for r in rows),
         "undecided": sum(1 for r in rows if r["within_bound"] is None),
         "latency_ms": summarise(r["latency_ms"] for r in rows),
-        "late_examples": late[:DETAIL_ROWS],
+        "late_examples": late_rows[:DETAIL_ROWS],
     }
     return CheckResult("stop", valid, details, {"stops": rows})

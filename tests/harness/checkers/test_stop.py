@@ -77,3 +77,67 @@ def test_no_bound_at_all_is_unknown(build) -> None:
     build.run_start(config={}).at(1000, "conn.stopped", "harness", pk=PK).session(PK, "worker-1", 100, 1100)
 
     assert check_stop(build.frame()).valid == UNKNOWN
+
+
+def router(build, t: float, kind: str, status: int = 200):
+    return build.at(t, "event", "router", kind=kind, pk=PK, status=status)
+
+
+def test_a_stop_through_the_router_that_is_not_honoured_is_invalid(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, gen="g1")  # never closed
+    router(build, 1000, "STOP").at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False
+    [row] = result.tables["stops"]
+    assert (row["closed_t"], row["consumers"], row["within_bound"]) == (None, ["worker-1@g1"], False)
+
+
+def test_a_stop_through_the_router_honoured_in_time_is_valid(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(1200, PK, "worker-1", 9)
+    router(build, 1000, "STOP").at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is True and result.tables["stops"][0]["latency_ms"] == 300
+
+
+def test_a_write_accepted_after_the_stop_bound_is_invalid(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(2000, PK, "worker-1", 9)
+    router(build, 1000, "STOP").at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.details["late_writes"] == 1
+
+
+def test_a_write_of_unknown_outcome_after_the_stop_bound_is_undecided(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(2000, PK, "worker-1", 9, outcome="info")
+    router(build, 1000, "STOP").at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid == UNKNOWN
+
+
+def test_a_start_again_ends_the_stops_obligation(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1200)
+    router(build, 1000, "STOP")
+    router(build, 1100, "START").session(PK, "worker-2", 1400).persist(3000, PK, "worker-2", 9)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is True and result.tables["stops"][0]["sessions"] == 1
+
+
+def test_a_stop_the_router_refused_is_not_judged(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100)
+    router(build, 1000, "STOP", status=400).at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).details["stops"] == 0
