@@ -1,10 +1,9 @@
 """I4 bounded recovery: every affected connection caught up within the run's bound for the fault kind.
 
-``bound_ms`` comes from ``run.start`` (one number, or {fault kind: ms}).  When the run sets no bound the
-checker does not apply: it is valid with ``applies: false`` (the scenario asserts no bound; the recovery
-numbers are still reported), rather than unknown, so that runs without a bound can still pass.  A
-connection that never caught up counts as exceeding the bound; connections STOPPED during their recovery
-are left out.
+``bound_ms`` comes from ``run.start`` (one number, or {fault kind: ms}).  A run without a bound fails
+(DESIGN §11): ``applies`` is false and the message says "no bound set for this scenario"; so does a run
+whose {fault kind: ms} has no bound for a fault kind that affected a connection.  A connection that never
+caught up counts as exceeding the bound; connections STOPPED during their recovery are left out.
 """
 
 from __future__ import annotations
@@ -28,9 +27,17 @@ def check_bounds(history: History, *, recovery: CheckResult | None = None,
     judged = [r for r in rows if r["within_bound"] is not None]
     exceeded = [r for r in judged if not r["within_bound"]]
     applies = info.bound_ms is not None
-    valid: Validity = not exceeded
+    unbounded = sorted({str(r["fault_kind"]) for r in rows if r["bound_ms"] is None and not r["stopped"]})
+    if not applies:
+        message = "no bound set for this scenario"
+    elif unbounded:
+        message = f"no bound set for fault kind {', '.join(unbounded)}"
+    else:
+        message = f"{len(exceeded)} of {len(judged)} recoveries over the bound"
+    valid: Validity = applies and not unbounded and not exceeded
     recoveries = [r["recovery_ms"] for r in judged if r["recovery_ms"] is not None]
     details: dict[str, Any] = {
+        "message": message,
         "applies": applies,
         "bound_ms": info.bound_ms,
         "judged": len(judged),

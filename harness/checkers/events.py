@@ -146,6 +146,7 @@ class RunInfo:
     bound_ms: Any = None
     stop_bound_ms: float | None = None
     seed: Any = None
+    fault_model: str | None = None
     start_t: float | None = None
     stop_t: float | None = None
     first_t: float = 0.0
@@ -180,7 +181,7 @@ def run_info(history: History) -> RunInfo:
     stops = select(history, "run.stop", ["t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "stop_bound_ms", "seed"]
+              "stop_bound_ms", "seed", "fault_model"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
@@ -211,6 +212,7 @@ def run_info(history: History) -> RunInfo:
         bound_ms=get("bound_ms"),
         stop_bound_ms=number("stop_bound_ms"),
         seed=get("seed"),
+        fault_model=str(get("fault_model")) if get("fault_model") is not None else None,
         start_t=float(row["t"]),
         stop_t=stop_t,
         first_t=first_t,

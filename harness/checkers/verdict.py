@@ -1,5 +1,12 @@
 """One run's verdict: every checker over one history, composed (false beats unknown beats true), and the
-verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys.
+verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys plus the wave-2 ones (§11):
+
+- ``zombie_writes``: I6, items stored or writes acknowledged from a superseded epoch (``zombies``);
+- ``outcomes``: per event type, how many events had outcome ``ok``, ``fail`` and ``info``;
+- ``fault_model``: ``{"stated", "within", "flag"}``: what ``run.start`` says of the schedule (``"within"``
+  or ``"outside: <why>"``; null when it says nothing), whether that is within the model (null: unknown), and
+  ``flag`` "outside the fault model" when the run is invalid under faults outside the model.  ``valid``
+  stays false then: a violation is never hidden, only labelled.
 
 ``analyse(history)`` returns an ``Analysis``: the verdict dict, each ``CheckResult``, and the row tables the
 report generator writes (``TABLE_COLUMNS`` gives each table's columns, so an empty table still has a header).
@@ -30,14 +37,17 @@ from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
 from harness.checkers.stop import STOP_COLUMNS, check_stop
+from harness.checkers.zombies import ZOMBIE_WRITE_COLUMNS, check_zombie_writes
 from harness.history import read_history
 
 VERDICT_FILE = "verdict.json"
 VERDICT_KEYS = (
     "scenario", "profile", "timescale", "config", "connections", "workers", "valid", "duplicate_claims",
-    "duplicate_overlap_ms", "lost_sequences", "duplicate_deliveries", "recovery_ms", "phases_ms", "bound_ms",
-    "checkers",
+    "duplicate_overlap_ms", "lost_sequences", "duplicate_deliveries", "zombie_writes", "recovery_ms", "phases_ms",
+    "bound_ms", "outcomes", "fault_model", "checkers",
 )
+OUTCOMES = ("ok", "fail", "info")
+OUTSIDE_FLAG = "outside the fault model"
 TABLE_COLUMNS: dict[str, list[str]] = {
     "phases": PHASE_COLUMNS,
     "claims": CLAIM_COLUMNS,
@@ -46,6 +56,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "lease_overlaps": LEASE_OVERLAP_COLUMNS,
     "sequences": SEQUENCE_COLUMNS,
     "stops": STOP_COLUMNS,
+    "zombie_writes": ZOMBIE_WRITE_COLUMNS,
 }
 
 
@@ -108,13 +119,35 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
             recovery,
             check_bounds(history, recovery=recovery, info=info),
             check_stop(history, info=info, consumed=consumed),
+            check_zombie_writes(history, info=info),
         )
     }
-    return Analysis(info, checks, _verdict(info, checks))
+    return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))
 
 
-def _verdict(info: RunInfo, checks: dict[str, CheckResult]) -> dict[str, Any]:
+def outcome_counts(history: History) -> dict[str, dict[str, int]]:
+    """Per event type with an ``outcome``, how many events had each of ``ok``, ``fail``, ``info`` (other
+    values, if any, under their own name)."""
+    frame = as_events(history).frame
+    if "outcome" not in frame.columns:
+        return {}
+    rows = frame.loc[frame["outcome"].notna(), ["type", "outcome"]].astype(str)
+    counts: dict[str, dict[str, int]] = {}
+    for (kind, outcome), number in rows.groupby(["type", "outcome"], sort=True).size().items():
+        counts.setdefault(str(kind), dict.fromkeys(OUTCOMES, 0))[str(outcome)] = int(number)
+    return counts
+
+
+def fault_model(info: RunInfo, valid: Any) -> dict[str, Any]:
+    """The ``fault_model`` verdict entry (see the module docstring)."""
+    stated = info.fault_model
+    within = None if stated is None else stated.strip().lower() == "within"
+    return {"stated": stated, "within": within, "flag": OUTSIDE_FLAG if within is False and valid is False else None}
+
+
+def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, dict[str, int]]) -> dict[str, Any]:
     claims, sequences, recovery = checks["duplicate_claims"], checks["sequences"], checks["recovery"]
+    valid = compose(check.valid for check in checks.values())
     verdict = {
         "scenario": info.scenario,
         "profile": info.profile,
@@ -122,14 +155,17 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult]) -> dict[str, Any]:
         "config": info.config,
         "connections": info.connections,
         "workers": info.workers,
-        "valid": compose(check.valid for check in checks.values()),
+        "valid": valid,
         "duplicate_claims": claims.details["duplicate_claims"],
         "duplicate_overlap_ms": claims.details["duplicate_overlap_ms"],
         "lost_sequences": sequences.details["lost_sequences"],
         "duplicate_deliveries": sequences.details["duplicate_deliveries"],
+        "zombie_writes": checks["zombie_writes"].details["zombie_writes"],
         "recovery_ms": recovery.details["recovery_ms"],
         "phases_ms": recovery.details["phases_ms"],
         "bound_ms": info.bound_ms,
+        "outcomes": outcomes,
+        "fault_model": fault_model(info, valid),
         "checkers": {name: check.to_json() for name, check in checks.items()},
     }
     safe: dict[str, Any] = json_safe(verdict)

@@ -80,20 +80,30 @@ class _Grants:
             for pk, group in acquires.groupby("pk", sort=False)
         }
 
-    def superseded_at(self, pk: str, consumer: str, epoch: float, sent: float) -> float | None:
-        """When the ownership a write of (consumer, epoch) sent at ``sent`` relied on was superseded (None:
-        never, or the ownership is not in the history)."""
+    def superseded_at(self, pk: str, consumer: str, epochs: np.ndarray, sents: np.ndarray) -> np.ndarray:
+        """For writes of one consumer to one pk (their epochs, NaN when unknown, and send times): when the
+        ownership each relied on was superseded (NaN: never, or the ownership is not in the history)."""
+        result = np.full(epochs.size, np.nan)
         if pk not in self.by_pk:
-            return None
-        times, epochs, owners, ok = self.by_pk[pk]
-        if not np.isnan(epoch):
-            later = times[ok & (epochs > epoch)]
-            return float(later.min()) if later.size else None
-        own = [i for i in np.flatnonzero(ok & (times <= sent)) if same_consumer(owners[i], consumer)]
-        if not own:
-            return None
-        others = [times[i] for i in np.flatnonzero(ok) if i > own[-1] and not same_consumer(owners[i], consumer)]
-        return float(others[0]) if others else None
+            return result
+        times, grant_epochs, owners, ok = self.by_pk[pk]
+        times, grant_epochs, owners = times[ok], grant_epochs[ok], owners[ok]
+        known = ~np.isnan(epochs)
+        if known.any() and times.size:
+            order = np.argsort(grant_epochs, kind="stable")
+            by_epoch, first_t = grant_epochs[order], np.minimum.accumulate(times[order][::-1])[::-1]
+            index = np.searchsorted(by_epoch, epochs[known], side="right")
+            result[known] = np.where(index < by_epoch.size, first_t[np.minimum(index, by_epoch.size - 1)], np.nan)
+        own = np.array([same_consumer(owner, consumer) for owner in owners], dtype=bool)
+        if (~known).any() and own.any():
+            own_index = np.flatnonzero(own)
+            next_other = np.full(own_index.size, np.nan)
+            for k, i in enumerate(own_index):
+                others = np.flatnonzero(~own[i + 1:])
+                next_other[k] = times[i + 1 + others[0]] if others.size else np.nan
+            latest_own = np.searchsorted(times[own_index], sents[~known], side="right") - 1
+            result[~known] = np.where(latest_own >= 0, next_other[np.maximum(latest_own, 0)], np.nan)
+        return result
 
     def granted(self, pk: str, epoch: float) -> tuple[list[str], list[str]]:
         """The consumers granted this epoch of pk: (by ok acquires, by ok or info acquires)."""
@@ -184,24 +194,35 @@ def _overwrites(items: pd.DataFrame, writes: pd.DataFrame) -> list[Row]:
 def _late_sends(items: pd.DataFrame, writes: pd.DataFrame, grants: _Grants, tolerance: float) -> list[Row]:
     """Rule (b), on stored items (their ``sent_ms``) and on acknowledged writes (their ``sent``)."""
     found: list[Row] = []
-    for item in items.loc[items["sent_ms"].notna()].itertuples(index=False):
-        superseded = grants.superseded_at(item.pk, item.consumer, item.epoch, item.sent_ms)
-        if superseded is not None and item.sent_ms > superseded + tolerance:
-            found.append(_finding(
-                item.pk, "message", item.seq, item.seq, item.consumer, item.epoch, "late_send", True,
-                item.sent_ms, superseded,
-                f"stored item built at {item.sent_ms:.0f}, {item.sent_ms - superseded:.0f} ms after its "
-                f"ownership was superseded (clock tolerance {tolerance:.0f} ms)"))
-    for write in writes.itertuples(index=False):
-        superseded = grants.superseded_at(write.pk, write.consumer, write.epoch, write.t)
-        if superseded is not None and write.t > superseded:
-            kind = "checkpoint" if write.type == "checkpoint" else "message"
-            found.append(_finding(
-                write.pk, kind, write.seq_from, write.seq_to, write.consumer, write.epoch, "late_send",
-                bool(write.certain), write.t, superseded,
-                f"{write.type} sent at {write.t:.0f}, {write.t - superseded:.0f} ms after its ownership was "
-                f"superseded; outcome {'ok' if write.certain else 'info (may have landed)'}"))
+    dated = items.loc[items["sent_ms"].notna()]
+    for item in _after_supersession(dated, "sent_ms", grants, tolerance):
+        found.append(_finding(
+            item.pk, "message", item.seq, item.seq, item.consumer, item.epoch, "late_send", True,
+            item.sent_ms, item.superseded_t,
+            f"stored item built at {item.sent_ms:.0f}, {item.sent_ms - item.superseded_t:.0f} ms after its "
+            f"ownership was superseded (clock tolerance {tolerance:.0f} ms)"))
+    for write in _after_supersession(writes, "t", grants, 0.0):
+        kind = "checkpoint" if write.type == "checkpoint" else "message"
+        found.append(_finding(
+            write.pk, kind, write.seq_from, write.seq_to, write.consumer, write.epoch, "late_send",
+            bool(write.certain), write.t, write.superseded_t,
+            f"{write.type} sent at {write.t:.0f}, {write.t - write.superseded_t:.0f} ms after its ownership was "
+            f"superseded; outcome {'ok' if write.certain else 'info (may have landed)'}"))
     return found
+
+
+def _after_supersession(frame: pd.DataFrame, sent: str, grants: _Grants, margin: float) -> list[Any]:
+    """The rows of ``frame`` (pk, consumer, epoch and a send time column) sent more than ``margin`` after
+    their ownership was superseded, as named tuples with ``superseded_t``."""
+    if frame.empty:
+        return []
+    superseded = np.full(len(frame), np.nan)
+    epochs = frame["epoch"].to_numpy(dtype="float64")
+    sents = frame[sent].to_numpy(dtype="float64")
+    for (pk, consumer), index in frame.groupby(["pk", "consumer"], sort=False).indices.items():
+        superseded[index] = grants.superseded_at(str(pk), str(consumer), epochs[index], sents[index])
+    late = ~np.isnan(superseded) & (sents > superseded + margin)
+    return list(frame.assign(superseded_t=superseded).loc[late].itertuples(index=False))
 
 
 def _checkpoints(history: History) -> pd.DataFrame:

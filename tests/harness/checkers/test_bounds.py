@@ -45,8 +45,21 @@ def test_bounds_per_fault_kind(build) -> None:
     assert check_bounds(crash(build, bound_ms={"kill": 2000, "pause": 99999}).frame()).valid is False
 
 
-def test_without_a_bound_the_checker_does_not_apply(build) -> None:
+def test_a_run_without_a_bound_fails(build) -> None:
     result = check_bounds(crash(build, bound_ms=None, claim_t=90000).frame())
 
-    assert result.valid is True
+    assert result.valid is False
     assert (result.details["applies"], result.details["judged"]) == (False, 0)
+    assert result.details["message"] == "no bound set for this scenario"
+
+
+def test_a_run_without_faults_still_needs_a_bound(build) -> None:
+    build.run_start(bound_ms=None).at(20000, "run.stop", "harness")
+
+    assert check_bounds(build.frame()).valid is False
+
+
+def test_a_fault_kind_missing_from_the_bounds_fails(build) -> None:
+    result = check_bounds(crash(build, bound_ms={"pause": 99999}).frame())
+
+    assert result.valid is False and result.details["message"] == "no bound set for fault kind kill"

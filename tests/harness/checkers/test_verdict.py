@@ -59,7 +59,12 @@ def test_a_healthy_run_is_valid_and_the_verdict_has_exactly_the_design_keys(buil
     assert counts == (0, 0, 0)
     assert verdict["recovery_ms"] == {"p50": None, "p95": None, "max": None}
     assert set(verdict["phases_ms"]) == {"detect", "claim", "connect", "resume", "caught_up", "gap"}
-    assert set(verdict["checkers"]) == {"duplicate_claims", "sequences", "recovery", "bounds", "stop"}
+    assert set(verdict["checkers"]) == {"duplicate_claims", "sequences", "recovery", "bounds", "stop",
+                                        "zombie_writes"}
+    assert verdict["zombie_writes"] == 0
+    assert verdict["outcomes"] == {"lease.acquire": {"ok": 1, "fail": 0, "info": 0},
+                                   "msg.persist": {"ok": 10, "fail": 0, "info": 0}}
+    assert verdict["fault_model"] == {"stated": None, "within": None, "flag": None}
     assert all(checker["valid"] is True for checker in verdict["checkers"].values())
 
 
@@ -81,6 +86,47 @@ def test_an_undecided_checker_makes_the_run_unknown(build) -> None:
 
     assert verdict["valid"] == UNKNOWN
     assert verdict["checkers"]["duplicate_claims"]["possible_claims"] == 1
+
+
+def test_outcomes_are_counted_per_event_type(build) -> None:
+    healthy(build).persist(1500, PK, "worker-1", 11, outcome="info").persist(1600, PK, "worker-1", 11,
+                                                                            outcome="fail")
+    build.acquire(1700, PK, "worker-2", 3700, outcome="fail")
+
+    outcomes = analyse(build.frame()).verdict["outcomes"]
+
+    assert outcomes["msg.persist"] == {"ok": 10, "fail": 1, "info": 1}
+    assert outcomes["lease.acquire"] == {"ok": 1, "fail": 1, "info": 0}
+
+
+def test_a_violation_outside_the_fault_model_is_flagged_and_still_invalid(build) -> None:
+    build.run_start(bound_ms=5000, fault_model="outside: clock_skew 1000 ms > tolerance 100 ms")
+    build.session(PK, "worker-1", 100, 1500).session(PK, "worker-2", 1000, 2000)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False
+    assert verdict["fault_model"] == {"stated": "outside: clock_skew 1000 ms > tolerance 100 ms", "within": False,
+                                      "flag": "outside the fault model"}
+
+
+def test_a_violation_within_the_fault_model_is_not_flagged(build) -> None:
+    build.run_start(bound_ms=5000, fault_model="within")
+    build.session(PK, "worker-1", 100, 1500).session(PK, "worker-2", 1000, 2000)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False and verdict["fault_model"]["flag"] is None
+    assert verdict["fault_model"]["within"] is True
+
+
+def test_a_zombie_write_makes_the_verdict_invalid(build) -> None:
+    healthy(build).acquire(2000, PK, "worker-2", 4000, epoch=2).persist(2600, PK, "worker-1", 11, sent=2500)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False and verdict["zombie_writes"] == 1
+    assert verdict["checkers"]["zombie_writes"]["valid"] is False
 
 
 def test_write_verdict_writes_strict_json_from_the_run_folder(build, tmp_path: Path) -> None:
