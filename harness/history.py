@@ -10,16 +10,21 @@ not parse is taken for the half-written last event of a killed writer and droppe
 
 Event catalog (the contract every component writes; the checkers in ``harness.checkers`` read only this).
 Every event: ``t`` (Unix ms, float, the one machine's wall clock), ``src``, ``type``, and where it applies
-``pk`` (always ``CONN#<connection_id>``), ``worker``, ``epoch``, ``seq``, ``outcome`` (``ok`` / ``fail`` /
-``info``; ``info`` = unknown, e.g. a timeout).
+``pk`` (always ``CONN#<connection_id>``), ``worker`` and ``gen`` (the incarnation: DESIGN §11; events of
+older fleets have no ``gen``), ``epoch``, ``seq``, ``outcome`` (``ok`` / ``fail`` / ``info``; ``info`` =
+unknown, e.g. a timeout).
 
 - harness (src ``harness``):
   ``run.start`` {scenario, profile, timescale, config (effective durations in ms: lease_ms, heartbeat_ms,
   reconcile_ms, desired_check_ms, clock_tolerance_ms, ...), connections, workers, bound_ms (a number, or
-  {fault kind: ms}), seed, optional stop_bound_ms}; ``run.stop`` {};
+  {fault kind: ms}), seed, optional stop_bound_ms, optional fault_model ("within" or "outside: <why>")};
+  ``run.stop`` {};
   ``conn.started`` {pk} / ``conn.stopped`` {pk}: when the harness made desired state STARTED / STOPPED;
   ``final.persisted`` {pk, seqs: list of every seq found in the messages table at the end, one entry per
-  stored item, so a seq stored twice appears twice}: the store's ground truth, written after ``run.stop``;
+  stored item, so a seq stored twice appears twice; items: the same items with their writer, [{seq, worker,
+  gen, epoch, sent_ms}], null where unknown}: the store's ground truth, written at the end
+  (``harness.ground_truth``); ``final.connection`` {pk, desired_state, lease_owner, owner_gen, epoch,
+  last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection item at the end;
   ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end.
 - workers (src = worker id, e.g. ``worker-1``):
   ``worker.start`` {worker, profile, pid}; ``worker.stop`` {worker, reason};
@@ -28,13 +33,14 @@ Every event: ``t`` (Unix ms, float, the one machine's wall clock), ``src``, ``ty
   worker's connections), worker, outcome, expires_ms};
   ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome};
   ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason};
-  ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome}; ``checkpoint`` {pk, worker, epoch, seq,
-  outcome}.
+  ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
+  ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
 - upstream simulator (src ``upstream``):
-  ``sub.open`` {pk, session, worker, from_seq}; ``sub.close`` {pk, session, worker, reason: client_close |
-  keepalive_timeout | evicted | server_shutdown | server_reset | error, last_pong_t, last_seq_sent};
+  ``sub.open`` {pk, session, worker, gen, from_seq}; ``sub.close`` {pk, session, worker, gen, reason:
+  client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error, last_pong_t, last_seq_sent};
   ``emit`` {pk, seq}.
-- router (src ``router``): ``event`` {kind: START | STOP, pk, status (HTTP status)}.
+- router (src ``router``): ``event`` {kind: START | STOP, pk, status (HTTP status)}; an accepted (2xx)
+  START / STOP is when desired state changed (the checkers prefer these to ``conn.*``).
 - nemesis (src ``nemesis``): ``fault.start`` / ``fault.stop`` {kind, target (a worker id, a list of them,
   or another component's name), params}.
 

@@ -2,8 +2,9 @@
 
 One module per checker: ``duplicates`` (I1 duplicate claims, zombie time, lease double ownership),
 ``sequences`` (I2 lost, I3 duplicated), ``recovery`` (phases per affected connection), ``bounds`` (I4),
-``stop`` (I5); ``consuming`` derives who consumed what when; ``verdict`` composes them and writes
-``verdict.json``.  Each ``check_*`` takes the history DataFrame and returns a ``CheckResult``.
+``stop`` (I5), ``zombies`` (I6 zombie writes, judged from the stored items); ``consuming`` derives who
+consumed what when; ``events`` reads the history (consumers are incarnations, ``worker@gen``); ``verdict``
+composes them and writes ``verdict.json``.  Each ``check_*`` takes the history DataFrame and returns a ``CheckResult``.
 """
 
 from harness.checkers.bounds import check_bounds
@@ -13,6 +14,7 @@ from harness.checkers.result import UNKNOWN, CheckResult, Validity, compose
 from harness.checkers.sequences import check_sequences
 from harness.checkers.stop import check_stop
 from harness.checkers.verdict import TABLE_COLUMNS, VERDICT_KEYS, Analysis, analyse, check_run, write_verdict
+from harness.checkers.zombies import check_zombie_writes
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -28,6 +30,7 @@ __all__ = [
     "check_run",
     "check_sequences",
     "check_stop",
+    "check_zombie_writes",
     "compose",
     "write_verdict",
 ]

@@ -118,6 +118,25 @@ def test_the_same_worker_id_claiming_after_its_restart_is_a_claim(build) -> None
         "worker-1", 6700, 6600, False)
 
 
+@pytest.mark.parametrize(("new_gen", "claim_t"), [("b2", 6700), ("a1", None)])
+def test_a_new_incarnation_of_the_same_worker_is_a_claim(build, new_gen: str, claim_t) -> None:
+    # worker-1 (gen a1) stops consuming at 5010 after a network fault; an acquire at 6700 by gen b2 is a
+    # takeover by another consumer, one by gen a1 is the same consumer getting its lease back
+    build.run_start(bound_ms=5000).at(0, "conn.started", "harness", pk=PK)
+    for seq in range(1, 121):
+        build.emit(PK, seq, seq * 100)
+    build.acquire(100, PK, "worker-1", 2100, gen="a1").session(PK, "worker-1", 200, 5010, reason="error", gen="a1")
+    build.fault(5000, "partition_upstream", "worker-1", stop_t=5005)
+    build.acquire(6700, PK, "worker-1", 8700, epoch=2, gen=new_gen).session(PK, "worker-1", 6800, gen=new_gen)
+    for seq in range(50, 121):
+        build.persist(6900 + (seq - 50) * 10, PK, "worker-1", seq, epoch=2, gen=new_gen)
+    build.at(12500, "run.stop", "harness")
+
+    row = only_row(check_recovery(build.frame()))
+
+    assert (row["claim_t"], row["new_worker"]) == (claim_t, "worker-1")
+
+
 def test_a_fault_on_another_component_affects_the_sessions_it_ended(build) -> None:
     owned_by_worker_1(build, renew_until=12000).fault(5000, "reset_upstream", "upstream", stop_t=5001)
     build.session(PK, "worker-1", 5100)
