@@ -4,7 +4,9 @@ already been superseded when it was accepted, however its request was timed.
 Epoch ``e`` of a pk is *superseded* from the first ``lease.acquire`` ok of that pk with an epoch above ``e``
 (the event's ``t``: the new owner had its answer, so the grant had taken effect).  For a writer without
 epochs (``blog``) the ownership is the writer's last ``lease.acquire`` ok of the pk before the write, and it
-is superseded from the next acquire ok of that pk by another consumer (``harness.checkers.events``).
+is superseded from the next acquire ok of that pk by another consumer (``harness.checkers.events``).  A pk
+whose history grants one epoch to two different consumers (``blog`` logs epoch 0 for every acquire) has no
+fencing epochs: it is judged the epoch-less way.
 
 The checker judges from the store's contents (``final.persisted`` items with their writer, the
 ``final.connection`` checkpoint fields; ``harness.ground_truth``) and the history, never from request
@@ -74,11 +76,17 @@ class _Grants:
         acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
         acquires = acquires.loc[acquires["pk"].notna() & acquires["outcome"].isin(["ok", "info"])]
         acquires = acquires.assign(consumer=consumer_of(acquires)).sort_values("t", kind="stable")
-        self.by_pk: dict[str, tuple[np.ndarray, ...]] = {
-            str(pk): (group["t"].to_numpy(), group["epoch"].to_numpy(), group["consumer"].to_numpy(dtype=object),
-                      (group["outcome"] == "ok").to_numpy())
-            for pk, group in acquires.groupby("pk", sort=False)
-        }
+        self.by_pk: dict[str, tuple[np.ndarray, ...]] = {}
+        self.unfenced: set[str] = set()
+        for pk, group in acquires.groupby("pk", sort=False):
+            self.by_pk[str(pk)] = (group["t"].to_numpy(), group["epoch"].to_numpy(dtype="float64"),
+                                   group["consumer"].to_numpy(dtype=object), (group["outcome"] == "ok").to_numpy())
+            if not _epochs_fence(*self.by_pk[str(pk)][1:]):
+                self.unfenced.add(str(pk))
+
+    def fencing(self, pk: str, epochs: np.ndarray) -> np.ndarray:
+        """``epochs`` of writes to pk, all NaN when the pk's epochs do not fence (see the module docstring)."""
+        return np.full(epochs.size, np.nan) if pk in self.unfenced else epochs
 
     def superseded_at(self, pk: str, consumer: str, epochs: np.ndarray, sents: np.ndarray) -> np.ndarray:
         """For writes of one consumer to one pk (their epochs, NaN when unknown, and send times): when the
@@ -88,6 +96,7 @@ class _Grants:
             return result
         times, grant_epochs, owners, ok = self.by_pk[pk]
         times, grant_epochs, owners = times[ok], grant_epochs[ok], owners[ok]
+        epochs = self.fencing(pk, epochs)
         known = ~np.isnan(epochs)
         if known.any() and times.size:
             order = np.argsort(grant_epochs, kind="stable")
@@ -107,11 +116,21 @@ class _Grants:
 
     def granted(self, pk: str, epoch: float) -> tuple[list[str], list[str]]:
         """The consumers granted this epoch of pk: (by ok acquires, by ok or info acquires)."""
-        if pk not in self.by_pk or np.isnan(epoch):
+        if pk not in self.by_pk or pk in self.unfenced or np.isnan(epoch):
             return [], []
         _, epochs, owners, ok = self.by_pk[pk]
         same = epochs == epoch
         return list(owners[same & ok]), list(owners[same])
+
+
+def _epochs_fence(epochs: np.ndarray, owners: np.ndarray, ok: np.ndarray) -> bool:
+    """Whether no epoch was granted (ok) to two different consumers."""
+    granted = ok & ~np.isnan(epochs)
+    for epoch in np.unique(epochs[granted]):
+        holders = owners[granted & (epochs == epoch)]
+        if any(not same_consumer(holders[0], other) for other in holders[1:]):
+            return False
+    return True
 
 
 def check_zombie_writes(history: History, *, info: RunInfo | None = None) -> CheckResult:

@@ -136,3 +136,15 @@ def test_an_old_history_without_items_or_grants_has_nothing_to_judge(build) -> N
     result = check_zombie_writes(build.frame())
 
     assert result.valid is True and result.details["judged_items"] == 0
+
+
+def test_epochs_granted_to_several_consumers_do_not_fence(build) -> None:
+    # blog logs epoch 0 for every acquire: judged by consumers, so worker-1's write after worker-2's acquire
+    # is a zombie although no higher epoch was ever granted
+    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=0).acquire(3000, PK, "worker-2", 5000, epoch=0)
+    build.persist(3600, PK, "worker-1", 5, epoch=0, sent=3500).persist(2600, PK, "worker-1", 4, epoch=0, sent=2500)
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False
+    assert [row["seq_from"] for row in result.tables["zombie_writes"]] == [5]
