@@ -10,8 +10,8 @@
   comes from ``message_data`` (``<connection id>:<seq>``), which both profiles write, since ``blog`` keys
   its items by time;
 - every connection item (connections table, every page) -> ``final.connection`` {pk, desired_state,
-  lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch} (``null`` when absent; a
-  started pk with no item at all gets every field null).
+  lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch} (absent attributes are
+  None, which ``HistoryWriter`` leaves out of the event; a started pk with no item gets the pk alone).
 
 Each pk of ``ids`` gets one ``final.persisted`` (empty when nothing was stored) and one ``final.connection``;
 pks found in the tables beyond ``ids`` are recorded too.

@@ -6,8 +6,9 @@ The STOPs judged are the router's ``event`` entries of kind STOP with a 2xx ``st
 accepted after it ends its obligation.  Until then (or the end of the run):
 
 - *sessions*: the pk's sessions open at the STOP or opened after it must all be closed by ``stop + bound``;
-  the latency is from the STOP to the last of their ``sub.close``.  A session still open at the end is a
-  violation once the bound has passed before the end, and undecided when the run ended sooner.
+  the latency is from the STOP to the last of their ``sub.close``.  A session still open at the end, or when
+  START came again, never closed for this STOP: a violation once the bound has passed before then, and
+  undecided when the run ended sooner.  A START again before ``stop + bound`` leaves nothing due.
 - *writes*: no ``msg.persist`` or ``checkpoint`` of the pk may be accepted after ``stop + bound``: one sent
   after it with outcome ``ok`` is a violation, with outcome ``info`` undecided.
 
@@ -61,23 +62,26 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
             restarts = times[(types == STARTED) & (times > stop_t)]
             until = float(restarts[0]) if restarts.size else np.inf
             concerned = (opened < until) & (ends > stop_t)
+            # a session still open when START came again (or at the end) never closed for this STOP
+            unclosed = concerned & (still_open | (ends > until))
             if not concerned.any():
                 closed_t: float | None = stop_t
             else:
-                closed_t = None if still_open[concerned].any() else float(ends[concerned].max())
+                closed_t = None if unclosed.any() else float(ends[concerned].max())
             latency = closed_t - stop_t if closed_t is not None else None
             late = possible = 0
+            within: bool | None = None
             if bound is not None:
-                after = (pk_writes["t"] > stop_t + bound) & (pk_writes["t"] < until)
+                deadline = stop_t + bound
+                after = (pk_writes["t"] > deadline) & (pk_writes["t"] < until)
                 late = int((after & pk_writes["certain"]).sum())
                 possible = int((after & ~pk_writes["certain"]).sum())
-            within: bool | None
-            if bound is None or (latency is None and info.last_t - stop_t <= bound):
-                within = None
-            else:
-                within = latency is not None and latency <= bound and not late
-            if within and possible:
-                within = None
+                if until <= deadline:
+                    within = True  # START came again before anything was due
+                elif latency is not None or min(until, info.last_t) > deadline:
+                    within = latency is not None and latency <= bound and not late
+                if within and possible:
+                    within = None
             rows.append({"pk": pk, "stop_t": stop_t, "sessions": int(concerned.sum()),
                          "consumers": sorted({str(c) for c in consumers[concerned]}), "closed_t": closed_t,
                          "latency_ms": latency, "late_writes": late, "possible_late_writes": possible,

@@ -141,3 +141,23 @@ def test_a_stop_the_router_refused_is_not_judged(build) -> None:
     router(build, 1000, "STOP", status=400).at(9000, "run.stop", "harness")
 
     assert check_stop(build.frame()).details["stops"] == 0
+
+
+def test_a_session_that_outlives_the_stop_until_a_late_start_again_is_invalid(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 8000)
+    router(build, 1000, "STOP")
+    router(build, 4000, "START").at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.tables["stops"][0]["closed_t"] is None
+
+
+def test_a_start_again_within_the_bound_leaves_nothing_due(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 8000)
+    router(build, 1000, "STOP")
+    router(build, 1200, "START").at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is True
