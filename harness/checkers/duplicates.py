@@ -8,10 +8,12 @@ an overlap piece: two sessions' common time (positive length), or a write by one
 another consumer's session covers (length 0, but it counts).
 
 A write took effect at an unknown instant between ``sent`` and its answer.  It is placed at the earliest
-instant the evidence allows: ``sent``, or later when the store proves it landed later (``late_writes``: the
-zombie checker found its item stored over a newer owner's acknowledged write of the same seq, so it landed
-after that write was sent).  A request frozen between ``sent`` and the moment its bytes left therefore
-counts where it landed, not where it was built.
+instant the evidence allows: ``sent``, or later when the store says it landed later
+(``harness.checkers.zombies.late_landings``): its item stored over a newer owner's acknowledged write of the
+same seq (it landed after that write was sent: certain), or its answer came after a newer owner's write of
+the same seq was sent and the store does not hold its item (it may have landed then: a possible claim).  A
+request frozen between ``sent`` and the moment its bytes left therefore counts where it landed, not where it
+was built; one answered before any newer owner wrote its seqs stays at ``sent``.
 
 A duplicate claim is one *pair-episode*: the pieces of one pk and one pair of consumers, merged while they
 follow each other within ``merge_gap_ms`` (default one lease: a zombie flushing a burst of writes after a
@@ -60,7 +62,7 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
     gap = merge_gap_ms if merge_gap_ms is not None else (info.duration("lease_ms") or 0.0)
     consumed = consumed if consumed is not None else consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     parts, zombies = consumed.parts, consumed.zombies
-    writes = landed_writes(consumed.writes, late_landings(history))
+    writes = landed_writes(consumed.writes, late_landings(history, consumed.writes))
 
     pieces: list[pd.DataFrame] = []
     flagged_writes: list[np.ndarray] = []
@@ -128,22 +130,35 @@ def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = Non
 
 
 def landed_writes(writes: pd.DataFrame, landings: pd.DataFrame) -> pd.DataFrame:
-    """The accepted writes with ``t`` moved to the earliest instant each can have landed: the last write of a
-    late-landing item's writer (same pk, consumer and epoch) covering its seq landed after ``landed_after``
-    (never past its answer)."""
+    """The accepted writes placed where the store says they landed (``zombies.late_landings``): the last write
+    of a landing's writer (same pk, consumer and epoch) covering its seq is moved to ``landed_after`` when
+    that is certain, and gets a copy there with ``certain`` false when it is only possible (never past its
+    answer)."""
     if landings.empty or writes.empty:
         return writes
     times = writes["t"].to_numpy(dtype="float64").copy()
     answered = writes["answered_t"].to_numpy(dtype="float64")
+    copies: list[int] = []
+    copy_times: list[float] = []
     for landing in landings.itertuples(index=False):
         mine = np.flatnonzero((writes["pk"] == landing.pk).to_numpy() & (writes["consumer"] == landing.consumer)
                               .to_numpy() & (writes["epoch"] == landing.epoch).to_numpy()
                               & (writes["seq_from"] <= landing.seq).to_numpy() & (writes["seq_to"] >= landing.seq)
                               .to_numpy() & (writes["type"] == "msg.persist").to_numpy())
-        if mine.size:
-            last = mine[np.argmax(answered[mine])]
-            times[last] = max(times[last], min(float(landing.landed_after), answered[last]))
-    return writes.assign(t=times)
+        if not mine.size:
+            continue
+        last = mine[np.argmax(answered[mine])]
+        landed = max(times[last], min(float(landing.landed_after), answered[last]))
+        if landing.certain:
+            times[last] = landed
+        else:
+            copies.append(int(last))
+            copy_times.append(landed)
+    placed = writes.assign(t=times)
+    if not copies:
+        return placed
+    possible = placed.iloc[copies].assign(t=copy_times, certain=False)
+    return pd.concat([placed, possible], ignore_index=True)
 
 
 def _session_pieces(pk: str, merged: dict[str, Intervals]) -> list[pd.DataFrame]:

@@ -119,7 +119,7 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
             recovery,
             check_bounds(history, recovery=recovery, info=info),
             check_stop(history, info=info, consumed=consumed),
-            check_zombie_writes(history, info=info),
+            check_zombie_writes(history, info=info, writes=consumed.writes),
         )
     }
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))

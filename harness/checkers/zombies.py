@@ -48,7 +48,7 @@ from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 ZOMBIE_WRITE_COLUMNS = ["pk", "kind", "seq_from", "seq_to", "writer", "epoch", "rule", "certain", "sent_t",
                         "superseded_t", "evidence"]
 ITEM_COLUMNS = ["pk", "seq", "consumer", "epoch", "sent_ms"]
-LANDING_COLUMNS = ["pk", "consumer", "epoch", "seq", "landed_after"]
+LANDING_COLUMNS = ["pk", "consumer", "epoch", "seq", "landed_after", "certain"]
 DETAIL_ROWS = 50
 
 
@@ -133,13 +133,15 @@ def _epochs_fence(epochs: np.ndarray, owners: np.ndarray, ok: np.ndarray) -> boo
     return True
 
 
-def check_zombie_writes(history: History, *, info: RunInfo | None = None) -> CheckResult:
+def check_zombie_writes(history: History, *, info: RunInfo | None = None,
+                        writes: pd.DataFrame | None = None) -> CheckResult:
+    """``writes``: ``consuming.accepted_writes(history)`` when already computed."""
     history = as_events(history)
     info = info if info is not None else run_info(history)
     tolerance = info.duration("clock_tolerance_ms") or 0.0
     grants = _Grants(history)
     items = stored_items(history)
-    writes = accepted_writes(history)
+    writes = writes if writes is not None else accepted_writes(history)
     findings: list[Row] = []
     findings.extend(_overwrites(items, writes))
     findings.extend(_late_sends(items, writes, grants, tolerance))
@@ -167,14 +169,51 @@ def check_zombie_writes(history: History, *, info: RunInfo | None = None) -> Che
     return CheckResult("zombie_writes", valid, details, {"zombie_writes": findings})
 
 
-def late_landings(history: History) -> pd.DataFrame:
-    """For each stored item proven to have landed over a newer owner's acknowledged write (rule a): the
-    earliest instant it can have landed, that write's ``sent`` (``LANDING_COLUMNS``)."""
+def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Writes that landed, or may have landed, after a newer owner's acknowledged write of the same seq had
+    been sent (``LANDING_COLUMNS``; ``landed_after``: that write's ``sent``):
+
+    - ``certain``: the stored item is the older write's (rule a: it landed over the newer one);
+    - possible (``certain`` false): the older write (epoch below the newer one's, both ``ok``) was answered
+      only after the newer one was sent, and the store does not hold the older write's item: whichever
+      landed first, the older one may have landed while the newer owner consumed.  Judged only when the
+      final scan kept the items' writers (older histories: no such row).
+
+    ``writes``: ``consuming.accepted_writes(history)`` when already computed."""
     history = as_events(history)
+    items = stored_items(history)
+    writes = writes if writes is not None else accepted_writes(history)
     rows = [{"pk": r["pk"], "consumer": r["writer"], "epoch": r["epoch"], "seq": r["seq_from"],
-             "landed_after": r["superseded_t"]}
-            for r in _overwrites(stored_items(history), accepted_writes(history))]
+             "landed_after": r["superseded_t"], "certain": True} for r in _overwrites(items, writes)]
+    rows.extend(_interleaved(items, writes))
     return pd.DataFrame(rows, columns=LANDING_COLUMNS)
+
+
+def _interleaved(items: pd.DataFrame, writes: pd.DataFrame) -> list[Row]:
+    """The possible late landings of ``late_landings``."""
+    if items.empty or items["consumer"].isna().all():
+        return []
+    holder = {(pk, seq): (consumer, epoch) for pk, seq, consumer, epoch
+              in zip(items["pk"], items["seq"], items["consumer"], items["epoch"], strict=True)}
+    ok = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "msg.persist").to_numpy()
+                    & writes["epoch"].notna().to_numpy()]
+    rows: list[Row] = []
+    for pk, index in ok.groupby("pk", sort=False).indices.items():
+        group = ok.iloc[index]
+        sent, answered = group["t"].to_numpy(), group["answered_t"].to_numpy()
+        epochs, first, last = group["epoch"].to_numpy(), group["seq_from"].to_numpy(), group["seq_to"].to_numpy()
+        consumers = group["consumer"].to_numpy(dtype=object)
+        for a in range(len(group)):
+            newer = np.flatnonzero((epochs > epochs[a]) & (sent < answered[a]) & (first <= last[a])
+                                   & (last >= first[a]))
+            for b in newer[np.argsort(sent[newer], kind="stable")]:
+                seqs = range(int(max(first[a], first[b])), int(min(last[a], last[b])) + 1)
+                unheld = [q for q in seqs if holder.get((pk, float(q))) != (consumers[a], epochs[a])]
+                if unheld:
+                    rows.append({"pk": pk, "consumer": consumers[a], "epoch": epochs[a], "seq": unheld[0],
+                                 "landed_after": max(sent[a], sent[b]), "certain": False})
+                    break
+    return rows
 
 
 def _finding(pk: Any, kind: str, seq_from: Any, seq_to: Any, writer: Any, epoch: Any, rule: str, certain: bool,

@@ -211,16 +211,20 @@ def test_events_without_gen_fall_back_to_the_worker_id(build) -> None:
     assert check_duplicate_claims(build.frame()).valid is True
 
 
-def frozen_write(build, stored_by: str):
-    """worker-1 (epoch 1) builds a write of seq 7 at 900, then freezes 950..5000 before its bytes leave;
-    worker-2 takes over (epoch 2) at 3000, consumes from 3100 and writes seq 7 ok at 3500; worker-1's write is
-    answered ok at 5010.  The final item of seq 7 is ``stored_by``'s."""
+def frozen_write(build, stored_by: str, newer_seq: int = 7):
+    """worker-1 (epoch 1) builds a write of seq 7 at 900, then freezes 950..5000 (before its bytes leave, or
+    after: the history cannot tell); worker-2 takes over (epoch 2) at 3000, consumes from 3100 and writes
+    ``newer_seq`` ok at 3500 (sent 3400); worker-1's write is answered ok at 5010.  The final item of seq 7
+    is ``stored_by``'s."""
     build.run_start().acquire(0, PK, "worker-1", 2000, epoch=1).session(PK, "worker-1", 100, 5020)
     build.fault(950, "pause", "worker-1", 5000).acquire(3000, PK, "worker-2", 5000, epoch=2)
-    build.session(PK, "worker-2", 3100, 9000).persist(3500, PK, "worker-2", 7, epoch=2, sent=3400)
+    build.session(PK, "worker-2", 3100, 9000).persist(3500, PK, "worker-2", newer_seq, epoch=2, sent=3400)
     build.persist(5010, PK, "worker-1", 7, epoch=1, sent=900)
     epoch = 1 if stored_by == "worker-1" else 2
-    return build.stored(9500, PK, (7, stored_by, None, epoch, 900 if epoch == 1 else 3400))
+    items = [(7, stored_by, None, epoch, 900 if epoch == 1 else 3400)]
+    if newer_seq != 7:
+        items.append((newer_seq, "worker-2", None, 2, 3400))
+    return build.stored(9500, PK, *items)
 
 
 def test_a_write_frozen_between_sent_and_its_answer_that_landed_late_is_a_claim(build) -> None:
@@ -232,5 +236,13 @@ def test_a_write_frozen_between_sent_and_its_answer_that_landed_late_is_a_claim(
     assert episode["start"] == 3400  # landed no earlier than the newer owner's write it overwrote
 
 
-def test_a_write_frozen_in_flight_with_nothing_proving_a_late_landing_is_not_a_claim(build) -> None:
-    assert check_duplicate_claims(frozen_write(build, stored_by="worker-2").frame()).valid is True
+def test_a_frozen_write_the_newer_owner_rewrote_may_have_landed_late_a_possible_claim(build) -> None:
+    result = check_duplicate_claims(frozen_write(build, stored_by="worker-2").frame())
+
+    assert result.valid == UNKNOWN
+    assert (result.details["duplicate_claims"], result.details["possible_claims"]) == (0, 1)
+
+
+def test_a_frozen_write_nobody_rewrote_landed_before_the_takeover_and_is_not_a_claim(build) -> None:
+    # worker-2 resumed above seq 7 (it was stored when worker-2 read the resume point): no overlap
+    assert check_duplicate_claims(frozen_write(build, stored_by="worker-1", newer_seq=8).frame()).valid is True
