@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.checkers.consuming import consumption, covering, intersect, merge_intervals
+from harness.checkers.consuming import accepted_writes, consumption, covering, intersect, lease_beliefs, merge_intervals
 
 PK = "CONN#a"
 
@@ -59,3 +59,24 @@ def test_checkpoints_and_unknown_writes_are_accepted_writes_but_failures_are_not
 
     assert writes[["t", "type", "seq_to", "certain"]].values.tolist() == [[100, "msg.persist", 1, False],
                                                                           [120, "checkpoint", 1, True]]
+
+
+def test_lease_beliefs_are_per_incarnation(build) -> None:
+    build.run_start().acquire(100, PK, "worker-1", 2100, gen="a1")
+    build.acquire(1000, PK, "worker-1", 3000, epoch=2, gen="b2")
+    build.at(1500, "lease.lost", "worker-1", pk=PK, worker="worker-1", gen="a1", reason="expired")
+    build.at(4000, "run.stop", "harness")
+
+    beliefs = lease_beliefs(build.frame())
+
+    assert beliefs[["consumer", "start", "end", "ended_by"]].values.tolist() == [
+        ["worker-1@a1", 100, 1500, "lease.lost"], ["worker-1@b2", 1000, 4000, "end"]]
+
+
+def test_a_write_spans_from_its_sending_to_its_answer(build) -> None:
+    build.run_start().persist(500, PK, "worker-1", 1, sent=420, gen="a1").persist(600, PK, "worker-1", 2)
+
+    writes = accepted_writes(build.frame())
+
+    assert writes[["t", "answered_t", "consumer"]].values.tolist() == [[420, 500, "worker-1@a1"],
+                                                                     [600, 600, "worker-1"]]

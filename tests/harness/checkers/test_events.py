@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import math
 
-from harness.checkers.events import Events, faults, run_info, select
+import pytest
+
+from harness.checkers.events import (
+    Events,
+    consumer_of,
+    desired_states,
+    faults,
+    run_info,
+    same_consumer,
+    select,
+    split_consumer,
+)
 
 
 def test_select_returns_the_asked_columns_typed_whether_indexed_or_not(build) -> None:
@@ -47,3 +58,44 @@ def test_faults_pair_each_start_with_the_next_stop_of_the_same_kind_and_target(b
         ("pause", "worker-1", 10, 30), ("pause", "worker-2", 12, 15), ("kill", "worker-3", 20, None),
         ("partition_aws", "worker-1,worker-2", 40, None)]
     assert found[3].targets == ("worker-1", "worker-2")
+
+
+def test_the_consumer_is_the_incarnation_and_falls_back_to_the_worker(build) -> None:
+    build.at(1, "sub.open", "upstream", pk="CONN#a", worker="worker-1", gen="ab")
+    build.at(2, "sub.open", "upstream", pk="CONN#a", worker="worker-1", gen="")
+    build.at(3, "lease.renew", "worker-2", outcome="ok")
+    frame = select(build.frame(), ["sub.open", "lease.renew"], ["src", "worker", "gen"])
+
+    assert consumer_of(frame).tolist() == ["worker-1@ab", "worker-1", "worker-2"]
+    assert split_consumer("worker-1@ab") == ("worker-1", "ab") and split_consumer("worker-1") == ("worker-1", None)
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("worker-1@ab", "worker-1@ab", True),
+    ("worker-1@ab", "worker-1@cd", False),
+    ("worker-1@ab", "worker-1", True),
+    ("worker-1", "worker-2", False),
+    ("worker-1@ab", "worker-2@ab", False),
+])
+def test_same_consumer(a: str, b: str, same: bool) -> None:
+    assert same_consumer(a, b) is same and same_consumer(b, a) is same
+
+
+def test_desired_state_comes_from_the_routers_accepted_events_when_there_are_any(build) -> None:
+    build.at(1, "event", "router", kind="START", pk="CONN#a", status=200)
+    build.at(2, "event", "router", kind="STOP", pk="CONN#a", status=409)
+    build.at(3, "event", "router", kind="STOP", pk="CONN#a", status=200)
+    build.at(4, "conn.stopped", "harness", pk="CONN#b")
+
+    assert desired_states(build.frame()).values.tolist() == [[1, "CONN#a", "conn.started"],
+                                                              [3, "CONN#a", "conn.stopped"]]
+
+
+def test_without_router_events_desired_state_comes_from_the_harness(build) -> None:
+    build.at(1, "conn.started", "harness", pk="CONN#a").at(2, "event", "router", kind="INVALID", status=400)
+
+    assert desired_states(build.frame())["type"].tolist() == ["conn.started"]
+
+
+def test_run_info_reads_the_fault_model(build) -> None:
+    assert run_info(build.run_start(fault_model="outside: skew").frame()).fault_model == "outside: skew"
