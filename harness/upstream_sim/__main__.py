@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 
+from harness.upstream_sim.control import MAX_RATE
 from harness.upstream_sim.server import UpstreamSimulator
 
 PROG = "python -m harness.upstream_sim"
@@ -27,6 +28,13 @@ def _positive_float(text: str) -> float:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = _positive_float(text)
+    if value > MAX_RATE:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_RATE:g} messages per second, got {text!r}")
     return value
 
 
@@ -62,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rate",
-        type=_positive_float,
+        type=_rate,
         default=10.0,
         help="messages per second emitted by each stream (default: %(default)s)",
     )

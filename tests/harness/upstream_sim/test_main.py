@@ -84,6 +84,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     ("args", "message"),
     [
         (["--rate", "-1"], "--rate"),
+        (["--rate", "1e9"], "at most"),
         (["--rate", "fast"], "--rate"),
         (["--replay-depth", "0"], "--replay-depth"),
         (["--port", "70000"], "--port"),
