@@ -53,18 +53,19 @@ DETAIL_ROWS = 50
 
 
 def stored_items(history: History) -> pd.DataFrame:
-    """Every stored message item of ``final.persisted`` with its writer (``ITEM_COLUMNS``; epoch and
-    sent_ms NaN when unknown).  Empty for a history whose final scan kept no items."""
+    """Every stored message item of ``final.persisted`` with its writer (``ITEM_COLUMNS``; consumer, epoch
+    and sent_ms NaN when unknown).  Empty for a history whose final scan kept no items."""
     final = select(history, "final.persisted", ["pk", "items"], raw=["items"]).dropna(subset=["pk"])
     rows: list[dict[str, Any]] = []
     for pk, items in zip(final["pk"], final["items"], strict=True):
         if isinstance(items, list):
             rows.extend({"pk": pk, **item} for item in items if isinstance(item, dict))
     frame = pd.DataFrame(rows, columns=["pk", "seq", "worker", "gen", "epoch", "sent_ms"])
-    frame = frame.assign(src="?", worker=frame["worker"].fillna("?"))
+    known = frame["worker"].notna().to_numpy()
+    consumers = consumer_of(frame.assign(src="?")).where(known, np.nan)
     numbers = {name: pd.to_numeric(frame[name], errors="coerce").astype("float64")
                for name in ("seq", "epoch", "sent_ms")}
-    items_frame = pd.DataFrame({"pk": frame["pk"], "seq": numbers["seq"], "consumer": consumer_of(frame),
+    items_frame = pd.DataFrame({"pk": frame["pk"], "seq": numbers["seq"], "consumer": consumers,
                                 "epoch": numbers["epoch"], "sent_ms": numbers["sent_ms"]}, columns=ITEM_COLUMNS)
     return items_frame.dropna(subset=["seq"]).reset_index(drop=True)
 
@@ -277,7 +278,7 @@ def _after_supersession(frame: pd.DataFrame, sent: str, grants: _Grants, margin:
     superseded = np.full(len(frame), np.nan)
     epochs = frame["epoch"].to_numpy(dtype="float64")
     sents = frame[sent].to_numpy(dtype="float64")
-    for (pk, consumer), index in frame.groupby(["pk", "consumer"], sort=False).indices.items():
+    for (pk, consumer), index in frame.groupby(["pk", "consumer"], sort=False, dropna=False).indices.items():
         superseded[index] = grants.superseded_at(str(pk), str(consumer), epochs[index], sents[index])
     late = ~np.isnan(superseded) & (sents > superseded + margin)
     return list(frame.assign(superseded_t=superseded).loc[late].itertuples(index=False))
@@ -298,7 +299,7 @@ def _foreign_epochs(items: pd.DataFrame, checkpoints: pd.DataFrame, grants: _Gra
     found: list[Row] = []
     unexplained = 0
     for kind, frame in (("message", items), ("checkpoint", checkpoints)):
-        for item in frame.loc[frame["epoch"].notna()].itertuples(index=False):
+        for item in frame.loc[frame["epoch"].notna() & frame["consumer"].notna()].itertuples(index=False):
             by_ok, by_any = grants.granted(item.pk, item.epoch)
             if not by_any:
                 unexplained += 1

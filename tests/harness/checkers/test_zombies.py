@@ -148,3 +148,15 @@ def test_epochs_granted_to_several_consumers_do_not_fence(build) -> None:
 
     assert result.valid is False
     assert [row["seq_from"] for row in result.tables["zombie_writes"]] == [5]
+
+
+def test_items_without_a_writer_are_judged_by_epoch_alone(build) -> None:
+    # the final scan of a fleet that stores no writer: no foreign-epoch or interleaving judgement, but an
+    # epoch-1 item built after epoch 2 was granted is still a zombie
+    takeover(build).stored(9000, PK, (4, None, None, 2, 3500), (5, None, None, 1, 3300))
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False
+    assert [(row["seq_from"], row["rule"]) for row in result.tables["zombie_writes"]] == [(5, "late_send")]
+    assert late_landings(build.frame()).empty
