@@ -5,8 +5,9 @@ Epoch ``e`` of a pk is *superseded* from the first ``lease.acquire`` ok of that 
 (the event's ``t``: the new owner had its answer, so the grant had taken effect).  For a writer without
 epochs (``blog``) the ownership is the writer's last ``lease.acquire`` ok of the pk before the write, and it
 is superseded from the next acquire ok of that pk by another consumer (``harness.checkers.events``).  A pk
-whose history grants one epoch to two different consumers (``blog`` logs epoch 0 for every acquire) has no
-fencing epochs: it is judged the epoch-less way.
+whose history grants one epoch to two different consumers (``blog`` logs epoch 0 for every acquire), or
+grants a lower epoch after a higher one, has no fencing epochs: it is judged the epoch-less way, and rules
+(a), (c) and (d) do not apply to it.
 
 The checker judges from the store's contents (``final.persisted`` items with their writer, the
 ``final.connection`` checkpoint fields; ``harness.ground_truth``) and the history, never from request
@@ -117,7 +118,7 @@ class _Grants:
 
     def granted(self, pk: str, epoch: float) -> tuple[list[str], list[str]]:
         """The consumers granted this epoch of pk: (by ok acquires, by ok or info acquires)."""
-        if pk not in self.by_pk or pk in self.unfenced or np.isnan(epoch):
+        if pk not in self.by_pk or np.isnan(epoch):
             return [], []
         _, epochs, owners, ok = self.by_pk[pk]
         same = epochs == epoch
@@ -125,8 +126,11 @@ class _Grants:
 
 
 def _epochs_fence(epochs: np.ndarray, owners: np.ndarray, ok: np.ndarray) -> bool:
-    """Whether no epoch was granted (ok) to two different consumers."""
+    """Whether the epochs granted (ok; in time order) never went down and none went to two different
+    consumers."""
     granted = ok & ~np.isnan(epochs)
+    if np.any(np.diff(epochs[granted]) < 0):
+        return False
     for epoch in np.unique(epochs[granted]):
         holders = owners[granted & (epochs == epoch)]
         if any(not same_consumer(holders[0], other) for other in holders[1:]):
@@ -144,11 +148,11 @@ def check_zombie_writes(history: History, *, info: RunInfo | None = None,
     items = stored_items(history)
     writes = writes if writes is not None else accepted_writes(history)
     findings: list[Row] = []
-    findings.extend(_overwrites(items, writes))
+    findings.extend(_overwrites(items, writes, grants))
     findings.extend(_late_sends(items, writes, grants, tolerance))
     foreign, unexplained = _foreign_epochs(items, _checkpoints(history), grants)
     findings.extend(foreign)
-    findings.extend(_checkpoint_overwrites(history, writes))
+    findings.extend(_checkpoint_overwrites(history, writes, grants))
     findings.sort(key=lambda row: (str(row["pk"]), row["seq_from"] if row["seq_from"] is not None else -1))
 
     certain = [row for row in findings if row["certain"]]
@@ -184,9 +188,10 @@ def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.Da
     history = as_events(history)
     items = stored_items(history)
     writes = writes if writes is not None else accepted_writes(history)
+    grants = _Grants(history)
     rows = [{"pk": r["pk"], "consumer": r["writer"], "epoch": r["epoch"], "seq": r["seq_from"],
-             "landed_after": r["superseded_t"], "certain": True} for r in _overwrites(items, writes)]
-    rows.extend(_interleaved(items, writes))
+             "landed_after": r["superseded_t"], "certain": True} for r in _overwrites(items, writes, grants)]
+    rows.extend(_interleaved(items, writes.loc[~writes["pk"].isin(grants.unfenced)]))
     return pd.DataFrame(rows, columns=LANDING_COLUMNS)
 
 
@@ -224,10 +229,11 @@ def _finding(pk: Any, kind: str, seq_from: Any, seq_to: Any, writer: Any, epoch:
     return dict(zip(ZOMBIE_WRITE_COLUMNS, values, strict=True))
 
 
-def _overwrites(items: pd.DataFrame, writes: pd.DataFrame) -> list[Row]:
+def _overwrites(items: pd.DataFrame, writes: pd.DataFrame, grants: _Grants) -> list[Row]:
     """Rule (a)."""
     newer = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "msg.persist").to_numpy()
-                       & writes["epoch"].notna().to_numpy()].sort_values("t", kind="stable")
+                       & writes["epoch"].notna().to_numpy() & ~writes["pk"].isin(grants.unfenced).to_numpy()]
+    newer = newer.sort_values("t", kind="stable")
     found: list[Row] = []
     if newer.empty or items.empty:
         return found
@@ -299,7 +305,8 @@ def _foreign_epochs(items: pd.DataFrame, checkpoints: pd.DataFrame, grants: _Gra
     found: list[Row] = []
     unexplained = 0
     for kind, frame in (("message", items), ("checkpoint", checkpoints)):
-        for item in frame.loc[frame["epoch"].notna() & frame["consumer"].notna()].itertuples(index=False):
+        judged = frame["epoch"].notna() & frame["consumer"].notna() & ~frame["pk"].isin(grants.unfenced)
+        for item in frame.loc[judged].itertuples(index=False):
             by_ok, by_any = grants.granted(item.pk, item.epoch)
             if not by_any:
                 unexplained += 1
@@ -310,12 +317,12 @@ def _foreign_epochs(items: pd.DataFrame, checkpoints: pd.DataFrame, grants: _Gra
     return found, unexplained
 
 
-def _checkpoint_overwrites(history: History, writes: pd.DataFrame) -> list[Row]:
+def _checkpoint_overwrites(history: History, writes: pd.DataFrame, grants: _Grants) -> list[Row]:
     """Rule (d)."""
     found: list[Row] = []
     newer = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "checkpoint").to_numpy()]
     for item in _checkpoints(history).itertuples(index=False):
-        if np.isnan(item.epoch):
+        if np.isnan(item.epoch) or item.pk in grants.unfenced:
             continue
         hit = newer.loc[(newer["pk"] == item.pk) & (newer["epoch"] > item.epoch)]
         if len(hit):

@@ -160,3 +160,11 @@ def test_items_without_a_writer_are_judged_by_epoch_alone(build) -> None:
     assert result.valid is False
     assert [(row["seq_from"], row["rule"]) for row in result.tables["zombie_writes"]] == [(5, "late_send")]
     assert late_landings(build.frame()).empty
+
+
+def test_epochs_that_go_down_do_not_fence(build) -> None:
+    # epoch 5, then epoch 1 granted later (epochs reset): epoch 1's write after the epoch-5 grant is no zombie
+    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=5).acquire(3000, PK, "worker-2", 5000, epoch=1)
+    build.persist(3600, PK, "worker-2", 5, epoch=1, sent=3500)
+
+    assert check_zombie_writes(build.frame()).valid is True
