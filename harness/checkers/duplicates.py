@@ -185,7 +185,8 @@ def _write_pieces(pk: str, merged: dict[str, Intervals],
     inside = np.zeros(len(writes), dtype=bool)
     found: list[pd.DataFrame] = []
     for name, intervals in merged.items():
-        others = np.array([not same_consumer(writer, name) for writer in writers], dtype=bool)
+        other = {writer: not same_consumer(writer, name) for writer in set(writers)}
+        others = pd.Series(writers).map(other).to_numpy(dtype=bool)
         hit = others & covering(intervals, times)
         if hit.any():
             pairs = np.sort(np.stack([writers[hit], np.full(int(hit.sum()), name, dtype=object)]), axis=0)
