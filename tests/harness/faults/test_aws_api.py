@@ -13,9 +13,9 @@ from typing import Any, cast
 import pytest
 
 from harness.cluster import Cluster, ClusterSpec, WorkerHandle
+from harness.faults import plane
 from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.network import ToxiproxyClient, start_embedded_toxiproxy
-from harness.faults import plane
 from harness.faults.plane import FaultError, Nemesis
 
 
