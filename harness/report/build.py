@@ -185,8 +185,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
     for (scenario, profile), members in summary.groups(runs).items():
         pooled = summary.pooled_recovery(members)
         valid = [run.verdict["valid"] for run in members]
-        bounds = sorted({summary.scaled_text(ms, run.info.timescale) for run in members
-                         for ms in summary.bounds_of(run).values()})
+        bounds = sorted({text for run in members for text in summary.bound_texts(run).values()})
         lines.append((f"{scenario} / {profile}",
                       f"{len(members)} run{'s' if len(members) > 1 else ''} ({valid.count(True)} valid, "
                       f"{valid.count(False)} invalid); "

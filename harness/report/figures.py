@@ -35,6 +35,7 @@ from harness.report.summary import (
     judged_rows,
     natural,
     pooled_phases,
+    published_at_scale_one,
     published_bound_ms,
 )
 
@@ -284,8 +285,10 @@ def _published(runs: list[RunData], scenario: str, factor: dict[str, float]) -> 
     for run in candidates:
         ms = published_bound_ms(run)
         if ms is not None:
-            scale = run.info.timescale
-            at_one = f" = {ms / 1000 / scale:.3g} s at scale 1" if scale and scale != 1 else ""
+            scale_one = published_at_scale_one(run)
+            at_one = ""
+            if scale_one is not None and run.info.timescale != 1:
+                at_one = f" ({scale_one / 1000:.3g} s at scale 1)"
             return ms * factor[run.label], f"published lease+reconcile {ms / 1000:.3g} s{at_one}"
     return None
 

@@ -105,9 +105,9 @@ def test_sequences_csv_has_the_known_lost_range(report: Report) -> None:
 
 @pytest.mark.parametrize("text", [
     "crash / hardened",
-    "p50 2.40 s · p95 2.40 s · max 2.40 s against bound 2.2 s at time scale 0.1 = 22 s at scale 1",
+    "p50 2.40 s · p95 2.40 s · max 2.40 s against bound 2.2 s at time scale 0.1: 1 of 1 over the bound",
     "1 of 1 over the bound",
-    "lease + reconcile = 8 s at time scale 0.1 = 80 s at scale 1",
+    "lease + reconcile = 8 s at time scale 0.1 (80 s at scale 1)",
     "INVALID (duplicate_claims: INVALID, sequences: INVALID, bounds: INVALID)",
     "1 (700.0 ms overlap",
     "3 (duplicate deliveries 0",

@@ -86,7 +86,7 @@ def test_recovery_cdf_draws_the_run_and_both_bounds(run: RunData) -> None:
     assert np.asarray(curve.get_xdata(), dtype=float).tolist() == [0.0, 2.4]
     lines = {str(line.get_label()): first_x(line) for line in ax.lines}
     assert lines["hardened bound 2.2 s"] == pytest.approx(2.2)
-    assert lines["published lease+reconcile 8 s = 80 s at scale 1"] == pytest.approx(8.0)
+    assert lines["published lease+reconcile 8 s (80 s at scale 1)"] == pytest.approx(8.0)
 
 
 def test_phase_bars_stack_to_the_recovery(run: RunData) -> None:

@@ -1,21 +1,51 @@
-"""The report's wording: bounds stated with the time scale they imply, seeds, verdict words."""
+"""The report's wording: bounds stated as computed (the scale-1 figure from the scenario catalog, never the
+bound divided by the scale), seeds, verdict words."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from harness.report.summary import scaled_text, seconds_text, seed_text, verdict_word
+from harness.report.model import load_run
+from harness.report.summary import (
+    bound_at_scale_one,
+    bound_text,
+    bound_texts,
+    published_bound_text,
+    seconds_text,
+    seed_text,
+    verdict_word,
+)
+from tests.harness.report.histories import small_run
 
 
-@pytest.mark.parametrize("ms, scale, text", [
-    (2200.0, 0.1, "2.2 s at time scale 0.1 = 22 s at scale 1"),
-    (8000.0, 0.1, "8 s at time scale 0.1 = 80 s at scale 1"),
-    (80000.0, 1.0, "80 s at time scale 1"),
-    (1000.0, None, "1 s"),
-    (550.0, 0.05, "0.55 s at time scale 0.05 = 11 s at scale 1"),
+@pytest.mark.parametrize("ms, scale, scale_one, text", [
+    (2700.0, 0.1, 22500.0, "2.7 s at time scale 0.1 (22.5 s at scale 1)"),
+    (2700.0, 0.1, None, "2.7 s at time scale 0.1"),
+    (80000.0, 1.0, 80000.0, "80 s at time scale 1"),
+    (1000.0, None, None, "1 s"),
 ])
-def test_scaled_text(ms: float, scale: float | None, text: str) -> None:
-    assert scaled_text(ms, scale) == text
+def test_bound_text(ms: float, scale: float | None, scale_one: float | None, text: str) -> None:
+    assert bound_text(ms, scale, scale_one) == text
+
+
+@pytest.mark.parametrize("profile, scenario, bound_ms, scale_one", [
+    ("hardened", "crash", 2700.0, 22500.0),  # 1.1 × lease + an unscaled 0.5 s work allowance
+    ("blog", "crash", 8000.0, 80000.0),      # lease + reconcile: all of it scales
+    ("hardened", "crash", 2200.0, None),     # not what the catalog computes at 0.1: no scale-1 claim
+    ("hardened", "made_up", 2700.0, None),   # a scenario the catalog does not know
+])
+def test_the_scale_one_bound_is_computed_by_the_catalog(
+    tmp_path: Path, profile: str, scenario: str, bound_ms: float, scale_one: float | None
+) -> None:
+    small_run(tmp_path, profile=profile, scenario=scenario, bound_ms=bound_ms)
+    run = load_run(tmp_path, lambda _: None)
+    assert bound_at_scale_one(run) == scale_one
+    if scale_one is not None:
+        assert bound_texts(run) == {"bound": f"{bound_ms / 1000:g} s at time scale 0.1 "
+                                             f"({scale_one / 1000:g} s at scale 1)"}
+    assert published_bound_text(run) == "8 s at time scale 0.1 (80 s at scale 1)"
 
 
 def test_small_words() -> None:
