@@ -150,7 +150,8 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
               phases_note, empty="no connection was affected by a fault")]
     stream: list[Block] = [
         _image(f"{prefix}sequences", "Persisted sequence against time: grey = emitted head, dots = "
-               "persisted (colour = worker), red × = lost, orange ◇ = duplicated.",
+               "persisted writes, bars = a batch's seq_from..seq_to (colour = worker), red × = lost, orange ◇ = "
+               "duplicated.",
                figures.sequence_progress(run, colours)),
         Table("Sequences per connection (I2, I3)", sequences, sequences_note),
     ]
