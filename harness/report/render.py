@@ -1,6 +1,10 @@
 """A report as a small document model (headline, paragraphs, tables, images in sections) and its two
 renderings: self-contained HTML (inline CSS, figures as base64 PNG data URIs, no script and no remote
-reference) and Markdown (the same tables; figures referenced as PNG files beside it)."""
+reference) and Markdown (the same tables; figures referenced as PNG files beside it).
+
+The HTML fits a 1,300 px wide page: cells wrap (long ranges and paths anywhere, column names after each
+``_``), and each table sits in a container that scrolls sideways rather than run off the page should a
+table still be too wide (tests/harness/report/test_browser.py checks this in headless Chromium)."""
 
 from __future__ import annotations
 
@@ -74,8 +78,10 @@ vertical-align:middle}.badge.pass{background:#2e7d32}.badge.fail{background:#c62
 .badge.unknown{background:#f9a825;color:#222}
 .headline table{border:0}.headline td{border:0;padding:1px 10px 1px 0;vertical-align:top}
 .headline td:first-child{font-weight:600;white-space:nowrap}
+.table-wrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.85em;margin:4px 0 6px}
-th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f0f0f0}
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f0f0f0}
+th{overflow-wrap:normal}
 tr:nth-child(even) td{background:#fbfbfb}.note,.empty{color:#666;font-size:.85em}
 figure{margin:10px 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85em}nav a{margin-right:12px}
@@ -118,10 +124,11 @@ def _html_block(block: Block) -> str:
         if block.frame.empty:
             out.append(f'<p class="empty">{_e(block.empty)}</p>')
         else:
-            head = "".join(f"<th>{_e(str(c))}</th>" for c in block.frame.columns)
+            head = "".join(f"<th>{_column(str(c))}</th>" for c in block.frame.columns)
             body = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>"
                            for row in block.frame.itertuples(index=False, name=None))
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            out.append(f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+                       "</table></div>")
         if block.note:
             out.append(f'<p class="note">{_e(block.note)}</p>')
         return "".join(out)
@@ -173,6 +180,11 @@ def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return str(value)
+
+
+def _column(name: str) -> str:
+    """A column name that may wrap after each ``_`` (``recovery_p50_ms``), escaped."""
+    return "_<wbr>".join(_e(part) for part in name.split("_"))
 
 
 def _e(text: str) -> str:

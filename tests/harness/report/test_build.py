@@ -61,6 +61,8 @@ class Links(HTMLParser):
             self.images.append(found.get("src") or "")
         if tag == "thead":
             self.tables.append([])
+        if tag == "th" and self.tables:
+            self.tables[-1].append("")  # one name per header cell, however many text pieces (<wbr>)
         self._in_header = tag == "th" or (self._in_header and tag != "td")
 
     def handle_endtag(self, tag: str) -> None:
@@ -69,7 +71,7 @@ class Links(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._in_header and self.tables:
-            self.tables[-1].append(data)
+            self.tables[-1][-1] += data
 
 
 def test_phases_csv_has_the_known_recovery(report: Report) -> None:
