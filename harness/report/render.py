@@ -2,9 +2,10 @@
 renderings: self-contained HTML (inline CSS, figures as base64 PNG data URIs, no script and no remote
 reference) and Markdown (the same tables; figures referenced as PNG files beside it).
 
-The HTML fits a 1,300 px wide page: cells wrap (long ranges and paths anywhere, column names after each
-``_``), and each table sits in a container that scrolls sideways rather than run off the page should a
-table still be too wide (tests/harness/report/test_browser.py checks this in headless Chromium)."""
+The HTML fits a 1,300 px wide page: cells wrap (values over ``LONG_CELL`` characters, such as ranges and
+paths, anywhere; column names after each ``_``), and each table sits in a container that scrolls sideways
+rather than run off the page should a table still be too wide (tests/harness/report/test_browser.py
+checks this in headless Chromium)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Document:
 
 
 FIGURES_DIR = "figures"
+LONG_CELL = 24  # characters: longer cell values may wrap anywhere
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:1300px;
@@ -80,8 +82,8 @@ vertical-align:middle}.badge.pass{background:#2e7d32}.badge.fail{background:#c62
 .headline td:first-child{font-weight:600;white-space:nowrap}
 .table-wrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.85em;margin:4px 0 6px}
-th,td{border:1px solid #ddd;padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f0f0f0}
-th{overflow-wrap:normal}
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f0f0f0}
+td.long{overflow-wrap:anywhere}
 tr:nth-child(even) td{background:#fbfbfb}.note,.empty{color:#666;font-size:.85em}
 figure{margin:10px 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85em}nav a{margin-right:12px}
@@ -125,7 +127,7 @@ def _html_block(block: Block) -> str:
             out.append(f'<p class="empty">{_e(block.empty)}</p>')
         else:
             head = "".join(f"<th>{_column(str(c))}</th>" for c in block.frame.columns)
-            body = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>"
+            body = "".join("<tr>" + "".join(_html_cell(_cell(v)) for v in row) + "</tr>"
                            for row in block.frame.itertuples(index=False, name=None))
             out.append(f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
                        "</table></div>")
@@ -180,6 +182,11 @@ def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return str(value)
+
+
+def _html_cell(text: str) -> str:
+    """A table cell; a long value (ranges, paths, sentences) may wrap anywhere, a short one stays whole."""
+    return f'<td class="long">{_e(text)}</td>' if len(text) > LONG_CELL else f"<td>{_e(text)}</td>"
 
 
 def _column(name: str) -> str:
