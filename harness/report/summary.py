@@ -24,7 +24,7 @@ import pandas as pd
 
 from fleet.config import PROFILES, FleetConfig
 from fleet.errors import ConfigError
-from harness.checkers.events import RunInfo
+from harness.checkers.events import RunInfo, select, worker_of
 from harness.checkers.recovery import PHASES, phase_stats
 from harness.checkers.result import Row, summarise
 from harness.report.model import RunData
@@ -289,6 +289,58 @@ def faults_table(run: RunData) -> pd.DataFrame:
         "fault": f["fault"], "kind": f["kind"], "target": f["target"], "start_s": relative(run, f["start_t"]),
         "stop_s": relative(run, f["stop_t"]), "affected": f["affected"]} for f in listed],
         columns=["fault", "kind", "target", "start_s", "stop_s", "affected"])
+
+
+REQUEST_COUNTERS = ("coordination", "messages")
+
+
+def requests_table(run: RunData) -> tuple[pd.DataFrame, str | None]:
+    """Per worker, the AWS requests its adapter counted (``requests`` events: cumulative per process, so a
+    drop in the total starts a new incarnation and each incarnation's last event counts) and, where the
+    events carry ``errors`` ({code: count}), the errors and the error rate; with a note when they do not."""
+    frame = select(run.events, "requests", ["src", "worker", *REQUEST_COUNTERS, "errors"],
+                   raw=[*REQUEST_COUNTERS, "errors"])
+    columns = ["worker", "requests", "errors", "error_rate", "errors_by_code"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns), None
+    frame = frame.assign(worker=worker_of(frame))
+    totals: dict[str, list[float]] = {}  # worker -> [requests, errors]
+    codes: dict[str, dict[str, float]] = {}
+    has_errors = False
+    for worker, group in frame.groupby("worker", sort=False):
+        last: dict[str, Any] | None = None
+        previous = -1.0
+        for row in group.to_dict("records"):
+            total = sum(number(row[name]) or 0.0 for name in REQUEST_COUNTERS)
+            if last is not None and total < previous:
+                _add_counts(totals, codes, str(worker), last)  # the process restarted: its last count stands
+            last, previous = row, total
+        if last is not None:
+            _add_counts(totals, codes, str(worker), last)
+        has_errors = has_errors or any(isinstance(v, dict) for v in group["errors"])
+    records = []
+    for worker in sorted(totals, key=natural):
+        requests, errors = totals[worker]
+        by_code = ", ".join(f"{code} {count:g}" for code, count in sorted(codes[worker].items()))
+        records.append({"worker": worker, "requests": f"{requests:g}",
+                        "errors": f"{errors:g}" if has_errors else "",
+                        "error_rate": f"{errors / requests:.1%}" if has_errors and requests else "",
+                        "errors_by_code": by_code})
+    note = None if has_errors else ("the workers' requests events carry no errors field: error counts and "
+                                    "rates are not shown")
+    return pd.DataFrame(records, columns=columns), note
+
+
+def _add_counts(totals: dict[str, list[float]], codes: dict[str, dict[str, float]], worker: str,
+                row: dict[str, Any]) -> None:
+    counts = totals.setdefault(worker, [0.0, 0.0])
+    counts[0] += sum(number(row[name]) or 0.0 for name in REQUEST_COUNTERS)
+    errors = row["errors"] if isinstance(row["errors"], dict) else {}
+    mine = codes.setdefault(worker, {})
+    for code, count in errors.items():
+        found = number(count) or 0.0
+        counts[1] += found
+        mine[str(code)] = mine.get(str(code), 0.0) + found
 
 
 def phases_table(run: RunData) -> pd.DataFrame:
