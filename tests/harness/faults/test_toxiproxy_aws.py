@@ -3,8 +3,10 @@ server through the embedded Toxiproxy server, then botocore against the project'
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -150,6 +152,33 @@ def test_removing_the_toxic_lets_requests_through_again(toxiproxy: ToxiproxyClie
     assert call(conn, "DynamoDB_20120810.PutItem")[0] == 400
     toxiproxy.remove_toxic("aws", "throttle")
     assert call(conn, "DynamoDB_20120810.PutItem")[0] == 200
+
+
+def test_removing_the_toxic_mid_request_closes_the_connection(toxiproxy: ToxiproxyClient, proxy: Proxy) -> None:
+    toxiproxy.add_toxic("aws", "aws_error", stream="upstream", name="throttle",
+                        attributes={"service": "dynamodb", "code": "ThrottlingException"})
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nX-Amz-Target: DynamoDB_20120810.PutItem\r\nContent-Length: 20\r\n\r\n{")
+        time.sleep(0.2)  # the proxy reads the partial request and holds it
+        toxiproxy.remove_toxic("aws", "throttle")
+        with contextlib.suppress(ConnectionResetError):
+            assert sock.recv(100) == b""  # closed: the held bytes cannot be forwarded whole any more
+    assert SEEN == []
+
+
+def test_removing_aws_slow_releases_a_held_answer(toxiproxy: ToxiproxyClient, proxy: Proxy) -> None:
+    toxiproxy.add_toxic("aws", "aws_slow", stream="upstream", name="slow",
+                        attributes={"service": "sqs", "latency": 30_000})
+    conn = connect(proxy)
+    conn.request("POST", "/", body="{}", headers={"X-Amz-Target": "AmazonSQS.ReceiveMessage"})
+    deadline = time.monotonic() + 5
+    while not SEEN:  # the server answered; the proxy holds the answer
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    started = time.monotonic()
+    toxiproxy.remove_toxic("aws", "slow")
+    assert conn.getresponse().status == 200
+    assert time.monotonic() - started < 2.0
 
 
 @pytest.mark.parametrize(("stream", "attributes", "message"), [
