@@ -1,7 +1,7 @@
 """``make demo``: the crash scenario on both profiles, side by side with the worst case each design allows.
 
 Runs ``crash`` (SIGKILL the worker holding the most streams) on ``blog`` and ``hardened`` for each seed of
-``--seeds`` (default one seed: about a minute and a half), builds a report per run and a comparison, and
+``--seeds`` (default one seed: two runs of 40 to 60 s each), builds a report per run and a comparison, and
 prints what a user must see: the recovery measured, its spread over the seeds, and beside it the worst case
 of each design, computed by the scenario catalog at the run's time scale and at scale 1.  One seed can be
 lucky: ``blog`` recovers when its next reconcile falls, anywhere from the lease expiry to lease + reconcile
