@@ -69,7 +69,7 @@ LONG_CELL = 24  # characters: longer cell values may wrap anywhere
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:1300px;
-padding:16px 24px;color:#222;line-height:1.4}
+padding:16px 24px;color:#222;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.5em;margin:0 0 8px}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:3px;
 margin-top:28px}h3{font-size:1.05em;margin:18px 0 6px}
 .headline{border:1px solid #ccc;border-left:8px solid #999;padding:8px 14px;margin:8px 0 12px;
@@ -79,7 +79,7 @@ background:#fafafa}.headline.pass{border-left-color:#2e7d32}.headline.fail{borde
 vertical-align:middle}.badge.pass{background:#2e7d32}.badge.fail{background:#c62828}
 .badge.unknown{background:#f9a825;color:#222}
 .headline table{border:0}.headline td{border:0;padding:1px 10px 1px 0;vertical-align:top}
-.headline td:first-child{font-weight:600;white-space:nowrap}
+.headline td:first-child{font-weight:600;white-space:nowrap}.headline td+td{overflow-wrap:anywhere}
 .table-wrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.85em;margin:4px 0 6px}
 th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f0f0f0}

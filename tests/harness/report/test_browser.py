@@ -33,7 +33,9 @@ window.addEventListener("load", () => {
   const overflowing = [];
   for (const element of document.body.querySelectorAll("*")) {
     const box = element.getBoundingClientRect();
-    if (box.right > width + 0.5) {
+    const clipped = !element.closest(".table-wrap") && element.scrollWidth > element.clientWidth + 1
+      && getComputedStyle(element).display === "block";
+    if (box.right > width + 0.5 || clipped) {
       overflowing.push(`${element.tagName.toLowerCase()} ${(element.textContent || "").slice(0, 40)}`);
     }
   }
@@ -78,7 +80,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("browser")
     runs = []
     for profile in ("blog", "hardened"):
-        run_dir = root / f"crash-{profile}-with-a-rather-long-folder-name-to-stress-the-tables"
+        run_dir = root / f"crash-{profile}-{'x' * 150}"  # a long path without a break opportunity
         small_run(run_dir, profile=profile)
         lose_many_ranges(run_dir)
         runs.append(run_dir)
