@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: setup demo test lint typecheck unit scenarios bench clean
+.PHONY: setup demo test lint typecheck unit scenarios bench clean browser
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -35,7 +35,15 @@ unit: setup
 scenarios: setup
 	$(VENV)/bin/pytest -q harness/scenarios
 
-test: lint typecheck
+# Headless Chromium for the report's browser test (tests/harness/report/test_browser.py): installed when
+# missing and apt-get is there to run as root; otherwise, or if it fails, that test skips and says why.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium (Debian package) for the report's browser test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	  || echo "could not install chromium: the report's browser test will be skipped"; fi
+
+test: lint typecheck browser
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 bench: setup

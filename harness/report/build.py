@@ -121,6 +121,12 @@ def run_headline(run: RunData, title: str | None = None) -> Headline:
                     summary.headline(run))
 
 
+def requests_block(run: RunData) -> Table:
+    frame, note = summary.requests_table(run)
+    return Table("AWS requests per worker (the adapter's counters)", frame, note,
+                 empty="no requests events in the history")
+
+
 def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list[Section]:
     """A run's ownership and sequence sections (figures and tables)."""
     phases, phases_note = summary.capped(summary.phases_table(run), "affected connections", "phases.csv")
@@ -150,7 +156,8 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
               phases_note, empty="no connection was affected by a fault")]
     stream: list[Block] = [
         _image(f"{prefix}sequences", "Persisted sequence against time: grey = emitted head, dots = "
-               "persisted (colour = worker), red × = lost, orange ◇ = duplicated.",
+               "persisted writes, bars = a batch's seq_from..seq_to (colour = worker), red × = lost, orange ◇ = "
+               "duplicated.",
                figures.sequence_progress(run, colours)),
         Table("Sequences per connection (I2, I3)", sequences, sequences_note),
     ]
@@ -174,7 +181,8 @@ def single_run_document(run: RunData, files: list[str]) -> Document:
     details[1] = Section(details[1].title, [*recovery, *details[1].blocks], details[1].anchor)
     top = Section("", [run_headline(run),
                        Table("Checkers", summary.checker_table(run)),
-                       Table("Faults", summary.faults_table(run), empty="no faults")])
+                       Table("Faults", summary.faults_table(run), empty="no faults"),
+                       requests_block(run)])
     return Document(f"wsfleet report: {run.scenario} / {run.profile}", [top, *details], files,
                     _generated([run]))
 
@@ -185,8 +193,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
     for (scenario, profile), members in summary.groups(runs).items():
         pooled = summary.pooled_recovery(members)
         valid = [run.verdict["valid"] for run in members]
-        bounds = sorted({summary.scaled_text(ms, run.info.timescale) for run in members
-                         for ms in summary.bounds_of(run).values()})
+        bounds = sorted({text for run in members for text in summary.bound_texts(run).values()})
         lines.append((f"{scenario} / {profile}",
                       f"{len(members)} run{'s' if len(members) > 1 else ''} ({valid.count(True)} valid, "
                       f"{valid.count(False)} invalid); "
@@ -220,7 +227,8 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
         sections.append(Section(f"Run {number}: {run.label}", [
             run_headline(run, f"{run.label}: {run.scenario} / {run.profile}"),
             Table("Checkers", summary.checker_table(run)),
-            Table("Faults", summary.faults_table(run), empty="no faults")], f"run{number}"))
+            Table("Faults", summary.faults_table(run), empty="no faults"),
+            requests_block(run)], f"run{number}"))
         for section in run_details(run, colours, prefix):
             sections.append(Section(f"{run.label}: {section.title}", section.blocks))
     if len(runs) > MAX_DETAILED_RUNS:

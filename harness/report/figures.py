@@ -7,8 +7,9 @@ by Agg), so tests can inspect the axes and artists a figure holds; ``png`` rende
 - ``recovery_cdf(runs)``: the recovery-time CDF per profile (one panel per scenario), with the published
   bound (lease + reconcile from the config) and each profile's own bound.
 - ``phase_bars(runs)``: per profile, p50 and max of the time from the fault to each phase, stacked.
-- ``sequence_progress(run)``: persisted sequence against time for a readable subset of the connections,
-  lost sequences and duplicates marked.
+- ``sequence_progress(run)``: persisted sequence against time for a readable subset of the connections
+  (each write a dot at its ``seq_to`` and, for a batch, a vertical bar down to its ``seq_from``), lost
+  sequences and duplicates marked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from harness.report.summary import (
     judged_rows,
     natural,
     pooled_phases,
+    published_at_scale_one,
     published_bound_ms,
 )
 
@@ -284,8 +286,10 @@ def _published(runs: list[RunData], scenario: str, factor: dict[str, float]) -> 
     for run in candidates:
         ms = published_bound_ms(run)
         if ms is not None:
-            scale = run.info.timescale
-            at_one = f" = {ms / 1000 / scale:.3g} s at scale 1" if scale and scale != 1 else ""
+            scale_one = published_at_scale_one(run)
+            at_one = ""
+            if scale_one is not None and run.info.timescale != 1:
+                at_one = f" ({scale_one / 1000:.3g} s at scale 1)"
             return ms * factor[run.label], f"published lease+reconcile {ms / 1000:.3g} s{at_one}"
     return None
 
@@ -393,8 +397,13 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
         for worker, group in stored.groupby("worker", sort=False):
             workers.add(str(worker))
             shown = _thin(group)
+            colour = colours.get(str(worker), "#444444")
+            batches = shown.loc[shown["seq_to"] > shown["seq_from"]]
+            if not batches.empty:  # a batch is a range: a replay must not look like a hole
+                ax.vlines(run.seconds(batches["t"]), batches["seq_from"], batches["seq_to"], colors=colour,
+                          linewidth=1.5)
             ax.plot(run.seconds(shown["t"]), shown["seq_to"], linestyle="none", marker=".", markersize=2.5,
-                    color=colours.get(str(worker), "#444444"))
+                    color=colour)
         row = sequences.get(pk, {})
         lost = parse_ranges(row.get("lost_ranges"))
         if lost.size:
@@ -423,7 +432,7 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
         ax.grid(color="#eeeeee", linewidth=0.5)
     handles: list[Any] = [Line2D([], [], color="#aaaaaa", label="emitted (head)")]
     handles += [Line2D([], [], color=colours.get(w, "#444444"), marker=".", linestyle="none", markersize=8,
-                       label=f"persisted by {w}") for w in sorted(workers, key=natural)]
+                       label=f"persisted by {w} (bar: a batch)") for w in sorted(workers, key=natural)]
     handles += [Line2D([], [], color=LOST_COLOUR, marker="x", linestyle="none",
                        label="lost (never persisted)"),
                 Line2D([], [], color=DUPLICATE_COLOUR, marker="D", markerfacecolor="none", linestyle="none",

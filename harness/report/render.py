@@ -1,6 +1,11 @@
 """A report as a small document model (headline, paragraphs, tables, images in sections) and its two
 renderings: self-contained HTML (inline CSS, figures as base64 PNG data URIs, no script and no remote
-reference) and Markdown (the same tables; figures referenced as PNG files beside it)."""
+reference) and Markdown (the same tables; figures referenced as PNG files beside it).
+
+The HTML fits a 1,300 px wide page: cells wrap (values over ``LONG_CELL`` characters, such as ranges and
+paths, anywhere; column names after each ``_``), and each table sits in a container that scrolls sideways
+rather than run off the page should a table still be too wide (tests/harness/report/test_browser.py
+checks this in headless Chromium)."""
 
 from __future__ import annotations
 
@@ -60,10 +65,11 @@ class Document:
 
 
 FIGURES_DIR = "figures"
+LONG_CELL = 24  # characters: longer cell values may wrap anywhere
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:1300px;
-padding:16px 24px;color:#222;line-height:1.4}
+padding:16px 24px;color:#222;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.5em;margin:0 0 8px}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:3px;
 margin-top:28px}h3{font-size:1.05em;margin:18px 0 6px}
 .headline{border:1px solid #ccc;border-left:8px solid #999;padding:8px 14px;margin:8px 0 12px;
@@ -73,9 +79,11 @@ background:#fafafa}.headline.pass{border-left-color:#2e7d32}.headline.fail{borde
 vertical-align:middle}.badge.pass{background:#2e7d32}.badge.fail{background:#c62828}
 .badge.unknown{background:#f9a825;color:#222}
 .headline table{border:0}.headline td{border:0;padding:1px 10px 1px 0;vertical-align:top}
-.headline td:first-child{font-weight:600;white-space:nowrap}
+.headline td:first-child{font-weight:600;white-space:nowrap}.headline td+td{overflow-wrap:anywhere}
+.table-wrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.85em;margin:4px 0 6px}
 th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f0f0f0}
+td.long{overflow-wrap:anywhere}
 tr:nth-child(even) td{background:#fbfbfb}.note,.empty{color:#666;font-size:.85em}
 figure{margin:10px 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85em}nav a{margin-right:12px}
@@ -118,10 +126,11 @@ def _html_block(block: Block) -> str:
         if block.frame.empty:
             out.append(f'<p class="empty">{_e(block.empty)}</p>')
         else:
-            head = "".join(f"<th>{_e(str(c))}</th>" for c in block.frame.columns)
-            body = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>"
+            head = "".join(f"<th>{_column(str(c))}</th>" for c in block.frame.columns)
+            body = "".join("<tr>" + "".join(_html_cell(_cell(v)) for v in row) + "</tr>"
                            for row in block.frame.itertuples(index=False, name=None))
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            out.append(f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+                       "</table></div>")
         if block.note:
             out.append(f'<p class="note">{_e(block.note)}</p>')
         return "".join(out)
@@ -173,6 +182,16 @@ def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return str(value)
+
+
+def _html_cell(text: str) -> str:
+    """A table cell; a long value (ranges, paths, sentences) may wrap anywhere, a short one stays whole."""
+    return f'<td class="long">{_e(text)}</td>' if len(text) > LONG_CELL else f"<td>{_e(text)}</td>"
+
+
+def _column(name: str) -> str:
+    """A column name that may wrap after each ``_`` (``recovery_p50_ms``), escaped."""
+    return "_<wbr>".join(_e(part) for part in name.split("_"))
 
 
 def _e(text: str) -> str:

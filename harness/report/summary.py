@@ -2,12 +2,19 @@
 seconds since the run started, durations in ms), and for several runs the per-run list, the profile
 comparison (with the blog/hardened ratio) and the aggregate over trials and seeds.
 
+Bounds are stated as computed: a run's bound at its own time scale, and beside it the bound the scenario
+catalog computes for the same settings at time scale 1 (not the bound divided by the scale: part of a
+bound, the work allowance, is not scaled).  The scale-1 figure is given only when the catalog, fed the
+run's settings at the run's own scale, reproduces the bound the run recorded (a run from an older catalog,
+or a scenario the catalog does not know, gets none).
+
 Statistics over pooled runs use the checkers' own ``summarise`` and ``phase_stats`` on the checkers' phase
 rows; nothing is recomputed from the raw history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -15,9 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleet.config import PROFILES, FleetConfig
+from fleet.errors import ConfigError
+from harness.checkers.events import RunInfo, select, worker_of
 from harness.checkers.recovery import PHASES, phase_stats
 from harness.checkers.result import Row, summarise
 from harness.report.model import RunData
+from harness.scenarios.catalog import SCENARIOS, published_bound
 
 MAX_TABLE_ROWS = 100
 MAX_RANGE_TEXT = 80
@@ -80,12 +91,31 @@ def _short(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def scaled_text(ms: float, timescale: float | None) -> str:
-    """``2.2 s at time scale 0.1 = 22 s at scale 1`` (just ``2.2 s`` at scale 1 or without a scale)."""
+def bound_text(ms: float, timescale: float | None, scale_one_ms: float | None = None) -> str:
+    """``2.7 s at time scale 0.1 (22.5 s at scale 1)``; the scale-1 figure only when it was computed
+    (``scale_one_ms``), and none at scale 1 or without a scale."""
     text = f"{_short(ms / 1000)} s"
-    if timescale is None or timescale <= 0 or timescale == 1:
-        return text + (" at time scale 1" if timescale == 1 else "")
-    return f"{text} at time scale {_short(timescale)} = {_short(ms / 1000 / timescale)} s at scale 1"
+    if timescale is None or timescale <= 0:
+        return text
+    text += f" at time scale {_short(timescale)}"
+    if timescale != 1 and scale_one_ms is not None:
+        text += f" ({_short(scale_one_ms / 1000)} s at scale 1)"
+    return text
+
+
+def run_config(info: RunInfo, timescale: float | None = None) -> FleetConfig | None:
+    """The run's settings (``run.start``'s effective durations divided by its time scale) at ``timescale``
+    (default: the run's own), or None when the run does not say enough."""
+    if not info.timescale or info.timescale <= 0 or info.profile not in PROFILES:
+        return None
+    names = {f.name for f in dataclasses.fields(FleetConfig)}
+    unscaled: dict[str, Any] = {name: round(ms / info.timescale) for name in info.config
+                if name.endswith("_ms") and name in names and (ms := info.duration(name)) is not None}
+    try:
+        return FleetConfig(profile=info.profile, timescale=timescale or info.timescale,  # type: ignore[arg-type]
+                           worker_id="report", **unscaled)
+    except (ConfigError, TypeError, ValueError):
+        return None
 
 
 def bounds_of(run: RunData) -> dict[str, float]:
@@ -97,10 +127,41 @@ def bounds_of(run: RunData) -> dict[str, float]:
     return {"bound": found} if found is not None else {}
 
 
+def bound_at_scale_one(run: RunData) -> float | None:
+    """The scenario's bound computed by the catalog for the run's settings at time scale 1; None unless
+    the catalog reproduces the run's recorded bound at the run's own scale."""
+    scenario = SCENARIOS.get(run.scenario)
+    recorded = number(run.info.bound_ms)
+    at_run_scale, at_one = run_config(run.info), run_config(run.info, 1.0)
+    if scenario is None or recorded is None or at_run_scale is None or at_one is None:
+        return None
+    reproduced = scenario.bound(at_run_scale)
+    if reproduced is None or abs(reproduced - recorded) > 0.5:
+        return None
+    return scenario.bound(at_one)
+
+
+def bound_texts(run: RunData) -> dict[str, str]:
+    """``bounds_of`` as sentences, with the scale-1 figure where it can be computed."""
+    scale_one = bound_at_scale_one(run)
+    return {label: bound_text(ms, run.info.timescale, scale_one) for label, ms in bounds_of(run).items()}
+
+
 def published_bound_ms(run: RunData) -> float | None:
     """The published worst case, lease + reconcile, from the run's (already scaled) config."""
     lease, reconcile = run.info.duration("lease_ms"), run.info.duration("reconcile_ms")
     return lease + reconcile if lease is not None and reconcile is not None else None
+
+
+def published_at_scale_one(run: RunData) -> float | None:
+    """Lease + reconcile computed for the run's settings at time scale 1."""
+    config = run_config(run.info, 1.0)
+    return published_bound(config) if config is not None else None
+
+
+def published_bound_text(run: RunData) -> str | None:
+    ms = published_bound_ms(run)
+    return None if ms is None else bound_text(ms, run.info.timescale, published_at_scale_one(run))
 
 
 def relative(run: RunData, t: Any) -> str:
@@ -131,12 +192,11 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     recovery = verdict["recovery_ms"]
     rows = judged_rows(run)
     recovery_line = " · ".join(f"{s} {seconds_text(recovery.get(s))}" for s in STATISTICS)
-    bounds = bounds_of(run)
+    bounds = bound_texts(run)
     if bounds:
         judged = [r for r in rows if r["within_bound"] is not None]
         over = sum(1 for r in judged if not r["within_bound"])
-        recovery_line += " against " + "; ".join(f"{label} {scaled_text(ms, info.timescale)}"
-                                                 for label, ms in bounds.items())
+        recovery_line += " against " + "; ".join(f"{label} {text}" for label, text in bounds.items())
         recovery_line += f": {over} of {len(judged)} over the bound"
     else:
         recovery_line += " (the run sets no bound)"
@@ -161,9 +221,9 @@ def headline(run: RunData) -> list[tuple[str, str]]:
                 f"{len(run.events.frame):,} events, {(info.end_t - run.origin_t) / 1000:.1f} s; "
                 f"{run.run_dir}"),
     ]
-    published = published_bound_ms(run)
+    published = published_bound_text(run)
     if published is not None:
-        lines.insert(5, ("Published bound", f"lease + reconcile = {scaled_text(published, info.timescale)}"))
+        lines.insert(5, ("Published bound", f"lease + reconcile = {published}"))
     saved = run.saved_verdict
     if saved is not None and saved.get("valid") != verdict["valid"]:
         lines.append(("Note", f"verdict.json says {verdict_word(saved.get('valid'))}; this report re-ran the "
@@ -229,6 +289,58 @@ def faults_table(run: RunData) -> pd.DataFrame:
         "fault": f["fault"], "kind": f["kind"], "target": f["target"], "start_s": relative(run, f["start_t"]),
         "stop_s": relative(run, f["stop_t"]), "affected": f["affected"]} for f in listed],
         columns=["fault", "kind", "target", "start_s", "stop_s", "affected"])
+
+
+REQUEST_COUNTERS = ("coordination", "messages")
+
+
+def requests_table(run: RunData) -> tuple[pd.DataFrame, str | None]:
+    """Per worker, the AWS requests its adapter counted (``requests`` events: cumulative per process, so a
+    drop in the total starts a new incarnation and each incarnation's last event counts) and, where the
+    events carry ``errors`` ({code: count}), the errors and the error rate; with a note when they do not."""
+    frame = select(run.events, "requests", ["src", "worker", *REQUEST_COUNTERS, "errors"],
+                   raw=[*REQUEST_COUNTERS, "errors"])
+    columns = ["worker", "requests", "errors", "error_rate", "errors_by_code"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns), None
+    frame = frame.assign(worker=worker_of(frame))
+    totals: dict[str, list[float]] = {}  # worker -> [requests, errors]
+    codes: dict[str, dict[str, float]] = {}
+    has_errors = False
+    for worker, group in frame.groupby("worker", sort=False):
+        last: dict[str, Any] | None = None
+        previous = -1.0
+        for row in group.to_dict("records"):
+            total = sum(number(row[name]) or 0.0 for name in REQUEST_COUNTERS)
+            if last is not None and total < previous:
+                _add_counts(totals, codes, str(worker), last)  # the process restarted: its last count stands
+            last, previous = row, total
+        if last is not None:
+            _add_counts(totals, codes, str(worker), last)
+        has_errors = has_errors or any(isinstance(v, dict) for v in group["errors"])
+    records = []
+    for worker in sorted(totals, key=natural):
+        requests, errors = totals[worker]
+        by_code = ", ".join(f"{code} {count:g}" for code, count in sorted(codes[worker].items()))
+        records.append({"worker": worker, "requests": f"{requests:g}",
+                        "errors": f"{errors:g}" if has_errors else "",
+                        "error_rate": f"{errors / requests:.1%}" if has_errors and requests else "",
+                        "errors_by_code": by_code})
+    note = None if has_errors else ("the workers' requests events carry no errors field: error counts and "
+                                    "rates are not shown")
+    return pd.DataFrame(records, columns=columns), note
+
+
+def _add_counts(totals: dict[str, list[float]], codes: dict[str, dict[str, float]], worker: str,
+                row: dict[str, Any]) -> None:
+    counts = totals.setdefault(worker, [0.0, 0.0])
+    counts[0] += sum(number(row[name]) or 0.0 for name in REQUEST_COUNTERS)
+    errors = row["errors"] if isinstance(row["errors"], dict) else {}
+    mine = codes.setdefault(worker, {})
+    for code, count in errors.items():
+        found = number(count) or 0.0
+        counts[1] += found
+        mine[str(code)] = mine.get(str(code), 0.0) + found
 
 
 def phases_table(run: RunData) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """An embedded server speaking the Toxiproxy v2 HTTP API (asyncio), for machines without the Go binary.
 
-Layout: ``toxics`` (the toxic types and their registry), ``link`` (the data path of one connection),
+Layout: ``toxics`` (the toxic types and their registry), ``http`` (HTTP/1.1 request framing) and
+``aws_toxics`` (our HTTP-aware toxics for AWS JSON-protocol traffic), ``link`` (the data path of one connection),
 ``proxy`` (a listener and its connections), ``collection`` (the API's state and request rules), ``api``
 (HTTP routes), ``server`` (the whole server as an object), ``__main__`` (the CLI).  Import
 ``ToxiproxyServer`` from ``server``: this package stays light so the CLI rejects bad flags fast.
@@ -27,4 +28,7 @@ Where it deliberately differs:
   and the host matches (the real one replaces it).
 - The seven toxics Toxiproxy's README documents (latency, bandwidth, slow_close, timeout, reset_peer,
   slicer, limit_data); no ``/metrics`` endpoint.
+- Three toxics of our own that the real server does not have (``aws_toxics``): ``aws_error``,
+  ``aws_slow`` and ``aws_swallow`` parse the HTTP requests of AWS JSON-protocol traffic and answer, delay
+  or swallow them; their toxicity is drawn per request, and some attributes are strings.
 """

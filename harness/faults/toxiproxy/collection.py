@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any
 
+from harness.faults.toxiproxy import aws_toxics  # noqa: F401  (registers the HTTP-aware toxics)
 from harness.faults.toxiproxy.proxy import ApiError, Proxy, Randomness, split_host_port
 from harness.faults.toxiproxy.toxics import STREAMS, TOXIC_TYPES, ProxyToxic, build_toxic
 
@@ -183,6 +184,8 @@ class ProxyCollection:
                 toxic = build_toxic(type_name, body.get("attributes"))
             except ValueError as exc:
                 raise bad_body(str(exc)) from exc
+            if stream not in toxic.streams:
+                raise bad_body(f"a {type_name} toxic works on the {' or '.join(toxic.streams)} stream only")
             entry = ProxyToxic(name=name, type=type_name, stream=stream, toxicity=toxicity, toxic=toxic)
             proxy.add_toxic(entry)
             return entry

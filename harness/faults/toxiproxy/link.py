@@ -7,6 +7,10 @@ chunk through the chain of toxics in order; the reader falls back to the plain l
 empty and the queue drained, so bytes never overtake each other.  Toxics are attached to, updated on and
 detached from live links, so a fault added mid-stream hits connections that are already open.
 
+Toxics that answer requests themselves (``aws_toxics``) write to the client through the connection
+(``reply``) and may ask it to hold the server's next answer for a while (``delay_reply``): the downstream
+link waits before writing what it read, whichever path (plain or toxic chain) it takes.
+
 A source reaching EOF (or failing) ends its link: the close goes through the chain (``at_eof``), then the
 destination is closed, which ends the other link in turn, as Toxiproxy's links do.
 """
@@ -39,7 +43,9 @@ class ToxicStub:
         self.toxic = entry.toxic
         self.rng = rng
         self.state = state
-        self.applied = rng.random() < entry.toxicity  # toxicity: the chance the toxic affects this link
+        self.toxicity = entry.toxicity
+        # toxicity: the chance the toxic affects this link, unless the toxic draws it per request
+        self.applied = entry.toxic.request_toxicity or rng.random() < entry.toxicity
         self.detached = False
         self._wakeups: set[asyncio.Future[None]] = set()
         self._timers: list[asyncio.TimerHandle] = []
@@ -69,6 +75,18 @@ class ToxicStub:
 
     def reset(self) -> None:
         self.link.connection.abort(reset=True)
+
+    async def reply(self, data: bytes) -> None:
+        if not self.link.connection.closing:
+            writer = self.link.connection.links[self.link.other_stream].writer
+            writer.write(data)
+            await writer.drain()
+
+    def delay_reply(self, seconds: float) -> None:
+        self.link.connection.links[self.link.other_stream].delay_next(seconds)
+
+    def release_replies(self) -> None:
+        self.link.connection.links[self.link.other_stream].release()
 
     def detach(self) -> None:
         """Stop affecting the link: cancel timers and release any data the toxic is holding."""
@@ -101,6 +119,40 @@ class Link:
         self._queue: asyncio.Queue[Chunk] | None = None
         self._backlog = 0  # chunks queued or being processed
         self._processor: asyncio.Task[None] | None = None
+        self._next_delay: float | None = None  # seconds to hold the next bytes read (``delay_next``)
+        self._held_until = 0.0  # loop time before which read bytes are not written
+        self._release: asyncio.Future[None] | None = None
+
+    @property
+    def other_stream(self) -> str:
+        return DOWNSTREAM if self.stream == UPSTREAM else UPSTREAM
+
+    # -- holds asked for by the other direction's toxics -------------------------------------------------
+    def delay_next(self, seconds: float) -> None:
+        self._next_delay = seconds
+
+    def release(self) -> None:
+        self._next_delay = None
+        self._held_until = 0.0
+        if self._release is not None:
+            _wake(self._release)
+
+    def _stamp(self, read_at: float) -> None:
+        """Bytes were read at ``read_at``: start the pending hold there."""
+        if self._next_delay is not None:
+            self._held_until = max(self._held_until, read_at + self._next_delay)
+            self._next_delay = None
+
+    async def _held(self) -> None:
+        """Wait until held bytes may be written."""
+        while (delay := self._held_until - self.loop.time()) > 0:
+            self._release = self.loop.create_future()
+            timer = self.loop.call_later(delay, _wake, self._release)
+            try:
+                await self._release
+            finally:
+                timer.cancel()
+                self._release = None
 
     # -- toxics -----------------------------------------------------------------------------------------
     def attach(self, entry: ProxyToxic, rng: random.Random) -> None:
@@ -154,9 +206,12 @@ class Link:
                     if not data:
                         break
                     continue  # closing: what still arrives is dropped
+                if data:
+                    self._stamp(self.loop.time())
                 if not self.chain and self._backlog == 0:
                     if not data:
                         break
+                    await self._held()
                     writer.write(data)
                     await writer.drain()
                     continue
@@ -207,6 +262,7 @@ class Link:
             index += 1
         if index == len(chain):
             if chunk.data and not self.connection.closing:
+                await self._held()
                 self.writer.write(chunk.data)
                 await self.writer.drain()
             return

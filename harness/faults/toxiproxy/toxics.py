@@ -8,6 +8,11 @@ source closed; the close is about to be passed on).  Everything a toxic may do t
 per-link state, draw random numbers, close or reset the connection) goes through ``ToxicContext``, which
 the link implements (``link.ToxicStub``), so this module does no I/O.
 
+Attributes are integers, except where a toxic's dataclass field is typed ``str`` (only our HTTP-aware
+toxics, ``aws_toxics``, have such fields).  A toxic may restrict the streams it can be added to
+(``streams``) and draw its toxicity per request instead of per connection (``request_toxicity``: the link
+then always applies it and the toxic draws ``ctx.rng.random() < ctx.toxicity`` itself).
+
 ``stream`` is Toxiproxy's direction: ``upstream`` is client -> server, ``downstream`` server -> client.
 """
 
@@ -43,6 +48,7 @@ class ToxicContext(Protocol):
 
     state: dict[str, Any]  # per link; kept when the toxic is updated
     rng: random.Random  # reproducible under the server's -seed
+    toxicity: float  # the toxic's toxicity, for toxics that draw it per request
 
     def now(self) -> float: ...
 
@@ -58,11 +64,23 @@ class ToxicContext(Protocol):
     def reset(self) -> None:
         """Abort the whole connection with a TCP RST on both sides."""
 
+    async def reply(self, data: bytes) -> None:
+        """Send ``data`` back to the peer this link reads from (an upstream link's client)."""
+
+    def delay_reply(self, seconds: float) -> None:
+        """Hold the other direction's next bytes ``seconds`` after they arrive (the answer to what this
+        link just passed on), and what follows them until then."""
+
+    def release_replies(self) -> None:
+        """Let held bytes of the other direction through now."""
+
 
 class Toxic:
-    """Base of every toxic: pass-through.  Subclasses are dataclasses of int attributes."""
+    """Base of every toxic: pass-through.  Subclasses are dataclasses of int (or str) attributes."""
 
     type_name: ClassVar[str] = ""
+    streams: ClassVar[tuple[str, ...]] = STREAMS  # the streams it may be added to
+    request_toxicity: ClassVar[bool] = False  # toxicity drawn per request by the toxic, not per link
 
     def validate(self) -> None:
         """Raise ValueError naming the bad attribute."""
@@ -79,7 +97,7 @@ class Toxic:
     async def at_eof(self, ctx: ToxicContext) -> None:
         """The link's source closed; the close goes on when this returns."""
 
-    def attributes(self) -> dict[str, int]:
+    def attributes(self) -> dict[str, int | str]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
 
 
@@ -98,8 +116,8 @@ class UnknownToxicType(LookupError):
 def build_toxic(type_name: str, attributes: object, base: Toxic | None = None) -> Toxic:
     """A toxic of ``type_name`` from a JSON ``attributes`` value, over ``base``'s values when updating.
 
-    Unknown attribute names are ignored, as Go's JSON decoding does; values must be non-negative integers.
-    Raises UnknownToxicType, or ValueError with a precise message.
+    Unknown attribute names are ignored, as Go's JSON decoding does; values must be non-negative integers
+    (strings for ``str`` fields).  Raises UnknownToxicType, or ValueError with a precise message.
     """
     cls = TOXIC_TYPES.get(type_name)
     if cls is None:
@@ -108,11 +126,16 @@ def build_toxic(type_name: str, attributes: object, base: Toxic | None = None) -
         attributes = {}
     if not isinstance(attributes, dict):
         raise ValueError(f"attributes must be an object, got {attributes!r}")
-    values: dict[str, int] = base.attributes() if base is not None else {}
+    values: dict[str, int | str] = base.attributes() if base is not None else {}
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         if field.name not in attributes:
             continue
         value = attributes[field.name]
+        if field.type in ("str", str):
+            if not isinstance(value, str):
+                raise ValueError(f"attribute {field.name!r} of {type_name} must be a string, got {value!r}")
+            values[field.name] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"attribute {field.name!r} of {type_name} must be an integer, got {value!r}")
         if not 0 <= value <= MAX_ATTRIBUTE:

@@ -43,7 +43,7 @@ class SmallRun:
 
 
 def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_ms: float = 2400.0,
-              scenario: str = "crash") -> SmallRun:
+              scenario: str = "crash", bound_ms: float = 2200.0) -> SmallRun:
     """Three streams, three workers, a crash of worker-1 at 5 s.
 
     - CONN#a: worker-1 consumes from 0.1 s; killed at 5 s; worker-2 claims at 7.1 s, opens at 7.2 s, resumes
@@ -52,7 +52,7 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
       claim of 700 ms).
     - CONN#c: worker-3 from 0.1 s; seqs 25, 26, 27 are never persisted (lost).
     One seq per stream every 100 ms, 60 of them; the run stops at 8 s (every seq settles before 6 s)."""
-    spec = SmallRun(recovery_ms=recovery_ms)
+    spec = SmallRun(recovery_ms=recovery_ms, bound_ms=bound_ms)
     ms = T0
     events: list[dict[str, Any]] = [
         {"t": ms, "src": "harness", "type": "run.start", "scenario": scenario, "profile": profile,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.axes import Axes
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -86,7 +86,7 @@ def test_recovery_cdf_draws_the_run_and_both_bounds(run: RunData) -> None:
     assert np.asarray(curve.get_xdata(), dtype=float).tolist() == [0.0, 2.4]
     lines = {str(line.get_label()): first_x(line) for line in ax.lines}
     assert lines["hardened bound 2.2 s"] == pytest.approx(2.2)
-    assert lines["published lease+reconcile 8 s = 80 s at scale 1"] == pytest.approx(8.0)
+    assert lines["published lease+reconcile 8 s (80 s at scale 1)"] == pytest.approx(8.0)
 
 
 def test_phase_bars_stack_to_the_recovery(run: RunData) -> None:
@@ -142,3 +142,13 @@ def test_parse_ranges() -> None:
 
 def test_png_is_a_png(run: RunData) -> None:
     assert figures.png(figures.recovery_cdf([run])).startswith(b"\x89PNG")
+
+
+def test_sequence_progress_draws_each_batch_as_its_range(run: RunData) -> None:
+    [ax] = [ax for ax in figures.sequence_progress(run).axes if ax.get_title(loc="left").startswith("a")]
+    [bars] = [c for c in ax.collections if isinstance(c, LineCollection)]
+    ranges = sorted((round(float(s[0][0]), 3), float(s[0][1]), float(s[1][1])) for s in bars.get_segments())
+    assert ranges == [(7.3, 50.0, 60.0), (7.4, 61.0, 72.0)]  # the new owner's replay and catch-up batches
+    dots = {float(y) for line in ax.lines if line.get_marker() == "." for y in np.asarray(line.get_ydata())}
+    covered = dots | {float(seq) for _, low, high in ranges for seq in range(int(low), int(high) + 1)}
+    assert covered == set(map(float, range(1, 73)))  # nothing persisted looks like a hole
