@@ -42,7 +42,12 @@ from fleet.errors import UpstreamError
 MAX_FRAME_BYTES = 16 * 1024
 MAX_QUEUED_FRAMES = 16
 REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/?#@\s'\"]*@)?(?P<rest>[^?#\s'\"]*)(?P<tail>[?#][^\s'\"]*)?")
+# A URL in free text: its query / fragment ends before whitespace, a quote, or punctuation that ends a
+# phrase (``cannot open ws://h/p?q: refused``).
+_URL = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/?#\s'\"]*@)?(?P<rest>[^?#\s'\"]*)"
+    r"(?P<tail>[?#][^\s'\"]*?)?(?=[:;,.)]?(?:[\s'\"]|$))"
+)
 
 
 def redact_urls(text: str) -> str:
