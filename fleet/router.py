@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import json
 import re
 import sys
@@ -334,7 +333,7 @@ def proxy_body(event: dict[str, Any]) -> bytes | str:
             raise InvalidEvent(f"body is larger than {MAX_BODY_BYTES} bytes")
         try:
             return base64.b64decode(body, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a str that is not ASCII
             raise InvalidEvent("body is flagged isBase64Encoded but is not valid base64") from None
     return body
 

@@ -12,7 +12,7 @@ from fleet.errors import ConfigError
 
 
 def test_the_variable_name_is_the_configs() -> None:
-    assert ALLOWLIST_VAR == ENV_VARS["allowed_ws_hosts"]
+    assert ENV_VARS["allowed_ws_hosts"] == ALLOWLIST_VAR
 
 
 @pytest.mark.parametrize(("entry", "fragment"), [
