@@ -21,11 +21,13 @@ from fleet import schema
 from fleet.config import ENV_VARS, FleetConfig
 from tests.deploy.deploy_fleet_code import (
     AwsCall,
+    ModuleFacts,
     aws_calls,
     fleet_modules,
     iam_action,
     import_closure,
     log_events,
+    table_roles,
 )
 from tests.deploy.deploy_hcl import Instance, TerraformParseError, parse_file, references, tf_files
 
@@ -293,22 +295,95 @@ def _namespace_condition(statement: dict[str, Any]) -> set[str]:
     return values
 
 
+def _dynamodb_resource(resource: Any, table_names: dict[str, str]) -> str:
+    """``connections``, ``connections/index`` (any index of it), ... for a resolved table or index ARN;
+    the ARN itself when it names no table of the deployment."""
+    match = re.search(r":table/([^/]+)(/index/[^/]+)?$", str(resource))
+    role = table_names.get(match.group(1)) if match else None
+    if match is None or role is None:
+        return str(resource)
+    return role + ("/index" if match.group(2) else "")
+
+
+def _granted_on_tables(instance: Instance, statements: list[dict[str, Any]],
+                       table_names: dict[str, str]) -> set[tuple[str, str]]:
+    """(DynamoDB action, table role or ``role/index`` or unrecognised ARN) pairs the statements grant."""
+    granted: set[tuple[str, str]] = set()
+    for statement in statements:
+        resources: list[Any] = []
+        for resource in _resources(statement):
+            resolved = instance.resolve(resource)
+            resources.extend(resolved if isinstance(resolved, list) else [resolved])
+        for action in statement.get("actions", []):
+            if str(action).startswith("dynamodb:"):
+                granted.update((action, _dynamodb_resource(r, table_names)) for r in resources)
+    return granted
+
+
+def _needed_on_tables(
+    who: str, calls: list[AwsCall], modules: dict[str, ModuleFacts], closure: set[str]
+) -> tuple[dict[tuple[str, str], AwsCall], list[str]]:
+    """(DynamoDB action, table role or ``role/index``) pairs the calls need, each with a call needing it;
+    and a problem for each call whose table cannot be told."""
+    needed: dict[tuple[str, str], AwsCall] = {}
+    problems: list[str] = []
+    for call in calls:
+        for use in call.tables:
+            action = use.action or iam_action(call.service, call.operation)
+            for role in sorted(table_roles(use.table, modules, closure)):
+                if role.startswith("?"):
+                    problems.append(f"{who}: cannot tell which table {call.module}:{call.line} {call.operation} "
+                                    f"uses ({role[1:]}): name it by a *_table setting")
+                    continue
+                needed.setdefault((action, role + ("/index" if call.uses_index else "")), call)
+    return needed, problems
+
+
+def _where(resource: str) -> str:
+    role, _, index = resource.partition("/")
+    return f"the {role} table's index" if index else f"the {role} table"
+
+
 def _policy_problems(
-    who: str, statements: list[dict[str, Any]], calls: list[AwsCall], ignored_prefixes: tuple[str, ...]
+    who: str,
+    instance: Instance,
+    statements: list[dict[str, Any]],
+    calls: list[AwsCall],
+    code: tuple[dict[str, ModuleFacts], set[str], dict[str, str]],
+    ignored_prefixes: tuple[str, ...],
 ) -> list[str]:
+    """``code``: the fleet's modules, the role's import closure, and table name -> table role."""
+    modules, closure, table_names = code
     problems = []
     needed: dict[str, AwsCall] = {}
     for call in calls:
+        if call.service == "dynamodb":
+            continue
         try:
             needed.setdefault(iam_action(call.service, call.operation), call)
         except KeyError as exc:
             problems.append(f"{who}: {call.module}:{call.line}: {exc}")
-    granted = {a for a in _statement_actions(statements) if not a.startswith(ignored_prefixes)}
+    granted = {
+        a for a in _statement_actions(statements)
+        if not a.startswith(ignored_prefixes) and not a.startswith("dynamodb:")
+    }
     for action in sorted(set(needed) - granted):
         call = needed[action]
         problems.append(f"{who}: {action} is not granted ({call.module}:{call.line} calls {call.operation})")
     for action in sorted(granted - set(needed)):
         problems.append(f"{who}: {action} is granted but the code never calls it")
+    table_needs, unknown_tables = _needed_on_tables(who, [c for c in calls if c.service == "dynamodb"],
+                                                    modules, closure)
+    problems.extend(unknown_tables)
+    table_grants = _granted_on_tables(instance, statements, table_names)
+    for action, resource in sorted(set(table_needs) - table_grants):
+        call = table_needs[(action, resource)]
+        problems.append(f"{who}: {action} is not granted on {_where(resource)} "
+                        f"({call.module}:{call.line} calls {call.operation})")
+    for action, resource in sorted(table_grants - set(table_needs)):
+        known = resource.partition("/")[0] in table_names.values()
+        where = _where(resource) if known else f"{resource}, which is no table of the deployment"
+        problems.append(f"{who}: {action} is granted on {where} but the code never calls it there")
     namespaces = {call.namespace for call in calls if call.namespace}
     for statement in statements:
         actions = set(statement.get("actions", []))
@@ -318,27 +393,22 @@ def _policy_problems(
             elif actions == {"cloudwatch:PutMetricData"} and _namespace_condition(statement) != namespaces:
                 problems.append(f"{who}: cloudwatch:PutMetricData is not limited to the namespace(s) "
                                 f"the code publishes to {sorted(namespaces)} (cloudwatch:namespace)")
-    if any(call.uses_index for call in calls):
-        index_resources = [
-            resource
-            for statement in statements
-            if "dynamodb:Query" in statement.get("actions", [])
-            for resource in _resources(statement)
-            if "/index/" in str(resource)
-        ]
-        if not index_resources:
-            problems.append(f"{who}: the code queries an index but no dynamodb:Query grant names an "
-                            "index ARN")
     return problems
 
 
 def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
     """The worker task role and the router function's role grant exactly the AWS operations the code run
     by each calls (worker: fleet.worker and what it imports; router: fleet.router and what it imports),
-    on named resources only; PutMetricData, which takes no resource, only for the code's namespace."""
+    DynamoDB actions per table (and index) exactly where the code uses them, on named resources only;
+    PutMetricData, which takes no resource, only for the code's namespace."""
     modules = fleet_modules(fleet_dir)
     calls = aws_calls(modules)
     region = Instance.root(terraform_dir).descendant(*REGION_PATH)
+    table_names = {
+        str(region.resolve(f"${{var.{variable}}}")): variable.removesuffix("_table_name")
+        for variable in region.module.variables
+        if variable.endswith("_table_name")
+    }
     problems = []
     for who, entry, child, resource_type, argument in (
         ("worker task role", WORKER_ENTRY, "workers", "aws_ecs_task_definition", "task_role_arn"),
@@ -354,7 +424,8 @@ def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
             problems.append(f"{who}: no inline policy found for {resource_type}.{argument}")
         own_calls = [call for call in calls if call.module in closure]
         # The router's function writes its own log group; that is the runtime's, not the fleet's code.
-        problems.extend(_policy_problems(who, statements, own_calls, ("logs:",)))
+        code = (modules, closure, table_names)
+        problems.extend(_policy_problems(who, instance, statements, own_calls, code, ("logs:",)))
     return problems
 
 
