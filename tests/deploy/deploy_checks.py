@@ -229,8 +229,8 @@ def _container(workers: Instance) -> dict[str, Any]:
 
 # -- task definition ---------------------------------------------------------------------------------
 def task_definition_problems(terraform_dir: Path, dockerfile: Path) -> list[str]:
-    """One worker container: awslogs, a stop timeout Fargate accepts (at most 120 s) by default, and the
-    image's health check command."""
+    """One worker container: awslogs, a stop timeout Fargate accepts (at most 120 s) by default, the
+    image's health check command, and a read-only root filesystem whose mount points are task volumes."""
     workers = Instance.root(terraform_dir).descendant(*REGION_PATH, "workers")
     container = workers.resolve(_container(workers))
     if not container:
@@ -246,6 +246,17 @@ def task_definition_problems(terraform_dir: Path, dockerfile: Path) -> list[str]
     image_check = dockerfile_healthcheck(dockerfile)
     if command[1:] != image_check:
         problems.append(f"workers: health check {command!r} is not the image's HEALTHCHECK {image_check!r}")
+    if container.get("readonlyRootFilesystem") is not True:
+        problems.append("workers: readonlyRootFilesystem is not true")
+    volumes = {
+        str(workers.resolve(volume.get("name")))
+        for body in workers.module.resource("aws_ecs_task_definition").values()
+        for volume in body.get("volume", [])
+    }
+    for mount in container.get("mountPoints", []):
+        if mount.get("sourceVolume") not in volumes:
+            problems.append(f"workers: mount point {mount.get('containerPath')!r} uses volume "
+                            f"{mount.get('sourceVolume')!r}, which the task definition does not declare")
     return problems
 
 
@@ -600,18 +611,68 @@ def _dockerignored(patterns: list[str], path: str) -> bool:
     return excluded
 
 
+def _pinned(requirements: str) -> dict[str, tuple[str, int]]:
+    """name (normalised) -> (version, number of hashes) of each ``name==version`` requirement of a lock."""
+    pinned: dict[str, tuple[str, int]] = {}
+    for block in re.split(r"\n(?=\S)", requirements):
+        match = re.match(r"([A-Za-z0-9._-]+)==(\S+)", block)
+        if match:
+            name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+            pinned[name] = (match.group(2), block.count("--hash=sha256:"))
+    return pinned
+
+
+def _lock_problems(
+    dockerfile: Path, pyproject: Path, run_texts: list[str], copied: list[str]
+) -> tuple[str, list[str]]:
+    """The lock file the image installs from (``""`` when none) and its problems: installed with
+    ``--require-hashes`` only, every pin hashed, every [project] dependency pinned at its version."""
+    problems = []
+    commands = [command.strip() for run in run_texts for command in re.split(r"&&|;|\|\|", run)]
+    installs = [command.split("pip install", 1)[1] for command in commands if "pip install" in command]
+    if not installs:
+        return "", ["no `pip install -r <lock>`"]
+    for arguments in installs:
+        if "--require-hashes" not in arguments.split():
+            problems.append(f"`pip install {arguments.strip()}` does not use --require-hashes")
+    requirement_files = [m for arguments in installs for m in re.findall(r"-r\s+(\S+)", arguments)]
+    if len(requirement_files) != 1:
+        return "", [*problems, f"the image installs from {requirement_files or 'no'} requirement files, not one lock"]
+    lock = Path(requirement_files[0]).name
+    if not any(lock in arguments.split() for arguments in copied):
+        problems.append(f"no COPY brings {lock} into the image")
+    lock_path = dockerfile.parent / lock
+    if not lock_path.exists():
+        return lock, [*problems, f"{lock} does not exist next to the Dockerfile"]
+    pinned = _pinned(lock_path.read_text(encoding="utf-8"))
+    problems.extend(f"{lock}: {name}=={version} has no --hash" for name, (version, hashes) in pinned.items()
+                    if hashes == 0)
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    for dependency in project.get("dependencies", []):
+        name, _, version = dependency.partition("==")
+        key = re.sub(r"[-_.]+", "-", name.strip()).lower()
+        if pinned.get(key, ("",))[0] != version.strip():
+            problems.append(f"{lock} pins {key} at {pinned.get(key, ('nothing',))[0]}, pyproject.toml at "
+                            f"{version.strip() or 'no version'}: regenerate the lock")
+    return lock, problems
+
+
 def dockerfile_problems(dockerfile: Path, pyproject: Path) -> list[str]:
-    """Python 3.11 slim base; tini as PID 1 (exec-form ENTRYPOINT) forwarding SIGTERM to an exec-form
-    CMD `python -m fleet.worker`; a non-root USER in force at the end; a HEALTHCHECK whose command the
-    image provides; `pip install .` with everything it reads in the build context."""
+    """Python 3.11 slim base pinned by digest; tini as PID 1 (exec-form ENTRYPOINT) forwarding SIGTERM to
+    an exec-form CMD `python -m fleet.worker`; a non-root USER in force at the end; a HEALTHCHECK whose
+    command the image provides; dependencies from one hashed lock (`--require-hashes`) that agrees with
+    pyproject.toml; fleet/ copied into a directory on PYTHONPATH; the build context holding both."""
     instructions = dockerfile_instructions(dockerfile)
     by_keyword: dict[str, list[tuple[str, str]]] = {}
     for keyword, arguments, body in instructions:
         by_keyword.setdefault(keyword, []).append((arguments, body))
     problems = []
     base = by_keyword.get("FROM", [("", "")])[-1][0].split()[0] if by_keyword.get("FROM") else ""
-    if not re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]+)?", base):
+    image, _, digest = base.partition("@")
+    if not re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", image):
         problems.append(f"base image {base!r} is not python:3.11-slim")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        problems.append(f"base image {base!r} is not pinned by digest (@sha256:<64 hex>)")
     users = by_keyword.get("USER", [])
     user = users[-1][0].split(":")[0] if users else "root"
     if user in ("root", "0"):
@@ -640,21 +701,25 @@ def dockerfile_problems(dockerfile: Path, pyproject: Path) -> list[str]:
         problems.append("no exec-form HEALTHCHECK")
     elif healthcheck[0] not in {Path(p).name for p in provided} | provided:
         problems.append(f"HEALTHCHECK runs {healthcheck[0]!r}, which the image does not provide")
-    if not re.search(r"pip install (--\S+ )*\.(\s|$)", run_text):
-        problems.append("no `pip install .`")
+    copies = [arguments for arguments, _ in by_keyword.get("COPY", [])]
+    runs = [arguments for arguments, _ in by_keyword.get("RUN", [])]
+    lock, lock_problems = _lock_problems(dockerfile, pyproject, runs, copies)
+    problems.extend(lock_problems)
+    environment = " ".join(arguments for arguments, _ in by_keyword.get("ENV", []))
+    python_path = re.search(r"PYTHONPATH=(\S+)", environment)
+    fleet_copy = [a.split() for a in copies if a.split()[:1] in (["fleet"], ["fleet/"])]
+    destination = fleet_copy[-1][-1].rstrip("/") if fleet_copy else ""
+    if not fleet_copy:
+        problems.append("no COPY brings fleet into the image")
+    elif python_path is None or destination != python_path.group(1).rstrip("/") + "/fleet":
+        problems.append(f"fleet is copied to {destination!r}, which is not <PYTHONPATH>/fleet "
+                        f"(PYTHONPATH={python_path.group(1) if python_path else 'unset'})")
     ignore_file = dockerfile.parent / ".dockerignore"
     patterns = [
         line.strip() for line in ignore_file.read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
     ] if ignore_file.exists() else []
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-    readme = project.get("readme")
-    needed = ["pyproject.toml", "fleet/config.py", *([readme] if isinstance(readme, str) else [])]
-    copied = " ".join(arguments for arguments, _ in by_keyword.get("COPY", []))
-    for path in needed:
+    for path in ["fleet/config.py", *([lock] if lock else [])]:
         if _dockerignored(patterns, path):
-            problems.append(f".dockerignore excludes {path}, which `pip install .` needs")
-        top = path.split("/")[0]
-        if not re.search(rf"(^|\s){re.escape(top)}(\s|/|$)", copied):
-            problems.append(f"no COPY brings {top} into the image")
+            problems.append(f".dockerignore excludes {path}, which the image needs")
     return problems
