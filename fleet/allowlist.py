@@ -160,10 +160,10 @@ class Allowlist:
         listed = any(a.version == n.version and a in n for a in candidates for n in self.networks)
         return listed or is_public(address)
 
-    def refusal(self, ws_url: str) -> str | None:
-        """Why ``ws_url`` is refused, or None when the fleet may connect to it (the name's addresses are
-        checked when it is resolved, by ``fleet.upstream``)."""
-        target = url_target(ws_url)
+    def target(self, ws_url: str) -> tuple[str, int] | str:
+        """(host, port) the fleet may connect to for ``ws_url``, or why it is refused (the name's addresses
+        are checked when it is resolved, by ``fleet.upstream``)."""
+        target = _url_target(ws_url)
         if isinstance(target, str):
             return target
         host, port, default_port = target
@@ -171,10 +171,15 @@ class Allowlist:
             return f"ws_url host {show(host)} is not allowed: the allowlist ({ALLOWLIST_VAR}) is empty"
         if not self.admits(host, port, default_port):
             return f"ws_url host {show(host)} port {port} is not in the allowlist ({ALLOWLIST_VAR})"
-        return None
+        return host, port
+
+    def refusal(self, ws_url: str) -> str | None:
+        """Why ``ws_url`` is refused, or None when it is admitted."""
+        target = self.target(ws_url)
+        return target if isinstance(target, str) else None
 
 
-def url_target(ws_url: str) -> tuple[str, int, int] | str:
+def _url_target(ws_url: str) -> tuple[str, int, int] | str:
     """(host, port, the scheme's default port) of a well-formed ``ws_url``, host canonical (lower-case
     name or address); else why it is malformed."""
     if len(ws_url) > MAX_WS_URL_CHARS:

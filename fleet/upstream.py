@@ -34,7 +34,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus, InvalidURI, WebSocketException
 from websockets.frames import CloseCode
 
-from fleet.allowlist import Allowlist, ip_literal, url_target
+from fleet.allowlist import Allowlist, ip_literal
 from fleet.errors import UpstreamError
 
 # Largest frame accepted (a bigger one closes the session with 1009) and most frames buffered unread: with
@@ -167,12 +167,10 @@ async def pinned_target(url: str, allowlist: Allowlist) -> tuple[str, int]:
     """The address and port to dial for ``url``: the URL admitted by ``allowlist`` and every address its
     host resolves to permitted (public, or allowlisted); UpstreamError saying why not."""
     shown = redact_urls(url)
-    refusal = allowlist.refusal(url)
-    if refusal is not None:
-        raise UpstreamError(f"refused {shown}: {redact_urls(refusal)}")
-    target = url_target(url)
-    assert not isinstance(target, str)  # refusal() found it well-formed
-    host, port, _ = target
+    target = allowlist.target(url)
+    if isinstance(target, str):
+        raise UpstreamError(f"refused {shown}: {redact_urls(target)}")
+    host, port = target
     literal = ip_literal(host)
     if literal is not None:
         addresses = [literal]
