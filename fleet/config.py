@@ -58,7 +58,7 @@ class FleetConfig:
     reconnect_max_ms: int = 10_000
     # A request that takes longer than this is abandoned (outcome unknown).
     aws_timeout_ms: int = 3_000
-    # Hosts a START's ws_url may name, and private addresses names may resolve to (fleet/allowlist.py).
+    # Router: hosts a START's ws_url may name (comma-separated host or host:port).
     allowed_ws_hosts: tuple[str, ...] = ()
     # Worker: rewrite every ws_url's host:port to this (the worker's own upstream proxy).
     upstream_via: str = ""
