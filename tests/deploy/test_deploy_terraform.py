@@ -116,7 +116,7 @@ BREAKAGES = [
      "dynamodb:DeleteItem is granted on the workers table but the code never calls it there"),
     ("iam", "modules/workers/main.tf", "resources = [var.messages_table_arn]",
      "resources = [var.messages_table_arn, var.workers_table_arn]",
-     "dynamodb:BatchWriteItem is granted on the workers table but the code never calls it there"),
+     "dynamodb:Query is granted on the workers table but the code never calls it there"),
     ("iam", "modules/router/main.tf", "resources = [var.workers_table_arn]", "resources = [var.connections_table_arn]",
      "router role: dynamodb:UpdateItem is not granted on the workers table (fleet.router"),
     ("iam", "modules/router/main.tf", "resources = [var.connections_table_arn]",
