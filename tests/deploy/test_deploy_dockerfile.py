@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import Backend
-from tests.deploy.deploy_checks import dockerfile_instructions, dockerfile_problems
+from tests.deploy.deploy_docker import dockerfile_instructions, dockerfile_problems
 from tests.deploy.deploy_tree import DOCKERFILE, PYPROJECT, REPO, Edit
 
 HEALTHCHECK_PATH = "/usr/local/bin/wsfleet-healthcheck"
