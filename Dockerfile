@@ -6,10 +6,21 @@
 # ignore SIGTERM until its handler is installed, since the kernel applies no default action to PID 1.
 # Health: `wsfleet-healthcheck` fails when the worker process is gone, stopped (SIGSTOP, a frozen
 # process) or a zombie; ECS runs the same command from the task definition.
-FROM python:3.11-slim-bookworm
+#
+# Supply chain: the base image is pinned by digest (python:3.11.13-slim-bookworm, the multi-arch index),
+# and every Python package, transitive ones included, comes from worker-requirements.txt with its hashes
+# (`--require-hashes`, wheels only: nothing is built).  The fleet package is copied, not `pip install`ed:
+# the image holds the worker and nothing of the harness (no `wsfleet` CLI to fail on a missing module).
+# Regenerate the lock after changing [project].dependencies in pyproject.toml, in a throwaway venv:
+#   pip install pip-tools && pip-compile --allow-unsafe --generate-hashes --no-emit-find-links \
+#     --no-emit-index-url --output-file=worker-requirements.txt --strip-extras pyproject.toml
+# The root filesystem is read-only at run time (terraform's task definition); the worker writes nothing
+# but stdout, and /tmp is a task volume for libraries that want a temporary file.
+FROM python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH=/opt/wsfleet \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -17,10 +28,11 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends tini \
     && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /tmp/wsfleet-build
-COPY pyproject.toml README.md ./
-COPY fleet ./fleet
-RUN pip install . && cd / && rm -rf /tmp/wsfleet-build
+COPY worker-requirements.txt /tmp/worker-requirements.txt
+RUN pip install --require-hashes --only-binary=:all: --no-deps -r /tmp/worker-requirements.txt \
+    && rm /tmp/worker-requirements.txt
+COPY fleet /opt/wsfleet/fleet
+RUN python -m compileall -q /opt/wsfleet/fleet
 
 COPY --chmod=0755 <<'EOF' /usr/local/bin/wsfleet-healthcheck
 #!/usr/local/bin/python

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal, get_args
 
+from fleet.allowlist import Allowlist
 from fleet.errors import ConfigError
 
 Profile = Literal["blog", "hardened", "unsafe"]
@@ -81,6 +82,7 @@ class FleetConfig:
             raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
         if not self.worker_id:
             raise ConfigError("WSFLEET_WORKER_ID must not be empty")
+        Allowlist.parse(self.allowed_ws_hosts)  # a malformed entry fails every process at start-up
 
     def scaled_s(self, ms: int) -> float:
         """A duration given at scale 1 in ms, as seconds at this config's time scale."""

@@ -3,14 +3,16 @@
 ``handler`` is the AWS Lambda entry point (API Gateway proxy event in, proxy response out; REST v1 and
 HTTP API v2 payloads).  ``handle_event`` is the logic under it, shared with the local HTTP adapter
 (``fleet.router_http``) and the tests: it validates one event body, writes the connections table (and,
-``hardened``, the owner's STOP mailbox in the workers table), sends the SQS notification ``{"pk": ...}``,
+``hardened``, the owner's STOP mailbox in the workers table), sends the SQS notification ``{"pk": ...}``
+(after every START; after a STOP only in ``hardened``: the published design notifies STOP not at all),
 records one history event ``event`` {kind, pk, status} and prints one small JSON log line.
 
 Input ``{"event_type": "START" | "STOP", "connection_id": ..., "ws_url": ...}`` (``ws_url`` with START only).
 Anything else answers 400 and changes nothing: a body over ``MAX_BODY_BYTES``, bytes that are not UTF-8
 JSON, duplicate or unknown keys, a field of the wrong type, an unknown ``event_type``, a ``connection_id``
-outside ``CONNECTION_ID``, a ``ws_url`` that is not ``ws://`` / ``wss://``, carries credentials or a
-fragment, or names a host outside ``FleetConfig.allowed_ws_hosts`` (an empty allowlist admits no host).
+outside ``CONNECTION_ID``, a ``ws_url`` that is malformed, not ``ws://`` / ``wss://``, carries
+credentials or a fragment, or names a host and port outside ``FleetConfig.allowed_ws_hosts`` (rules in
+``fleet.allowlist``; an empty allowlist admits no host).
 
 Writes: ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose);
 ``hardened`` START updates desired state and URL and initialises the lease fields only where absent, so a
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import json
 import re
 import sys
@@ -37,8 +38,8 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from fleet.allowlist import Allowlist, show
 from fleet.aws import AwsClients, aws_errors
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
@@ -46,12 +47,8 @@ from fleet.history import HistoryWriter
 from fleet.schema import conn_pk
 
 MAX_BODY_BYTES = 16 * 1024
-MAX_WS_URL_CHARS = 2048
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 EVENT_FIELDS = ("event_type", "connection_id", "ws_url")
-# Printable ASCII without spaces: no control characters for urlsplit to strip silently.
-_PRINTABLE_ASCII = re.compile(r"[\x21-\x7e]+")
-_ALLOWLIST_VAR = ENV_VARS["allowed_ws_hosts"]
 
 Kind = Literal["START", "STOP"]
 Response = tuple[int, dict[str, Any]]
@@ -79,43 +76,11 @@ class InvalidEvent(ValidationError):
         self.pk = pk
 
 
-@dataclass(frozen=True)
-class AllowedHost:
-    """One allowlist entry: a host (lower case, IPv6 without brackets) and, optionally, the one port."""
-
-    host: str
-    port: int | None
-
-    def admits(self, host: str, port: int) -> bool:
-        return self.host == host and (self.port is None or self.port == port)
-
-
-def parse_allowlist(entries: tuple[str, ...]) -> tuple[AllowedHost, ...]:
-    """Parse ``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` entries; a malformed one is a ConfigError."""
-    allowed: list[AllowedHost] = []
-    for entry in entries:
-        parts = urlsplit("//" + entry)
-        try:
-            port = parts.port
-        except ValueError:
-            raise ConfigError(f"{_ALLOWLIST_VAR}: bad port in {entry!r}") from None
-        if not parts.hostname or parts.netloc != entry or "@" in entry or parts.path or parts.query:
-            raise ConfigError(f"{_ALLOWLIST_VAR}: {entry!r} is not host, host:port, [v6] or [v6]:port")
-        allowed.append(AllowedHost(parts.hostname, port))
-    return tuple(allowed)
-
-
-def _show(value: object) -> str:
-    """A short repr of caller input for error messages."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise InvalidEvent(f"duplicate key {_show(key)} in the body")
+            raise InvalidEvent(f"duplicate key {show(key)} in the body")
         result[key] = value
     return result
 
@@ -134,6 +99,8 @@ def _decode_object(body: bytes | str) -> dict[str, Any]:
         raise InvalidEvent(f"body is not valid JSON: {exc.msg} at {where}") from None
     except RecursionError:
         raise InvalidEvent("body is nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise InvalidEvent(f"body is not valid JSON: {str(exc).split(';')[0]}") from None
     if not isinstance(decoded, dict):
         raise InvalidEvent(f"body must be a JSON object, not {type(decoded).__name__}")
     return decoded
@@ -148,34 +115,7 @@ def _string_field(fields: dict[str, Any], name: str, kind: str, pk: str | None) 
     return value
 
 
-def _check_ws_url(ws_url: str, allowed: tuple[AllowedHost, ...]) -> str | None:
-    """Why ``ws_url`` is refused, or None when the fleet may connect to it."""
-    if len(ws_url) > MAX_WS_URL_CHARS:
-        return f"ws_url is longer than {MAX_WS_URL_CHARS} characters"
-    if not _PRINTABLE_ASCII.fullmatch(ws_url):
-        return "ws_url must be printable ASCII without spaces"
-    if not ws_url.startswith(("ws://", "wss://")):
-        return f"ws_url must start with ws:// or wss://, not {_show(ws_url)}"
-    parts = urlsplit(ws_url)
-    if "@" in parts.netloc:
-        return "ws_url must not carry user information"
-    if "#" in ws_url:
-        return "ws_url must not have a fragment"
-    try:
-        port = parts.port or (443 if parts.scheme == "wss" else 80)
-    except ValueError:
-        return f"ws_url has an invalid port: {_show(ws_url)}"
-    host = parts.hostname
-    if not host:
-        return f"ws_url has no host: {_show(ws_url)}"
-    if not allowed:
-        return f"ws_url host {_show(host)} is not allowed: the allowlist ({_ALLOWLIST_VAR}) is empty"
-    if not any(entry.admits(host, port) for entry in allowed):
-        return f"ws_url host {_show(host)} port {port} is not in the allowlist ({_ALLOWLIST_VAR})"
-    return None
-
-
-def parse_event(body: bytes | str, allowed: tuple[AllowedHost, ...]) -> RouterEvent:
+def parse_event(body: bytes | str, allowlist: Allowlist) -> RouterEvent:
     """Validate one event body; raises InvalidEvent (status 400) with a precise message."""
     fields = _decode_object(body)
     event_type = fields.get("event_type")
@@ -189,21 +129,21 @@ def parse_event(body: bytes | str, allowed: tuple[AllowedHost, ...]) -> RouterEv
 
     _string_field(fields, "event_type", kind, pk)
     if kind == "INVALID":
-        raise InvalidEvent(f"event_type must be START or STOP, not {_show(event_type)}", pk=pk)
+        raise InvalidEvent(f"event_type must be START or STOP, not {show(event_type)}", pk=pk)
     connection_id = _string_field(fields, "connection_id", kind, pk)
     if pk is None:
         pattern = CONNECTION_ID.pattern
-        raise InvalidEvent(f"connection_id must match {pattern}, not {_show(connection_id)}", kind)
+        raise InvalidEvent(f"connection_id must match {pattern}, not {show(connection_id)}", kind)
     unknown = sorted(set(fields) - set(EVENT_FIELDS))
     if unknown:
-        listed = ", ".join(map(_show, unknown))
+        listed = ", ".join(map(show, unknown))
         raise InvalidEvent(f"unexpected field(s) {listed}; allowed: {', '.join(EVENT_FIELDS)}", kind, pk)
     if kind == "STOP":
         if "ws_url" in fields:
             raise InvalidEvent("ws_url is only accepted with START", kind, pk)
         return RouterEvent("STOP", connection_id, None)
     ws_url = _string_field(fields, "ws_url", kind, pk)
-    refusal = _check_ws_url(ws_url, allowed)
+    refusal = allowlist.refusal(ws_url)
     if refusal:
         raise InvalidEvent(refusal, kind, pk)
     return RouterEvent("START", connection_id, ws_url)
@@ -315,7 +255,8 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if owner and config.profile == "hardened":
             await _post_stop_to_owner(event.pk, owner, clients, config)
-        await _notify(event.pk, clients, config)
+        if event.kind == "START" or config.profile == "hardened":
+            await _notify(event.pk, clients, config)
     except StoreError as exc:
         message = (
             f"desired state {desired} was recorded, but the fleet was not told ({exc}); "
@@ -335,7 +276,7 @@ async def handle_event(
     try:
         if not config.queue_url:
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
-        event = parse_event(body, parse_allowlist(config.allowed_ws_hosts))
+        event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
         status, payload = await _apply(event, clients, config)
     except InvalidEvent as exc:
@@ -392,7 +333,7 @@ def proxy_body(event: dict[str, Any]) -> bytes | str:
             raise InvalidEvent(f"body is larger than {MAX_BODY_BYTES} bytes")
         try:
             return base64.b64decode(body, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a str that is not ASCII
             raise InvalidEvent("body is flagged isBase64Encoded but is not valid base64") from None
     return body
 
@@ -421,7 +362,7 @@ class LambdaRouter:
             if method == "GET":
                 return proxy_response(200, health(config))
             if method != "POST":
-                raise InvalidEvent(f"method {_show(method)} not allowed; use POST", status=405)
+                raise InvalidEvent(f"method {show(method)} not allowed; use POST", status=405)
             body = proxy_body(event)
         except InvalidEvent as exc:
             _record(history, exc.kind, exc.pk, exc.status, started)

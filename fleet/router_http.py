@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from fleet.allowlist import Allowlist
 from fleet.aws import AwsClients
 from fleet.config import FleetConfig
 from fleet.errors import ConfigError
 from fleet.history import HistoryWriter
-from fleet.router import MAX_BODY_BYTES, handle_event, health, parse_allowlist
+from fleet.router import MAX_BODY_BYTES, handle_event, health
 
 _CLIENTS = web.AppKey("clients", AwsClients)
 _CONFIG = web.AppKey("config", FleetConfig)
@@ -84,7 +85,7 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
 
 def make_app(config: FleetConfig) -> web.Application:
     """The router application; its AWS clients and history writer open on startup and close on cleanup."""
-    parse_allowlist(config.allowed_ws_hosts)  # a malformed allowlist fails here, before serving
+    Allowlist.parse(config.allowed_ws_hosts)  # a malformed allowlist fails here, before serving
     app = web.Application(middlewares=[_json_errors])
     app[_CONFIG] = config
 

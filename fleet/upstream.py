@@ -5,24 +5,61 @@ asks to resume from a sequence with ``?from_seq=N``, identifies the worker with 
 yields parsed messages.  Keepalive pings come from the server; the client answers them as long as it
 reads.  Every websockets or socket error is translated here into ``UpstreamError``.
 
+Hostile upstreams: given an ``Allowlist``, the session checks the URL against it, resolves the name once,
+refuses it when any address is not public and not allowlisted (``fleet.allowlist``), and dials that one
+address (the Host header and TLS SNI keep the name), so DNS rebinding cannot move it; it dials directly,
+never through a proxy from the environment.  Redirects are refused, not followed.  A frame may hold at most
+``MAX_FRAME_BYTES`` and at most ``MAX_QUEUED_FRAMES`` wait unread (a larger frame closes the session with
+1009); error messages carry URLs without their query or user information (``redact_urls``).
+
 ``Backoff`` is exponential with full jitter (AWS architecture blog's "full jitter": a uniform draw in
 ``[0, min(cap, base·2^n)]``) for ``hardened``; ``blog`` reconnects after a fixed delay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import random
+import re
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosedOK, InvalidURI, WebSocketException
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus, InvalidURI, WebSocketException
+from websockets.frames import CloseCode
 
+from fleet.allowlist import Allowlist, ip_literal
 from fleet.errors import UpstreamError
+
+# Largest frame accepted (a bigger one closes the session with 1009) and most frames buffered unread: with
+# the frame being received, a stream holds at most (MAX_QUEUED_FRAMES + 1) * MAX_FRAME_BYTES = 272 KiB here.
+MAX_FRAME_BYTES = 16 * 1024
+MAX_QUEUED_FRAMES = 16
+REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+# A URL in free text: its query / fragment ends before whitespace, a quote, or punctuation that ends a
+# phrase (``cannot open ws://h/p?q: refused``).
+_URL = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/?#\s'\"]*@)?(?P<rest>[^?#\s'\"]*)"
+    r"(?P<tail>[?#][^\s'\"]*?)?(?=[:;,.)]?(?:[\s'\"]|$))"
+)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL's user information dropped and its query and fragment replaced by ``?...``."""
+    return _URL.sub(lambda m: m["scheme"] + m["rest"] + ("?..." if m["tail"] else ""), text)
+
+
+class _ConnectWithoutRedirects(connect):
+    """websockets' connect, answering every redirect with the redirect itself as the error."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
 
 
 @dataclass(frozen=True)
@@ -43,27 +80,51 @@ def session_url(ws_url: str, from_seq: int | None, via: str = "") -> str:
 
 
 class UpstreamSession:
-    """One open subscription; use as ``async with UpstreamSession(...) as s: async for m in s: ...``."""
+    """One open subscription; use as ``async with UpstreamSession(...) as s: async for m in s: ...``.
 
-    def __init__(self, url: str, worker_id: str, open_timeout_s: float) -> None:
+    ``allowlist``: check the URL and pin its resolved address (leave it None when dialing the operator's
+    own proxy, ``upstream_via``)."""
+
+    def __init__(
+        self, url: str, worker_id: str, open_timeout_s: float, *, allowlist: Allowlist | None = None
+    ) -> None:
         self.url = url
         self.worker_id = worker_id
         self.open_timeout_s = open_timeout_s
+        self.allowlist = allowlist
         self._ws: ClientConnection | None = None
 
     async def __aenter__(self) -> UpstreamSession:
+        dial: dict[str, Any] = {}  # create_connection arguments: absent means "from the URL"
+        if self.allowlist is not None:
+            host, port = await pinned_target(self.url, self.allowlist)
+            dial = {"host": host, "port": port}
         try:
-            self._ws = await connect(
+            self._ws = await _ConnectWithoutRedirects(
                 self.url,
                 additional_headers={"X-Worker-Id": self.worker_id},
                 open_timeout=self.open_timeout_s,
                 ping_interval=None,
                 close_timeout=1.0,
-                max_queue=64,
+                max_size=MAX_FRAME_BYTES,
+                max_queue=MAX_QUEUED_FRAMES,
+                proxy=None,
+                **dial,
             )
+        except InvalidStatus as exc:
+            raise UpstreamError(self._refused_status(exc)) from exc
         except (OSError, TimeoutError, InvalidURI, WebSocketException) as exc:
-            raise UpstreamError(f"cannot open {self.url}: {type(exc).__name__}: {exc}") from exc
+            raise UpstreamError(redact_urls(f"cannot open {self.url}: {type(exc).__name__}: {exc}")) from exc
         return self
+
+    def _refused_status(self, exc: InvalidStatus) -> str:
+        status = exc.response.status_code
+        location = exc.response.headers.get("Location")
+        if status in REDIRECT_STATUSES and location is not None:
+            why = f"the upstream redirects ({status}) to {location}; redirects are refused"
+        else:
+            why = f"the upstream answered HTTP {status}"
+        return redact_urls(f"cannot open {self.url}: {why}")
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -93,9 +154,40 @@ class UpstreamSession:
                     raise UpstreamError(f"malformed upstream frame: {str(frame)[:80]!r}") from exc
         except ConnectionClosedOK:
             raise UpstreamError("upstream closed the session") from None
+        except ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
+                raise UpstreamError(f"upstream sent a frame over {MAX_FRAME_BYTES} bytes: session closed") from exc
+            raise UpstreamError(redact_urls(f"upstream dropped: {type(exc).__name__}: {exc}")) from exc
         except (OSError, WebSocketException) as exc:
-            raise UpstreamError(f"upstream dropped: {type(exc).__name__}: {exc}") from exc
+            raise UpstreamError(redact_urls(f"upstream dropped: {type(exc).__name__}: {exc}")) from exc
         raise UpstreamError("upstream closed the session")
+
+
+async def pinned_target(url: str, allowlist: Allowlist) -> tuple[str, int]:
+    """The address and port to dial for ``url``: the URL admitted by ``allowlist`` and every address its
+    host resolves to permitted (public, or allowlisted); UpstreamError saying why not."""
+    shown = redact_urls(url)
+    target = allowlist.target(url)
+    if isinstance(target, str):
+        raise UpstreamError(f"refused {shown}: {redact_urls(target)}")
+    host, port = target
+    literal = ip_literal(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise UpstreamError(f"cannot resolve {host!r} of {shown}: {exc}") from exc
+        addresses = list(dict.fromkeys(a for a in (ip_literal(str(info[4][0])) for info in infos) if a))
+    refused = [str(address) for address in addresses if not allowlist.permits_address(address)]
+    if refused or not addresses:
+        listed = ", ".join(refused) or "no address"
+        raise UpstreamError(
+            f"refused {shown}: {host!r} resolves to {listed}, not a public address; "
+            "allowlist the address or its network to permit it"
+        )
+    return str(addresses[0]), port
 
 
 class Backoff:

@@ -34,7 +34,7 @@ variable "profile" {
 }
 
 variable "allowed_ws_hosts" {
-  description = "Hosts (host or host:port) a START event's ws_url may name; the router refuses all others, and every host while this is empty."
+  description = "WSFLEET_ALLOWED_WS_HOSTS entries (fleet/allowlist.py): host or host:port a START event's ws_url may name (a bare host admits only the scheme's default port), [v6]:port, and networks (10.0.0.0/8) private addresses may resolve into; the router refuses every other host, and all of them while this is empty. A malformed entry stops the router and workers at start-up."
   type        = list(string)
 }
 

@@ -31,8 +31,9 @@ def fleet_copy(tmp_path: Path) -> tuple[Path, Edit]:
 
 @pytest.fixture
 def docker_copy(tmp_path: Path) -> tuple[Path, Edit]:
-    """A copy of the Dockerfile, .dockerignore and pyproject.toml, and a function that edits them."""
-    for name in ("Dockerfile", ".dockerignore", "pyproject.toml"):
+    """A copy of the Dockerfile, .dockerignore, pyproject.toml and the worker's lock, and a function that
+    edits them."""
+    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "worker-requirements.txt"):
         shutil.copy(REPO / name, tmp_path / name)
     return tmp_path, editor(tmp_path)
 

@@ -1,5 +1,6 @@
-"""Checks of terraform/ and the Dockerfile against the code they deploy.  Each returns a list of problems
-(empty: consistent), so one function runs on the real tree and on a deliberately broken copy.
+"""Checks of terraform/ against the code it deploys (the Dockerfile's are in ``deploy_docker``).  Each
+returns a list of problems (empty: consistent), so one function runs on the real tree and on a
+deliberately broken copy.
 
 Truth comes from the code at test time: table definitions from ``fleet.schema``, variable names from
 ``fleet.config.ENV_VARS``, IAM actions, metric names and logged events from the fleet's source
@@ -8,24 +9,23 @@ Truth comes from the code at test time: table definitions from ``fleet.schema``,
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import re
-import shlex
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from fleet import schema
 from fleet.config import ENV_VARS, FleetConfig
+from tests.deploy.deploy_docker import dockerfile_healthcheck
 from tests.deploy.deploy_fleet_code import (
     AwsCall,
+    ModuleFacts,
     aws_calls,
     fleet_modules,
     iam_action,
     import_closure,
     log_events,
+    table_roles,
 )
 from tests.deploy.deploy_hcl import Instance, TerraformParseError, parse_file, references, tf_files
 
@@ -227,8 +227,8 @@ def _container(workers: Instance) -> dict[str, Any]:
 
 # -- task definition ---------------------------------------------------------------------------------
 def task_definition_problems(terraform_dir: Path, dockerfile: Path) -> list[str]:
-    """One worker container: awslogs, a stop timeout Fargate accepts (at most 120 s) by default, and the
-    image's health check command."""
+    """One worker container: awslogs, a stop timeout Fargate accepts (at most 120 s) by default, the
+    image's health check command, and a read-only root filesystem whose mount points are task volumes."""
     workers = Instance.root(terraform_dir).descendant(*REGION_PATH, "workers")
     container = workers.resolve(_container(workers))
     if not container:
@@ -244,6 +244,17 @@ def task_definition_problems(terraform_dir: Path, dockerfile: Path) -> list[str]
     image_check = dockerfile_healthcheck(dockerfile)
     if command[1:] != image_check:
         problems.append(f"workers: health check {command!r} is not the image's HEALTHCHECK {image_check!r}")
+    if container.get("readonlyRootFilesystem") is not True:
+        problems.append("workers: readonlyRootFilesystem is not true")
+    volumes = {
+        str(workers.resolve(volume.get("name")))
+        for body in workers.module.resource("aws_ecs_task_definition").values()
+        for volume in body.get("volume", [])
+    }
+    for mount in container.get("mountPoints", []):
+        if mount.get("sourceVolume") not in volumes:
+            problems.append(f"workers: mount point {mount.get('containerPath')!r} uses volume "
+                            f"{mount.get('sourceVolume')!r}, which the task definition does not declare")
     return problems
 
 
@@ -293,22 +304,95 @@ def _namespace_condition(statement: dict[str, Any]) -> set[str]:
     return values
 
 
+def _dynamodb_resource(resource: Any, table_names: dict[str, str]) -> str:
+    """``connections``, ``connections/index`` (any index of it), ... for a resolved table or index ARN;
+    the ARN itself when it names no table of the deployment."""
+    match = re.search(r":table/([^/]+)(/index/[^/]+)?$", str(resource))
+    role = table_names.get(match.group(1)) if match else None
+    if match is None or role is None:
+        return str(resource)
+    return role + ("/index" if match.group(2) else "")
+
+
+def _granted_on_tables(instance: Instance, statements: list[dict[str, Any]],
+                       table_names: dict[str, str]) -> set[tuple[str, str]]:
+    """(DynamoDB action, table role or ``role/index`` or unrecognised ARN) pairs the statements grant."""
+    granted: set[tuple[str, str]] = set()
+    for statement in statements:
+        resources: list[Any] = []
+        for resource in _resources(statement):
+            resolved = instance.resolve(resource)
+            resources.extend(resolved if isinstance(resolved, list) else [resolved])
+        for action in statement.get("actions", []):
+            if str(action).startswith("dynamodb:"):
+                granted.update((action, _dynamodb_resource(r, table_names)) for r in resources)
+    return granted
+
+
+def _needed_on_tables(
+    who: str, calls: list[AwsCall], modules: dict[str, ModuleFacts], closure: set[str]
+) -> tuple[dict[tuple[str, str], AwsCall], list[str]]:
+    """(DynamoDB action, table role or ``role/index``) pairs the calls need, each with a call needing it;
+    and a problem for each call whose table cannot be told."""
+    needed: dict[tuple[str, str], AwsCall] = {}
+    problems: list[str] = []
+    for call in calls:
+        for use in call.tables:
+            action = use.action or iam_action(call.service, call.operation)
+            for role in sorted(table_roles(use.table, modules, closure)):
+                if role.startswith("?"):
+                    problems.append(f"{who}: cannot tell which table {call.module}:{call.line} {call.operation} "
+                                    f"uses ({role[1:]}): name it by a *_table setting")
+                    continue
+                needed.setdefault((action, role + ("/index" if call.uses_index else "")), call)
+    return needed, problems
+
+
+def _where(resource: str) -> str:
+    role, _, index = resource.partition("/")
+    return f"the {role} table's index" if index else f"the {role} table"
+
+
 def _policy_problems(
-    who: str, statements: list[dict[str, Any]], calls: list[AwsCall], ignored_prefixes: tuple[str, ...]
+    who: str,
+    instance: Instance,
+    statements: list[dict[str, Any]],
+    calls: list[AwsCall],
+    code: tuple[dict[str, ModuleFacts], set[str], dict[str, str]],
+    ignored_prefixes: tuple[str, ...],
 ) -> list[str]:
+    """``code``: the fleet's modules, the role's import closure, and table name -> table role."""
+    modules, closure, table_names = code
     problems = []
     needed: dict[str, AwsCall] = {}
     for call in calls:
+        if call.service == "dynamodb":
+            continue
         try:
             needed.setdefault(iam_action(call.service, call.operation), call)
         except KeyError as exc:
             problems.append(f"{who}: {call.module}:{call.line}: {exc}")
-    granted = {a for a in _statement_actions(statements) if not a.startswith(ignored_prefixes)}
+    granted = {
+        a for a in _statement_actions(statements)
+        if not a.startswith(ignored_prefixes) and not a.startswith("dynamodb:")
+    }
     for action in sorted(set(needed) - granted):
         call = needed[action]
         problems.append(f"{who}: {action} is not granted ({call.module}:{call.line} calls {call.operation})")
     for action in sorted(granted - set(needed)):
         problems.append(f"{who}: {action} is granted but the code never calls it")
+    table_needs, unknown_tables = _needed_on_tables(who, [c for c in calls if c.service == "dynamodb"],
+                                                    modules, closure)
+    problems.extend(unknown_tables)
+    table_grants = _granted_on_tables(instance, statements, table_names)
+    for action, resource in sorted(set(table_needs) - table_grants):
+        call = table_needs[(action, resource)]
+        problems.append(f"{who}: {action} is not granted on {_where(resource)} "
+                        f"({call.module}:{call.line} calls {call.operation})")
+    for action, resource in sorted(table_grants - set(table_needs)):
+        known = resource.partition("/")[0] in table_names.values()
+        where = _where(resource) if known else f"{resource}, which is no table of the deployment"
+        problems.append(f"{who}: {action} is granted on {where} but the code never calls it there")
     namespaces = {call.namespace for call in calls if call.namespace}
     for statement in statements:
         actions = set(statement.get("actions", []))
@@ -318,27 +402,22 @@ def _policy_problems(
             elif actions == {"cloudwatch:PutMetricData"} and _namespace_condition(statement) != namespaces:
                 problems.append(f"{who}: cloudwatch:PutMetricData is not limited to the namespace(s) "
                                 f"the code publishes to {sorted(namespaces)} (cloudwatch:namespace)")
-    if any(call.uses_index for call in calls):
-        index_resources = [
-            resource
-            for statement in statements
-            if "dynamodb:Query" in statement.get("actions", [])
-            for resource in _resources(statement)
-            if "/index/" in str(resource)
-        ]
-        if not index_resources:
-            problems.append(f"{who}: the code queries an index but no dynamodb:Query grant names an "
-                            "index ARN")
     return problems
 
 
 def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
     """The worker task role and the router function's role grant exactly the AWS operations the code run
     by each calls (worker: fleet.worker and what it imports; router: fleet.router and what it imports),
-    on named resources only; PutMetricData, which takes no resource, only for the code's namespace."""
+    DynamoDB actions per table (and index) exactly where the code uses them, on named resources only;
+    PutMetricData, which takes no resource, only for the code's namespace."""
     modules = fleet_modules(fleet_dir)
     calls = aws_calls(modules)
     region = Instance.root(terraform_dir).descendant(*REGION_PATH)
+    table_names = {
+        str(region.resolve(f"${{var.{variable}}}")): variable.removesuffix("_table_name")
+        for variable in region.module.variables
+        if variable.endswith("_table_name")
+    }
     problems = []
     for who, entry, child, resource_type, argument in (
         ("worker task role", WORKER_ENTRY, "workers", "aws_ecs_task_definition", "task_role_arn"),
@@ -354,7 +433,8 @@ def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
             problems.append(f"{who}: no inline policy found for {resource_type}.{argument}")
         own_calls = [call for call in calls if call.module in closure]
         # The router's function writes its own log group; that is the runtime's, not the fleet's code.
-        problems.extend(_policy_problems(who, statements, own_calls, ("logs:",)))
+        code = (modules, closure, table_names)
+        problems.extend(_policy_problems(who, instance, statements, own_calls, code, ("logs:",)))
     return problems
 
 
@@ -471,119 +551,4 @@ def failover_problems(terraform_dir: Path) -> list[str]:
             problems.append(f"health check {check.group(1)} is not HTTPS")
     if sorted(map(str, types)) != ["PRIMARY", "SECONDARY"]:
         problems.append(f"failover records are {types}, not one PRIMARY and one SECONDARY")
-    return problems
-
-
-# -- Dockerfile --------------------------------------------------------------------------------------
-def dockerfile_instructions(dockerfile: Path) -> list[tuple[str, str, str]]:
-    """(INSTRUCTION, arguments, heredoc body) of each instruction, continuations joined."""
-    lines = dockerfile.read_text(encoding="utf-8").splitlines()
-    instructions: list[tuple[str, str, str]] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index].strip()
-        index += 1
-        if not line or line.startswith("#"):
-            continue
-        while line.endswith("\\") and index < len(lines):
-            line = line[:-1].rstrip() + " " + lines[index].strip()
-            index += 1
-        keyword, _, arguments = line.partition(" ")
-        body = ""
-        heredoc = re.search(r"<<-?'?\"?([A-Za-z_]+)'?\"?", arguments)
-        if heredoc:
-            end = lines.index(heredoc.group(1), index)
-            body = "\n".join(lines[index:end])
-            index = end + 1
-        instructions.append((keyword.upper(), arguments.strip(), body))
-    return instructions
-
-
-def _exec_form(arguments: str) -> list[str] | None:
-    """The JSON array of an exec-form instruction, or None for shell form."""
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
-
-
-def dockerfile_healthcheck(dockerfile: Path) -> list[str] | None:
-    for keyword, arguments, _ in dockerfile_instructions(dockerfile):
-        if keyword == "HEALTHCHECK":
-            command = arguments[arguments.index("CMD") + 3:].strip() if "CMD" in arguments else ""
-            return _exec_form(command)
-    return None
-
-
-def _dockerignored(patterns: list[str], path: str) -> bool:
-    """Whether .dockerignore ``patterns`` exclude ``path`` (or a parent of it): last match wins."""
-    parts = path.split("/")
-    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    excluded = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        glob = pattern[1:] if negated else pattern
-        if any(fnmatch.fnmatchcase(candidate, glob.strip("/")) for candidate in candidates):
-            excluded = not negated
-    return excluded
-
-
-def dockerfile_problems(dockerfile: Path, pyproject: Path) -> list[str]:
-    """Python 3.11 slim base; tini as PID 1 (exec-form ENTRYPOINT) forwarding SIGTERM to an exec-form
-    CMD `python -m fleet.worker`; a non-root USER in force at the end; a HEALTHCHECK whose command the
-    image provides; `pip install .` with everything it reads in the build context."""
-    instructions = dockerfile_instructions(dockerfile)
-    by_keyword: dict[str, list[tuple[str, str]]] = {}
-    for keyword, arguments, body in instructions:
-        by_keyword.setdefault(keyword, []).append((arguments, body))
-    problems = []
-    base = by_keyword.get("FROM", [("", "")])[-1][0].split()[0] if by_keyword.get("FROM") else ""
-    if not re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]+)?", base):
-        problems.append(f"base image {base!r} is not python:3.11-slim")
-    users = by_keyword.get("USER", [])
-    user = users[-1][0].split(":")[0] if users else "root"
-    if user in ("root", "0"):
-        problems.append(f"the image runs as {user!r}: add a non-root USER")
-    entrypoint = _exec_form(by_keyword.get("ENTRYPOINT", [("", "")])[-1][0])
-    uses_tini = bool(entrypoint) and entrypoint is not None and entrypoint[0].endswith("/tini")
-    if not uses_tini or entrypoint is None or entrypoint[1:] != ["--"]:
-        problems.append(f"ENTRYPOINT {entrypoint!r} is not exec-form [\".../tini\", \"--\"] "
-                        "(SIGTERM must reach the worker from PID 1)")
-    run_text = " ".join(arguments for arguments, _ in by_keyword.get("RUN", []))
-    if uses_tini and not re.search(r"apt-get install[^&;]*\btini\b", run_text):
-        problems.append("ENTRYPOINT uses tini but no RUN installs it")
-    command = _exec_form(by_keyword.get("CMD", [("", "")])[-1][0])
-    if command != ["python", "-m", "fleet.worker"]:
-        problems.append(f"CMD {command!r} is not exec-form [\"python\", \"-m\", \"fleet.worker\"]")
-    signals = by_keyword.get("STOPSIGNAL", [])
-    if signals and signals[-1][0] not in ("SIGTERM", "15"):
-        problems.append(f"STOPSIGNAL {signals[-1][0]} is not SIGTERM, which the worker handles")
-    healthcheck = dockerfile_healthcheck(dockerfile)
-    provided = {
-        shlex.split(arguments.split("<<", 1)[1])[1]
-        for arguments, body in by_keyword.get("COPY", [])
-        if body and "<<" in arguments
-    }
-    if not healthcheck:
-        problems.append("no exec-form HEALTHCHECK")
-    elif healthcheck[0] not in {Path(p).name for p in provided} | provided:
-        problems.append(f"HEALTHCHECK runs {healthcheck[0]!r}, which the image does not provide")
-    if not re.search(r"pip install (--\S+ )*\.(\s|$)", run_text):
-        problems.append("no `pip install .`")
-    ignore_file = dockerfile.parent / ".dockerignore"
-    patterns = [
-        line.strip() for line in ignore_file.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.startswith("#")
-    ] if ignore_file.exists() else []
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-    readme = project.get("readme")
-    needed = ["pyproject.toml", "fleet/config.py", *([readme] if isinstance(readme, str) else [])]
-    copied = " ".join(arguments for arguments, _ in by_keyword.get("COPY", []))
-    for path in needed:
-        if _dockerignored(patterns, path):
-            problems.append(f".dockerignore excludes {path}, which `pip install .` needs")
-        top = path.split("/")[0]
-        if not re.search(rf"(^|\s){re.escape(top)}(\s|/|$)", copied):
-            problems.append(f"no COPY brings {top} into the image")
     return problems

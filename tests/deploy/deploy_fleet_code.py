@@ -2,7 +2,11 @@
 
 * ``aws_calls``: every call ``<anything>.ddb.<op>(...)``, ``<x>.sqs.<op>(...)``, ``<x>.cloudwatch.<op>(...)``
   (or a bare ``ddb.<op>(...)``), with the module it is in and the keyword arguments that matter to IAM and
-  metrics (``IndexName``, ``Namespace``, the ``MetricData`` literals).
+  metrics (``IndexName``, ``Namespace``, the ``MetricData`` literals), and for DynamoDB the table each
+  action touches (``TableUse``: from ``TableName``, the keys of ``RequestItems``, or the items of a
+  transaction).
+* ``table_roles``: which tables (``connections``, ``messages``, ``workers``: the ``*_table`` settings) a
+  table reference names, following a parameter to every call site that passes it.
 * ``log_events``: every ``log("<event>", field=...)`` call (the worker's JSON log lines, which CloudWatch
   Logs metric filters read), with its field names.
 * ``import_closure``: the fleet modules a module imports, directly or not, so the worker's and the
@@ -23,12 +27,58 @@ from botocore import xform_name
 # The attribute names fleet.aws.AwsClients gives its clients -> botocore service name and IAM prefix.
 CLIENT_SERVICES: dict[str, str] = {"ddb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch"}
 IAM_PREFIXES: dict[str, str] = {"dynamodb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch"}
+# IAM authorises each item of a DynamoDB transaction with the single-item action (TransactWriteItems and
+# TransactGetItems are no IAM actions).
+TRANSACT_ITEM_ACTIONS: dict[str, str] = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+    "Get": "dynamodb:GetItem",
+}
+TRANSACT_OPERATIONS = ("transact_write_items", "transact_get_items")
+BATCH_OPERATIONS = ("batch_write_item", "batch_get_item")
+# A setting naming a table ends with this (FleetConfig.connections_table, ...); its prefix is the role.
+TABLE_SETTING_SUFFIX = "_table"
+# How many parameters deep a table reference is followed through call sites.
+MAX_PARAMETER_DEPTH = 5
 # Batch operations SQS authorises with the single-message action (there is no IAM action of their own).
 IAM_ACTION_OF_BATCH: dict[str, str] = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:SendMessageBatch": "sqs:SendMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table name comes from: a ``*_table`` setting (``role``), a parameter of the enclosing
+    function (``function``, ``parameter``, ``position`` among its arguments after self), or an
+    expression this reader cannot follow (``text``)."""
+
+    role: str | None = None
+    function: str | None = None
+    parameter: str | None = None
+    position: int | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class TableUse:
+    """One IAM action a DynamoDB call needs on one table (``action`` None: the call's own action)."""
+
+    action: str | None
+    table: TableRef
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call of a fleet function by name, with the table references of its arguments."""
+
+    module: str
+    callee: str
+    positional: tuple[TableRef, ...]
+    keywords: tuple[tuple[str, TableRef], ...]
 
 
 @dataclass(frozen=True)
@@ -42,6 +92,7 @@ class AwsCall:
     keywords: frozenset[str]
     namespace: str | None  # Namespace= literal (put_metric_data)
     metrics: tuple[tuple[str, str | None, frozenset[str]], ...]  # (MetricName, Unit, dimension names)
+    tables: tuple[TableUse, ...] = ()  # DynamoDB: the actions per table
 
     @property
     def uses_index(self) -> bool:
@@ -65,6 +116,7 @@ class ModuleFacts:
     imports: frozenset[str]
     calls: tuple[AwsCall, ...]
     logs: tuple[LogEvent, ...]
+    call_sites: tuple[CallSite, ...] = ()
 
 
 def module_name(fleet_dir: Path, path: Path) -> str:
@@ -87,8 +139,11 @@ def module_facts(name: str, source: str) -> ModuleFacts:
     imports: set[str] = set()
     calls: list[AwsCall] = []
     logs: list[LogEvent] = []
+    sites: list[CallSite] = []
     package = name.split(".")[:-1]
-    for node in ast.walk(ast.parse(source, filename=name)):
+    tree = ast.parse(source, filename=name)
+    enclosing = _enclosing_functions(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imports.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -99,13 +154,105 @@ def module_facts(name: str, source: str) -> ModuleFacts:
             imports.add(base)
             imports.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Call):
-            call = _aws_call(name, node)
+            function = enclosing.get(id(node))
+            call = _aws_call(name, node, function)
             if call is not None:
                 calls.append(call)
+                continue
             log = _log_event(name, node)
             if log is not None:
                 logs.append(log)
-    return ModuleFacts(frozenset(imports), tuple(calls), tuple(logs))
+            site = _call_site(name, node, function)
+            if site is not None:
+                sites.append(site)
+    return ModuleFacts(frozenset(imports), tuple(calls), tuple(logs), tuple(sites))
+
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _enclosing_functions(tree: ast.Module) -> dict[int, Function]:
+    """The innermost function around each node (by ``id``); module-level nodes have none."""
+    enclosing: dict[int, Function] = {}
+    for function in ast.walk(tree):  # outer functions come first, so inner ones overwrite
+        if isinstance(function, Function):
+            for node in ast.walk(function):
+                if node is not function:
+                    enclosing[id(node)] = function
+    return enclosing
+
+
+def _parameters(function: Function) -> list[str]:
+    """Positional parameter names, without a method's ``self`` / ``cls``."""
+    names = [arg.arg for arg in [*function.args.posonlyargs, *function.args.args]]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def _table_ref(node: ast.expr, function: Function | None, depth: int = 0) -> TableRef:
+    """What ``node`` (an expression naming a table) refers to, in ``function``."""
+    if isinstance(node, ast.Attribute) and node.attr.endswith(TABLE_SETTING_SUFFIX):
+        return TableRef(role=node.attr.removesuffix(TABLE_SETTING_SUFFIX))
+    if isinstance(node, ast.Name) and function is not None and depth < MAX_PARAMETER_DEPTH:
+        for statement in ast.walk(function):
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == node.id):
+                return _table_ref(statement.value, function, depth + 1)
+        parameters = _parameters(function)
+        if node.id in parameters:
+            return TableRef(function=function.name, parameter=node.id, position=parameters.index(node.id))
+        if node.id in {arg.arg for arg in function.args.kwonlyargs}:
+            return TableRef(function=function.name, parameter=node.id)
+    return TableRef(text=ast.unparse(node))
+
+
+def _table_uses(operation: str, keywords: dict[str, ast.expr], function: Function | None) -> tuple[TableUse, ...]:
+    """The (action, table) pairs a DynamoDB call needs."""
+    if operation in TRANSACT_OPERATIONS:
+        uses = [
+            TableUse(TRANSACT_ITEM_ACTIONS[kind], _table_ref(_entries(item)["TableName"], function))
+            for node in (ast.walk(function) if function is not None else ())
+            if isinstance(node, ast.Dict)
+            for kind, item in _entries(node).items()
+            if kind in TRANSACT_ITEM_ACTIONS and isinstance(item, ast.Dict) and "TableName" in _entries(item)
+        ]
+        return tuple(uses) or (TableUse(None, TableRef(text="TransactItems (no literal items found)")),)
+    if operation in BATCH_OPERATIONS:
+        items = keywords.get("RequestItems")
+        if not isinstance(items, ast.Dict):
+            return (TableUse(None, TableRef(text="RequestItems (not a dict literal)")),)
+        return tuple(TableUse(None, _table_ref(key, function)) for key in items.keys if key is not None)
+    table = keywords.get("TableName")
+    return (TableUse(None, _table_ref(table, function) if table is not None else TableRef(text="no TableName")),)
+
+
+def _call_site(module: str, node: ast.Call, function: Function | None) -> CallSite | None:
+    """A call of a function by name (``f(...)`` or ``x.f(...)``) that passes arguments."""
+    callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+    if not isinstance(callee, str) or not (node.args or node.keywords):
+        return None
+    positional = tuple(_table_ref(arg, function) for arg in node.args)
+    keywords = tuple((k.arg, _table_ref(k.value, function)) for k in node.keywords if k.arg)
+    return CallSite(module, callee, positional, keywords)
+
+
+def table_roles(ref: TableRef, modules: dict[str, ModuleFacts], closure: set[str], depth: int = 0) -> set[str]:
+    """The table roles ``ref`` can name, following parameters to their call sites in ``closure``; a
+    reference that cannot be followed is returned as ``?<expression>``."""
+    if ref.role is not None:
+        return {ref.role}
+    if ref.function is None or depth >= MAX_PARAMETER_DEPTH:
+        return {f"?{ref.text}"}
+    roles: set[str] = set()
+    for module in sorted(closure):
+        for site in modules[module].call_sites:
+            if site.callee != ref.function:
+                continue
+            passed = dict(site.keywords).get(str(ref.parameter))
+            if passed is None and ref.position is not None and ref.position < len(site.positional):
+                passed = site.positional[ref.position]
+            if passed is not None:
+                roles |= table_roles(passed, modules, closure, depth + 1)
+    return roles
 
 
 def import_closure(modules: dict[str, ModuleFacts], start: str) -> set[str]:
@@ -173,13 +320,14 @@ def _metric_data(call: ast.Call) -> tuple[tuple[str, str | None, frozenset[str]]
     return tuple(metrics)
 
 
-def _aws_call(module: str, node: ast.Call) -> AwsCall | None:
+def _aws_call(module: str, node: ast.Call, function: Function | None) -> AwsCall | None:
     if not isinstance(node.func, ast.Attribute):
         return None
     service = _client_service(node.func.value)
     if service is None:
         return None
     keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+    tables = _table_uses(node.func.attr, keywords, function) if service == "dynamodb" else ()
     return AwsCall(
         module=module,
         line=node.lineno,
@@ -188,6 +336,7 @@ def _aws_call(module: str, node: ast.Call) -> AwsCall | None:
         keywords=frozenset(keywords),
         namespace=_literal_str(keywords.get("Namespace")),
         metrics=_metric_data(node),
+        tables=tables,
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import Backend
-from tests.deploy.deploy_checks import dockerfile_instructions, dockerfile_problems
+from tests.deploy.deploy_docker import dockerfile_instructions, dockerfile_problems
 from tests.deploy.deploy_tree import DOCKERFILE, PYPROJECT, REPO, Edit
 
 HEALTHCHECK_PATH = "/usr/local/bin/wsfleet-healthcheck"
@@ -41,10 +41,22 @@ BREAKAGES = [
     ("Dockerfile", 'CMD ["python", "-m", "fleet.worker"]',
      'STOPSIGNAL SIGINT\nCMD ["python", "-m", "fleet.worker"]', "STOPSIGNAL"),
     ("Dockerfile", 'CMD ["wsfleet-healthcheck"]', 'CMD ["worker-alive"]', "does not provide"),
-    ("Dockerfile", "FROM python:3.11-slim-bookworm", "FROM python:3.12-slim-bookworm", "python:3.11-slim"),
-    ("Dockerfile", "RUN pip install . &&", "RUN pip install wsfleet &&", "pip install ."),
-    ("Dockerfile", "COPY pyproject.toml README.md ./", "COPY pyproject.toml ./", "README.md"),
-    (".dockerignore", "!README.md\n", "", ".dockerignore excludes README.md"),
+    ("Dockerfile", "FROM python:3.11.13-slim-bookworm@", "FROM python:3.12-slim-bookworm@", "python:3.11-slim"),
+    ("Dockerfile", "FROM python:3.11.13-slim-bookworm@sha256:", "FROM python:3.11.13-slim-bookworm #",
+     "not pinned by digest"),
+    ("Dockerfile", "pip install --require-hashes ", "pip install ", "does not use --require-hashes"),
+    ("Dockerfile", "COPY fleet /opt/wsfleet/fleet", "COPY fleet /opt/wsfleet/fleet\nRUN pip install requests",
+     "`pip install requests` does not use --require-hashes"),
+    ("Dockerfile", "COPY worker-requirements.txt /tmp/", "COPY pyproject.toml /tmp/",
+     "no COPY brings worker-requirements.txt"),
+    ("Dockerfile", "COPY fleet /opt/wsfleet/fleet", "COPY fleet /app/fleet", "not <PYTHONPATH>/fleet"),
+    ("Dockerfile", "COPY fleet /opt/wsfleet/fleet", "COPY harness /opt/wsfleet/harness",
+     "no COPY brings fleet"),
+    ("worker-requirements.txt", "websockets==17.4 \\\n", "requests==2.32.3\nwebsockets==17.4 \\\n",
+     "requests==2.32.3 has no --hash"),
+    ("pyproject.toml", '"websockets==17.4"', '"websockets==17.5"',
+     "pins websockets at 17.4, pyproject.toml at 17.5"),
+    (".dockerignore", "!worker-requirements.txt\n", "", ".dockerignore excludes worker-requirements.txt"),
     (".dockerignore", "!fleet\n", "", ".dockerignore excludes fleet/config.py"),
 ]
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.deploy_fleet_code import aws_calls, fleet_modules, iam_action, import_closure, log_events
+from tests.deploy.deploy_fleet_code import (
+    aws_calls,
+    fleet_modules,
+    iam_action,
+    import_closure,
+    log_events,
+    table_roles,
+)
 
 MODULES = {
     "__init__.py": "",
@@ -91,3 +98,52 @@ def test_iam_actions_come_from_the_service_models(service: str, operation: str, 
 def test_an_unknown_operation_is_an_error() -> None:
     with pytest.raises(KeyError, match="no operation 'update_items'"):
         iam_action("dynamodb", "update_items")
+
+
+TABLE_MODULES = {
+    "__init__.py": "",
+    "worker.py": "from fleet.store import Store\n\n"
+                 "async def run(store, config):\n"
+                 "    await store.write(config.connections_table, {})\n"
+                 "    await store.write(table=config.workers_table, item={})\n",
+    "store.py": "class Store:\n"
+                "    async def write(self, table, item):\n"
+                "        await self.aws.ddb.put_item(TableName=table, Item=item)\n\n"
+                "    async def batch(self, items):\n"
+                "        table = self.config.messages_table\n"
+                "        await self.aws.ddb.batch_write_item(RequestItems={table: items})\n\n"
+                "    async def fenced(self, items):\n"
+                "        transact = [{'ConditionCheck': {'TableName': self.config.connections_table}}]\n"
+                "        transact += [{'Put': {'TableName': self.config.messages_table, 'Item': i}} for i in items]\n"
+                "        await self.aws.ddb.transact_write_items(TransactItems=transact)\n\n"
+                "    async def unknown(self, name):\n"
+                "        await self.aws.ddb.scan(TableName=name.upper())\n",
+}
+
+
+def table_needs(root: Path) -> set[tuple[str, str, str]]:
+    """(operation, action or '', table role) for every DynamoDB call of the worker."""
+    modules = fleet_modules(root)
+    closure = import_closure(modules, "fleet.worker")
+    return {
+        (call.operation, use.action or "", role)
+        for call in aws_calls(modules)
+        for use in call.tables
+        for role in table_roles(use.table, modules, closure)
+    }
+
+
+def test_tables_are_read_from_settings_parameters_batches_and_transactions(tmp_path: Path) -> None:
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for name, source in TABLE_MODULES.items():
+        (root / name).write_text(source, encoding="utf-8")
+
+    assert table_needs(root) == {
+        ("put_item", "", "connections"),  # a positional argument at a call site
+        ("put_item", "", "workers"),  # a keyword argument at another
+        ("batch_write_item", "", "messages"),  # a RequestItems key, through a local name
+        ("transact_write_items", "dynamodb:ConditionCheckItem", "connections"),
+        ("transact_write_items", "dynamodb:PutItem", "messages"),
+        ("scan", "", "?name.upper()"),  # an expression the reader cannot follow
+    }

@@ -194,7 +194,7 @@ async def run_cli(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize(("args", "changes", "code", "message"), [
     (["--port", "0"], {ENV_VARS["profile"]: "bogus"}, 2, "configuration error: WSFLEET_PROFILE must be"),
-    (["--port", "0"], {ENV_VARS["allowed_ws_hosts"]: "host:abc"}, 2, "bad port in 'host:abc'"),
+    (["--port", "0"], {ENV_VARS["allowed_ws_hosts"]: "host:abc"}, 2, "bad port 'abc' in 'host:abc'"),
     (["--port", "70000"], {}, 2, "--port must be between 0 and 65535"),
     (["--port", "x"], {}, 2, "invalid int value"),
 ], ids=["bad-profile", "bad-allowlist", "port-range", "port-not-a-number"])

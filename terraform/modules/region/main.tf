@@ -16,13 +16,12 @@ data "aws_region" "current" {
 }
 
 locals {
-  region           = data.aws_region.current.name
-  table_arn_prefix = "arn:${data.aws_partition.current.partition}:dynamodb:${local.region}:${data.aws_caller_identity.current.account_id}:table"
-  table_arns = [
-    for table in [var.connections_table_name, var.messages_table_name, var.workers_table_name] :
-    "${local.table_arn_prefix}/${table}"
-  ]
-  state_index_arn = "${local.table_arn_prefix}/${var.connections_table_name}/index/${var.state_index_name}"
+  region                = data.aws_region.current.name
+  table_arn_prefix      = "arn:${data.aws_partition.current.partition}:dynamodb:${local.region}:${data.aws_caller_identity.current.account_id}:table"
+  connections_table_arn = "${local.table_arn_prefix}/${var.connections_table_name}"
+  messages_table_arn    = "${local.table_arn_prefix}/${var.messages_table_name}"
+  workers_table_arn     = "${local.table_arn_prefix}/${var.workers_table_name}"
+  state_index_arn       = "${local.table_arn_prefix}/${var.connections_table_name}/index/${var.state_index_name}"
   # The namespace fleet/store.py publishes ActiveConnections to.
   metric_namespace = "wsfleet"
 
@@ -78,7 +77,8 @@ module "router" {
   dependencies_layer_path = var.dependencies_layer_path
   dependencies_layer_hash = var.dependencies_layer_hash
   fleet_environment       = local.fleet_environment
-  table_arns              = local.table_arns
+  connections_table_arn   = local.connections_table_arn
+  workers_table_arn       = local.workers_table_arn
   queue_arn               = module.queue.queue_arn
   events_authorization    = var.events_authorization
   health_check_path       = var.health_check_path
@@ -88,22 +88,24 @@ module "router" {
 }
 
 module "workers" {
-  source             = "../workers"
-  name               = var.name
-  image              = var.worker_image
-  fleet_environment  = local.fleet_environment
-  table_arns         = local.table_arns
-  index_arns         = [local.state_index_arn]
-  queue_arn          = module.queue.queue_arn
-  metric_namespace   = local.metric_namespace
-  vpc_id             = var.vpc_id
-  subnet_ids         = var.subnet_ids
-  assign_public_ip   = var.assign_public_ip
-  cpu                = var.worker_cpu
-  memory_mb          = var.worker_memory_mb
-  desired_count      = var.min_tasks
-  stop_timeout_s     = var.stop_timeout_s
-  log_retention_days = var.log_retention_days
+  source                = "../workers"
+  name                  = var.name
+  image                 = var.worker_image
+  fleet_environment     = local.fleet_environment
+  connections_table_arn = local.connections_table_arn
+  messages_table_arn    = local.messages_table_arn
+  workers_table_arn     = local.workers_table_arn
+  index_arns            = [local.state_index_arn]
+  queue_arn             = module.queue.queue_arn
+  metric_namespace      = local.metric_namespace
+  vpc_id                = var.vpc_id
+  subnet_ids            = var.subnet_ids
+  assign_public_ip      = var.assign_public_ip
+  cpu                   = var.worker_cpu
+  memory_mb             = var.worker_memory_mb
+  desired_count         = var.min_tasks
+  stop_timeout_s        = var.stop_timeout_s
+  log_retention_days    = var.log_retention_days
 }
 
 module "autoscaling" {

@@ -9,7 +9,7 @@ variable "profile" {
 }
 
 variable "allowed_ws_hosts" {
-  description = "WSFLEET_ALLOWED_WS_HOSTS: the hosts (host or host:port) a START's ws_url may name; the router refuses every other host, and all of them when this is empty."
+  description = "WSFLEET_ALLOWED_WS_HOSTS (fleet/allowlist.py): the hosts (host or host:port; a bare host admits only the scheme's default port) a START's ws_url may name, and the networks private addresses may resolve into; the router refuses every other host, and all of them when this is empty."
   type        = list(string)
 }
 

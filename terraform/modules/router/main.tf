@@ -1,8 +1,8 @@
 # The router in one region: the Lambda (fleet.router.handler) behind an HTTP API, its least-privilege
 # role, and, when a custom domain is given, the API's regional custom domain that failover records alias.
 #
-# The role's fleet statements grant exactly the DynamoDB and SQS operations the router's code calls
-# (tests/deploy derives that set from fleet/ with `ast` and compares).
+# The role's fleet statements grant exactly the DynamoDB operations the router's code calls, per table, and
+# the one SQS operation (tests/deploy derives both from fleet/ with `ast` and compares).
 
 data "aws_partition" "current" {}
 data "aws_region" "current" {}
@@ -24,13 +24,20 @@ data "aws_iam_policy_document" "assume" {
   }
 }
 
-# What fleet/router.py calls: START (put_item / update_item), STOP (update_item, and the hardened
-# profile's mailbox update in the workers table), then the notification (send_message).
+# What fleet/router.py calls: START (put_item / update_item) and STOP (update_item) on the connections
+# table, the hardened STOP mailbox (update_item) on the workers table, then the notification
+# (send_message).  Nothing on the messages table.
 data "aws_iam_policy_document" "router_fleet" {
   statement {
-    sid       = "Tables"
+    sid       = "Connections"
     actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
-    resources = var.table_arns
+    resources = [var.connections_table_arn]
+  }
+
+  statement {
+    sid       = "StopMailbox"
+    actions   = ["dynamodb:UpdateItem"]
+    resources = [var.workers_table_arn]
   }
 
   statement {

@@ -28,9 +28,14 @@ variable "fleet_environment" {
   type        = map(string)
 }
 
-variable "table_arns" {
-  description = "ARNs of the connections, messages and workers tables in this region (Global Tables replicas have one ARN per region)."
-  type        = list(string)
+variable "connections_table_arn" {
+  description = "ARN of the connections table in this region (Global Tables replicas have one ARN per region)."
+  type        = string
+}
+
+variable "workers_table_arn" {
+  description = "ARN of the workers table in this region (the hardened STOP mailbox)."
+  type        = string
 }
 
 variable "queue_arn" {

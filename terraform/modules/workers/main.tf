@@ -12,6 +12,8 @@ locals {
   region         = data.aws_region.current.name
   account_id     = data.aws_caller_identity.current.account_id
   container_name = "worker"
+  # The one writable path of the read-only container: a task volume (Fargate ephemeral storage) at /tmp.
+  scratch_volume = "tmp"
   log_group_name = "/ecs/${var.name}-worker"
   # <account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag|@digest]: pull rights on that repository only.
   ecr_image      = regex("^(?:(\\d{12})\\.dkr\\.ecr\\.([a-z0-9-]+)\\.amazonaws\\.com(?:\\.cn)?/([^:@]+))?", var.image)
@@ -29,6 +31,9 @@ locals {
     stopTimeout = var.stop_timeout_s
     # One socket per upstream connection plus the AWS clients' pools.
     ulimits = [{ name = "nofile", softLimit = 65536, hardLimit = 65536 }]
+    # The worker writes only to stdout (awslogs); nothing in the image can be changed at run time.
+    readonlyRootFilesystem = true
+    mountPoints            = [{ sourceVolume = local.scratch_volume, containerPath = "/tmp", readOnly = false }]
     # The image's HEALTHCHECK script (ECS ignores the Dockerfile's HEALTHCHECK instruction).
     healthCheck = {
       command     = ["CMD", "wsfleet-healthcheck"]
@@ -70,23 +75,29 @@ data "aws_iam_policy_document" "assume" {
   }
 }
 
-# What the worker's code calls (fleet/worker.py and everything it imports): conditional puts and updates,
-# batched message writes, consistent reads of a connection, the reconcile query over the state index (the
-# only grant on the index), the messages query, the workers-table scan (hardened); notifications
+# What the worker's code calls (fleet/worker.py and everything it imports), per table: conditional puts
+# and updates (LeaseStore.execute, given each table) and consistent reads of connections and workers;
+# batched message writes and the highest-stored-sequence query on messages; the workers-table scan
+# (hardened); the reconcile query over the state index (the only grant on the index); notifications
 # (receive, batch delete, and a send on hand-off); the ActiveConnections metric.  SQS authorises
 # DeleteMessageBatch as sqs:DeleteMessage.  tests/deploy fails when this and the code disagree.
 data "aws_iam_policy_document" "task_fleet" {
   statement {
-    sid = "Tables"
-    actions = [
-      "dynamodb:BatchWriteItem",
-      "dynamodb:GetItem",
-      "dynamodb:PutItem",
-      "dynamodb:Query",
-      "dynamodb:Scan",
-      "dynamodb:UpdateItem",
-    ]
-    resources = var.table_arns
+    sid       = "Connections"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    resources = [var.connections_table_arn]
+  }
+
+  statement {
+    sid       = "Messages"
+    actions   = ["dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+    resources = [var.messages_table_arn]
+  }
+
+  statement {
+    sid       = "Workers"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Scan", "dynamodb:UpdateItem"]
+    resources = [var.workers_table_arn]
   }
 
   statement {
@@ -190,6 +201,10 @@ resource "aws_ecs_task_definition" "worker" {
   }
 
   container_definitions = jsonencode([local.container])
+
+  volume {
+    name = local.scratch_volume
+  }
 
   # The log group must exist before a task can write to it.
   depends_on = [aws_cloudwatch_log_group.worker]

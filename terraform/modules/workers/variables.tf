@@ -13,9 +13,19 @@ variable "fleet_environment" {
   type        = map(string)
 }
 
-variable "table_arns" {
-  description = "ARNs of the connections, messages and workers tables in this region."
-  type        = list(string)
+variable "connections_table_arn" {
+  description = "ARN of the connections table in this region."
+  type        = string
+}
+
+variable "messages_table_arn" {
+  description = "ARN of the messages table in this region."
+  type        = string
+}
+
+variable "workers_table_arn" {
+  description = "ARN of the workers table in this region."
+  type        = string
 }
 
 variable "index_arns" {

@@ -1,0 +1,210 @@
+"""Tests of fleet.upstream against small local WebSocket servers: redirects are refused, frames and the
+queue are bounded, the resolved address is checked and pinned, and error messages carry no URL secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from fleet.allowlist import Allowlist
+from fleet.errors import UpstreamError
+from fleet.upstream import MAX_FRAME_BYTES, UpstreamSession, pinned_target, redact_urls
+
+FRAME = '{"seq": 1, "data": "c1:1", "ts": 1.0}'
+
+
+@dataclass
+class Upstream:
+    """A local upstream: ``redirect_to`` makes it answer 302; it sends ``frames`` to each session and
+    records the Host header of every request it gets."""
+
+    redirect_to: str | None = None
+    frames: list[str] = field(default_factory=lambda: [FRAME])
+    hosts: list[str] = field(default_factory=list)
+    server: Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        port: int = next(iter(self.server.sockets)).getsockname()[1]
+        return port
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        self.hosts.append(request.headers.get("Host", ""))
+        if self.redirect_to is None:
+            return None
+        return Response(302, "Found", Headers({"Location": self.redirect_to, "Content-Length": "0"}))
+
+    async def handler(self, connection: ServerConnection) -> None:
+        for frame in self.frames:
+            await connection.send(frame)
+        await connection.wait_closed()
+
+
+@pytest_asyncio.fixture
+async def start_upstream() -> AsyncIterator[Callable[..., Any]]:
+    servers: list[Server] = []
+
+    async def start(**options: Any) -> Upstream:
+        upstream = Upstream(**options)
+        upstream.server = await serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request,
+                                      max_size=None)
+        servers.append(upstream.server)
+        return upstream
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+async def first_message(url: str, allowlist: Allowlist | None = None) -> int:
+    async with UpstreamSession(url, "worker-1", 2.0, allowlist=allowlist) as session:
+        async for message in session:
+            return message.seq
+    raise AssertionError("no message")
+
+
+@pytest.mark.parametrize("location", [
+    "ws://169.254.170.2/v2/credentials/abc",
+    "ws://127.0.0.1:{port}/elsewhere",  # even a redirect to an upstream that would answer
+    "/same-origin",
+])
+async def test_redirects_are_refused_not_followed(start_upstream: Callable[..., Any], location: str) -> None:
+    target = await start_upstream()
+    redirecting = await start_upstream(redirect_to=location.format(port=target.port))
+
+    with pytest.raises(UpstreamError) as refused:
+        await first_message(f"ws://127.0.0.1:{redirecting.port}/streams/c1?token=secret")
+
+    message = str(refused.value)
+    assert "redirects (302)" in message and "redirects are refused" in message
+    assert "secret" not in message
+    assert len(redirecting.hosts) == 1
+    assert target.hosts == []
+
+
+async def test_an_oversized_frame_closes_the_session_with_a_clear_reason(
+    start_upstream: Callable[..., Any]
+) -> None:
+    upstream = await start_upstream(frames=[FRAME, "x" * (MAX_FRAME_BYTES + 1)])
+
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "worker-1", 2.0) as session:
+        seqs: list[int] = []
+        with pytest.raises(UpstreamError, match=f"upstream sent a frame over {MAX_FRAME_BYTES} bytes"):
+            async for message in session:
+                seqs.append(message.seq)
+    assert seqs == [1]
+
+
+async def test_a_frame_of_the_limit_is_read(start_upstream: Callable[..., Any]) -> None:
+    padding = MAX_FRAME_BYTES - len('{"seq": 2, "data": "", "ts": 1.0}')
+    upstream = await start_upstream(frames=['{"seq": 2, "data": "' + "x" * padding + '", "ts": 1.0}'])
+    assert await first_message(f"ws://127.0.0.1:{upstream.port}/s") == 2
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_connect_errors_carry_no_query_or_user_information() -> None:
+    url = f"ws://127.0.0.1:{closed_port()}/streams/c1?token=secret&from_seq=5"
+    with pytest.raises(UpstreamError) as failed:
+        await first_message(url)
+    message = str(failed.value)
+    assert f"cannot open ws://127.0.0.1:{url.split(':')[2].split('/')[0]}/streams/c1?..." in message
+    assert "secret" not in message
+
+
+@pytest.mark.parametrize(("text", "redacted"), [
+    ("cannot open ws://h:1/p?token=s: refused", "cannot open ws://h:1/p?...: refused"),
+    ("to wss://user:pw@h/p#frag and http://h/x?y", "to wss://h/p?... and http://h/x?..."),
+    ("'ws://h/p?q' in quotes", "'ws://h/p?...' in quotes"),
+    ("ws://a@b:c@h/p?x=1&y=2.", "ws://h/p?...."),
+    ("no url here", "no url here"),
+])
+def test_redact_urls(text: str, redacted: str) -> None:
+    assert redact_urls(text) == redacted
+
+
+def fake_resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> None:
+    """Make the running loop resolve the names in ``answers`` to those addresses (others as usual)."""
+    loop = asyncio.get_running_loop()
+    real = loop.getaddrinfo
+
+    async def getaddrinfo(host: Any, port: Any, **kwargs: Any) -> Any:
+        if host in answers:
+            return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+                    for a in answers[host]]
+        return await real(host, port, **kwargs)
+
+    monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+
+
+async def test_the_session_dials_the_checked_address_and_keeps_the_name(
+    start_upstream: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """upstream.test does not exist: the session can only reach the server by dialing the address it
+    resolved and checked itself, while the Host header still names upstream.test."""
+    upstream = await start_upstream()
+    fake_resolver(monkeypatch, {"upstream.test": ["127.0.0.1"]})
+    allowlist = Allowlist.parse((f"upstream.test:{upstream.port}", "127.0.0.0/8"))
+
+    assert await first_message(f"ws://upstream.test:{upstream.port}/s", allowlist) == 1
+    assert upstream.hosts == [f"upstream.test:{upstream.port}"]
+
+
+@pytest.mark.parametrize(("answers", "fragment"), [
+    (["127.0.0.1"], "resolves to 127.0.0.1, not a public address"),
+    (["169.254.170.2"], "resolves to 169.254.170.2"),
+    (["10.1.2.3"], "resolves to 10.1.2.3"),
+    (["93.184.216.34", "192.168.0.7"], "resolves to 192.168.0.7"),  # one private answer is enough
+    (["::ffff:169.254.169.254"], "resolves to ::ffff:a9fe:a9fe"),
+    ([], "resolves to no address"),
+])
+async def test_names_resolving_to_unlisted_private_addresses_are_refused(
+    monkeypatch: pytest.MonkeyPatch, answers: list[str], fragment: str
+) -> None:
+    fake_resolver(monkeypatch, {"stream.example.com": answers})
+    with pytest.raises(UpstreamError, match=fragment):
+        await pinned_target("wss://stream.example.com/s?token=x", Allowlist.parse(("stream.example.com",)))
+
+
+@pytest.mark.parametrize(("entries", "answers", "pinned"), [
+    (("stream.example.com",), ["93.184.216.34", "2606:2800:220:1::1"], "93.184.216.34"),
+    (("stream.example.com", "10.0.0.0/8"), ["10.1.2.3"], "10.1.2.3"),
+    (("stream.example.com", "[fd00::5]"), ["fd00::5"], "fd00::5"),
+])
+async def test_public_or_allowlisted_addresses_are_pinned(
+    monkeypatch: pytest.MonkeyPatch, entries: tuple[str, ...], answers: list[str], pinned: str
+) -> None:
+    fake_resolver(monkeypatch, {"stream.example.com": answers})
+    assert await pinned_target("wss://stream.example.com/s", Allowlist.parse(entries)) == (pinned, 443)
+
+
+async def test_an_explicitly_allowlisted_loopback_address_needs_no_resolution() -> None:
+    allowlist = Allowlist.parse(("127.0.0.1:9000",))
+    assert await pinned_target("ws://127.0.0.1:9000/s", allowlist) == ("127.0.0.1", 9000)
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("ws://stream.example.com:22/s", "port 22 is not in the allowlist"),
+    ("ws://other.example.com/s?token=x", "'other.example.com' port 80 is not in the allowlist"),
+    ("ws://[stream.example.com]/s", "ws_url is malformed"),
+])
+async def test_urls_outside_the_allowlist_are_refused_before_resolving(url: str, fragment: str) -> None:
+    with pytest.raises(UpstreamError, match=fragment) as refused:
+        await pinned_target(url, Allowlist.parse(("stream.example.com",)))
+    assert "token=x" not in str(refused.value)
