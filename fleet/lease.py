@@ -122,14 +122,15 @@ class Lease:
 
 
 class Rules:
-    """The published design (``blog``); subclasses override what they change."""
+    """The published design (``blog``): the writes it sends.  Subclasses override what they change.
+
+    ``resumes`` and ``idempotent_messages`` say how ``fleet.connection`` consumes a held stream (resume from
+    a sequence; batch writes keyed by sequence); every other decision is a ``fleet.profiles.Profile``'s.
+    """
 
     name = "blog"
-    per_connection_heartbeat = True
-    worker_liveness = False
     resumes = False
     idempotent_messages = False
-    self_fencing = False
 
     def __init__(self, config: FleetConfig) -> None:
         self.lease_ms = config.scaled_ms(config.lease_ms)
@@ -138,6 +139,36 @@ class Rules:
         self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms) - self.timeout_ms
         self.connections_table = config.connections_table
         self.messages_table = config.messages_table
+        self.workers_table = config.workers_table
+
+    # -- desired state (the router) ------------------------------------------------------------------
+    def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
+        """The published START: a whole-item put that frees whatever lease the item held."""
+        return Write(
+            key={"pk": pk},
+            update=Update(set={
+                "desired_state": STARTED,
+                "ws_url": ws_url,
+                "lease_owner": "",
+                "lease_expires_at_ms": 0,
+                "last_seq": 0,
+                "updated_at_ms": now_ms,
+            }),
+            replace=True,
+        )
+
+    def stop_connection(self, pk: str, now_ms: int) -> Write:
+        """STOP: STOPPED on an existing item (refused when there is none)."""
+        return Write(
+            key={"pk": pk},
+            update=Update(set={"desired_state": STOPPED, "updated_at_ms": now_ms}),
+            condition=Exists("pk"),
+        )
+
+    def post_stop(self, owner: str, pk: str) -> Write:
+        """Put ``pk`` in its owner's STOP mailbox (workers table; refused when the owner has no item)."""
+        return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({pk})}),
+                     condition=Exists("pk"))
 
     # -- connections ---------------------------------------------------------------------------------
     def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
@@ -174,10 +205,14 @@ class Rules:
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
         return None  # the published design reads last_seq but never advances it
 
-    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int,
+                sent_ms: int | None = None) -> Write:
+        """The published item (keyed by the clock, overwriting) plus the writer's ``gen`` and ``sent_ms``
+        (the writer's wall clock when it built the request; ``now_ms`` when not given)."""
         return Write(
             key={"pk": lease.pk, "sk": now_ms},
-            update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id}),
+            update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id,
+                               "gen": me.gen, "sent_ms": now_ms if sent_ms is None else sent_ms}),
             replace=True,
         )
 
@@ -185,7 +220,7 @@ class Rules:
         """The sequence to subscribe from, or None for live (the published design never resumes)."""
         return None
 
-    # -- workers (hardened only) ---------------------------------------------------------------------
+    # -- workers (profiles with worker liveness) -----------------------------------------------------
     def register(self, me: Holder, now_ms: int) -> Write | None:
         return None
 
@@ -198,10 +233,6 @@ class Rules:
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Whether a worker incarnation can never renew again (only profiles with worker liveness)."""
         return False
-
-    def fence_deadline(self, renew_sent_mono_s: float) -> float:
-        """Monotonic time after which a holder must stop consuming (inf when the profile does not fence)."""
-        return float("inf")
 
 
 class UnsafeRules(Rules):
@@ -222,11 +253,18 @@ class HardenedRules(Rules):
     """Our design: see the module docstring."""
 
     name = "hardened"
-    per_connection_heartbeat = False
-    worker_liveness = True
     resumes = True
     idempotent_messages = True
-    self_fencing = True
+
+    def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
+        """START never clobbers: desired state and URL, lease fields only where the item has none."""
+        return Write(
+            key={"pk": pk},
+            update=Update(
+                set={"desired_state": STARTED, "ws_url": ws_url, "updated_at_ms": now_ms},
+                set_if_absent={"lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0},
+            ),
+        )
 
     def claimable(
         self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
@@ -269,6 +307,9 @@ class HardenedRules(Rules):
     def _held(self, lease: Lease, me: Holder) -> Condition:
         return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
 
+    def _checkpointed(self, lease: Lease, me: Holder, last_seq: int) -> dict[str, Any]:
+        return {"last_seq": last_seq, "ckpt_worker": me.worker_id, "ckpt_gen": me.gen, "ckpt_epoch": lease.epoch}
+
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
         raise NotImplementedError("hardened renews the worker, not each connection")
 
@@ -279,27 +320,32 @@ class HardenedRules(Rules):
                 "lease_owner": "",
                 "owner_gen": "",
                 "lease_expires_at_ms": 0,
-                "last_seq": last_seq,
                 "updated_at_ms": now_ms,
+                **self._checkpointed(lease, me, last_seq),
             }),
             condition=self._held(lease, me),
         )
 
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
+        """Only while held by this incarnation at this epoch and still STARTED (a STOPped stream's
+        checkpoint is refused, and its refusal drops the stream)."""
         return Write(
             key={"pk": lease.pk},
-            update=Update(set={"last_seq": last_seq, "updated_at_ms": now_ms}),
-            condition=self._held(lease, me),
+            update=Update(set={"updated_at_ms": now_ms, **self._checkpointed(lease, me, last_seq)}),
+            condition=all_of(self._held(lease, me), Eq("desired_state", STARTED)),
         )
 
-    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int,
+                sent_ms: int | None = None) -> Write:
         return Write(
             key={"pk": lease.pk, "sk": seq},
             update=Update(set={
                 "message_data": data,
                 "timestamp_ms": now_ms,
                 "worker_id": me.worker_id,
+                "gen": me.gen,
                 "epoch": lease.epoch,
+                "sent_ms": now_ms if sent_ms is None else sent_ms,
             }),
             condition=NotExists("sk"),
             replace=True,
@@ -309,28 +355,34 @@ class HardenedRules(Rules):
         return max(lease.resume_seq, stored_max_seq) + 1
 
     def register(self, me: Holder, now_ms: int) -> Write:
+        """A conditional update, never a blind put: a new incarnation only over a missing or dead item; a
+        retry of this incarnation's own registration only if it moves the expiry forward.  The STOP mailbox
+        of the replaced incarnation (whose streams are all abandoned) is emptied."""
+        expires = now_ms + int(self.lease_ms)
         return Write(
             key={"pk": me.worker_id},
-            update=Update(set={"gen": me.gen, "expires_at_ms": now_ms + int(self.lease_ms)}),
+            update=Update(set={"gen": me.gen, "expires_at_ms": expires}, remove=frozenset({"stop_requests"})),
             condition=any_of(
                 NotExists("pk"),
                 Lt("expires_at_ms", now_ms - int(self.tolerance_ms)),
-                Eq("gen", me.gen),
+                all_of(Eq("gen", me.gen), Lt("expires_at_ms", expires)),
             ),
-            replace=True,
         )
 
     def renew_worker(self, me: Holder, now_ms: int, handled_stops: frozenset[str]) -> Write:
+        expires = now_ms + int(self.lease_ms)
         return Write(
             key={"pk": me.worker_id},
             update=Update(
-                set={"expires_at_ms": now_ms + int(self.lease_ms)},
+                set={"expires_at_ms": expires},
                 delete_from_set={"stop_requests": handled_stops} if handled_stops else {},
             ),
             # Sent at least one request timeout before expiry: a renewal the client still counts lands before
-            # any taker could read the item as expired, however long it was in flight.
+            # any taker could read the item as expired, however long it was in flight.  And an expiry never
+            # moves backwards: a renewal delivered after a later one is refused, not applied.
             condition=all_of(
-                Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms))
+                Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms)),
+                Lt("expires_at_ms", expires),
             ),
         )
 
@@ -341,9 +393,6 @@ class HardenedRules(Rules):
             update=Update(set={"expires_at_ms": 0}),
             condition=Eq("gen", me.gen),
         )
-
-    def fence_deadline(self, renew_sent_mono_s: float) -> float:
-        return renew_sent_mono_s + self.fence_ms / 1000.0
 
 
 def rules_for(config: FleetConfig) -> Rules:
