@@ -181,6 +181,11 @@ class Rules:
             replace=True,
         )
 
+    def held(self, lease: Lease, me: Holder) -> Condition | None:
+        """The condition on the connection item under which ``me`` still holds ``lease`` (what fences
+        message writes server-side), or None when the profile has no such fence."""
+        return None
+
     def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
         """The sequence to subscribe from, or None for live (the published design never resumes)."""
         return None
@@ -266,7 +271,7 @@ class HardenedRules(Rules):
             condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
         )
 
-    def _held(self, lease: Lease, me: Holder) -> Condition:
+    def held(self, lease: Lease, me: Holder) -> Condition:
         return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
 
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
@@ -282,14 +287,14 @@ class HardenedRules(Rules):
                 "last_seq": last_seq,
                 "updated_at_ms": now_ms,
             }),
-            condition=self._held(lease, me),
+            condition=self.held(lease, me),
         )
 
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
         return Write(
             key={"pk": lease.pk},
             update=Update(set={"last_seq": last_seq, "updated_at_ms": now_ms}),
-            condition=self._held(lease, me),
+            condition=self.held(lease, me),
         )
 
     def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
