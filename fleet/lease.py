@@ -205,16 +205,20 @@ class Rules:
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
         return None  # the published design reads last_seq but never advances it
 
-    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int,
-                sent_ms: int | None = None) -> Write:
-        """The published item (keyed by the clock, overwriting) plus the writer's ``gen`` and ``sent_ms``
-        (the writer's wall clock when it built the request; ``now_ms`` when not given)."""
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+        """The published item (keyed by the clock, overwriting) plus the writer's ``gen`` (``fleet.store``
+        adds ``sent_ms`` as it builds the request)."""
         return Write(
             key={"pk": lease.pk, "sk": now_ms},
             update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id,
-                               "gen": me.gen, "sent_ms": now_ms if sent_ms is None else sent_ms}),
+                               "gen": me.gen}),
             replace=True,
         )
+
+    def held(self, lease: Lease, me: Holder) -> Condition | None:
+        """The condition on the connection item under which ``me`` still holds ``lease`` (what fences
+        message writes server-side), or None when the profile has no such fence."""
+        return None
 
     def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
         """The sequence to subscribe from, or None for live (the published design never resumes)."""
@@ -304,7 +308,7 @@ class HardenedRules(Rules):
             condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
         )
 
-    def _held(self, lease: Lease, me: Holder) -> Condition:
+    def held(self, lease: Lease, me: Holder) -> Condition:
         return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
 
     def _checkpointed(self, lease: Lease, me: Holder, last_seq: int) -> dict[str, Any]:
@@ -323,7 +327,7 @@ class HardenedRules(Rules):
                 "updated_at_ms": now_ms,
                 **self._checkpointed(lease, me, last_seq),
             }),
-            condition=self._held(lease, me),
+            condition=self.held(lease, me),
         )
 
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
@@ -332,11 +336,10 @@ class HardenedRules(Rules):
         return Write(
             key={"pk": lease.pk},
             update=Update(set={"updated_at_ms": now_ms, **self._checkpointed(lease, me, last_seq)}),
-            condition=all_of(self._held(lease, me), Eq("desired_state", STARTED)),
+            condition=all_of(self.held(lease, me), Eq("desired_state", STARTED)),
         )
 
-    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int,
-                sent_ms: int | None = None) -> Write:
+    def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
         return Write(
             key={"pk": lease.pk, "sk": seq},
             update=Update(set={
@@ -345,7 +348,6 @@ class HardenedRules(Rules):
                 "worker_id": me.worker_id,
                 "gen": me.gen,
                 "epoch": lease.epoch,
-                "sent_ms": now_ms if sent_ms is None else sent_ms,
             }),
             condition=NotExists("sk"),
             replace=True,

@@ -1,8 +1,9 @@
 """A worker's liveness: registering its incarnation, the heartbeat (renewals the profile decides, the STOP
 mailbox they return, due checkpoints), the clock-skew check, and the self-fencing watchdog.
 
-Every fence time is read on ``CLOCK_BOOTTIME`` (``fence_clock_s``), which keeps counting while the machine
-is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend must find its fence closed.
+Every fence time is read on ``fleet.clock.monotonic_s`` (``CLOCK_BOOTTIME``), which keeps counting while
+the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend must find its fence
+closed.
 STOP drops and checkpoints run as background tasks, so a burst of them never delays the next renewal.
 """
 
@@ -13,6 +14,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from fleet.clock import monotonic_s
 from fleet.connection import HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import Holder, WorkerRecord
@@ -20,10 +22,6 @@ from fleet.profiles import Renewal
 
 if TYPE_CHECKING:
     from fleet.worker import Worker
-
-
-def fence_clock_s() -> float:
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def new_gen() -> str:
@@ -41,10 +39,10 @@ class Liveness:
     async def heartbeat_loop(self) -> None:
         w = self.w
         while not w.stopping.is_set():
-            started = fence_clock_s()
+            started = monotonic_s()
             renewed = await self.renew()
             w.emit("requests", held=len(w.held), **dict(w.store.aws.requests))
-            await w.pause(w.profile.heartbeat_wait_s(renewed) - (fence_clock_s() - started))
+            await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
 
     async def register(self) -> None:
         """Register this incarnation (a profile without worker liveness needs no write)."""
@@ -55,7 +53,7 @@ class Liveness:
         if write is None:
             self.registered = True
             return
-        sent = fence_clock_s()
+        sent = monotonic_s()
         try:
             await w.store.execute(w.config.workers_table, write)
         except StoreError as exc:
@@ -84,7 +82,7 @@ class Liveness:
 
     async def _renew(self, renewal: Renewal, handled: frozenset[str]) -> bool:
         w = self.w
-        sent = fence_clock_s()
+        sent = monotonic_s()
         try:
             item = await w.store.execute(renewal.table, renewal.write)
         except ConditionFailed:
@@ -98,7 +96,7 @@ class Liveness:
             w.emit("lease.renew", pk=renewal.pk, outcome="info", note=str(exc)[:200])
             return False
         expires = item.get("expires_at_ms", item.get("lease_expires_at_ms"))
-        on_time = w.profile.on_time(fence_clock_s() - sent)
+        on_time = w.profile.on_time(monotonic_s() - sent)
         if on_time:
             if renewal.pk is None:
                 w.fence.deadline = max(w.fence.deadline, w.profile.fence_deadline(sent))
@@ -128,7 +126,7 @@ class Liveness:
         every = self.w.profile.checkpoint_every_s()
         if every is None:
             return
-        now = time.monotonic()
+        now = monotonic_s()
         for held in list(self.w.held.values()):
             due = now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
             if due and held.pk not in self.checkpointing:
@@ -192,7 +190,7 @@ class Liveness:
     async def fence_watchdog(self) -> None:
         w = self.w
         while not w.stopping.is_set():
-            remaining = w.fence.deadline - fence_clock_s()
+            remaining = w.fence.deadline - monotonic_s()
             if remaining <= 0 and self.registered and not w.fence.broken:
                 await self.abandon("self-fenced: no renewal before the fencing deadline", retire=True)
                 remaining = w.config.heartbeat_s

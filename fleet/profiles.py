@@ -17,6 +17,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from fleet.aws import ClientSettings
 from fleet.config import FleetConfig
 from fleet.expr import Write
 from fleet.lease import STARTED, ConnectionRecord, HardenedRules, Holder, Lease, Rules, UnsafeRules, WorkerRecord
@@ -25,17 +26,6 @@ from fleet.lease import STARTED, ConnectionRecord, HardenedRules, Holder, Lease,
 SKEW_FENCE_SHARE = 0.8
 # A skew estimate is reported again when a bound moved by more than this share of the tolerance.
 SKEW_REPORT_SHARE = 0.1
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """How the AWS clients of a profile behave (applied by ``fleet.aws``)."""
-
-    max_attempts: int
-    connect_timeout_s: float
-    read_timeout_s: float
-    max_pool_connections: int
-    consistent_reads: bool
 
 
 @dataclass(frozen=True)
@@ -137,11 +127,9 @@ class BlogProfile:
 
     @property
     def client_settings(self) -> ClientSettings:
-        """The SDK's defaults (standard retry mode: 3 attempts; 60 s timeouts; 10 pooled connections;
-        eventually consistent reads), at the run's time scale."""
-        return ClientSettings(max_attempts=3, connect_timeout_s=self.config.scaled_s(60_000),
-                              read_timeout_s=self.config.scaled_s(60_000), max_pool_connections=10,
-                              consistent_reads=False)
+        """The SDK's defaults: its retries, its timeouts, its pool, eventually consistent reads (the published
+        design names none of these)."""
+        return ClientSettings.sdk_defaults()
 
     # -- liveness and the fence ----------------------------------------------------------------------
     def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
@@ -251,13 +239,13 @@ class HardenedProfile(BlogProfile):
 
     @property
     def client_settings(self) -> ClientSettings:
-        """One attempt bounded by the request timeout: the fence assumes an answer within it or none."""
-        timeout_s = max(0.2, self.config.scaled_s(self.config.aws_timeout_ms))
-        return ClientSettings(max_attempts=1, connect_timeout_s=timeout_s, read_timeout_s=timeout_s,
-                              max_pool_connections=64, consistent_reads=True)
+        """One attempt bounded by the request timeout (the fence assumes an answer within it or none),
+        consistent reads."""
+        return ClientSettings.bounded(self.config)
 
     def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
-        return [Renewal(self.rules.workers_table, self.rules.renew_worker(me, now_ms, handled_stops))]
+        write = self.rules.renew_worker(me, now_ms, handled_stops)
+        return [] if write is None else [Renewal(self.rules.workers_table, write)]
 
     def heartbeat_wait_s(self, renewed: bool) -> float:
         # a missed renewal is retried soon, so a short outage does not reach the fence

@@ -1,9 +1,9 @@
 """The outbound WebSocket session to the upstream source, and the reconnect backoff.
 
 ``UpstreamSession`` opens ``ws_url`` (rewritten to the worker's own proxy when ``upstream_via`` is set),
-asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id``, and
-yields parsed messages.  Keepalive pings come from the server; the client answers them as long as it
-reads.  Every websockets or socket error is translated here into ``UpstreamError``.
+asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id`` and its
+incarnation with ``X-Worker-Gen``, and yields parsed messages.  Keepalive pings come from the server; the
+client answers them as long as it reads.  Every websockets or socket error is translated here into ``UpstreamError``.
 
 ``Backoff`` is exponential with full jitter (AWS architecture blog's "full jitter": a uniform draw in
 ``[0, min(cap, base·2^n)]``) for ``hardened``; ``blog`` reconnects after a fixed delay.
@@ -45,9 +45,10 @@ def session_url(ws_url: str, from_seq: int | None, via: str = "") -> str:
 class UpstreamSession:
     """One open subscription; use as ``async with UpstreamSession(...) as s: async for m in s: ...``."""
 
-    def __init__(self, url: str, worker_id: str, open_timeout_s: float) -> None:
+    def __init__(self, url: str, worker_id: str, open_timeout_s: float, gen: str = "") -> None:
         self.url = url
         self.worker_id = worker_id
+        self.gen = gen
         self.open_timeout_s = open_timeout_s
         self._ws: ClientConnection | None = None
 
@@ -55,7 +56,8 @@ class UpstreamSession:
         try:
             self._ws = await connect(
                 self.url,
-                additional_headers={"X-Worker-Id": self.worker_id},
+                additional_headers={"X-Worker-Id": self.worker_id,
+                                    **({"X-Worker-Gen": self.gen} if self.gen else {})},
                 open_timeout=self.open_timeout_s,
                 ping_interval=None,
                 close_timeout=1.0,

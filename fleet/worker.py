@@ -279,7 +279,7 @@ class Worker:
 
 
 STARTUP_PATIENCE_S = 15.0  # a backend starting beside us gets this long
-USAGE = "usage: python -m fleet.worker [--profile {%s}] [--worker-id ID] [--help]" % ",".join(PROFILES)
+USAGE = f"usage: python -m fleet.worker [--profile {{{','.join(PROFILES)}}}] [--worker-id ID] [--help]"
 
 
 async def reach_backend(store: LeaseStore) -> None:
@@ -297,7 +297,8 @@ async def reach_backend(store: LeaseStore) -> None:
 
 async def serve(config: FleetConfig) -> None:
     history = HistoryWriter(config.history_path, config.worker_id)
-    async with AwsClients(config) as aws:
+    profile = profile_for(config)
+    async with AwsClients(config, profile.client_settings) as aws:
         store = LeaseStore(aws)
         await reach_backend(store)
 
