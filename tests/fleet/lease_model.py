@@ -13,7 +13,8 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.expr import Write
-from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, Rules, WorkerRecord
+from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, WorkerRecord
+from fleet.profiles import Profile
 from fleet.schema import conn_pk
 
 
@@ -43,8 +44,9 @@ class Holding:
 class Simulation:
     """Discrete events over true time in ms; requests apply ``delay`` ms after they are sent."""
 
-    def __init__(self, rules: Rules, offsets_ms: list[int], streams: int = 2) -> None:
-        self.rules = rules
+    def __init__(self, profile: Profile, offsets_ms: list[int], streams: int = 2) -> None:
+        self.profile = profile
+        self.rules = rules = profile.rules
         self.now = 0.0
         self.tables: dict[str, dict[str, dict[str, Any]]] = {"conn": {}, "workers": {}, "msg": {}}
         for i in range(streams):
@@ -52,7 +54,7 @@ class Simulation:
             self.tables["conn"][pk] = {"pk": pk, "desired_state": STARTED, "ws_url": "ws://u/",
                                        "lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0}
         self.workers = [
-            ModelWorker(f"w{i}", off, f"g{i}-0", registered=not rules.worker_liveness)
+            ModelWorker(f"w{i}", off, f"g{i}-0", registered=rules.register(Holder(f"w{i}", ""), 0) is None)
             for i, off in enumerate(offsets_ms)
         ]
         self._gens = itertools.count(1)
@@ -87,15 +89,15 @@ class Simulation:
         heapq.heappush(self._pending, (self.now + delay, next(self._order), apply))
 
     def fenced(self, w: ModelWorker) -> bool:
-        return self.rules.self_fencing and self.now >= w.fence_deadline
+        return self.now >= w.fence_deadline
 
     # -- worker actions --------------------------------------------------------------------------------
     def heartbeat(self, i: int, delay: float) -> None:
         w = self.workers[i]
-        if not self.rules.worker_liveness:
-            return
+        if self.rules.register(w.me, 0) is None:
+            return  # no worker liveness: nothing to renew here
         sent = self.now
-        answered_in_time = delay <= self.rules.timeout_ms
+        answered_in_time = self.profile.on_time(delay / 1000.0)
         gen = w.gen
         if not w.registered:
             write = self.rules.register(w.me, self.wall(w))
@@ -103,7 +105,7 @@ class Simulation:
             def registered(ok: bool, item: dict[str, Any], at: float) -> None:
                 if ok and answered_in_time and w.gen == gen:
                     w.registered = True
-                    w.fence_deadline = self.rules.fence_deadline(sent / 1000.0) * 1000.0
+                    w.fence_deadline = self.profile.fence_deadline(sent / 1000.0) * 1000.0
 
             assert write is not None
             self._send("workers", write, delay, registered)
@@ -115,12 +117,12 @@ class Simulation:
             if w.gen != gen:
                 return
             if ok and answered_in_time:
-                w.fence_deadline = max(w.fence_deadline, self.rules.fence_deadline(sent / 1000.0) * 1000.0)
+                w.fence_deadline = max(w.fence_deadline, self.profile.fence_deadline(sent / 1000.0) * 1000.0)
             elif not ok:
                 w.held.clear()
                 w.registered = False
                 w.gen = f"g{i}-{next(self._gens)}"
-                w.fence_deadline = float("inf") if not self.rules.self_fencing else 0.0
+                w.fence_deadline = 0.0
 
         self._send("workers", renew, delay, renewed)
 

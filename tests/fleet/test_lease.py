@@ -20,6 +20,7 @@ from fleet.lease import (
     WorkerRecord,
     rules_for,
 )
+from fleet.profiles import HardenedProfile, profile_for
 from tests.fleet.lease_model import Simulation, model_config
 
 ME = Holder("w1", "gen-a")
@@ -99,7 +100,8 @@ def test_hardened_acquire_increments_epoch_only_if_unchanged_since_read() -> Non
 def test_hardened_checkpoint_release_and_messages_are_fenced_and_idempotent() -> None:
     rules = HardenedRules(model_config("hardened"))
     lease = Lease(PK, "ws://u", epoch=4, resume_seq=10)
-    current = {"pk": PK, "lease_owner": "w1", "owner_gen": "gen-a", "epoch": 4, "last_seq": 10}
+    current = {"pk": PK, "lease_owner": "w1", "owner_gen": "gen-a", "epoch": 4, "last_seq": 10,
+               "desired_state": STARTED}
     checkpoint = rules.checkpoint(lease, ME, 1, last_seq=15)
     assert isinstance(checkpoint, Write) and checkpoint.allowed(current)
     assert checkpoint.apply(current)["last_seq"] == 15
@@ -124,10 +126,10 @@ def test_hardened_worker_renewal_must_leave_a_request_timeout_before_expiry() ->
 
 
 def test_hardened_fence_closes_before_anyone_can_take_over() -> None:
-    config = model_config("hardened")
-    rules = HardenedRules(config)
+    profile = HardenedProfile(model_config("hardened"))
+    rules = profile.rules
     # renewal sent at t=0 (wall clock 0) -> expires at lease; earliest takeover read: lease + tolerance
-    assert rules.fence_deadline(0.0) * 1000 + rules.timeout_ms < rules.lease_ms + rules.tolerance_ms
+    assert profile.fence_deadline(0.0) * 1000 + rules.timeout_ms < rules.lease_ms + rules.tolerance_ms
 
 
 def test_rules_for_picks_the_profile() -> None:
@@ -158,8 +160,9 @@ def steps(lease_ms: float, late_ms: float) -> st.SearchStrategy[list[tuple[str, 
 
 
 def run(profile: str, offsets: list[int], plan: list[tuple[str, int, int, float, float]]) -> list[str]:
-    rules = rules_for(model_config(profile))
-    sim = Simulation(rules, offsets)
+    strategy = profile_for(model_config(profile))
+    rules = strategy.rules
+    sim = Simulation(strategy, offsets)
     for action, worker, stream, dt, delay in plan:
         sim.advance(dt)
         if action == "heartbeat":
@@ -220,5 +223,5 @@ def test_the_property_detects_a_fence_that_closes_too_late() -> None:
             ("acquire", 1, 0, 21_500.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
     assert run("hardened", [0, 0], plan) == []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(HardenedRules, "fence_deadline", lambda self, s: s + (self.lease_ms + 3_000) / 1000)
+        patch.setattr(HardenedProfile, "fence_deadline", lambda self, s: s + (self.rules.lease_ms + 3_000) / 1000)
         assert run("hardened", [0, 0], plan)
