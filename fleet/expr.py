@@ -4,8 +4,8 @@ Lease rules (``fleet.lease``) are written once as values of this algebra.  ``eva
 them over a plain dict (the pure core: property tests and the model store use it, no network), and
 ``render`` turns them into the ``ConditionExpression`` / ``UpdateExpression`` strings with attribute names
 and values that ``fleet.store`` sends.  Only what dynalite and moto both support is expressible: ``=``,
-``<``, ``>``, ``attribute_not_exists``, ``AND`` / ``OR``, ``SET`` (also ``if_not_exists``), ``REMOVE``, and ``ADD`` /
-``DELETE`` on string sets.
+``<``, ``<=``, ``>``, ``attribute_not_exists``, ``AND`` / ``OR``, ``SET`` (also ``if_not_exists``),
+``REMOVE``, and ``ADD`` / ``DELETE`` on string sets.
 """
 
 from __future__ import annotations
@@ -57,6 +57,18 @@ class Lt:
 
     def render(self, n: _Names) -> str:
         return f"{n.name(self.attr)} < {n.value(self.value)}"
+
+
+@dataclass(frozen=True)
+class Le:
+    attr: str
+    value: int | float
+
+    def evaluate(self, item: Mapping[str, Any] | None) -> bool:
+        return item is not None and self.attr in item and item[self.attr] <= self.value
+
+    def render(self, n: _Names) -> str:
+        return f"{n.name(self.attr)} <= {n.value(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -115,7 +127,7 @@ class Or:
         return "(" + " OR ".join(p.render(n) for p in self.parts) + ")"
 
 
-Condition = Eq | Lt | Gt | NotExists | Exists | And | Or
+Condition = Eq | Lt | Le | Gt | NotExists | Exists | And | Or
 
 
 def all_of(*parts: Condition) -> Condition:

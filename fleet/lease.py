@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.config import FleetConfig
-from fleet.expr import Condition, Eq, Exists, Gt, Lt, NotExists, Update, Write, all_of, any_of
+from fleet.expr import Condition, Eq, Exists, Gt, Le, Lt, NotExists, Update, Write, all_of, any_of
 
 STARTED = "STARTED"
 STOPPED = "STOPPED"
@@ -367,7 +367,7 @@ class HardenedRules(Rules):
             condition=any_of(
                 NotExists("pk"),
                 Lt("expires_at_ms", now_ms - int(self.tolerance_ms)),
-                all_of(Eq("gen", me.gen), Lt("expires_at_ms", expires)),
+                all_of(Eq("gen", me.gen), Le("expires_at_ms", expires)),
             ),
         )
 
@@ -384,7 +384,7 @@ class HardenedRules(Rules):
             # moves backwards: a renewal delivered after a later one is refused, not applied.
             condition=all_of(
                 Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms)),
-                Lt("expires_at_ms", expires),
+                Le("expires_at_ms", expires),
             ),
         )
 

@@ -1,9 +1,10 @@
 """An in-memory ``fleet.ports.WorkerStore``: tables of plain items on which ``fleet.expr.Write`` values are
 applied by the pure interpreter, so every condition is the real one, with no AWS.
 
-For tests: ``before_write`` can delay or fail a write before it applies, ``lose_answer_for`` applies a
-write then reports its outcome as unknown, ``freeze_index`` makes the state index answer from a snapshot
-(a stale listing), and ``skew`` is what ``clock_skew_bounds`` reports.
+For tests: ``before_write`` can delay or fail a write before it applies, ``after_write`` delays its answer
+once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies a write then
+reports its outcome as unknown, ``freeze_index`` makes the state index answer from a snapshot (a stale
+listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned`` lists notifications handed back.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class MemoryStore:
         self.notify_wait_s = notify_wait_s
         self.skew: tuple[float, float] | None = None
         self.before_write: Callable[[str, Write], Awaitable[None]] | None = None
+        self.after_write: Callable[[str, Write], Awaitable[None]] | None = None
+        self.returned: list[Notification] = []
         self.lose_answer_for: Callable[[str, Write], bool] = lambda table, write: False
         self.index_snapshot: list[ConnectionRecord] | None = None
         self._receipts = 0
@@ -65,9 +68,12 @@ class MemoryStore:
         if not write.allowed(current):
             raise ConditionFailed(f"{table}: condition not met")
         self.tables[table][key] = write.apply(current)
+        answer = dict(self.tables[table][key])  # as the write left it (ALL_NEW)
+        if self.after_write is not None:
+            await self.after_write(table, write)
         if self.lose_answer_for(table, write):
             raise StoreUnavailable(f"{table}: answer lost")
-        return dict(self.tables[table][key])
+        return answer
 
     async def get_connection(self, pk: str) -> ConnectionRecord | None:
         self.aws.requests["coordination"] += 1
@@ -115,6 +121,7 @@ class MemoryStore:
         return None  # received notifications are already off the queue
 
     async def return_notifications(self, notifications: list[Notification]) -> None:
+        self.returned.extend(notifications)
         self.queue.extend(notifications)
         if notifications:
             self.queue_changed.set()
