@@ -87,16 +87,25 @@ async def test_hole_4_sigterm_during_an_acquire_leaves_nothing_consumed_or_held(
     store = MemoryStore(config())
     add_stream(store, PK)
     add_stream(store, "CONN#c2")
-    gate = asyncio.Event()
+    stopping = asyncio.Event()
+    settled: list[str] = []
 
-    async def slow_answer(table: str, write: Write) -> None:
+    async def answer_after_the_snapshot(table: str, write: Write) -> None:
         if is_acquire(table, write):
-            await gate.wait()
+            try:
+                await stopping.wait()
+                await asyncio.sleep(0.05)  # the answer arrives while the shutdown is under way
+                settled.append("answered")
+            except asyncio.CancelledError:
+                settled.append("cancelled")
+                raise
 
-    store.after_write = slow_answer
+    store.after_write = answer_after_the_snapshot
     async with running(store) as worker:
         await until(lambda: len(worker.acquiring) == 2)
         me = worker.me
+        stopping.set()
+    await until(lambda: len(settled) == 2)
     # the shutdown cancelled both claims after their writes landed: nothing consumed, nothing held
     assert consumer(worker).consumed == [] and worker.held == {}
     retired = WorkerRecord.from_item(store.tables[WORKERS]["w1"])
