@@ -1,34 +1,47 @@
-"""Pure lease decisions: given records and a clock reading, which conditional write to send.
+"""Pure lease rules: given records and a clock reading, which conditional write to send.
 
-No I/O here (the sans-I/O core): ``fleet.store`` executes the ``Write`` values these rules return, and
-tests run them against a model store.  One ``Rules`` class per profile (DESIGN §3).
+No I/O here (the sans-I/O core): ``fleet.store`` executes the ``Write`` values these rules return, tests run
+them against a model store and ``fleet.memstore``.  One ``Rules`` class per profile (DESIGN §3) says what
+is written, including the router's START / STOP; the decisions around the writes (when, and what to do with
+the answers) are the profile's strategy object in ``fleet.profiles``.
 
 ``blog`` (the published design, flaws kept): a lease per connection, acquired when
 ``attribute_not_exists(lease_expires_at_ms) OR lease_expires_at_ms < :now`` and renewed by its owner every
 heartbeat; release sets owner "" and expiry 0; ``last_seq`` is never advanced; messages keyed by the wall
-clock in ms.
+clock in ms; START overwrites the item.  Its clients keep the SDK's defaults (retries, 60 s timeouts, a pool
+of 10, eventually consistent reads; ``BlogProfile.client_settings``).  What it shares with ``hardened``,
+and why that does not flatter it: the lease, heartbeat, reconcile and desired-state intervals are the
+published values; the ``gen`` and ``sent_ms`` attributes only label items for the checkers (no condition
+reads them); the message-write semaphore (``fleet.connection``) bounds concurrency the published design
+leaves unbounded, which can only delay blog's writes, never make a takeover safer.
 
 ``hardened`` (ours):
 
 * **Liveness per worker, not per connection.**  Each worker incarnation (``worker_id``, ``gen``) keeps one
   item in the workers table and renews only that: ``expires_at_ms = now + lease`` on condition that the
-  generation is still its own and the item has not expired.  An expired incarnation can never come back;
-  the process re-registers under a new generation.  Connections record ``lease_owner`` + ``owner_gen``.
-  Heartbeats never touch the connections table or its index.
+  generation is still its own, the item has not expired, and the new expiry is not below the stored one
+  (a renewal delivered late, after a later one, is refused: an expiry never moves backwards).
+  Registering is a conditional update too (over a missing or dead item, or its own retry moving forward).
+  An expired incarnation can never come back; the process re-registers under a new generation.
+  Connections record ``lease_owner`` + ``owner_gen``.  Heartbeats never touch the connections table.
 * **Takeover only past expiry plus tolerance.**  A connection owned by (w, g) is claimable when w's worker
   item is gone, carries another generation, or ``expires_at_ms + clock_tolerance < now``.  A renewal must
   be sent at least one request timeout before expiry, and the client counts it only if answered within
   that timeout.  So with any two clocks at most the tolerance apart, every renewal the old owner counts
   was applied before a taker can see the item expired, and the old owner's fence (below) closes first.
+  Skew beyond the tolerance is detected, not assumed away: the profile self-fences when the estimate from
+  DynamoDB's ``Date`` headers shows more than 0.8 × the tolerance.
 * **Fencing epoch.**  Every acquire increments ``epoch`` on condition it is unchanged since it was read;
-  checkpoints and release require ``lease_owner = me AND epoch = mine``.
+  checkpoints and release require ``lease_owner = me AND owner_gen = mine AND epoch = mine`` (``held``),
+  checkpoints also ``desired_state = STARTED``, and both record their writer (``ckpt_worker``, ``ckpt_gen``,
+  ``ckpt_epoch``).
 * **Self-fencing.**  The holder stops reading and writing at ``renew sent + lease − margin − request
-  timeout`` on its monotonic clock unless a renewal sent later has been accepted, so even a write still in
-  flight lands before anyone could take over (``fence_deadline``).
+  timeout`` on ``CLOCK_BOOTTIME`` unless a renewal sent later has been accepted, so even a write still in
+  flight lands before anyone could take over (``HardenedProfile.fence_deadline``).
 * **Sequences.**  Messages are keyed by sequence and written with ``attribute_not_exists(sk)``
-  (idempotent); ``last_seq`` is checkpointed with the epoch, and a new owner resumes after the higher of
-  the checkpoint and the last stored sequence.
-* **START never clobbers** (router) and **STOP reaches the owner's mailbox**, read with the renewal.
+  (idempotent), carrying ``worker_id``, ``gen`` and ``epoch``; ``last_seq`` is checkpointed with the epoch.
+* **START never clobbers** (``if_not_exists`` on the lease fields) and **STOP reaches the owner's
+  mailbox**, read with the renewal.
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -220,10 +233,6 @@ class Rules:
         message writes server-side), or None when the profile has no such fence."""
         return None
 
-    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
-        """The sequence to subscribe from, or None for live (the published design never resumes)."""
-        return None
-
     # -- workers (profiles with worker liveness) -----------------------------------------------------
     def register(self, me: Holder, now_ms: int) -> Write | None:
         return None
@@ -352,9 +361,6 @@ class HardenedRules(Rules):
             condition=NotExists("sk"),
             replace=True,
         )
-
-    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
-        return max(lease.resume_seq, stored_max_seq) + 1
 
     def register(self, me: Holder, now_ms: int) -> Write:
         """A conditional update, never a blind put: a new incarnation only over a missing or dead item; a

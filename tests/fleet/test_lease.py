@@ -61,7 +61,6 @@ def test_blog_renew_and_release_require_ownership_and_never_advance_last_seq() -
     assert released["lease_owner"] == "" and released["lease_expires_at_ms"] == 0
     assert released["last_seq"] == 0
     assert rules.checkpoint(lease, ME, 10, 42) is None
-    assert rules.resume_from(lease, stored_max_seq=42) is None
 
 
 def test_blog_keys_messages_by_wall_clock_so_one_millisecond_collides() -> None:
@@ -111,8 +110,6 @@ def test_hardened_checkpoint_release_and_messages_are_fenced_and_idempotent() ->
     message = rules.message(lease, ME, seq=11, data="c1:11", now_ms=1)
     assert message.key == {"pk": PK, "sk": 11}
     assert message.allowed(None) and not message.allowed(message.apply(None))
-    assert rules.resume_from(lease, stored_max_seq=12) == 13
-    assert rules.resume_from(lease, stored_max_seq=3) == 11
 
 
 def test_hardened_worker_renewal_must_leave_a_request_timeout_before_expiry() -> None:
