@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given
+from hypothesis import find, given
 from hypothesis import strategies as st
 
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, WorkerRecord
@@ -102,3 +102,56 @@ def test_profile_for_picks_the_strategy() -> None:
         "BlogProfile", "HardenedProfile", "UnsafeProfile"]
     assert HARDENED.client_settings.max_attempts == 1 and HARDENED.client_settings.consistent_reads
     assert BLOG.client_settings.max_attempts is None and not BLOG.client_settings.consistent_reads
+
+
+# -- hole 6 over every interleaving: a STOP is never lost -------------------------------------------------
+EVENTS = ("acquire-lands", "answer", "stop", "mailbox", "mailbox", "mailbox")
+
+
+def consumed_after_stop(order: list[str], profile: HardenedProfile) -> bool:
+    """One stream, one worker whose acquire is in flight: the events in ``order`` (the answer always after
+    the acquire lands), then one last heartbeat.  Whether the worker still consumes a STOPPED stream."""
+    desired, owner, granted = STARTED, "", None
+    mailbox: set[str] = set()
+    acquiring, held, pending = {"p"}, set(), set()
+    for event in [*order, "mailbox"]:
+        if event == "acquire-lands" and desired == STARTED:
+            owner, granted = "w1", {"desired_state": desired}
+        elif event == "answer":
+            acquiring.clear()
+            if granted is not None and profile.consumes(granted, "p" in pending):
+                held.add("p")
+            pending.clear()
+        elif event == "stop":
+            desired = STOPPED
+            if owner == "w1":
+                mailbox.add("p")  # the router posts to the owner it read
+        elif event == "mailbox":
+            plan = profile.settle_stops(frozenset(mailbox), held, acquiring)
+            held -= plan.drop
+            pending |= plan.pending
+            mailbox -= plan.handled | plan.drop
+    return bool(held) and desired == STOPPED
+
+
+def _valid(order: tuple[str, ...]) -> bool:
+    return order.index("acquire-lands") < order.index("answer")
+
+
+@given(st.permutations(EVENTS).filter(_valid))
+def test_hole_6_a_stop_is_honoured_in_every_order_of_acquire_answer_and_mailbox(order: list[str]) -> None:
+    assert not consumed_after_stop(list(order), HARDENED)
+
+
+def test_hole_6_the_9eab16e_mailbox_rule_loses_a_stop() -> None:
+    """At 9eab16e every mailbox entry was deleted with the next renewal, held or not: a STOP read while
+    the acquire was in flight was gone by the take-up.  The same interleavings find that on its own."""
+
+    class MailboxAt9eab16e(HardenedProfile):
+        def settle_stops(self, mailbox, held, acquiring):  # type: ignore[no-untyped-def]
+            plan = super().settle_stops(mailbox, held, acquiring)
+            return type(plan)(drop=plan.drop, pending=frozenset(), handled=mailbox - plan.drop)
+
+    old = MailboxAt9eab16e(model_config("hardened"))
+    lost = find(st.permutations(EVENTS).filter(_valid), lambda order: consumed_after_stop(list(order), old))
+    assert list(lost).index("stop") < list(lost).index("answer")
