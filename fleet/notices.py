@@ -59,14 +59,12 @@ class Notices:
         if not held and not w.able_to_claim():
             return False
         if action is NoteAction.ACQUIRE:
-            await w.claims.spawn(w.try_acquire(pk, "notify"))
-            return True
+            return await self._claim(pk, "notify")
         if action is NoteAction.ACQUIRE_RELEASED:
             # the releaser said what it left, so try that directly (the condition checks it is still free
             # at that epoch; if not, somebody else was faster and nothing is written)
             released = ConnectionRecord(pk=pk, desired_state=STARTED, ws_url="", epoch=note.released_epoch)
-            await w.claims.spawn(w.try_acquire(pk, "handoff", released))
-            return True
+            return await self._claim(pk, "handoff", released)
         try:
             seen = await w.store.get_connection(pk)
             owners: dict[str, WorkerRecord] = {}
@@ -86,7 +84,19 @@ class Notices:
         elif decision is SeenAction.STOP_PENDING:
             w.pending_stops.add(pk)
         elif decision is SeenAction.CLAIM:
-            await w.claims.spawn(w.try_acquire(pk, "notify", seen))
+            return await self._claim(pk, "notify", seen)
+        return True
+
+    async def _claim(self, pk: str, via: str, seen: ConnectionRecord | None = None) -> bool:
+        """Acquire as a claim the shutdown can cancel; False (the notification goes back) if it did."""
+        claim = self.w.claims.spawn(self.w.try_acquire(pk, via, seen))
+        try:
+            await claim
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            return False
         return True
 
     async def desired_state_loop(self, every_s: float) -> None:

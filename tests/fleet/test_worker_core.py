@@ -252,3 +252,19 @@ async def test_blog_renews_each_lease_and_stops_on_the_desired_state_read() -> N
         [released] = history(worker).of("lease.release")
         assert released["reason"] == "STOP" and not store.queue  # blog announces nothing
     assert ConnectionRecord.from_item(store.tables[CONNS][PK]).lease_owner == ""
+
+
+async def test_a_handoff_whose_claim_the_shutdown_cancels_goes_back_to_the_queue() -> None:
+    store = MemoryStore(config())
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    async with running(store) as worker:
+        add_stream(store, PK)
+        store.after_write = slow_answer
+        store.send(PK, released_epoch=0)
+        await until(lambda: PK in worker.acquiring)
+    assert [n.pk for n in store.returned] == [PK] and worker.held == {}
