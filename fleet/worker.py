@@ -192,11 +192,12 @@ class Worker:
         lease = Lease.granted(item)
         self.history.emit("lease.acquire", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                           outcome="ok", via=via, expires_ms=item.get("lease_expires_at_ms"))
+        if me != self.me:  # that incarnation ended while the acquire was in flight: it consumes nothing
+            self.history.emit("lease.lost", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
+                              reason="incarnation ended during the acquire")
+            return False
         held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq)
         self.held[pk] = held
-        if me != self.me:
-            await self.drop(held, "incarnation ended during the acquire", release=False)
-            return False
         if self.closing:
             await self.hand_off([held], "shutdown")
             return False

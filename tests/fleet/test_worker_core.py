@@ -268,3 +268,27 @@ async def test_a_handoff_whose_claim_the_shutdown_cancels_goes_back_to_the_queue
         store.send(PK, released_epoch=0)
         await until(lambda: PK in worker.acquiring)
     assert [n.pk for n in store.returned] == [PK] and worker.held == {}
+
+
+async def test_an_acquire_answered_after_the_incarnation_ended_is_not_taken_up() -> None:
+    store = MemoryStore(config())
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("reconcile")))
+        worker.reconciler.pacer.next_sweep_s = float("inf")
+        add_stream(store, PK)
+        store.after_write = slow_answer
+        first = worker.me
+        acquire = asyncio.create_task(worker.try_acquire(PK, "test", store.connection(PK)))
+        await until(lambda: PK in worker.acquiring)
+        store.tables[WORKERS]["w1"]["gen"] = "replaced"  # the next renewal is refused: a new incarnation
+        await until(lambda: worker.me != first)
+        gate.set()
+        assert await acquire is False
+        [lost] = history(worker).of("lease.lost", pk=PK)
+        assert lost["gen"] == first.gen and consumer(worker).consumed == [] and PK not in worker.held
