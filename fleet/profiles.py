@@ -222,6 +222,11 @@ class UnsafeProfile(BlogProfile):
 
     rules_class = UnsafeRules
 
+    @property
+    def client_settings(self) -> ClientSettings:
+        """Bounded like ``hardened``'s, so a run ends in lease time however the faults go."""
+        return ClientSettings.bounded(self.config)
+
     def sweep(self, now_ms: int, dead: tuple[str, ...]) -> Sweep:
         return Sweep(expired_before_ms=None, max_pages=1, dead=dead)
 
