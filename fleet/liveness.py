@@ -18,6 +18,7 @@ from fleet.clock import monotonic_s
 from fleet.connection import HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import Holder, WorkerRecord
+from fleet.logline import log
 from fleet.profiles import Renewal
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class Liveness:
         try:
             await w.store.execute(w.config.workers_table, write)
         except StoreError as exc:
-            w.log("retire.error", error=str(exc))
+            log("retire.error", error=str(exc))
 
     async def fence_watchdog(self) -> None:
         w = self.w

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from fleet.errors import StoreError
 from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.logline import log
 from fleet.profiles import NoteAction, SeenAction
 from fleet.store import Notification
 
@@ -30,7 +31,7 @@ class Notices:
             try:
                 notes = await w.store.receive_notifications()
             except StoreError as exc:
-                w.log("notify.receive_error", error=str(exc))
+                log("notify.receive_error", error=str(exc))
                 await w.pause(w.config.heartbeat_s)
                 continue
             try:
@@ -42,7 +43,7 @@ class Notices:
                 returned = [n for n, ok in zip(notes, acted, strict=True) if not ok]
                 await w.store.return_notifications(returned)
             except StoreError as exc:
-                w.log("notify.settle_error", error=str(exc))
+                log("notify.settle_error", error=str(exc))
                 continue
             if returned:
                 await w.pause(w.config.heartbeat_s / 4)  # let another worker take them first
@@ -74,7 +75,7 @@ class Notices:
                 owner = await w.store.get_worker(seen.lease_owner)
                 owners = {owner.worker_id: owner} if owner is not None else {}
         except StoreError as exc:
-            w.log("notify.read_error", pk=pk, error=str(exc))
+            log("notify.read_error", pk=pk, error=str(exc))
             return False
         if seen is None:
             return True
@@ -108,7 +109,7 @@ class Notices:
                 try:
                     seen = await w.store.get_connection(held.pk)
                 except StoreError as exc:
-                    w.log("desired_state.error", pk=held.pk, error=str(exc))
+                    log("desired_state.error", pk=held.pk, error=str(exc))
                     continue
                 if seen is None or seen.desired_state != STARTED:
                     await w.drop(held, "STOP", release=True)

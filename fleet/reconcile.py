@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from fleet.connection import wait_until_set
+from fleet.logline import log
 from fleet.profiles import Sweep
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Reconciler:
         workers = await w.store.workers() if w.profile.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
         claims: set[asyncio.Task[bool]] = set()
+        claimable = 0
         for seen in listed:
             if seen.pk in w.held or seen.pk in w.acquiring:
                 continue
@@ -64,9 +66,10 @@ class Reconciler:
             if w.profile.adoptable(seen, w.me):
                 claims.add(w.claims.spawn(w.adopt(seen.pk)))
             elif w.profile.claimable(seen, w.me, now, workers):
+                claimable += 1
                 claims.add(w.claims.spawn(w.try_acquire(seen.pk, "reconcile", seen)))
             if len(claims) >= CLAIMS_IN_FLIGHT:
                 _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
-        w.log("reconcile", listed=len(listed), claims=len(claims))
+        log("reconcile", listed=len(listed), claimable=claimable)
         if claims:
             await asyncio.wait(claims)

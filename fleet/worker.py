@@ -22,7 +22,6 @@ Run as ``python -m fleet.worker [--profile NAME] [--worker-id ID]`` (or ``wsflee
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
@@ -39,6 +38,7 @@ from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavaila
 from fleet.history import HistoryWriter
 from fleet.lease import ConnectionRecord, Holder, Lease
 from fleet.liveness import Liveness, new_gen
+from fleet.logline import log
 from fleet.notices import Notices
 from fleet.ports import StreamConsumer, WorkerStore
 from fleet.profiles import profile_for
@@ -76,15 +76,10 @@ class Worker:
         """One history event of this incarnation (``worker`` and ``gen`` added)."""
         self.history.emit(type, worker=self.me.worker_id, gen=self.me.gen, **fields)
 
-    def log(self, event: str, **fields: Any) -> None:
-        """One JSON log line on stdout (what CloudWatch Logs metric filters read in AWS)."""
-        line = {"t": round(time.time(), 3), "event": event, "worker": self.me.worker_id, "gen": self.me.gen}
-        print(json.dumps({**line, **fields}, default=str), flush=True)
-
     # -- lifecycle -----------------------------------------------------------------------------------
     async def run(self) -> None:
         self.emit("worker.start", profile=self.profile.name, pid=os.getpid())
-        self.log("worker.start", profile=self.profile.name)
+        log("worker.start", worker=self.me.worker_id, gen=self.me.gen, profile=self.profile.name)
         await self.liveness.register()
         loops: list[Callable[[], Awaitable[None]]] = [
             self.liveness.heartbeat_loop, self.liveness.fence_watchdog, self.reconciler.loop, self._metrics_loop
@@ -112,7 +107,7 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.log("loop.error", loop=getattr(loop, "__name__", "loop"), error=f"{type(exc).__name__}: {exc}")
+                log("loop.error", loop=getattr(loop, "__name__", "loop"), error=f"{type(exc).__name__}: {exc}")
                 await self.pause(self.config.heartbeat_s)
 
     async def pause(self, seconds: float) -> None:
@@ -130,9 +125,9 @@ class Worker:
             try:
                 await self.store.execute(self.config.workers_table, retire)
             except StoreError as exc:
-                self.log("retire.error", error=str(exc))
+                log("retire.error", error=str(exc))
         self.emit("worker.stop", reason="shutdown")
-        self.log("worker.stop", released=len(held))
+        log("worker.stop", worker=self.me.worker_id, released=len(held))
 
     # -- acquiring -----------------------------------------------------------------------------------
     def capacity(self) -> int:
@@ -153,9 +148,11 @@ class Worker:
                 item = await self.store.execute(self.config.connections_table, write)
             except ConditionFailed:
                 self.emit("lease.acquire", pk=pk, outcome="fail", via=via)
+                log("lease.acquire", pk=pk, outcome="fail", via=via)
                 return False
             except StoreUnavailable as exc:
                 self.emit("lease.acquire", pk=pk, outcome="info", via=via, note=str(exc)[:200])
+                log("lease.acquire", pk=pk, outcome="info", via=via)
                 settled = await self._settle(pk, me)
                 if settled is None:
                     return False
@@ -192,6 +189,7 @@ class Worker:
         lease = Lease.granted(item)
         self.history.emit("lease.acquire", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                           outcome="ok", via=via, expires_ms=item.get("lease_expires_at_ms"))
+        log("lease.acquire", pk=pk, outcome="ok", epoch=lease.epoch, via=via)
         if me != self.me:  # that incarnation ended while the acquire was in flight: it consumes nothing
             self.history.emit("lease.lost", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                               reason="incarnation ended during the acquire")
@@ -220,10 +218,10 @@ class Worker:
         try:
             await self.store.notify(handoffs)
         except StoreError as exc:
-            self.log("notify.error", error=str(exc), streams=len(handoffs))
+            log("notify.error", error=str(exc), streams=len(handoffs))
 
     async def give_up(self, held: HeldConnection, reason: str) -> None:
-        self.log("lease.give_up", pk=held.pk, reason=reason)
+        log("lease.give_up", pk=held.pk, reason=reason)
         await self.hand_off([held], reason)
 
     async def drop(self, held: HeldConnection, reason: str, release: bool) -> bool:
@@ -268,14 +266,14 @@ class Worker:
                 held.task.cancel()
             del self.held[held.pk]
             self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=reason)
-        self.log("lease.lost_all", reason=reason)
+        log("lease.lost_all", reason=reason)
 
     async def _metrics_loop(self) -> None:
         while not self.stopping.is_set():
             try:
                 await self.store.put_active_connections(len(self.held), self.me.worker_id)
             except StoreError as exc:
-                self.log("metric.error", error=str(exc))
+                log("metric.error", error=str(exc))
             await self.pause(self.config.scaled_s(self.config.metric_interval_ms))
 
 
