@@ -152,7 +152,6 @@ class Rules:
         self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms) - self.timeout_ms
         self.connections_table = config.connections_table
         self.messages_table = config.messages_table
-        self.workers_table = config.workers_table
 
     # -- desired state (the router) ------------------------------------------------------------------
     def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:

@@ -30,9 +30,9 @@ SKEW_REPORT_SHARE = 0.1
 
 @dataclass(frozen=True)
 class Renewal:
-    """One heartbeat write: ``pk`` None renews the incarnation itself (refusal ends it), else one lease."""
+    """One heartbeat write: ``pk`` None renews the incarnation itself in the workers table (refusal ends
+    it), else the lease of one connection in the connections table."""
 
-    table: str
     write: Write
     pk: str | None = None
 
@@ -133,7 +133,7 @@ class BlogProfile:
 
     # -- liveness and the fence ----------------------------------------------------------------------
     def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
-        return [Renewal(self.rules.connections_table, self.rules.renew(lease, me, now_ms), lease.pk) for lease in held]
+        return [Renewal(self.rules.renew(lease, me, now_ms), lease.pk) for lease in held]
 
     def heartbeat_wait_s(self, renewed: bool) -> float:
         return self.config.heartbeat_s
@@ -250,7 +250,7 @@ class HardenedProfile(BlogProfile):
 
     def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
         write = self.rules.renew_worker(me, now_ms, handled_stops)
-        return [] if write is None else [Renewal(self.rules.workers_table, write)]
+        return [] if write is None else [Renewal(write)]
 
     def heartbeat_wait_s(self, renewed: bool) -> float:
         # a missed renewal is retried soon, so a short outage does not reach the fence
