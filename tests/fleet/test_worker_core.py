@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from fleet.expr import Write
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Rules, WorkerRecord
 from fleet.memstore import MemoryStore
-from fleet.profiles import Sweep
+from fleet.profiles import Sweep, profile_for
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
 PK = "CONN#c1"
@@ -33,9 +33,7 @@ def stop(store: MemoryStore, pk: str) -> None:
         store.tables[WORKERS][owner] = rules.post_stop(owner, pk).apply(store.tables[WORKERS][owner])
 
 
-def store_rules(store: MemoryStore):  # type: ignore[no-untyped-def]
-    from fleet.profiles import profile_for
-
+def store_rules(store: MemoryStore) -> Rules:
     return profile_for(store.config).rules
 
 
