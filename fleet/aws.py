@@ -1,10 +1,14 @@
 """AWS clients for fleet processes, and the one place botocore errors become fleet errors.
 
-``AwsClients`` opens the DynamoDB, SQS and CloudWatch clients of one aioboto3 session with bounded
-timeouts and retries (a request that cannot finish inside ``aws_timeout_ms`` is abandoned and its outcome
-is unknown).  Endpoints come from the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>`` variables, so the same
-code talks to real AWS, LocalStack or the embedded backend.  ``aws_errors`` translates botocore and
-aiohttp exceptions into ``fleet.errors`` (httpx style: callers catch one tree).
+``AwsClients`` opens the DynamoDB, SQS and CloudWatch clients of one aioboto3 session with the profile's
+``ClientSettings``: ``hardened`` bounds every request (no SDK retries, a request that cannot finish
+inside ``aws_timeout_ms`` is abandoned and its outcome is unknown); the published design keeps the SDK's
+own retries and timeouts.  Endpoints come from the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>``
+variables, so the same code talks to real AWS, LocalStack or the embedded backend.  ``aws_errors``
+translates botocore and aiohttp exceptions into ``fleet.errors`` (httpx style: callers catch one tree).
+
+Every DynamoDB answer's ``Date`` header is fed, with the request's send and receive times on the lease
+clock, to ``AwsClients.skew`` (``fleet.clock.SkewEstimator``): how far the lease clock is from the server's.
 
 Operation names called on ``AwsClients.ddb`` / ``.sqs`` / ``.cloudwatch`` anywhere in ``fleet/`` are what the
 terraform IAM policies must grant; the deployment tests derive that set from the code, so always call AWS
@@ -14,14 +18,17 @@ through these attribute names.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 import aioboto3
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
+from fleet.clock import LeaseClock, SkewEstimator
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 
@@ -38,17 +45,61 @@ _UNAVAILABLE_CODES = {
     "ServiceUnavailable",
     "InternalFailure",
 }
+# Reasons a transaction was cancelled although its conditions held: nothing was written, try again.
+_RETRYABLE_CANCELLATIONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+_SENT_AT = "wsfleet_sent_ms"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How the SDK clients behave: retries, timeouts, connection pool, read consistency.
+
+    ``max_attempts`` counts the first attempt (1: no SDK retries); ``timeout_s`` None keeps botocore's
+    defaults (60 s connect and read); ``consistent_reads`` applies to the desired-state read of a
+    connection (``LeaseStore.get_connection``).
+    """
+
+    max_attempts: int | None
+    timeout_s: float | None
+    max_pool_connections: int
+    consistent_reads: bool
+
+    @classmethod
+    def bounded(cls, config: FleetConfig) -> ClientSettings:
+        """``hardened``: one attempt per request, abandoned after the request timeout; consistent reads."""
+        return cls(max_attempts=1, timeout_s=max(0.2, config.scaled_s(config.aws_timeout_ms)),
+                   max_pool_connections=64, consistent_reads=True)
+
+    @classmethod
+    def sdk_defaults(cls) -> ClientSettings:
+        """The published design: botocore's standard retry mode, timeouts and pool; eventual reads."""
+        return cls(max_attempts=None, timeout_s=None, max_pool_connections=10, consistent_reads=False)
+
+    def client_config(self, read_timeout_extra_s: float = 0.0) -> AioConfig:
+        retries: dict[str, Any] = {"mode": "standard"}
+        if self.max_attempts is not None:
+            retries["total_max_attempts"] = self.max_attempts
+        timeouts: dict[str, Any] = {}
+        if self.timeout_s is not None:
+            timeouts = {"connect_timeout": self.timeout_s, "read_timeout": self.timeout_s + read_timeout_extra_s}
+        return AioConfig(retries=retries, max_pool_connections=self.max_pool_connections, **timeouts)
 
 
 class AwsClients:
     """The three clients a fleet process uses, opened together and closed together.
 
     ``requests`` counts every DynamoDB request by purpose (``coordination`` or ``messages``) so benchmarks
-    can compare profiles' coordination cost from the adapter's own count.
+    can compare profiles' coordination cost from the adapter's own count.  ``settings`` defaults to
+    ``ClientSettings.bounded(config)``; ``clock`` (the lease clock the skew is measured on) to one built
+    from the config's clock offset.
     """
 
-    def __init__(self, config: FleetConfig) -> None:
+    def __init__(self, config: FleetConfig, settings: ClientSettings | None = None,
+                 clock: LeaseClock | None = None) -> None:
         self.config = config
+        self.settings = settings or ClientSettings.bounded(config)
+        self.clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
+        self.skew = SkewEstimator()
         self.requests: Counter[str] = Counter()
         self._stack = AsyncExitStack()
         self.ddb: DynamoDBClient
@@ -56,21 +107,13 @@ class AwsClients:
         self.cloudwatch: CloudWatchClient
 
     async def __aenter__(self) -> AwsClients:
-        timeout_s = max(0.2, self.config.scaled_s(self.config.aws_timeout_ms))
-        client_config = AioConfig(
-            connect_timeout=timeout_s,
-            read_timeout=timeout_s,
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            max_pool_connections=64,
-        )
+        client_config = self.settings.client_config()
         # SQS long polls outlive the request timeout on purpose.
-        sqs_config = AioConfig(
-            connect_timeout=timeout_s,
-            read_timeout=self.config.notify_wait_s + timeout_s,
-            retries={"total_max_attempts": 1, "mode": "standard"},
-        )
+        sqs_config = self.settings.client_config(read_timeout_extra_s=self.config.notify_wait_s)
         session = aioboto3.Session(region_name=self.config.region)
         self.ddb = await self._stack.enter_async_context(session.client("dynamodb", config=client_config))
+        self.ddb.meta.events.register("before-call.dynamodb", self._note_sent)
+        self.ddb.meta.events.register("after-call.dynamodb", self._note_answer)
         self.sqs = await self._stack.enter_async_context(session.client("sqs", config=sqs_config))
         self.cloudwatch = await self._stack.enter_async_context(
             session.client("cloudwatch", config=client_config)
@@ -80,14 +123,35 @@ class AwsClients:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
+    def _note_sent(self, context: dict[str, Any], **_: Any) -> None:
+        context[_SENT_AT] = self.clock.now_ms()  # returns None: botocore goes on to send the request
+
+    def _note_answer(self, parsed: Mapping[str, Any], context: Mapping[str, Any], **_: Any) -> None:
+        sent = context.get(_SENT_AT)
+        date = parsed.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if sent is None or not date:
+            return
+        try:
+            server_ms = parsedate_to_datetime(date).timestamp() * 1000.0
+        except (TypeError, ValueError):
+            return  # a malformed Date says nothing
+        self.skew.add(sent, max(sent, self.clock.now_ms()), server_ms)
+
+
+def _cancellation_codes(response: Mapping[str, Any]) -> set[str]:
+    reasons = response.get("CancellationReasons") or []
+    return {str(reason.get("Code", "")) for reason in reasons if isinstance(reason, Mapping)}
+
 
 @asynccontextmanager
 async def aws_errors(what: str) -> AsyncIterator[None]:
     """Translate whatever the SDK raises inside the block into ``fleet.errors``.
 
-    ``ConditionFailed``: the condition was evaluated and refused (definite).  ``StoreUnavailable``: the
-    request may or may not have been applied (timeout, connection error, throttling, 5xx).
-    ``StoreError``: refused for another reason (a missing table, a malformed request).
+    ``ConditionFailed``: the condition was evaluated and refused (definite; for a transaction, one of its
+    conditions).  ``StoreUnavailable``: the request may or may not have been applied (timeout, connection
+    error, throttling, 5xx), or a transaction was cancelled for a reason worth retrying (a conflicting
+    transaction, throttling).  ``StoreError``: refused for another reason (a missing table, a malformed
+    request, an operation the backend does not have).
     """
     try:
         yield
@@ -97,6 +161,13 @@ async def aws_errors(what: str) -> AsyncIterator[None]:
         message = str(error.get("Message", "")) or code
         if code == "ConditionalCheckFailedException":
             raise ConditionFailed(f"{what}: condition not met") from exc
+        if code == "TransactionCanceledException":
+            reasons = _cancellation_codes(exc.response)
+            if "ConditionalCheckFailed" in reasons:
+                raise ConditionFailed(f"{what}: condition not met") from exc
+            if reasons & _RETRYABLE_CANCELLATIONS:
+                raise StoreUnavailable(f"{what}: {code}: {message}") from exc
+            raise StoreError(f"{what}: {code}: {message}") from exc
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         if code in _UNAVAILABLE_CODES or status >= 500:
             raise StoreUnavailable(f"{what}: {code}: {message}") from exc

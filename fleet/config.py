@@ -58,6 +58,9 @@ class FleetConfig:
     reconnect_max_ms: int = 10_000
     # A request that takes longer than this is abandoned (outcome unknown).
     aws_timeout_ms: int = 3_000
+    # Message writes as one TransactWriteItems fenced on the lease (on), conditional PutItems (off), or
+    # whichever the backend supports, probed once at start (auto).
+    transactions: str = "auto"
     # Router: hosts a START's ws_url may name (comma-separated host or host:port).
     allowed_ws_hosts: tuple[str, ...] = ()
     # Worker: rewrite every ws_url's host:port to this (the worker's own upstream proxy).
@@ -78,6 +81,8 @@ class FleetConfig:
                 raise ConfigError(f"{ENV_VARS[name]} must be positive, not {getattr(self, name)}")
         if self.heartbeat_ms >= self.lease_ms:
             raise ConfigError("WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS")
+        if self.transactions not in ("auto", "on", "off"):
+            raise ConfigError(f"WSFLEET_TRANSACTIONS must be auto, on or off, not {self.transactions!r}")
         if self.max_connections < 1:
             raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
         if not self.worker_id:

@@ -6,9 +6,12 @@ persists each message through the profile's message rule, and reconnects when th
 ``blog`` after a fixed delay from the live head; ``hardened`` in place with exponential backoff and full
 jitter, from the next sequence, giving the lease up when the upstream stays unreachable past the budget.
 
-Before every write and after every received frame it asks the worker's fence whether it may still
-consume (``Fence.allows``); the check is synchronous, so a process resumed after a pause drops what it
-buffered instead of writing it.
+After every received frame, and right before every write request goes out (inside its slot, after any
+wait), it asks the worker's fence whether it may still consume (``Fence.allows``, on
+``fleet.clock.monotonic_s``); the check is synchronous, so a process resumed after a pause drops what it
+buffered instead of writing it.  The store fences message writes again server-side (``Rules.held``): a
+write that left before the fence closed but arrives after a takeover is refused, wholly where the backend
+has transactions, per message over a newer epoch where it has not (``LeaseStore.put_message_unless_newer``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from fleet.clock import LeaseClock
+from fleet.allowlist import Allowlist
+from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
-from fleet.errors import StoreError, StoreUnavailable, UpstreamError
+from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
+from fleet.expr import Condition, Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules
 from fleet.store import LeaseStore
@@ -41,13 +46,13 @@ class Fenced(Exception):
 
 @dataclass
 class Fence:
-    """The worker-wide self-fencing deadline on the monotonic clock (inf: never fences)."""
+    """The worker-wide self-fencing deadline on ``fleet.clock.monotonic_s`` (inf: never fences)."""
 
     deadline: float = float("inf")
     broken: bool = False
 
     def allows(self) -> bool:
-        return not self.broken and time.monotonic() < self.deadline
+        return not self.broken and monotonic_s() < self.deadline
 
 
 @dataclass
@@ -56,7 +61,7 @@ class HeldConnection:
     last_seq: int = 0
     persisted: int = 0
     last_checkpoint_seq: int = 0
-    checkpointed_at: float = field(default_factory=time.monotonic)
+    checkpointed_at: float = field(default_factory=monotonic_s)
     session: UpstreamSession | None = None
     task: asyncio.Task[None] | None = None
     stop_reason: str = ""
@@ -90,6 +95,10 @@ class ConnectionRunner:
         self.fence = fence
         self.give_up = give_up
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
+        # Hosts are checked (and their addresses pinned) when the worker dials them itself; through the
+        # operator's own proxy (``upstream_via``) the proxy is the only place it connects to.
+        checked = bool(config.allowed_ws_hosts) and not config.upstream_via
+        self.allowlist = Allowlist.parse(config.allowed_ws_hosts) if checked else None
 
     def _backoff(self) -> Backoff:
         return Backoff(
@@ -103,8 +112,10 @@ class ConnectionRunner:
         backoff = self._backoff()
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
-        # A new owner resumes after the highest stored sequence; ask for it while the session opens.
-        probe = asyncio.create_task(self.store.last_stored_seq(held.pk)) if self.rules.resumes else None
+        # A new owner resumes at the first sequence missing above the checkpoint (never above a hole left by
+        # a write that was only partly stored); ask for it while the session opens.
+        probe = (asyncio.create_task(self.store.contiguous_seq(held.pk, held.last_seq))
+                 if self.rules.resumes else None)
         while not held.stopping.is_set():
             from_seq = held.last_seq + 1 if self.rules.resumes else None
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
@@ -112,7 +123,8 @@ class ConnectionRunner:
             try:
                 if not self.fence.allows():
                     raise Fenced()
-                async with UpstreamSession(url, self.me.worker_id, max(0.5, budget_s / 4)) as session:
+                async with UpstreamSession(url, self.me.worker_id, max(0.5, budget_s / 4),
+                                           gen=self.me.gen, allowlist=self.allowlist) as session:
                     held.session = session
                     self.history.emit("ws.open", pk=held.pk, worker=self.me.worker_id,
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
@@ -158,40 +170,93 @@ class ConnectionRunner:
         self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, reason=reason[:200])
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
-        """Store consecutive messages: ``blog`` one PutItem each (keyed by the clock); ``hardened`` one
-        BatchWriteItem (keyed by sequence, so a repeat overwrites identical data), retried until stored or
-        fenced.  Raises ``Fenced``."""
+        """Store consecutive messages.  Raises ``Fenced``.
+
+        Without a server-side fence (``blog``): one write each, as the profile's rule says, tried once.
+        With one (``hardened``, messages keyed by sequence so a repeat rewrites identical data): retried
+        until stored or fenced, each attempt re-sending exactly the messages not yet stored, as one
+        TransactWriteItems conditioned on the lease where the backend has transactions, else one PutItem
+        per message refused over a newer epoch.  A write the store refuses means another owner holds the
+        lease now: ``Fenced``.
+        """
         retry = self._backoff()
         now = self.clock.now_ms()
         writes = [self.rules.message(held.lease, self.me, m.seq, m.data, now) for m in messages]
+        fenced_on = self.rules.held(held.lease, self.me)
+        unstored = writes
         while True:
             if not self.fence.allows():
                 raise Fenced()
             note: str | None = None
-            sent: float | None = None
+            sent = time.time() * 1000.0
             try:
-                async with self.message_slots:
-                    sent = time.time() * 1000.0
-                    if self.rules.idempotent_messages:
-                        left = await self.store.put_messages([w.apply(None) for w in writes])
-                        outcome = "ok" if not left else "info"
-                        note = f"{left} unprocessed" if left else None
-                    else:
-                        for write in writes:
-                            await self.store.execute(self.config.messages_table, write, purpose="messages")
-                        outcome = "ok"
+                if fenced_on is None:
+                    await self._write_each(writes)
+                    unstored = []
+                else:
+                    unstored = await self._write_fenced(held.pk, fenced_on, unstored)
+                outcome = "ok" if not unstored else "info"
+                note = f"{len(unstored)} of {len(writes)} unstored" if unstored else None
+            except ConditionFailed as exc:
+                if fenced_on is not None:
+                    self._persisted(held, messages, "fail", "refused by the store: the lease moved on", sent)
+                    raise Fenced() from exc
+                outcome, note = "fail", str(exc)[:200]
             except StoreUnavailable as exc:
                 outcome, note = "info", str(exc)[:200]
             except StoreError as exc:
                 outcome, note = "fail", str(exc)[:200]
-            self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, epoch=held.lease.epoch,
-                              seq_from=messages[0].seq, seq_to=messages[-1].seq, outcome=outcome, note=note,
-                              sent=sent)
-            if outcome == "ok" or not self.rules.idempotent_messages:
+            self._persisted(held, messages, outcome, note, sent)
+            if outcome == "ok" or fenced_on is None:
                 break
             await asyncio.sleep(retry.next_delay() / 10)
         if outcome == "ok":
             held.persisted += len(messages)
+
+    def _persisted(self, held: HeldConnection, messages: list[UpstreamMessage], outcome: str, note: str | None,
+                   sent: float) -> None:
+        self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+                          epoch=held.lease.epoch, seq_from=messages[0].seq, seq_to=messages[-1].seq,
+                          outcome=outcome, note=note, sent=sent)
+
+    async def _write_each(self, writes: list[Write]) -> None:
+        for write in writes:
+            async with self.message_slots:
+                if not self.fence.allows():
+                    raise Fenced()
+                await self.store.execute(self.config.messages_table, write, purpose="messages")
+
+    async def _write_fenced(self, pk: str, fenced_on: Condition, writes: list[Write]) -> list[Write]:
+        """One attempt at storing ``writes`` behind the server-side fence; returns those not stored.
+
+        The fence is checked again inside the slot, right before each request goes out, so a write that
+        waited for its slot past the fencing deadline is never sent.  Raises ``ConditionFailed`` when the
+        store refused (superseded), ``StoreUnavailable`` when nothing could be stored.
+        """
+        if await self.store.transactions():
+            async with self.message_slots:
+                if not self.fence.allows():
+                    raise Fenced()
+                await self.store.put_messages_fenced(pk, fenced_on, [w.apply(None) for w in writes])
+            return []
+        results = await asyncio.gather(*(self._put_unless_newer(w) for w in writes), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for kind in (Fenced, ConditionFailed):
+            refused = next((e for e in errors if isinstance(e, kind)), None)
+            if refused is not None:
+                raise refused
+        for error in errors:
+            if not isinstance(error, StoreUnavailable):
+                raise error
+        if errors and len(errors) == len(writes):
+            raise errors[0]
+        return [w for w, r in zip(writes, results, strict=True) if isinstance(r, BaseException)]
+
+    async def _put_unless_newer(self, write: Write) -> None:
+        async with self.message_slots:
+            if not self.fence.allows():
+                raise Fenced()
+            await self.store.put_message_unless_newer(write.apply(None))
 
 
 # Message writes one worker keeps in flight across all its connections, so bulk writes never queue in

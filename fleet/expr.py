@@ -4,7 +4,8 @@ Lease rules (``fleet.lease``) are written once as values of this algebra.  ``eva
 them over a plain dict (the pure core: property tests and the model store use it, no network), and
 ``render`` turns them into the ``ConditionExpression`` / ``UpdateExpression`` strings with attribute names
 and values that ``fleet.store`` sends.  Only what dynalite and moto both support is expressible: ``=``,
-``<``, ``>``, ``attribute_not_exists``, ``AND`` / ``OR``, ``SET``, ``ADD`` and ``DELETE`` on string sets.
+``<``, ``<=``, ``>``, ``attribute_not_exists``, ``AND`` / ``OR``, ``SET`` (also ``if_not_exists``),
+``REMOVE``, and ``ADD`` / ``DELETE`` on string sets.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ class Lt:
 
     def render(self, n: _Names) -> str:
         return f"{n.name(self.attr)} < {n.value(self.value)}"
+
+
+@dataclass(frozen=True)
+class Le:
+    attr: str
+    value: int | float
+
+    def evaluate(self, item: Mapping[str, Any] | None) -> bool:
+        return item is not None and self.attr in item and item[self.attr] <= self.value
+
+    def render(self, n: _Names) -> str:
+        return f"{n.name(self.attr)} <= {n.value(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,7 @@ class Or:
         return "(" + " OR ".join(p.render(n) for p in self.parts) + ")"
 
 
-Condition = Eq | Lt | Gt | NotExists | Exists | And | Or
+Condition = Eq | Lt | Le | Gt | NotExists | Exists | And | Or
 
 
 def all_of(*parts: Condition) -> Condition:
@@ -127,15 +140,22 @@ def any_of(*parts: Condition) -> Condition:
 
 @dataclass(frozen=True)
 class Update:
-    """``SET`` these attributes, ``ADD`` / ``DELETE`` these strings to / from string-set attributes."""
+    """``SET`` these attributes (``set_if_absent``: only where the item has none), ``REMOVE`` these,
+    ``ADD`` / ``DELETE`` these strings to / from string-set attributes."""
 
     set: Mapping[str, Any] = field(default_factory=dict)
     add_to_set: Mapping[str, frozenset[str]] = field(default_factory=dict)
     delete_from_set: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    set_if_absent: Mapping[str, Any] = field(default_factory=dict)
+    remove: frozenset[str] = frozenset()
 
     def apply(self, item: Mapping[str, Any] | None, key: Mapping[str, Any]) -> Item:
         result: Item = dict(item) if item is not None else dict(key)
         result.update(self.set)
+        for attr, value in self.set_if_absent.items():
+            result.setdefault(attr, value)
+        for attr in self.remove:
+            result.pop(attr, None)
         for attr, members in self.add_to_set.items():
             result[attr] = set(result.get(attr, set())) | set(members)
         for attr, members in self.delete_from_set.items():
@@ -148,8 +168,13 @@ class Update:
 
     def render(self, n: _Names) -> str:
         clauses = []
-        if self.set:
-            clauses.append("SET " + ", ".join(f"{n.name(a)} = {n.value(v)}" for a, v in self.set.items()))
+        assignments = [f"{n.name(a)} = {n.value(v)}" for a, v in self.set.items()]
+        assignments += [f"{n.name(a)} = if_not_exists({n.name(a)}, {n.value(v)})"
+                        for a, v in self.set_if_absent.items()]
+        if assignments:
+            clauses.append("SET " + ", ".join(assignments))
+        if self.remove:
+            clauses.append("REMOVE " + ", ".join(n.name(a) for a in sorted(self.remove)))
         adds = [(a, m) for a, m in self.add_to_set.items() if m]
         if adds:
             clauses.append("ADD " + ", ".join(f"{n.name(a)} {n.value(set(m))}" for a, m in adds))

@@ -1,34 +1,47 @@
-"""Pure lease decisions: given records and a clock reading, which conditional write to send.
+"""Pure lease rules: given records and a clock reading, which conditional write to send.
 
-No I/O here (the sans-I/O core): ``fleet.store`` executes the ``Write`` values these rules return, and
-tests run them against a model store.  One ``Rules`` class per profile (DESIGN §3).
+No I/O here (the sans-I/O core): ``fleet.store`` executes the ``Write`` values these rules return, tests run
+them against a model store and ``fleet.memstore``.  One ``Rules`` class per profile (DESIGN §3) says what
+is written, including the router's START / STOP; the decisions around the writes (when, and what to do with
+the answers) are the profile's strategy object in ``fleet.profiles``.
 
 ``blog`` (the published design, flaws kept): a lease per connection, acquired when
 ``attribute_not_exists(lease_expires_at_ms) OR lease_expires_at_ms < :now`` and renewed by its owner every
 heartbeat; release sets owner "" and expiry 0; ``last_seq`` is never advanced; messages keyed by the wall
-clock in ms.
+clock in ms; START overwrites the item.  Its clients keep the SDK's defaults (retries, 60 s timeouts, a pool
+of 10, eventually consistent reads; ``BlogProfile.client_settings``).  What it shares with ``hardened``,
+and why that does not flatter it: the lease, heartbeat, reconcile and desired-state intervals are the
+published values; the ``gen`` and ``sent_ms`` attributes only label items for the checkers (no condition
+reads them); the message-write semaphore (``fleet.connection``) bounds concurrency the published design
+leaves unbounded, which can only delay blog's writes, never make a takeover safer.
 
 ``hardened`` (ours):
 
 * **Liveness per worker, not per connection.**  Each worker incarnation (``worker_id``, ``gen``) keeps one
   item in the workers table and renews only that: ``expires_at_ms = now + lease`` on condition that the
-  generation is still its own and the item has not expired.  An expired incarnation can never come back;
-  the process re-registers under a new generation.  Connections record ``lease_owner`` + ``owner_gen``.
-  Heartbeats never touch the connections table or its index.
+  generation is still its own, the item has not expired, and the new expiry is not below the stored one
+  (a renewal delivered late, after a later one, is refused: an expiry never moves backwards).
+  Registering is a conditional update too (over a missing or dead item, or its own retry moving forward).
+  An expired incarnation can never come back; the process re-registers under a new generation.
+  Connections record ``lease_owner`` + ``owner_gen``.  Heartbeats never touch the connections table.
 * **Takeover only past expiry plus tolerance.**  A connection owned by (w, g) is claimable when w's worker
   item is gone, carries another generation, or ``expires_at_ms + clock_tolerance < now``.  A renewal must
   be sent at least one request timeout before expiry, and the client counts it only if answered within
   that timeout.  So with any two clocks at most the tolerance apart, every renewal the old owner counts
   was applied before a taker can see the item expired, and the old owner's fence (below) closes first.
+  Skew beyond the tolerance is detected, not assumed away: the profile self-fences when the estimate from
+  DynamoDB's ``Date`` headers shows more than 0.8 × the tolerance.
 * **Fencing epoch.**  Every acquire increments ``epoch`` on condition it is unchanged since it was read;
-  checkpoints and release require ``lease_owner = me AND epoch = mine``.
+  checkpoints and release require ``lease_owner = me AND owner_gen = mine AND epoch = mine`` (``held``),
+  checkpoints also ``desired_state = STARTED``, and both record their writer (``ckpt_worker``, ``ckpt_gen``,
+  ``ckpt_epoch``).
 * **Self-fencing.**  The holder stops reading and writing at ``renew sent + lease − margin − request
-  timeout`` on its monotonic clock unless a renewal sent later has been accepted, so even a write still in
-  flight lands before anyone could take over (``fence_deadline``).
+  timeout`` on ``CLOCK_BOOTTIME`` unless a renewal sent later has been accepted, so even a write still in
+  flight lands before anyone could take over (``HardenedProfile.fence_deadline``).
 * **Sequences.**  Messages are keyed by sequence and written with ``attribute_not_exists(sk)``
-  (idempotent); ``last_seq`` is checkpointed with the epoch, and a new owner resumes after the higher of
-  the checkpoint and the last stored sequence.
-* **START never clobbers** (router) and **STOP reaches the owner's mailbox**, read with the renewal.
+  (idempotent), carrying ``worker_id``, ``gen`` and ``epoch``; ``last_seq`` is checkpointed with the epoch.
+* **START never clobbers** (``if_not_exists`` on the lease fields) and **STOP reaches the owner's
+  mailbox**, read with the renewal.
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -41,7 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.config import FleetConfig
-from fleet.expr import Condition, Eq, Exists, Gt, Lt, NotExists, Update, Write, all_of, any_of
+from fleet.expr import Condition, Eq, Exists, Gt, Le, Lt, NotExists, Update, Write, all_of, any_of
 
 STARTED = "STARTED"
 STOPPED = "STOPPED"
@@ -122,14 +135,15 @@ class Lease:
 
 
 class Rules:
-    """The published design (``blog``); subclasses override what they change."""
+    """The published design (``blog``): the writes it sends.  Subclasses override what they change.
+
+    ``resumes`` and ``idempotent_messages`` say how ``fleet.connection`` consumes a held stream (resume from
+    a sequence; batch writes keyed by sequence); every other decision is a ``fleet.profiles.Profile``'s.
+    """
 
     name = "blog"
-    per_connection_heartbeat = True
-    worker_liveness = False
     resumes = False
     idempotent_messages = False
-    self_fencing = False
 
     def __init__(self, config: FleetConfig) -> None:
         self.lease_ms = config.scaled_ms(config.lease_ms)
@@ -138,6 +152,35 @@ class Rules:
         self.fence_ms = self.lease_ms - config.scaled_ms(config.fence_margin_ms) - self.timeout_ms
         self.connections_table = config.connections_table
         self.messages_table = config.messages_table
+
+    # -- desired state (the router) ------------------------------------------------------------------
+    def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
+        """The published START: a whole-item put that frees whatever lease the item held."""
+        return Write(
+            key={"pk": pk},
+            update=Update(set={
+                "desired_state": STARTED,
+                "ws_url": ws_url,
+                "lease_owner": "",
+                "lease_expires_at_ms": 0,
+                "last_seq": 0,
+                "updated_at_ms": now_ms,
+            }),
+            replace=True,
+        )
+
+    def stop_connection(self, pk: str, now_ms: int) -> Write:
+        """STOP: STOPPED on an existing item (refused when there is none)."""
+        return Write(
+            key={"pk": pk},
+            update=Update(set={"desired_state": STOPPED, "updated_at_ms": now_ms}),
+            condition=Exists("pk"),
+        )
+
+    def post_stop(self, owner: str, pk: str) -> Write:
+        """Put ``pk`` in its owner's STOP mailbox (workers table; refused when the owner has no item)."""
+        return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({pk})}),
+                     condition=Exists("pk"))
 
     # -- connections ---------------------------------------------------------------------------------
     def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
@@ -175,17 +218,21 @@ class Rules:
         return None  # the published design reads last_seq but never advances it
 
     def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+        """The published item (keyed by the clock, overwriting) plus the writer's ``gen`` (``fleet.store``
+        adds ``sent_ms`` as it builds the request)."""
         return Write(
             key={"pk": lease.pk, "sk": now_ms},
-            update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id}),
+            update=Update(set={"message_data": data, "timestamp_ms": now_ms, "worker_id": me.worker_id,
+                               "gen": me.gen}),
             replace=True,
         )
 
-    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
-        """The sequence to subscribe from, or None for live (the published design never resumes)."""
+    def held(self, lease: Lease, me: Holder) -> Condition | None:
+        """The condition on the connection item under which ``me`` still holds ``lease`` (what fences
+        message writes server-side), or None when the profile has no such fence."""
         return None
 
-    # -- workers (hardened only) ---------------------------------------------------------------------
+    # -- workers (profiles with worker liveness) -----------------------------------------------------
     def register(self, me: Holder, now_ms: int) -> Write | None:
         return None
 
@@ -198,10 +245,6 @@ class Rules:
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Whether a worker incarnation can never renew again (only profiles with worker liveness)."""
         return False
-
-    def fence_deadline(self, renew_sent_mono_s: float) -> float:
-        """Monotonic time after which a holder must stop consuming (inf when the profile does not fence)."""
-        return float("inf")
 
 
 class UnsafeRules(Rules):
@@ -222,11 +265,18 @@ class HardenedRules(Rules):
     """Our design: see the module docstring."""
 
     name = "hardened"
-    per_connection_heartbeat = False
-    worker_liveness = True
     resumes = True
     idempotent_messages = True
-    self_fencing = True
+
+    def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
+        """START never clobbers: desired state and URL, lease fields only where the item has none."""
+        return Write(
+            key={"pk": pk},
+            update=Update(
+                set={"desired_state": STARTED, "ws_url": ws_url, "updated_at_ms": now_ms},
+                set_if_absent={"lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0},
+            ),
+        )
 
     def claimable(
         self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
@@ -266,8 +316,11 @@ class HardenedRules(Rules):
             condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
         )
 
-    def _held(self, lease: Lease, me: Holder) -> Condition:
+    def held(self, lease: Lease, me: Holder) -> Condition:
         return all_of(Eq("lease_owner", me.worker_id), Eq("owner_gen", me.gen), Eq("epoch", lease.epoch))
+
+    def _checkpointed(self, lease: Lease, me: Holder, last_seq: int) -> dict[str, Any]:
+        return {"last_seq": last_seq, "ckpt_worker": me.worker_id, "ckpt_gen": me.gen, "ckpt_epoch": lease.epoch}
 
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
         raise NotImplementedError("hardened renews the worker, not each connection")
@@ -279,17 +332,19 @@ class HardenedRules(Rules):
                 "lease_owner": "",
                 "owner_gen": "",
                 "lease_expires_at_ms": 0,
-                "last_seq": last_seq,
                 "updated_at_ms": now_ms,
+                **self._checkpointed(lease, me, last_seq),
             }),
-            condition=self._held(lease, me),
+            condition=self.held(lease, me),
         )
 
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:
+        """Only while held by this incarnation at this epoch and still STARTED (a STOPped stream's
+        checkpoint is refused, and its refusal drops the stream)."""
         return Write(
             key={"pk": lease.pk},
-            update=Update(set={"last_seq": last_seq, "updated_at_ms": now_ms}),
-            condition=self._held(lease, me),
+            update=Update(set={"updated_at_ms": now_ms, **self._checkpointed(lease, me, last_seq)}),
+            condition=all_of(self.held(lease, me), Eq("desired_state", STARTED)),
         )
 
     def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
@@ -299,38 +354,42 @@ class HardenedRules(Rules):
                 "message_data": data,
                 "timestamp_ms": now_ms,
                 "worker_id": me.worker_id,
+                "gen": me.gen,
                 "epoch": lease.epoch,
             }),
             condition=NotExists("sk"),
             replace=True,
         )
 
-    def resume_from(self, lease: Lease, stored_max_seq: int) -> int | None:
-        return max(lease.resume_seq, stored_max_seq) + 1
-
     def register(self, me: Holder, now_ms: int) -> Write:
+        """A conditional update, never a blind put: a new incarnation only over a missing or dead item; a
+        retry of this incarnation's own registration only if it moves the expiry forward.  The STOP mailbox
+        of the replaced incarnation (whose streams are all abandoned) is emptied."""
+        expires = now_ms + int(self.lease_ms)
         return Write(
             key={"pk": me.worker_id},
-            update=Update(set={"gen": me.gen, "expires_at_ms": now_ms + int(self.lease_ms)}),
+            update=Update(set={"gen": me.gen, "expires_at_ms": expires}, remove=frozenset({"stop_requests"})),
             condition=any_of(
                 NotExists("pk"),
                 Lt("expires_at_ms", now_ms - int(self.tolerance_ms)),
-                Eq("gen", me.gen),
+                all_of(Eq("gen", me.gen), Le("expires_at_ms", expires)),
             ),
-            replace=True,
         )
 
     def renew_worker(self, me: Holder, now_ms: int, handled_stops: frozenset[str]) -> Write:
+        expires = now_ms + int(self.lease_ms)
         return Write(
             key={"pk": me.worker_id},
             update=Update(
-                set={"expires_at_ms": now_ms + int(self.lease_ms)},
+                set={"expires_at_ms": expires},
                 delete_from_set={"stop_requests": handled_stops} if handled_stops else {},
             ),
             # Sent at least one request timeout before expiry: a renewal the client still counts lands before
-            # any taker could read the item as expired, however long it was in flight.
+            # any taker could read the item as expired, however long it was in flight.  And an expiry never
+            # moves backwards: a renewal delivered after a later one is refused, not applied.
             condition=all_of(
-                Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms))
+                Exists("pk"), Eq("gen", me.gen), Gt("expires_at_ms", now_ms + int(self.timeout_ms)),
+                Le("expires_at_ms", expires),
             ),
         )
 
@@ -341,9 +400,6 @@ class HardenedRules(Rules):
             update=Update(set={"expires_at_ms": 0}),
             condition=Eq("gen", me.gen),
         )
-
-    def fence_deadline(self, renew_sent_mono_s: float) -> float:
-        return renew_sent_mono_s + self.fence_ms / 1000.0
 
 
 def rules_for(config: FleetConfig) -> Rules:

@@ -8,7 +8,9 @@ Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionF
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -17,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from fleet.aws import AwsClients, aws_errors
-from fleet.expr import Write
+from fleet.errors import StoreError, StoreUnavailable
+from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
 from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
 
 if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb.type_defs import TransactWriteItemTypeDef
     from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+# The key the transactions probe reads (nothing is ever stored under it).
+TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -38,6 +45,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, set):
         return {_plain(v) for v in value}
     return value
+
+
+def _on_wire(request: dict[str, Any]) -> dict[str, Any]:
+    """A rendered ``Write`` request with its item, key and values in DynamoDB's typed form."""
+    for part in ("Item", "Key", "ExpressionAttributeValues"):
+        if part in request:
+            request[part] = to_wire(request[part])
+    return request
+
+
+def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A message item with ``sent_ms``: the writer's wall clock as it builds the request (contract 2)."""
+    return {**item, "sent_ms": int(time.time() * 1000)}
 
 
 def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,6 +79,13 @@ class LeaseStore:
     def __init__(self, aws: AwsClients) -> None:
         self.aws = aws
         self.config = aws.config
+        self._transactions: bool | None = None
+        self._probe_lock = asyncio.Lock()
+
+    def clock_skew_bounds(self) -> tuple[float, float] | None:
+        """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
+        most ``upper`` (negative: behind), from recent answers' ``Date`` headers; None until enough."""
+        return self.aws.skew.bounds()
 
     # -- writes --------------------------------------------------------------------------------------
     async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
@@ -66,40 +93,86 @@ class LeaseStore:
 
         Raises ``ConditionFailed`` when the condition was refused.
         """
-        request = write.render()
-        if "ExpressionAttributeValues" in request:
-            request["ExpressionAttributeValues"] = to_wire(request["ExpressionAttributeValues"])
+        request = _on_wire(write.render())
         self.aws.requests[purpose] += 1
         async with aws_errors(f"{'put' if write.replace else 'update'} {table}"):
             if write.replace:
-                request["Item"] = to_wire(request["Item"])
                 await self.aws.ddb.put_item(TableName=table, **request)
                 return write.apply(None)
-            request["Key"] = to_wire(request["Key"])
             response = await self.aws.ddb.update_item(TableName=table, ReturnValues="ALL_NEW", **request)
         return from_wire(response.get("Attributes", {}))
 
-    async def put_messages(self, items: list[dict[str, Any]]) -> int:
-        """Store up to 25 message items in one BatchWriteItem; returns how many stay unprocessed."""
+    async def transactions(self) -> bool:
+        """Whether message batches go out as transactions (``WSFLEET_TRANSACTIONS``; ``auto``: whether the
+        backend answers a TransactGetItems, asked once and remembered).  Raises ``StoreUnavailable`` while
+        the probe cannot be answered."""
+        if self.config.transactions != "auto":
+            return self.config.transactions == "on"
+        async with self._probe_lock:
+            if self._transactions is None:
+                self._transactions = await self._probe_transactions()
+        return self._transactions
+
+    async def _probe_transactions(self) -> bool:
+        self.aws.requests["coordination"] += 1
+        try:
+            async with aws_errors("probe transactions"):
+                await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
+                    "TableName": self.config.connections_table, "Key": to_wire({"pk": TRANSACTIONS_PROBE_PK}),
+                }}])
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            return False  # dynalite: UnknownOperationException
+        return True
+
+    async def put_messages_fenced(self, pk: str, held: Condition, items: list[dict[str, Any]]) -> None:
+        """Store up to 25 message items of connection ``pk`` in one TransactWriteItems, together with a
+        ConditionCheck of ``held`` on the connection item: all are stored while the writer still holds the
+        lease at the moment the transaction commits, or none.  Raises ``ConditionFailed`` when it does not
+        (fenced), ``StoreUnavailable`` when the outcome is unknown or the transaction should be retried."""
+        check = _on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
+        transact: list[TransactWriteItemTypeDef] = [{"ConditionCheck": {
+            "TableName": self.config.connections_table,
+            "Key": check["Item"],
+            "ConditionExpression": check["ConditionExpression"],
+            "ExpressionAttributeNames": check["ExpressionAttributeNames"],
+            "ExpressionAttributeValues": check["ExpressionAttributeValues"],
+        }}]
+        transact += [{"Put": {"TableName": self.config.messages_table, "Item": to_wire(_stamped(item))}}
+                     for item in items]
         self.aws.requests["messages"] += 1
-        table = self.config.messages_table
-        async with aws_errors(f"batch write {table}"):
-            response = await self.aws.ddb.batch_write_item(
-                RequestItems={table: [{"PutRequest": {"Item": to_wire(item)}} for item in items]}
-            )
-        return len(response.get("UnprocessedItems", {}).get(table, []))
+        async with aws_errors(f"transact write {self.config.messages_table}"):
+            await self.aws.ddb.transact_write_items(TransactItems=transact)
+
+    async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
+        """Store one message item (carrying ``epoch``) unless the stored item of that sequence was written
+        under a newer epoch: ``attribute_not_exists(sk) OR epoch <= mine``.
+
+        The strongest guard without transactions.  ``epoch <= mine`` rather than ``<``: a retry of our own
+        write whose answer was lost must succeed, and overwriting an older owner's item repairs it with the
+        current epoch (same sequence, same data).  A newer epoch is refused (``ConditionFailed``): the
+        writer has been superseded.  What it cannot refuse is a superseded writer's item for a sequence the
+        new owner has not stored yet (see README, "What it does not protect against")."""
+        epoch = int(item["epoch"])
+        write = Write(key={"pk": item["pk"], "sk": item["sk"]},
+                      update=Update(set={k: v for k, v in _stamped(item).items() if k not in ("pk", "sk")}),
+                      condition=any_of(NotExists("sk"), Lt("epoch", epoch + 1)), replace=True)
+        await self.execute(self.config.messages_table, write, purpose="messages")
 
     # -- reads ---------------------------------------------------------------------------------------
-    async def _read(self, table: str, pk: str) -> dict[str, Any] | None:
-        """One item by key, read consistently (a coordination request)."""
+    async def _read(self, table: str, pk: str, consistent: bool = True) -> dict[str, Any] | None:
+        """One item by key (a coordination request)."""
         self.aws.requests["coordination"] += 1
         async with aws_errors(f"get {table}"):
-            response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}), ConsistentRead=True)
+            response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}),
+                                                   ConsistentRead=consistent)
         item = response.get("Item")
         return from_wire(item) if item else None
 
     async def get_connection(self, pk: str) -> ConnectionRecord | None:
-        item = await self._read(self.config.connections_table, pk)
+        """A connection item, read consistently unless the client settings say otherwise."""
+        item = await self._read(self.config.connections_table, pk, self.aws.settings.consistent_reads)
         return ConnectionRecord.from_item(item) if item else None
 
     async def started_connections(
@@ -157,20 +230,31 @@ class LeaseStore:
         item = await self._read(self.config.workers_table, worker_id)
         return WorkerRecord.from_item(item) if item else None
 
-    async def last_stored_seq(self, pk: str) -> int:
-        """The highest sequence stored for a connection (hardened messages are keyed by sequence)."""
-        self.aws.requests["coordination"] += 1
-        async with aws_errors("query messages"):
-            response = await self.aws.ddb.query(
-                TableName=self.config.messages_table,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues=to_wire({":pk": pk}),
-                ScanIndexForward=False,
-                Limit=1,
-                ConsistentRead=True,
-            )
-        items = response.get("Items", [])
-        return int(from_wire(items[0])["sk"]) if items else 0
+    async def contiguous_seq(self, pk: str, after: int) -> int:
+        """The highest sequence ``s >= after`` such that ``after + 1 .. s`` are all stored for ``pk``
+        (hardened messages are keyed by sequence): a new owner resumes at ``s + 1``, the first hole above
+        its checkpoint ``after``, never above it."""
+        expected = after + 1
+        start_key: dict[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
+            self.aws.requests["coordination"] += 1
+            async with aws_errors("query messages"):
+                response = await self.aws.ddb.query(
+                    TableName=self.config.messages_table,
+                    KeyConditionExpression="pk = :pk AND sk > :after",
+                    ExpressionAttributeValues=to_wire({":pk": pk, ":after": after}),
+                    ProjectionExpression="sk",
+                    ConsistentRead=True,
+                    **extra,
+                )
+            for item in response.get("Items", []):
+                if int(from_wire(item)["sk"]) != expected:
+                    return expected - 1
+                expected += 1
+            start_key = response.get("LastEvaluatedKey")
+            if not start_key:
+                return expected - 1
 
     # -- notifications and metrics -------------------------------------------------------------------
     async def notify(self, handoffs: list[tuple[str, int]]) -> None:

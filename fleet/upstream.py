@@ -1,9 +1,9 @@
 """The outbound WebSocket session to the upstream source, and the reconnect backoff.
 
 ``UpstreamSession`` opens ``ws_url`` (rewritten to the worker's own proxy when ``upstream_via`` is set),
-asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id``, and
-yields parsed messages.  Keepalive pings come from the server; the client answers them as long as it
-reads.  Every websockets or socket error is translated here into ``UpstreamError``.
+asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id`` and its
+incarnation with ``X-Worker-Gen``, and yields parsed messages.  Keepalive pings come from the server; the
+client answers them as long as it reads.  Every websockets or socket error is translated here into ``UpstreamError``.
 
 Hostile upstreams: given an ``Allowlist``, the session checks the URL against it, resolves the name once,
 refuses it when any address is not public and not allowlisted (``fleet.allowlist``), and dials that one
@@ -86,10 +86,17 @@ class UpstreamSession:
     own proxy, ``upstream_via``)."""
 
     def __init__(
-        self, url: str, worker_id: str, open_timeout_s: float, *, allowlist: Allowlist | None = None
+        self,
+        url: str,
+        worker_id: str,
+        open_timeout_s: float,
+        gen: str = "",
+        *,
+        allowlist: Allowlist | None = None,
     ) -> None:
         self.url = url
         self.worker_id = worker_id
+        self.gen = gen
         self.open_timeout_s = open_timeout_s
         self.allowlist = allowlist
         self._ws: ClientConnection | None = None
@@ -102,7 +109,8 @@ class UpstreamSession:
         try:
             self._ws = await _ConnectWithoutRedirects(
                 self.url,
-                additional_headers={"X-Worker-Id": self.worker_id},
+                additional_headers={"X-Worker-Id": self.worker_id,
+                                    **({"X-Worker-Gen": self.gen} if self.gen else {})},
                 open_timeout=self.open_timeout_s,
                 ping_interval=None,
                 close_timeout=1.0,

@@ -1,7 +1,9 @@
 """A model of the fleet's coordination, with no network: a model store that applies ``fleet.expr.Write``
-values, workers that decide with ``fleet.lease`` rules, skewed clocks, pauses and requests that arrive
-late.  ``Simulation.violations`` lists every write accepted for a stream after another holding of that
-stream was granted (two workers' accepted writes in overlapping intervals)."""
+values, workers that decide with their ``fleet.profiles`` profile and its rules, skewed clocks, pauses,
+requests that arrive late and requests the network delivers twice.  ``Simulation.violations`` lists every
+write accepted for a stream after another holding of that stream was granted (two workers' accepted writes
+in overlapping intervals); ``Simulation.expiry_regressions`` every worker item whose expiry went down
+within one generation."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.expr import Write
-from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, Rules, WorkerRecord
+from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, WorkerRecord
+from fleet.profiles import Profile
 from fleet.schema import conn_pk
 
 
@@ -43,8 +46,9 @@ class Holding:
 class Simulation:
     """Discrete events over true time in ms; requests apply ``delay`` ms after they are sent."""
 
-    def __init__(self, rules: Rules, offsets_ms: list[int], streams: int = 2) -> None:
-        self.rules = rules
+    def __init__(self, profile: Profile, offsets_ms: list[int], streams: int = 2) -> None:
+        self.profile = profile
+        self.rules = rules = profile.rules
         self.now = 0.0
         self.tables: dict[str, dict[str, dict[str, Any]]] = {"conn": {}, "workers": {}, "msg": {}}
         for i in range(streams):
@@ -52,7 +56,7 @@ class Simulation:
             self.tables["conn"][pk] = {"pk": pk, "desired_state": STARTED, "ws_url": "ws://u/",
                                        "lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0}
         self.workers = [
-            ModelWorker(f"w{i}", off, f"g{i}-0", registered=not rules.worker_liveness)
+            ModelWorker(f"w{i}", off, f"g{i}-0", registered=rules.register(Holder(f"w{i}", ""), 0) is None)
             for i, off in enumerate(offsets_ms)
         ]
         self._gens = itertools.count(1)
@@ -60,6 +64,9 @@ class Simulation:
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
         self.holdings: dict[str, list[Holding]] = {pk: [] for pk in self.tables["conn"]}
         self._seq = itertools.count(1)
+        # every write sent, with what its acceptance proves (a holder's write landed), for duplicates
+        self.sent: list[tuple[str, Write, Callable[[float], None] | None]] = []
+        self.expiries: dict[tuple[str, str], list[int]] = {}
 
     # -- time ------------------------------------------------------------------------------------------
     def wall(self, w: ModelWorker) -> int:
@@ -74,28 +81,45 @@ class Simulation:
         self.now = target
 
     def _send(self, table: str, write: Write, delay: float,
-              on_result: Callable[[bool, dict[str, Any], float], None]) -> None:
+              on_result: Callable[[bool, dict[str, Any], float], None] | None,
+              witness: Callable[[float], None] | None = None) -> None:
+        """Deliver ``write`` after ``delay``; ``on_result`` gets the answer (None: nobody waits for it),
+        ``witness`` the time it was accepted."""
         key = str(write.key["pk"]) + ("" if "sk" not in write.key else f"#{write.key['sk']}")
+        if on_result is not None:
+            self.sent.append((table, write, witness))
 
         def apply() -> None:
             item = self.tables[table].get(key)
             ok = write.allowed(item)
             if ok:
                 self.tables[table][key] = write.apply(item)
-            on_result(ok, self.tables[table].get(key, {}), self.now)
+                stored = self.tables[table][key]
+                if table == "workers":
+                    self.expiries.setdefault((key, stored["gen"]), []).append(int(stored["expires_at_ms"]))
+                if witness is not None:
+                    witness(self.now)
+            if on_result is not None:
+                on_result(ok, self.tables[table].get(key, {}), self.now)
 
         heapq.heappush(self._pending, (self.now + delay, next(self._order), apply))
 
+    def duplicate(self, index: int, delay: float) -> None:
+        """The network delivers one earlier request again (its answer reaches nobody)."""
+        if self.sent:
+            table, write, witness = self.sent[index % len(self.sent)]
+            self._send(table, write, delay, None, witness)
+
     def fenced(self, w: ModelWorker) -> bool:
-        return self.rules.self_fencing and self.now >= w.fence_deadline
+        return self.now >= w.fence_deadline
 
     # -- worker actions --------------------------------------------------------------------------------
     def heartbeat(self, i: int, delay: float) -> None:
         w = self.workers[i]
-        if not self.rules.worker_liveness:
-            return
+        if self.rules.register(w.me, 0) is None:
+            return  # no worker liveness: nothing to renew here
         sent = self.now
-        answered_in_time = delay <= self.rules.timeout_ms
+        answered_in_time = self.profile.on_time(delay / 1000.0)
         gen = w.gen
         if not w.registered:
             write = self.rules.register(w.me, self.wall(w))
@@ -103,7 +127,7 @@ class Simulation:
             def registered(ok: bool, item: dict[str, Any], at: float) -> None:
                 if ok and answered_in_time and w.gen == gen:
                     w.registered = True
-                    w.fence_deadline = self.rules.fence_deadline(sent / 1000.0) * 1000.0
+                    w.fence_deadline = self.profile.fence_deadline(sent / 1000.0) * 1000.0
 
             assert write is not None
             self._send("workers", write, delay, registered)
@@ -115,12 +139,12 @@ class Simulation:
             if w.gen != gen:
                 return
             if ok and answered_in_time:
-                w.fence_deadline = max(w.fence_deadline, self.rules.fence_deadline(sent / 1000.0) * 1000.0)
+                w.fence_deadline = max(w.fence_deadline, self.profile.fence_deadline(sent / 1000.0) * 1000.0)
             elif not ok:
                 w.held.clear()
                 w.registered = False
                 w.gen = f"g{i}-{next(self._gens)}"
-                w.fence_deadline = float("inf") if not self.rules.self_fencing else 0.0
+                w.fence_deadline = 0.0
 
         self._send("workers", renew, delay, renewed)
 
@@ -158,7 +182,7 @@ class Simulation:
             return
         holding = self._holding(pk, w, lease)
         write = self.rules.message(lease, w.me, next(self._seq), "data", self.wall(w))
-        self._send("msg", write, delay, lambda ok, item, at: holding.writes.append(at) if ok else None)
+        self._send("msg", write, delay, lambda ok, item, at: None, holding.writes.append)
 
     def checkpoint(self, i: int, stream: int, delay: float) -> None:
         w = self.workers[i]
@@ -172,12 +196,10 @@ class Simulation:
         holding = self._holding(pk, w, lease)
 
         def checkpointed(ok: bool, item: dict[str, Any], at: float) -> None:
-            if ok:
-                holding.writes.append(at)
-            else:
+            if not ok:
                 w.held.pop(pk, None)
 
-        self._send("conn", write, delay, checkpointed)
+        self._send("conn", write, delay, checkpointed, holding.writes.append)
 
     def release(self, i: int, stream: int, delay: float) -> None:
         w = self.workers[i]
@@ -187,7 +209,11 @@ class Simulation:
             return
         self._send("conn", self.rules.release(lease, w.me, self.wall(w), 0), delay, lambda ok, item, at: None)
 
-    # -- the property ----------------------------------------------------------------------------------
+    # -- the properties --------------------------------------------------------------------------------
+    def expiry_regressions(self) -> list[str]:
+        return [f"{worker}/{gen}: expiry went from {a} to {b}"
+                for (worker, gen), seen in self.expiries.items() for a, b in itertools.pairwise(seen) if b < a]
+
     def violations(self) -> list[str]:
         found = []
         for pk, holdings in self.holdings.items():

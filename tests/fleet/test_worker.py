@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet import worker
+from fleet.config import FleetConfig
 
 
 def test_help_lists_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,3 +38,30 @@ def test_a_backend_that_is_down_exits_1_with_the_reason(monkeypatch: pytest.Monk
     assert worker.main([]) == 1
     err = capsys.readouterr().err
     assert "cannot start: DynamoDB did not answer" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--profile", "fast"], "WSFLEET_PROFILE must be one of"),
+    (["--verbose"], "unknown argument '--verbose'"),
+    (["--profile"], "--profile needs a value"),
+    (["hardened"], "unknown argument 'hardened'"),
+])
+def test_bad_arguments_exit_2_with_the_reason(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                              args: list[str], message: str) -> None:
+    monkeypatch.setenv("WSFLEET_QUEUE_URL", "http://127.0.0.1:9/q")
+    assert worker.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "usage: python -m fleet.worker" in err and "Traceback" not in err
+
+
+def test_profile_and_worker_id_arguments_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[FleetConfig] = []
+
+    async def fake_serve(config: FleetConfig) -> None:
+        served.append(config)
+
+    monkeypatch.setenv("WSFLEET_QUEUE_URL", "http://127.0.0.1:9/q")
+    monkeypatch.setenv("WSFLEET_PROFILE", "blog")
+    monkeypatch.setattr(worker, "serve", fake_serve)
+    assert worker.main(["--profile", "hardened", "--worker-id=w7"]) == 0
+    assert [(c.profile, c.worker_id) for c in served] == [("hardened", "w7")]

@@ -1,0 +1,205 @@
+"""A worker's liveness: registering its incarnation, the heartbeat (renewals the profile decides, the STOP
+mailbox they return, due checkpoints), the clock-skew check, and the self-fencing watchdog.
+
+Every fence time is read on ``fleet.clock.monotonic_s`` (``CLOCK_BOOTTIME``), which keeps counting while
+the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend must find its fence
+closed.
+STOP drops and checkpoints run as background tasks, so a burst of them never delays the next renewal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from fleet.clock import monotonic_s
+from fleet.connection import HeldConnection, wait_until_set
+from fleet.errors import ConditionFailed, StoreError
+from fleet.lease import Holder, WorkerRecord
+from fleet.logline import log
+from fleet.profiles import Renewal
+
+if TYPE_CHECKING:
+    from fleet.worker import Worker
+
+
+def new_gen() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Liveness:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self.registered = False
+        self.handled_stops: frozenset[str] = frozenset()
+        self.reported_skew: tuple[float, float] | None = None
+        self.checkpointing: set[str] = set()
+
+    async def heartbeat_loop(self) -> None:
+        w = self.w
+        while not w.stopping.is_set():
+            started = monotonic_s()
+            renewed = await self.renew()
+            w.emit("requests", held=len(w.held), **dict(w.store.aws.requests))
+            await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
+
+    async def register(self) -> None:
+        """Register this incarnation (a profile without worker liveness needs no write)."""
+        w = self.w
+        if self._skew_out_of_model():
+            return
+        write = w.rules.register(w.me, w.clock.now_ms())
+        if write is None:
+            self.registered = True
+            return
+        sent = monotonic_s()
+        try:
+            await w.store.execute(w.config.workers_table, write)
+        except StoreError as exc:
+            w.emit("worker.register", outcome="fail", note=str(exc)[:200])
+            return
+        self.registered = True
+        w.fence.broken = False
+        w.fence.deadline = w.profile.fence_deadline(sent)
+        w.emit("lease.renew", outcome="ok", expires_ms=write.update.set["expires_at_ms"])
+        w.reconciler.request_sweep()
+
+    async def renew(self) -> bool:
+        """Send this heartbeat's renewals; whether every one was answered in time."""
+        w = self.w
+        if not self.registered:
+            await self.register()
+            return self.registered
+        if self._skew_out_of_model():
+            await self.abandon("self-fenced: clock skew beyond the tolerance", retire=True)
+            return False
+        handled = self.handled_stops
+        renewals = w.profile.renewals(w.me, [h.lease for h in w.held.values()], w.clock.now_ms(), handled)
+        results = await asyncio.gather(*(self._renew(r, handled) for r in renewals))
+        self._checkpoints_due()
+        return all(results)
+
+    async def _renew(self, renewal: Renewal, handled: frozenset[str]) -> bool:
+        w = self.w
+        sent = monotonic_s()
+        try:
+            item = await self._send(renewal)
+        except ConditionFailed:
+            w.emit("lease.renew", pk=renewal.pk, outcome="fail")
+            if renewal.pk is None:
+                await self.abandon("worker lease expired", retire=False)
+            elif (held := w.held.get(renewal.pk)) is not None:
+                await w.drop(held, "renew refused", release=False)
+            return False
+        except StoreError as exc:
+            w.emit("lease.renew", pk=renewal.pk, outcome="info", note=str(exc)[:200])
+            return False
+        expires = item.get("expires_at_ms", item.get("lease_expires_at_ms"))
+        on_time = w.profile.on_time(monotonic_s() - sent)
+        if on_time:
+            if renewal.pk is None:
+                w.fence.deadline = max(w.fence.deadline, w.profile.fence_deadline(sent))
+            w.emit("lease.renew", pk=renewal.pk, outcome="ok", expires_ms=expires)
+        else:
+            # it may have landed after a taker read us as expired, so it does not move the fence
+            w.emit("lease.renew", pk=renewal.pk, outcome="info", note="answered late", expires_ms=expires)
+        if renewal.pk is None:
+            self._settle_mailbox(handled, WorkerRecord.from_item(item).stop_requests)
+        return on_time
+
+    async def _send(self, renewal: Renewal) -> dict[str, Any]:
+        # one call per table, named by its setting (the deployment checks derive IAM grants from these)
+        if renewal.pk is None:
+            return await self.w.store.execute(self.w.config.workers_table, renewal.write)
+        return await self.w.store.execute(self.w.config.connections_table, renewal.write)
+
+    def _settle_mailbox(self, deleted: frozenset[str], mailbox: frozenset[str]) -> None:
+        w = self.w
+        plan = w.profile.settle_stops(mailbox, w.held, w.acquiring)
+        self.handled_stops = (self.handled_stops - deleted) | plan.handled
+        w.pending_stops |= plan.pending
+        for pk in plan.drop:
+            w.chores.spawn(self._drop_stopped(pk))
+
+    async def _drop_stopped(self, pk: str) -> None:
+        held = self.w.held.get(pk)
+        if held is not None:
+            await self.w.drop(held, "STOP", release=True)
+        self.handled_stops |= {pk}
+
+    def _checkpoints_due(self) -> None:
+        every = self.w.profile.checkpoint_every_s()
+        if every is None:
+            return
+        now = monotonic_s()
+        for held in list(self.w.held.values()):
+            due = now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
+            if due and held.pk not in self.checkpointing:
+                self.checkpointing.add(held.pk)
+                held.checkpointed_at = now
+                self.w.chores.spawn(self._checkpoint(held))
+
+    async def _checkpoint(self, held: HeldConnection) -> None:
+        w = self.w
+        try:
+            write = w.rules.checkpoint(held.lease, w.me, w.clock.now_ms(), held.last_seq)
+            if write is None or not w.fence.allows():
+                return
+            seq, sent = held.last_seq, time.time() * 1000.0
+            try:
+                await w.store.execute(w.config.connections_table, write)
+                outcome = "ok"
+                held.last_checkpoint_seq = seq
+            except ConditionFailed:
+                outcome = "fail"
+            except StoreError:
+                outcome = "info"
+            w.emit("checkpoint", pk=held.pk, epoch=held.lease.epoch, seq=seq, outcome=outcome, sent=sent)
+            if outcome == "fail":
+                # fenced, or no longer STARTED: a release settles which (refused unless still ours)
+                await w.drop(held, "checkpoint refused", release=True)
+        finally:
+            self.checkpointing.discard(held.pk)
+
+    def _skew_out_of_model(self) -> bool:
+        w = self.w
+        bounds = w.store.clock_skew_bounds()
+        if bounds is not None and w.profile.skew_worth_reporting(self.reported_skew, bounds):
+            self.reported_skew = bounds
+            w.emit("clock.skew", low_ms=bounds[0], high_ms=bounds[1], fences=w.profile.skew_fences(bounds))
+        return w.profile.skew_fences(bounds)
+
+    async def abandon(self, reason: str, retire: bool) -> None:
+        """Drop every stream and continue as a new incarnation (registered by the next heartbeat).
+
+        With ``retire``, once no write of the old incarnation can still land (a request timeout plus the
+        fencing margin after the fence closed), its worker item is expired at once, so its streams are
+        claimable now rather than when the item would have run out.
+        """
+        w = self.w
+        w.fence.broken = True
+        w.lose_all(reason)
+        old = w.me
+        w.me = w.consumer.me = Holder(old.worker_id, new_gen())
+        self.registered = False
+        self.handled_stops = frozenset()
+        write = w.rules.retire(old)
+        if not retire or write is None:
+            return
+        await w.pause(w.config.scaled_s(w.config.aws_timeout_ms + w.config.fence_margin_ms))
+        try:
+            await w.store.execute(w.config.workers_table, write)
+        except StoreError as exc:
+            log("retire.error", error=str(exc))
+
+    async def fence_watchdog(self) -> None:
+        w = self.w
+        while not w.stopping.is_set():
+            remaining = w.fence.deadline - monotonic_s()
+            if remaining <= 0 and self.registered and not w.fence.broken:
+                await self.abandon("self-fenced: no renewal before the fencing deadline", retire=True)
+                remaining = w.config.heartbeat_s
+            await wait_until_set(w.stopping, min(max(remaining, 0.01), w.config.heartbeat_s))
+

@@ -1,0 +1,57 @@
+"""What the worker depends on, as Protocols: the store it coordinates through and the consumer of a held
+stream.  ``fleet.store.LeaseStore`` (DynamoDB, SQS, CloudWatch) and ``fleet.memstore.MemoryStore`` (tests)
+implement ``WorkerStore``; ``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+from fleet.connection import HeldConnection
+from fleet.expr import Write
+from fleet.lease import ConnectionRecord, Holder, WorkerRecord
+from fleet.store import Notification
+
+
+class RequestCounter(Protocol):
+    @property
+    def requests(self) -> Mapping[str, int]: ...
+
+
+class WorkerStore(Protocol):
+    """The operations of ``fleet.store.LeaseStore`` a worker calls."""
+
+    @property
+    def aws(self) -> RequestCounter: ...
+
+    async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]: ...
+
+    async def get_connection(self, pk: str) -> ConnectionRecord | None: ...
+
+    def started_connections(
+        self, expired_before_ms: int | None = None, max_pages: int | None = None
+    ) -> AsyncIterator[ConnectionRecord]: ...
+
+    async def workers(self) -> dict[str, WorkerRecord]: ...
+
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None: ...
+
+    async def notify(self, handoffs: list[tuple[str, int]]) -> None: ...
+
+    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]: ...
+
+    async def delete_notifications(self, notifications: list[Notification]) -> None: ...
+
+    async def return_notifications(self, notifications: list[Notification]) -> None: ...
+
+    async def put_active_connections(self, count: int, worker_id: str) -> None: ...
+
+    def clock_skew_bounds(self) -> tuple[float, float] | None: ...
+
+
+class StreamConsumer(Protocol):
+    """Consumes one held stream until it is stopped, fenced or given up (``me``: the current incarnation)."""
+
+    me: Holder
+
+    async def consume(self, held: HeldConnection) -> None: ...

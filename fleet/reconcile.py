@@ -1,0 +1,75 @@
+"""Finding streams to claim: the reconcile loop looks when the profile's ``Pacer`` says, and a sweep lists
+STARTED connections from the state index and claims (several at a time) those the profile calls claimable.
+
+A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer was
+lost) is adopted only after a consistent read shows it still ours and STARTED: a stale listing alone never
+brings back a stream that was dropped (STOP, give-up, refused checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from fleet.connection import wait_until_set
+from fleet.logline import log
+from fleet.profiles import Sweep
+
+if TYPE_CHECKING:
+    from fleet.worker import Worker
+
+# Acquisitions one sweep keeps in flight: a dead worker's streams are claimed in parallel.
+CLAIMS_IN_FLIGHT = 16
+
+
+class Reconciler:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self.pacer = worker.profile.pacer(worker.rng)
+        self.requested = False
+        self.wake = asyncio.Event()
+
+    def request_sweep(self) -> None:
+        self.requested = True
+        self.wake.set()
+
+    async def loop(self) -> None:
+        w = self.w
+        while not w.stopping.is_set():
+            wait = w.config.heartbeat_s
+            if w.liveness.registered:
+                workers = await w.store.workers() if w.profile.reads_workers else {}
+                look = self.pacer.look(w.clock.now_ms(), time.monotonic(), w.me, workers, self.requested)
+                if look.sweep is not None:
+                    self.requested = False
+                    await self.sweep(look.sweep)
+                wait = look.wait_s
+            self.wake.clear()
+            await wait_until_set(self.wake, wait)
+
+    async def sweep(self, plan: Sweep) -> None:
+        """Claim (or adopt) every claimable connection the index lists, several at a time."""
+        w = self.w
+        now = w.clock.now_ms()
+        listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
+        # owners read after their connections, so no generation is judged from an older read
+        workers = await w.store.workers() if w.profile.reads_workers else {}
+        w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
+        claims: set[asyncio.Task[bool]] = set()
+        claimable = 0
+        for seen in listed:
+            if seen.pk in w.held or seen.pk in w.acquiring:
+                continue
+            if w.capacity() - len(claims) <= 0:
+                break
+            if w.profile.adoptable(seen, w.me):
+                claims.add(w.claims.spawn(w.adopt(seen.pk)))
+            elif w.profile.claimable(seen, w.me, now, workers):
+                claimable += 1
+                claims.add(w.claims.spawn(w.try_acquire(seen.pk, "reconcile", seen)))
+            if len(claims) >= CLAIMS_IN_FLIGHT:
+                _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
+        log("reconcile", listed=len(listed), claimable=claimable)
+        if claims:
+            await asyncio.wait(claims)

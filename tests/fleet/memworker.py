@@ -1,0 +1,86 @@
+"""The real ``fleet.worker.Worker`` on a ``fleet.memstore.MemoryStore``: no AWS, no upstream.  A
+``RecordingConsumer`` stands in for the upstream session (it records which incarnation consumed which stream
+and waits to be stopped), and ``Recorder`` keeps every history event in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fleet.config import FleetConfig
+from fleet.connection import HeldConnection
+from fleet.history import HistoryWriter
+from fleet.lease import Holder
+from fleet.memstore import MemoryStore
+from fleet.profiles import profile_for
+from fleet.worker import Worker
+
+# lease 1 s, heartbeat 250 ms, request timeout 150 ms, fencing margin 100 ms, tolerance 50 ms
+TIMESCALE = 0.05
+
+
+def config(profile: str = "hardened", worker_id: str = "w1", **changes: Any) -> FleetConfig:
+    return FleetConfig(profile=profile, worker_id=worker_id, timescale=TIMESCALE, **changes)  # type: ignore[arg-type]
+
+
+class Recorder(HistoryWriter):
+    def __init__(self, src: str) -> None:
+        super().__init__(None, src)
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        event = super().emit(type, **fields)
+        self.events.append(event)
+        return event
+
+    def of(self, type: str, **match: Any) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == type and all(e.get(k) == v for k, v in match.items())]
+
+
+class RecordingConsumer:
+    def __init__(self, worker: Worker) -> None:
+        self.me: Holder = worker.me
+        self.consumed: list[tuple[str, str]] = []  # (pk, gen)
+
+    async def consume(self, held: HeldConnection) -> None:
+        self.consumed.append((held.pk, self.me.gen))
+        await held.stopping.wait()
+
+
+def add_stream(store: MemoryStore, pk: str, **fields: Any) -> None:
+    rules = profile_for(store.config).rules
+    item = rules.start_connection(pk, f"ws://u/{pk}", 0).apply(None)
+    store.tables[store.config.connections_table][pk] = {**item, **fields}
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for ``predicate`` to hold (checked each 5 ms), failing the test after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def running(store: MemoryStore, cfg: FleetConfig | None = None) -> AsyncIterator[Worker]:
+    """A worker running on ``store`` until the block ends (then a graceful shutdown, awaited)."""
+    history = Recorder((cfg or store.config).worker_id)
+    worker = Worker(cfg or store.config, store, history, RecordingConsumer)
+    task = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: worker.liveness.registered or task.done())
+        yield worker
+    finally:
+        worker.stopping.set()
+        await asyncio.wait_for(task, 10)
+
+
+def consumer(worker: Worker) -> RecordingConsumer:
+    assert isinstance(worker.consumer, RecordingConsumer)
+    return worker.consumer
+
+
+def history(worker: Worker) -> Recorder:
+    assert isinstance(worker.history, Recorder)
+    return worker.history

@@ -1,0 +1,292 @@
+"""The real ``Worker`` on the in-memory store: the holes of issue 10, each shown closed at the worker level.
+
+Each docstring says how the test fails on commit 9eab16e's logic."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fleet.expr import Write
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Rules, WorkerRecord
+from fleet.memstore import MemoryStore
+from fleet.profiles import Sweep, profile_for
+from tests.fleet.memworker import add_stream, config, consumer, history, running, until
+
+PK = "CONN#c1"
+CONNS = "wsfleet-connections"
+WORKERS = "wsfleet-workers"
+
+
+def is_acquire(table: str, write: Write) -> bool:
+    return table == CONNS and "owner_gen" in write.update.set and write.update.set["owner_gen"] != ""
+
+
+def stop(store: MemoryStore, pk: str) -> None:
+    """What the hardened router writes for STOP: STOPPED, then the owner's mailbox."""
+    rules = store_rules(store)
+    table = store.tables[CONNS]
+    table[pk] = rules.stop_connection(pk, 1).apply(table[pk])
+    owner = table[pk].get("lease_owner", "")
+    if owner and owner in store.tables[WORKERS]:
+        store.tables[WORKERS][owner] = rules.post_stop(owner, pk).apply(store.tables[WORKERS][owner])
+
+
+def store_rules(store: MemoryStore) -> Rules:
+    return profile_for(store.config).rules
+
+
+async def test_a_worker_claims_a_started_stream_consumes_it_and_hands_it_off_on_shutdown() -> None:
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    async with running(store) as worker:
+        await until(lambda: PK in worker.held)
+        me = worker.me
+        item = store.item(CONNS, PK)
+        assert item is not None and (item["lease_owner"], item["owner_gen"], item["epoch"]) == ("w1", me.gen, 1)
+        assert consumer(worker).consumed == [(PK, me.gen)]
+    assert store.connection(PK).lease_owner == ""
+    assert [n.released_epoch for n in store.queue if n.pk == PK] == [1]
+    assert all(e.get("gen") == me.gen for e in history(worker).events if e["type"].startswith(("lease", "worker")))
+
+
+async def test_hole_3_a_stale_listing_never_brings_back_a_dropped_stream() -> None:
+    """Hole 3.  At 9eab16e a sweep took up any listed stream whose owner and generation were ours
+    (``_ours``), without a write or a consistent read: after a STOP dropped it, a stale index listing
+    brought it back and it was consumed again.  Now adoption needs a consistent read showing it ours and
+    STARTED."""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    async with running(store) as worker:
+        await until(lambda: PK in worker.held)
+        store.freeze_index()  # the index still lists it as ours
+        stop(store, PK)
+        await until(lambda: PK not in worker.held)
+        await worker.reconciler.sweep(Sweep(expired_before_ms=None, max_pages=None))
+        assert PK not in worker.held and consumer(worker).consumed == [(PK, worker.me.gen)]
+
+
+async def test_an_acquire_whose_answer_was_lost_is_adopted_after_a_consistent_read() -> None:
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    store.lose_answer_for = lambda table, write: is_acquire(table, write)
+    store.before_write = None
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("lease.acquire", outcome="ok", via="resolved")))
+        assert PK in worker.held
+
+
+async def test_hole_4_sigterm_during_an_acquire_leaves_nothing_consumed_or_held() -> None:
+    """Hole 4.  At 9eab16e shutdown neither cancelled claims nor closed anything first: an acquire answered
+    after ``_shutdown`` snapshotted ``held`` was taken up and consumed, never released.  Now in-flight claims
+    are cancelled (one that still landed is left to the retired incarnation, claimable at once), and an
+    acquire answered during shutdown is released and announced."""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    add_stream(store, "CONN#c2")
+    stopping = asyncio.Event()
+    settled: list[str] = []
+
+    async def answer_after_the_snapshot(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            try:
+                await stopping.wait()
+                await asyncio.sleep(0.05)  # the answer arrives while the shutdown is under way
+                settled.append("answered")
+            except asyncio.CancelledError:
+                settled.append("cancelled")
+                raise
+
+    store.after_write = answer_after_the_snapshot
+    async with running(store) as worker:
+        await until(lambda: len(worker.acquiring) == 2)
+        me = worker.me
+        stopping.set()
+    await until(lambda: len(settled) == 2)
+    # the shutdown cancelled both claims after their writes landed: nothing consumed, nothing held
+    assert consumer(worker).consumed == [] and worker.held == {}
+    retired = WorkerRecord.from_item(store.tables[WORKERS]["w1"])
+    taker = store_rules(store)
+    for pk in (PK, "CONN#c2"):
+        seen = store.connection(pk)
+        assert (seen.lease_owner, seen.owner_gen) == ("w1", me.gen)
+        assert taker.claimable(seen, Holder("w2", "g2"), 10**6, {"w1": retired})
+
+
+async def test_hole_4_an_acquire_answered_during_shutdown_is_released_and_announced() -> None:
+    store = MemoryStore(config())
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("reconcile")))
+        worker.reconciler.pacer.next_sweep_s = float("inf")
+        add_stream(store, PK)
+        store.after_write = slow_answer
+        seen = store.connection(PK)
+        acquire = asyncio.create_task(worker.try_acquire(PK, "test", seen))  # not a tracked claim
+        await until(lambda: PK in worker.acquiring)
+        worker.closing = True
+        gate.set()
+        assert await acquire is False
+    assert consumer(worker).consumed == [] and store.connection(PK).lease_owner == ""
+    assert [n.pk for n in store.queue] == [PK]
+
+
+async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_at_take_up() -> None:
+    """Hole 6.  At 9eab16e a mailbox entry for a stream not yet held was deleted as handled with the next
+    renewal; the acquire answered afterwards (applied before the STOP, so it reads STARTED) was taken up and
+    the stream consumed until teardown.  Now the entry stays pending and take-up releases instead."""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    store.after_write = slow_answer
+    async with running(store) as worker:
+        await until(lambda: PK in worker.acquiring)
+        stop(store, PK)
+        renewals = len(history(worker).of("lease.renew", outcome="ok"))
+        await until(lambda: len(history(worker).of("lease.renew", outcome="ok")) >= renewals + 2)
+        assert PK in worker.pending_stops
+        gate.set()
+        await until(lambda: PK not in worker.acquiring)
+        assert consumer(worker).consumed == [] and PK not in worker.held
+        await until(lambda: "stop_requests" not in (store.item(WORKERS, "w1") or {}))
+    assert store.connection(PK).lease_owner == ""
+
+
+async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_honoured() -> None:
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    store.after_write = slow_answer
+    async with running(store) as worker:
+        await until(lambda: PK in worker.acquiring)
+        store.tables[CONNS][PK]["desired_state"] = STOPPED  # STOP with no mailbox post (owner unknown)
+        store.send(PK)
+        await until(lambda: PK in worker.pending_stops)
+        gate.set()
+        await until(lambda: PK not in worker.acquiring)
+        assert consumer(worker).consumed == []
+
+
+async def test_notifications_the_worker_cannot_act_on_go_back_to_the_queue() -> None:
+    """At 9eab16e every received notification was deleted, acted on or not: a handoff reaching a worker at
+    capacity was lost, and the stream waited for a sweep."""
+    store = MemoryStore(config(max_connections=1))
+    add_stream(store, PK)
+    add_stream(store, "CONN#c2", desired_state=STARTED)
+    async with running(store) as worker:
+        await until(lambda: len(worker.held) == 1)
+        other = next(pk for pk in (PK, "CONN#c2") if pk not in worker.held)
+        store.send(other, released_epoch=0)
+        await until(lambda: any(n.pk == other for n in store.returned))
+
+
+async def test_a_burst_of_stop_drops_never_holds_back_the_heartbeat() -> None:
+    """At 9eab16e STOP drops ran one at a time inside the heartbeat loop: slow releases of a burst of STOPs
+    delayed the next renewal past the fence, and the worker fenced itself off every stream.  Now drops are
+    background chores."""
+    store = MemoryStore(config())
+    pks = [f"CONN#c{i}" for i in range(6)]
+    for pk in pks:
+        add_stream(store, pk)
+
+    async def slow_release(table: str, write: Write) -> None:
+        if table == CONNS and write.update.set.get("lease_owner") == "":
+            await asyncio.sleep(0.4)  # a slow backend: 6 releases in a row would outlast the 0.75 s fence
+
+    async with running(store) as worker:
+        await until(lambda: len(worker.held) == len(pks))
+        store.before_write = slow_release
+        for pk in pks:
+            stop(store, pk)
+        await until(lambda: not worker.held)
+        assert not history(worker).of("lease.lost")
+        assert all(e["reason"] == "STOP" for e in history(worker).of("lease.release"))
+
+
+@pytest.mark.parametrize("skew_ms", [45.0, -45.0])
+async def test_skew_beyond_the_tolerance_fences_the_worker_and_is_reported(skew_ms: float) -> None:
+    store = MemoryStore(config())  # tolerance 50 ms: 0.8 of it is 40 ms
+    add_stream(store, PK)
+    async with running(store) as worker:
+        await until(lambda: PK in worker.held)
+        first = worker.me
+        store.skew = (skew_ms - 2, skew_ms + 2)
+        await until(lambda: not worker.liveness.registered)
+        assert PK not in worker.held
+        [reported] = history(worker).of("clock.skew")
+        assert reported["fences"] is True and reported["low_ms"] == skew_ms - 2
+        store.skew = (-5.0, 5.0)
+        await until(lambda: worker.liveness.registered and PK in worker.held)
+        assert worker.me.gen != first.gen
+        assert [c for c in consumer(worker).consumed if c[0] == PK] == [(PK, first.gen), (PK, worker.me.gen)]
+
+
+async def test_blog_renews_each_lease_and_stops_on_the_desired_state_read() -> None:
+    store = MemoryStore(config("blog"))
+    add_stream(store, PK)
+    async with running(store) as worker:
+        store.send(PK)
+        await until(lambda: PK in worker.held)
+        await until(lambda: bool(history(worker).of("lease.renew", pk=PK, outcome="ok")))
+        assert store.tables[WORKERS] == {}
+        store.tables[CONNS][PK]["desired_state"] = STOPPED
+        await until(lambda: PK not in worker.held)
+        [released] = history(worker).of("lease.release")
+        assert released["reason"] == "STOP" and not store.queue  # blog announces nothing
+    assert ConnectionRecord.from_item(store.tables[CONNS][PK]).lease_owner == ""
+
+
+async def test_a_handoff_whose_claim_the_shutdown_cancels_goes_back_to_the_queue() -> None:
+    store = MemoryStore(config())
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    async with running(store) as worker:
+        add_stream(store, PK)
+        store.after_write = slow_answer
+        store.send(PK, released_epoch=0)
+        await until(lambda: PK in worker.acquiring)
+    assert [n.pk for n in store.returned] == [PK] and worker.held == {}
+
+
+async def test_an_acquire_answered_after_the_incarnation_ended_is_not_taken_up() -> None:
+    store = MemoryStore(config())
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("reconcile")))
+        worker.reconciler.pacer.next_sweep_s = float("inf")
+        add_stream(store, PK)
+        store.after_write = slow_answer
+        first = worker.me
+        acquire = asyncio.create_task(worker.try_acquire(PK, "test", store.connection(PK)))
+        await until(lambda: PK in worker.acquiring)
+        store.tables[WORKERS]["w1"]["gen"] = "replaced"  # the next renewal is refused: a new incarnation
+        await until(lambda: worker.me != first)
+        gate.set()
+        assert await acquire is False
+        [lost] = history(worker).of("lease.lost", pk=PK)
+        assert lost["gen"] == first.gen and consumer(worker).consumed == [] and PK not in worker.held
