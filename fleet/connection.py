@@ -126,7 +126,7 @@ class ConnectionRunner:
                 async with UpstreamSession(url, self.me.worker_id, max(0.5, budget_s / 4),
                                            gen=self.me.gen, allowlist=self.allowlist) as session:
                     held.session = session
-                    self.history.emit("ws.open", pk=held.pk, worker=self.me.worker_id,
+                    self.history.emit("ws.open", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
@@ -153,7 +153,7 @@ class ConnectionRunner:
             self._closed(held, held.stop_reason or reason)
             if held.stopping.is_set():
                 return
-            now = time.monotonic()
+            now = monotonic_s()
             down_since = down_since if down_since is not None else now
             if self.rules.resumes and now - down_since > budget_s:
                 await self.give_up(held, "upstream unreachable past budget")
@@ -167,7 +167,7 @@ class ConnectionRunner:
             return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
     def _closed(self, held: HeldConnection, reason: str) -> None:
-        self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, reason=reason[:200])
+        self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen, reason=reason[:200])
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
         """Store consecutive messages.  Raises ``Fenced``.

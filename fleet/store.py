@@ -1,5 +1,7 @@
 """The fleet's AWS adapter: executes lease decisions (``fleet.expr.Write``) as DynamoDB conditional
-writes, reads connections and workers, and sends and receives notifications and metrics.
+writes, stores messages behind a server-side fence on the lease (one TransactWriteItems per batch where
+the backend has transactions, else a PutItem per message refused over a newer epoch), finds where a new
+owner resumes, reads connections and workers, and sends and receives notifications and metrics.
 
 Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionFailed`` /
 ``StoreUnavailable`` / ``StoreError`` only) and is counted by purpose in ``AwsClients.requests``:

@@ -1,0 +1,220 @@
+"""The consume loop's writes: fenced by the server even when the writer freezes mid-request, fenced again
+right before each request leaves, retried for exactly what was not stored, resumed at the first hole.
+
+Store-backed tests run on both engines (dynalite: conditional puts; moto: transactions).  A writer is
+frozen between building its request and sending it by a botocore ``before-send`` hook that waits on an
+event the test holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+
+from fleet.aws import AwsClients
+from fleet.clock import LeaseClock, monotonic_s
+from fleet.config import FleetConfig
+from fleet.connection import MESSAGE_WRITES_IN_FLIGHT, ConnectionRunner, Fence, Fenced, HeldConnection
+from fleet.errors import StoreUnavailable
+from fleet.expr import Condition
+from fleet.history import HistoryWriter
+from fleet.lease import HardenedRules, Holder, Lease, rules_for
+from fleet.store import LeaseStore
+from fleet.upstream import UpstreamMessage
+from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, fence: Fence | None = None,
+               me: Holder = ME) -> ConnectionRunner:
+    async def give_up(held: HeldConnection, reason: str) -> None:
+        raise AssertionError(f"gave up {held.pk}: {reason}")
+    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up)
+
+
+def messages(*seqs: int) -> list[UpstreamMessage]:
+    return [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=0.0) for seq in seqs]
+
+
+def events(path: Path, kind: str) -> list[dict[str, Any]]:
+    return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == kind]
+
+
+class Gate:
+    """Holds every request of one operation of one client between building and sending it."""
+
+    def __init__(self, aws: AwsClients, operation: str) -> None:
+        self.reached = asyncio.Event()
+        self.opened = asyncio.Event()
+        aws.ddb.meta.events.register(f"before-send.dynamodb.{operation}", self._hold)
+
+    async def _hold(self, **_: Any) -> None:
+        self.reached.set()
+        await self.opened.wait()
+
+
+async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: LeaseStore, engine_config: FleetConfig,
+                                                                       tmp_path: Path) -> None:
+    """The old owner's request is built and past every client-side check when it freezes; meanwhile
+    another worker takes the lease over and stores the same sequences.  Nothing of the frozen write may
+    land over them: on moto the transaction's ConditionCheck refuses it whole, on dynalite each put is
+    refused over the newer epoch."""
+    rules = HardenedRules(engine_config)
+    pk = new_pk()
+    lease = await held_connection(store, pk)
+    transactions = await store.transactions()
+    gate = Gate(store.aws, "TransactWriteItems" if transactions else "PutItem")
+    history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
+    runner = runner_for(engine_config, store, history)
+    writing = asyncio.create_task(runner.persist(HeldConnection(lease=lease), messages(1, 2)))
+    await asyncio.wait_for(gate.reached.wait(), 10)
+    async with AwsClients(engine_config) as other_aws:  # the new owner is another process
+        other = LeaseStore(other_aws)
+        theirs = await take_over(other, rules, pk, OTHER)
+        if transactions:
+            await other.put_messages_fenced(pk, rules.held(theirs, OTHER), [message(rules, theirs, OTHER, 1)])
+        else:
+            for seq in (1, 2):
+                await other.put_message_unless_newer(message(rules, theirs, OTHER, seq))
+    gate.opened.set()
+    with pytest.raises(Fenced):
+        await asyncio.wait_for(writing, 10)
+    items = await stored(store, pk)
+    assert {seq: item["epoch"] for seq, item in items.items()} == ({1: 2} if transactions else {1: 2, 2: 2})
+    persisted = events(tmp_path / "w1.jsonl", "msg.persist")
+    assert [(e["outcome"], e["note"]) for e in persisted] == [("fail", "refused by the store: the lease moved on")]
+
+
+async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore, engine_config: FleetConfig,
+                                                              tmp_path: Path) -> None:
+    """The control for the test above: the fence refuses only superseded writers."""
+    pk = new_pk()
+    lease = await held_connection(store, pk)
+    held = HeldConnection(lease=lease)
+    await runner_for(engine_config, store, HistoryWriter(None, "w1")).persist(held, messages(1, 2))
+    assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items()} == {1: 1, 2: 1}
+    assert held.persisted == 2
+
+
+class RecordingStore:
+    """Stands in for ``LeaseStore``'s message writes: records what each request carried, and answers
+    ``StoreUnavailable`` for the sequences in ``unavailable`` (once each)."""
+
+    def __init__(self, transactions: bool, unavailable: set[int] | None = None) -> None:
+        self._transactions = transactions
+        self.unavailable = set(unavailable or ())
+        self.requests: list[list[int]] = []
+
+    async def transactions(self) -> bool:
+        return self._transactions
+
+    async def put_messages_fenced(self, pk: str, held: Condition, items: list[dict[str, Any]]) -> None:
+        self.requests.append([item["sk"] for item in items])
+
+    async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
+        self.requests.append([item["sk"]])
+        if item["sk"] in self.unavailable:
+            self.unavailable.discard(item["sk"])
+            raise StoreUnavailable("put: timed out")
+
+
+HARDENED = FleetConfig(profile="hardened", timescale=0.1)
+LEASE = Lease(pk="CONN#c", ws_url="ws://u/s/c", epoch=1, resume_seq=0)
+
+
+def recording_runner(store: RecordingStore, fence: Fence, history: HistoryWriter) -> ConnectionRunner:
+    return runner_for(HARDENED, cast(LeaseStore, store), history, fence)
+
+
+@pytest.mark.parametrize("transactions", [True, False])
+async def test_the_fence_is_checked_again_right_before_the_request_leaves(transactions: bool) -> None:
+    """A write that waited for its slot while the fence closed is never sent."""
+    store, fence = RecordingStore(transactions), Fence()
+    runner = recording_runner(store, fence, HistoryWriter(None, "w1"))
+    for _ in range(MESSAGE_WRITES_IN_FLIGHT):
+        await runner.message_slots.acquire()
+    writing = asyncio.create_task(runner.persist(HeldConnection(lease=LEASE), messages(1, 2)))
+    await asyncio.sleep(0)  # let it pass the first check and queue for a slot
+    assert not writing.done()
+    fence.deadline = monotonic_s()  # the fence closes while it waits
+    for _ in range(MESSAGE_WRITES_IN_FLIGHT):
+        runner.message_slots.release()
+    with pytest.raises(Fenced):
+        await asyncio.wait_for(writing, 5)
+    assert store.requests == []
+
+
+async def test_a_partly_stored_batch_retries_exactly_what_was_not_stored(tmp_path: Path) -> None:
+    store = RecordingStore(transactions=False, unavailable={2})
+    history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
+    held = HeldConnection(lease=LEASE)
+    await recording_runner(store, Fence(), history).persist(held, messages(1, 2, 3))
+    assert sorted(map(tuple, store.requests[:3])) == [(1,), (2,), (3,)]
+    assert store.requests[3:] == [[2]]
+    persisted = events(tmp_path / "w1.jsonl", "msg.persist")
+    assert [(e["outcome"], e.get("note"), e["seq_from"], e["seq_to"]) for e in persisted] == [
+        ("info", "1 of 3 unstored", 1, 3), ("ok", None, 1, 3)]
+    assert held.persisted == 3
+
+
+class UpstreamStub:
+    """A one-stream upstream: the first session gets sequences 6 and 7 and is closed; the second one is
+    closed once the test ``release``s it.  Records what each session asked for."""
+
+    def __init__(self) -> None:
+        self.sessions: list[dict[str, Any]] = []
+        self.reconnected = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handler(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        query = parse_qs(urlsplit(ws.request.path).query)
+        self.sessions.append({"from_seq": int(query["from_seq"][0]), "worker": ws.request.headers.get("X-Worker-Id"),
+                              "gen": ws.request.headers.get("X-Worker-Gen")})
+        if len(self.sessions) == 1:
+            for seq in (6, 7):
+                await ws.send(json.dumps({"seq": seq, "data": f"data-{seq}", "ts": time.time()}))
+        else:
+            self.reconnected.set()
+            await self.release.wait()
+        await ws.close()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[tuple[str, UpstreamStub]]:
+    stub = UpstreamStub()
+    async with serve(stub.handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        yield f"ws://127.0.0.1:{port}/streams/c", stub
+
+
+async def test_a_new_owner_resumes_at_the_first_hole_and_says_which_incarnation_it_is(
+        store: LeaseStore, engine_config: FleetConfig, upstream: tuple[str, UpstreamStub]) -> None:
+    """Stored 1..5 and 7..9 above a checkpoint of 0 (a batch only partly stored before its writer lost the
+    lease): the new owner keeps 6 (the old resume point, after the highest stored 9, skipped it for good),
+    rewrites 7 under its epoch, and next asks the upstream for 8."""
+    url, stub = upstream
+    rules = HardenedRules(engine_config)
+    pk = new_pk()
+    previous = await held_connection(store, pk, OTHER, epoch=1)
+    for seq in (*range(1, 6), *range(7, 10)):
+        await store.put_message_unless_newer(message(rules, previous, OTHER, seq))
+    lease = await take_over(store, rules, pk, ME)
+    held = HeldConnection(lease=Lease(pk, url, lease.epoch, lease.resume_seq), last_seq=lease.resume_seq)
+    consuming = asyncio.create_task(runner_for(engine_config, store, HistoryWriter(None, "w1")).consume(held))
+    await asyncio.wait_for(stub.reconnected.wait(), 20)
+    held.stopping.set()
+    stub.release.set()
+    await asyncio.wait_for(consuming, 10)
+    assert [s["from_seq"] for s in stub.sessions] == [1, 8]  # the first asks from the checkpoint
+    assert {(s["worker"], s["gen"]) for s in stub.sessions} == {(ME.worker_id, ME.gen)}
+    assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items() if seq in (6, 7)} == {6: 2, 7: 2}

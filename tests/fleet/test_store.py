@@ -1,0 +1,161 @@
+"""The store against real engines (dynalite: no transactions; moto: transactions): the server-side fence
+on message writes, the resume point, the transactions probe, the skew read from ``Date`` headers, and the
+read consistency each profile's client settings ask for."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from fleet.aws import AwsClients, ClientSettings
+from fleet.config import FleetConfig
+from fleet.errors import ConditionFailed
+from fleet.lease import STARTED, HardenedRules, Holder, Lease
+from fleet.store import LeaseStore, from_wire, to_wire
+
+ME = Holder("w1", "gen-a")
+OTHER = Holder("w2", "gen-b")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def new_pk() -> str:
+    return f"CONN#store-{uuid.uuid4().hex[:10]}"
+
+
+async def held_connection(store: LeaseStore, pk: str, holder: Holder = ME, epoch: int = 1) -> Lease:
+    """A STARTED connection item owned by ``holder`` at ``epoch``; the lease it grants."""
+    item = {"pk": pk, "desired_state": STARTED, "ws_url": "ws://u/s/c", "lease_owner": holder.worker_id,
+            "owner_gen": holder.gen, "epoch": epoch, "last_seq": 0}
+    await store.aws.ddb.put_item(TableName=store.config.connections_table, Item=to_wire(item))
+    return Lease.granted(item)
+
+
+async def take_over(store: LeaseStore, rules: HardenedRules, pk: str, taker: Holder) -> Lease:
+    """``taker`` acquires the connection the way a worker does, from a consistent read."""
+    seen = await store.get_connection(pk)
+    assert seen is not None
+    item = await store.execute(store.config.connections_table, rules.acquire(pk, taker, int(time.time() * 1000), seen))
+    return Lease.granted(item)
+
+
+def message(rules: HardenedRules, lease: Lease, holder: Holder, seq: int) -> dict[str, Any]:
+    return rules.message(lease, holder, seq, f"data-{seq}", int(time.time() * 1000)).apply(None)
+
+
+async def stored(store: LeaseStore, pk: str) -> dict[int, dict[str, Any]]:
+    response = await store.aws.ddb.query(
+        TableName=store.config.messages_table, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues=to_wire({":pk": pk}), ConsistentRead=True)
+    return {int(item["sk"]): item for item in map(from_wire, response.get("Items", []))}
+
+
+async def test_transactions_are_probed_once(store: LeaseStore, engine_backend: Any) -> None:
+    before = store.aws.requests["coordination"]
+    answers = await asyncio.gather(*(store.transactions() for _ in range(3)))
+    assert answers == [engine_backend.dynamodb_engine == "moto"] * 3
+    assert store.aws.requests["coordination"] - before == 1
+    assert await store.transactions() == answers[0]
+    assert store.aws.requests["coordination"] - before == 1
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+async def test_the_transactions_setting_overrides_the_probe(engine_config: FleetConfig, mode: str) -> None:
+    async with AwsClients(engine_config.with_changes(transactions=mode)) as aws:
+        assert await LeaseStore(aws).transactions() is (mode == "on")
+        assert aws.requests["coordination"] == 0
+
+
+async def test_a_transaction_stores_the_batch_only_while_the_lease_is_held(store: LeaseStore) -> None:
+    if not await store.transactions():
+        pytest.skip("this engine has no transactions")
+    rules = HardenedRules(store.config)
+    pk = new_pk()
+    mine = await held_connection(store, pk)
+    await store.put_messages_fenced(pk, rules.held(mine, ME), [message(rules, mine, ME, s) for s in (1, 2)])
+    theirs = await take_over(store, rules, pk, OTHER)
+    await store.put_messages_fenced(pk, rules.held(theirs, OTHER), [message(rules, theirs, OTHER, 3)])
+    with pytest.raises(ConditionFailed):
+        await store.put_messages_fenced(pk, rules.held(mine, ME), [message(rules, mine, ME, s) for s in (3, 4)])
+    items = await stored(store, pk)
+    assert {seq: item["epoch"] for seq, item in items.items()} == {1: 1, 2: 1, 3: 2}
+    assert all(items[seq]["sent_ms"] > 0 for seq in items)
+
+
+async def test_a_stale_epoch_never_overwrites_a_newer_owners_message(store: LeaseStore) -> None:
+    rules = HardenedRules(store.config)
+    pk = new_pk()
+    mine = await held_connection(store, pk)
+    await store.put_message_unless_newer(message(rules, mine, ME, 1))
+    theirs = await take_over(store, rules, pk, OTHER)
+    await store.put_message_unless_newer(message(rules, theirs, OTHER, 1))  # a newer epoch overwrites
+    await store.put_message_unless_newer(message(rules, theirs, OTHER, 2))
+    await store.put_message_unless_newer(message(rules, theirs, OTHER, 2))  # its own retry is idempotent
+    for seq in (1, 2):
+        with pytest.raises(ConditionFailed):
+            await store.put_message_unless_newer(message(rules, mine, ME, seq))
+    items = await stored(store, pk)
+    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in items.items()} == {1: (2, "w2"), 2: (2, "w2")}
+
+
+async def test_the_window_left_without_transactions(store: LeaseStore) -> None:
+    """What the conditional put cannot refuse: a superseded writer's message for a sequence the new owner
+    has not stored yet lands; the new owner's own write of it later replaces it."""
+    rules = HardenedRules(store.config)
+    pk = new_pk()
+    mine = await held_connection(store, pk)
+    theirs = await take_over(store, rules, pk, OTHER)
+    await store.put_message_unless_newer(message(rules, mine, ME, 7))
+    assert (await stored(store, pk))[7]["epoch"] == 1
+    await store.put_message_unless_newer(message(rules, theirs, OTHER, 7))
+    assert (await stored(store, pk))[7]["epoch"] == 2
+
+
+@pytest.mark.parametrize(("checkpoint", "expected"), [(0, 5), (5, 5), (6, 9), (9, 9), (12, 12)])
+async def test_the_resume_point_is_the_first_hole_above_the_checkpoint(store: LeaseStore, checkpoint: int,
+                                                                       expected: int) -> None:
+    """Stored 1..5 and 7..9: a new owner resumes at 6, not after the highest stored sequence (10)."""
+    rules = HardenedRules(store.config)
+    pk = new_pk()
+    lease = await held_connection(store, pk)
+    for seq in (*range(1, 6), *range(7, 10)):
+        await store.put_message_unless_newer(message(rules, lease, ME, seq))
+    assert await store.contiguous_seq(pk, checkpoint) == expected
+
+
+async def test_the_resume_point_of_a_stream_with_nothing_stored_is_its_checkpoint(store: LeaseStore) -> None:
+    assert await store.contiguous_seq(new_pk(), 4) == 4
+
+
+@pytest.mark.parametrize("offset_ms", [0, 5_000, -2_500])
+async def test_the_skew_bounds_contain_the_lease_clocks_offset(engine_config: FleetConfig, offset_ms: int) -> None:
+    async with AwsClients(engine_config.with_changes(clock_offset_ms=offset_ms)) as aws:
+        store = LeaseStore(aws)
+        assert store.clock_skew_bounds() is None
+        for _ in range(8):
+            await store.get_connection(new_pk())
+        bounds = store.clock_skew_bounds()
+    assert bounds is not None
+    lower, upper = bounds
+    assert lower < offset_ms <= upper
+    assert upper - lower <= 1_000 + 500  # at worst the header's resolution plus a slow round trip
+
+
+@pytest.mark.parametrize(("settings", "consistent"), [
+    (ClientSettings.sdk_defaults(), False),
+    (None, True),
+])
+async def test_the_desired_state_read_follows_the_client_settings(engine_config: FleetConfig,
+                                                                  settings: ClientSettings | None,
+                                                                  consistent: bool) -> None:
+    asked: list[bool] = []
+    async with AwsClients(engine_config, settings=settings) as aws:
+        aws.ddb.meta.events.register("provide-client-params.dynamodb.GetItem",
+                                     lambda params, **_: asked.append(params["ConsistentRead"]))
+        await LeaseStore(aws).get_connection(new_pk())
+    assert asked == [consistent]
+
