@@ -15,6 +15,7 @@ from typing import Any
 from harness.checkers.verdict import analyse
 from harness.history import read_history
 from harness.report import build_report
+from harness.scenarios.catalog import SCENARIOS
 from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 
 PROFILES = ("blog", "hardened")
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = {}
     try:
         for profile in PROFILES:
-            run = ScenarioRun(name="crash", profile=profile, timescale=args.timescale, seed=args.seed,
+            run = ScenarioRun(SCENARIOS["crash"], profile=profile, timescale=args.timescale, seed=args.seed,
                               run_dir=args.out / f"crash-{profile}")
             verdicts[profile] = run_scenario(run, progress=lambda line: print(line, flush=True))
             build_report([run.run_dir], None, progress=lambda line: print(line, flush=True))
