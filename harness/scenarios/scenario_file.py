@@ -167,7 +167,8 @@ def _config_fields(config: FleetConfig) -> dict[str, Any]:
 
 
 def _for_profile(value: Any, profile: str) -> Any:
-    if isinstance(value, dict):
+    """A mapping whose keys are all profile names (or ``default``) holds one value per profile."""
+    if isinstance(value, dict) and value and set(value) <= {*PROFILES, DEFAULT_PROFILE}:
         return value.get(profile, value.get(DEFAULT_PROFILE))
     return value
 
