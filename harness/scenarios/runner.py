@@ -7,8 +7,8 @@ Phases, each announced on the progress callback: ``up`` (backend, simulator, rou
 (one lease of normal running), ``faults`` (every fault step and workload operation runs in its own thread
 at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
 when the last of them has), ``recover`` (until every STARTED stream has a live session of a running worker,
-or the bound has passed twice), ``settle`` (one more lease, so the last backlog is persisted), ``final``
-(the simulator's heads, every stored message with its writer, and every connection item, written to the
+or the bound has passed twice), ``settle`` (one more lease, so the last backlog is persisted), ``run.stop``,
+then ``final`` (the simulator's heads, every stored message with its writer, and every connection item, written to the
 history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Faults are healed and every
 process stopped in ``finally``, whatever happened.
 
@@ -124,8 +124,10 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
             owned = _await_owned(cluster, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
             time.sleep(config.lease_s)
-            _record_final(cluster, list(workload.desired))
+            # the observed run ends before the final scan, which may take seconds: the checkers' horizons
+            # (what must have been persisted by the end) are measured from ``run.stop``
             cluster.history.emit("run.stop")
+            _record_final(cluster, list(workload.desired))
         finally:
             nemesis.heal_all()
     say("checking the history")
@@ -268,8 +270,12 @@ def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps:
     threads += [threading.Thread(target=operation, args=(o,), name=f"op-{i}") for i, o in enumerate(ops)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # interrupted: the threads stop waiting, the caller heals what they started
+        abort.set()
+        raise
     if errors:
         raise ScenarioError("; ".join(errors))
 
