@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +145,7 @@ class ScenarioSpec:
         ops = [Op(_number(where, f"workload[{i}].at_s", _for_profile(raw.get("at_s", 0), profile), seconds, rng),
                   raw["op"], str(raw["target"])) for i, raw in enumerate(self.workload)]
         kinds = sorted({s.kind for s in steps})
-        scale1 = FleetConfig(**{**_config_fields(config), "timescale": 1.0})
+        scale1 = replace(config, timescale=1.0)
         return Plan(steps, ops, self._bounds(kinds, profile, config, rng), self._bounds(kinds, profile, scale1, rng))
 
     def _bounds(self, kinds: list[str], profile: str, config: FleetConfig, rng: random.Random) -> dict[str, float]:
@@ -158,12 +158,6 @@ class ScenarioSpec:
                 if value is not None:
                     bounds[kind] = _number(self.path, f"bounds.{key}", value, ms, rng)
         return bounds
-
-
-def _config_fields(config: FleetConfig) -> dict[str, Any]:
-    from dataclasses import fields
-
-    return {f.name: getattr(config, f.name) for f in fields(config) if f.init}
 
 
 def _for_profile(value: Any, profile: str) -> Any:
