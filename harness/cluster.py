@@ -32,6 +32,7 @@ from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
+EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
 
 
 class ClusterError(Exception):
@@ -236,19 +237,25 @@ class Cluster:
             body["ws_url"] = ws_url
         return http_json("POST", self.router_url + "/events", body)
 
+    def _post_until_answered(self, event_type: str, connection_id: str, ws_url: str | None = None) -> None:
+        """POST one event; a 503 (outcome unknown: the router says the event is safe to repeat) is repeated
+        a few times, as a client would, before it counts as a failure."""
+        for attempt in range(EVENT_ATTEMPTS):
+            status, payload = self.post_event(event_type, connection_id, ws_url)
+            if status != 503:
+                break
+            time.sleep(0.1 * (attempt + 1))
+        if status != 200:
+            raise ClusterError(f"{event_type} {connection_id} answered {status}: {payload}")
+
     def start_connection(self, connection_id: str) -> None:
         """Create the upstream stream, then START it through the router (as a user would)."""
         http_json("POST", f"{self.upstream_control_url}/streams/{connection_id}")
-        ws_url = f"{self.upstream_url}/streams/{connection_id}"
-        status, payload = self.post_event("START", connection_id, ws_url)
-        if status != 200:
-            raise ClusterError(f"START {connection_id} answered {status}: {payload}")
+        self._post_until_answered("START", connection_id, f"{self.upstream_url}/streams/{connection_id}")
         self.history.emit("conn.started", pk=f"CONN#{connection_id}")
 
     def stop_connection(self, connection_id: str) -> None:
-        status, payload = self.post_event("STOP", connection_id)
-        if status != 200:
-            raise ClusterError(f"STOP {connection_id} answered {status}: {payload}")
+        self._post_until_answered("STOP", connection_id)
         self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
 
     def streams(self) -> dict[str, Any]:
