@@ -18,11 +18,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES
-from harness.scenarios.catalog import SCENARIOS
-from harness.scenarios.scenario_file import ScenarioFileError, ScenarioSpec, load
+
+if TYPE_CHECKING:
+    from harness.scenarios.scenario_file import ScenarioSpec
+
+HARNESS_EXTRAS = "pip install 'wsfleet[harness]'"
 
 STATE_FILE = Path(".wsfleet") / "up.json"
 
@@ -93,6 +96,10 @@ def _existing_dir(text: str) -> Path:
 
 
 def _catalog_listing() -> str:
+    try:
+        from harness.scenarios.catalog import SCENARIOS
+    except ModuleNotFoundError as exc:  # a fleet-only install (the worker image): say what is missing
+        return f"scenarios: unavailable without the harness (missing module {exc.name!r}; {HARNESS_EXTRAS})"
     return "scenarios:\n" + "\n".join(f"  {name:<20} {spec.description}" for name, spec in SCENARIOS.items())
 
 
@@ -191,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"wsfleet {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # a fleet-only install has no harness dependencies
+        print(f"wsfleet {args.command}: needs the Python module {exc.name!r}, which is not installed "
+              f"(the harness: {HARNESS_EXTRAS})", file=sys.stderr)
+        return 2
 
 
 # -- up ---------------------------------------------------------------------------------------------------
@@ -308,6 +319,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 # -- scenario --------------------------------------------------------------------------------------------
 def _scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
+    from harness.scenarios.catalog import SCENARIOS
+    from harness.scenarios.scenario_file import ScenarioFileError, load
+
     if args.from_file is not None and args.name:
         raise CliError("give a scenario name or --from FILE, not both")
     if args.from_file is not None:
@@ -324,7 +338,10 @@ def _scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
 
 def cmd_scenario(args: argparse.Namespace) -> int:
     if args.list:
-        print(_catalog_listing().split("\n", 1)[1])
+        from harness.scenarios.catalog import SCENARIOS
+
+        for name, scenario in SCENARIOS.items():
+            print(f"{name:<20} {scenario.description}")
         return 0
     spec = _scenario_spec(args)
     from harness.cluster import ClusterError

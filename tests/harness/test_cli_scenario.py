@@ -1,14 +1,19 @@
 """The ``wsfleet`` command's scenario surface without running a fleet: ``--version``, help that lists the
-scenarios, and bad input (an invalid scenario file, conflicting arguments, a missing folder) answered with
+scenarios, a fleet-only install told what is missing, and bad input (an invalid scenario file, conflicting
+arguments, a missing folder) answered with
 one precise line and exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
+from harness.processes import REPO_ROOT
 from harness.scenarios.catalog import SCENARIOS
 
 
@@ -62,3 +67,17 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
 def test_a_fleet_root_must_be_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "explore", "--fleet-root", str(tmp_path / "nowhere"))
     assert code == 2 and "is not a folder" in err
+
+
+def test_without_the_harness_dependencies_wsfleet_says_what_is_missing() -> None:
+    script = ("import sys; sys.modules['yaml'] = None; from harness.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    listing = subprocess.run([sys.executable, "-c", script, "scenario", "--list"], capture_output=True, text=True,
+                             env=env, cwd=REPO_ROOT, timeout=60)
+    assert listing.returncode == 2 and "Traceback" not in listing.stderr
+    assert "needs the Python module 'yaml', which is not installed" in listing.stderr
+    assert "pip install 'wsfleet[harness]'" in listing.stderr
+    version = subprocess.run([sys.executable, "-c", script, "--version"], capture_output=True, text=True, env=env,
+                             cwd=REPO_ROOT, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("wsfleet ")
