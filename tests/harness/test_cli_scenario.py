@@ -1,7 +1,6 @@
 """The ``wsfleet`` command's scenario surface without running a fleet: ``--version``, help that lists the
 scenarios, a fleet-only install told what is missing, and bad input (an invalid scenario file, conflicting
-arguments, a missing folder) answered with
-one precise line and exit 2, never a traceback."""
+arguments, a missing folder) answered with one precise line and exit 2, never a traceback."""
 
 from __future__ import annotations
 
