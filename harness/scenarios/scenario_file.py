@@ -22,9 +22,9 @@ regression scenarios and every generated or shrunk schedule are written in this 
     xfail: "why it is known to fail" # optional (regression scenarios): a strict expected failure
 
 Numbers may be expressions (``harness.scenarios.expressions``): names are the configured durations at
-the run's time scale, in seconds in ``*_s`` fields and in ms in bounds and ``*_ms`` params; a bound is thus
-computed for each scale, never scaled from another.  Any value may instead be a mapping by profile
-(``hardened``, ``blog``, ``unsafe``, ``default``).  Fault targets: ``worker-N``, ``busiest`` (resolved when
+the run's time scale, in seconds in ``*_s`` fields and in ms in bounds, ``*_ms`` params and toxic
+``params.attributes``; a bound is thus computed for each scale, never scaled from another.  Any value may
+instead be a mapping by profile (``hardened``, ``blog``, ``unsafe``, ``default``).  Fault targets: ``worker-N``, ``busiest`` (resolved when
 the step runs), ``all``, ``random`` (a worker drawn from the seed) and ``random-other`` (one not drawn yet).
 Workload targets: a connection id, ``random`` (a started connection), ``stopped`` (a stopped one),
 ``owned-by:<worker-N|busiest|random>`` (a stream that worker holds in the table), ``previous`` (the previous
@@ -176,7 +176,11 @@ def _number(path: str, where: str, value: Any, names: dict[str, float], rng: ran
 
 def _param(path: str, where: str, value: Any, seconds: dict[str, float], config: FleetConfig,
            rng: random.Random) -> Any:
-    """Params ending in ``_ms`` / ``_s`` may be expressions (in ms / s); others pass through as written."""
+    """Params ending in ``_ms`` / ``_s`` may be expressions (in ms / s), and so may the Toxiproxy
+    ``attributes`` (in ms: ``latency``, ``jitter``, ``timeout``, ``delay`` of slow_close); others pass through."""
+    if where.endswith(".attributes") and isinstance(value, dict):
+        return {k: _param(path, f"{where}.{k}_ms", v, seconds, config, rng) if isinstance(v, str) else v
+                for k, v in value.items()}
     if where.endswith("_ms") and value is not None:
         return round(_number(path, where, value, duration_names(config.durations(), 1.0), rng))
     if where.endswith("_s") and value is not None:
