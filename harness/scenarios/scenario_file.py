@@ -24,11 +24,13 @@ regression scenarios and every generated or shrunk schedule are written in this 
 Numbers may be expressions (``harness.scenarios.expressions``): names are the configured durations at
 the run's time scale, in seconds in ``*_s`` fields and in ms in bounds, ``*_ms`` params and toxic
 ``params.attributes``; a bound is thus computed for each scale, never scaled from another.  Any value may
-instead be a mapping by profile (``hardened``, ``blog``, ``unsafe``, ``default``).  Fault targets:
-``worker-N``, ``busiest`` (resolved when the step runs), ``all``, ``random`` (a worker drawn from the seed) and ``random-other`` (one not drawn yet).
-Workload targets: a connection id, ``random`` (a started connection), ``stopped`` (a stopped one),
-``owned-by:<worker-N|busiest|random>`` (a stream that worker holds in the table), ``previous`` (the previous
-operation's connection); resolved when the operation runs.
+instead be a mapping by profile (``hardened``, ``blog``, ``unsafe``, ``default``).
+
+Fault targets: ``worker-N``, ``busiest`` (resolved when the step runs), ``all``, ``random`` (a worker drawn
+from the seed) and ``random-other`` (one not drawn yet).  Workload targets: a connection id, ``random`` (a
+started connection), ``stopped`` (a stopped one), ``owned-by:<worker-N|busiest|random>`` (a stream that
+worker holds in the table), ``previous`` (the previous operation's connection); resolved when the operation
+runs.
 """
 
 from __future__ import annotations

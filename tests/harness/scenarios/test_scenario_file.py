@@ -117,3 +117,12 @@ def test_unreadable_and_malformed_files_name_the_file(tmp_path: Path) -> None:
         load(write(tmp_path, "name: [unclosed", "bad.yaml"))
     with pytest.raises(ScenarioFileError, match=r"bad\.json: not valid JSON"):
         load(write(tmp_path, "{name: x}", "bad.json"))
+
+
+def test_toxic_attributes_may_be_expressions_in_ms() -> None:
+    spec = from_data({"name": "late", "faults": [{"kind": "toxic", "target": "busiest", "duration_s": "3*lease",
+                                                 "params": {"type": "latency", "toxicity": 0.3,
+                                                            "attributes": {"latency": "1.1*lease", "jitter": 5}}}]})
+    (step,) = spec.expand("hardened", 1, config(), 3).steps
+    assert step.params["attributes"] == {"latency": 2200, "jitter": 5}
+    assert step.duration_s == pytest.approx(6.0)
