@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from fleet.config import FleetConfig
 from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
@@ -284,5 +286,9 @@ def _record_final(cluster: Cluster, ids: list[str]) -> None:
     """Ground truth into the history: each stream's head, every stored message with its writer, and every
     connection item (``harness.ground_truth``)."""
     assert cluster.backend is not None
-    record_final(cluster.history, client(cluster.backend.env(), "dynamodb"), cluster.backend.tables,
-                 cluster.streams(), ids)
+    try:
+        record_final(cluster.history, client(cluster.backend.env(), "dynamodb"), cluster.backend.tables,
+                     cluster.streams(), ids)
+    except (BotoCoreError, ClientError) as exc:
+        raise ScenarioError(f"the final scan failed, the backend stopped answering ({exc}); "
+                            f"see {cluster.run_dir}/logs") from exc
