@@ -72,3 +72,7 @@ def test_mid_op_drop_hits_two_different_workers() -> None:
     for seed in range(20):
         steps = schedule("mid_op_drop", seed, config(), 3)
         assert steps[1].target != steps[2].target
+
+
+def test_clock_skew_is_bounded_by_its_length_plus_the_takeover_bound() -> None:
+    assert bound("clock_skew") == {"clock_skew": pytest.approx(6_000 + 2_200 + 500)}
