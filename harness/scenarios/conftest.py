@@ -17,14 +17,16 @@ RunScenario = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def scenario(tmp_path: Path, request: pytest.FixtureRequest) -> RunScenario:
-    """Run one scenario into a temporary run folder; hardened verdicts count towards the gate."""
+    """Run one scenario into a temporary run folder; hardened verdicts count towards the gate, except those
+    of scenarios known to fail (``xfail``: their failure is the expected outcome, judged by the test)."""
+    known_to_fail = request.node.get_closest_marker("xfail") is not None
 
     def run(spec: ScenarioSpec, profile: str | None = None, **options: Any) -> dict[str, Any]:
         options.setdefault("timescale", request.config.getoption("--scenario-timescale"))  # None: the file's
         setup = ScenarioRun(spec, profile=profile, run_dir=tmp_path / spec.name, **options)
         verdict = run_scenario(setup)
         verdict["run_dir"] = str(setup.run_dir)
-        if setup.setting("profile") == "hardened":
+        if setup.setting("profile") == "hardened" and not known_to_fail:
             Totals.add(verdict)
         return verdict
 
