@@ -2,24 +2,30 @@
 
 Subcommands: ``up`` (backend, simulator, router and N workers in the foreground), ``start`` / ``stop``
 (post an event to the router), ``status`` (each connection's desired state, owner, ``last_seq`` and lag),
-``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario with a
-verdict), ``report`` (reports from run folders).  Errors are one line on stderr and a non-zero exit:
-2 for bad input, 1 for a failed check or an unreachable service.
+``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario, built in or
+from a file, with a verdict; ``--repeat`` measures how often it fails), ``explore`` (generated schedules
+until one fails, then shrunk), ``report`` (reports from run folders).  Errors are one line on stderr and a
+non-zero exit: 2 for bad input, 1 for a failed check or an unreachable service.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES
-from harness.scenarios.catalog import SCENARIOS
+
+if TYPE_CHECKING:
+    from harness.scenarios.scenario_file import ScenarioSpec
+
+HARNESS_EXTRAS = "pip install 'wsfleet[harness]'"
 
 STATE_FILE = Path(".wsfleet") / "up.json"
 
@@ -75,12 +81,35 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
                    help="LocalStack edge endpoint for --backend localstack (default http://localhost:4566)")
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("wsfleet")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _existing_dir(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+    return path
+
+
+def _catalog_listing() -> str:
+    try:
+        from harness.scenarios.catalog import SCENARIOS
+    except ModuleNotFoundError as exc:  # a fleet-only install (the worker image): say what is missing
+        return f"scenarios: unavailable without the harness (missing module {exc.name!r}; {HARNESS_EXTRAS})"
+    return "scenarios:\n" + "\n".join(f"  {name:<20} {spec.description}" for name, spec in SCENARIOS.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wsfleet",
         description="WebSocket workers coordinated by DynamoDB leases, and the chaos harness that measures "
                     "how they recover. Every duration is scaled by --timescale.",
     )
+    parser.add_argument("--version", action="version", version=f"wsfleet {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     up = sub.add_parser("up", help="run backend, simulator, router and workers in the foreground",
@@ -107,15 +136,49 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run one worker process (configured by WSFLEET_* variables)",
                    description="Run one fleet worker; see `python -m fleet.worker --help` for its settings.")
 
-    scenario = sub.add_parser("scenario", help="run one chaos scenario and write its verdict",
-                              description="Run a scenario end to end and write RUN_DIR/history, verdict.json "
-                                          "and a report. Exit 0: valid; 1: invalid; 2: could not run.")
-    scenario.add_argument("name", nargs="?", help="scenario name (see --list)")
+    scenario = sub.add_parser(
+        "scenario", help="run one chaos scenario and write its verdict", epilog=_catalog_listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a scenario (built in, or a scenario file with --from) end to end and write RUN_DIR/"
+                    "history, verdict.json and a report. Settings not given take the file's values. "
+                    "Exit 0: valid; 1: invalid; 2: could not run.")
+    scenario.add_argument("name", nargs="?", help="built-in scenario name (listed below)")
+    scenario.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
+                          help="run the scenario file FILE (YAML or JSON) instead of a built-in one")
     scenario.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    scenario.add_argument("--connections", type=_positive_int, default=30, help="streams (default 30)")
-    scenario.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
+    scenario.add_argument("--repeat", type=_positive_int, default=1, metavar="K",
+                          help="run K times (RUN_DIR/run-<i>) and report how often it was invalid")
+    scenario.add_argument("--connections", type=_positive_int, help="streams (default: the file's, 30)")
+    scenario.add_argument("--seed", type=int, help="seed of the schedule's draws (default: the file's, 1)")
     scenario.add_argument("--no-report", action="store_true", help="skip the HTML/Markdown report")
+    scenario.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
+                          help="run the worker and router processes from the checkout DIR (e.g. a worktree of "
+                               "an older commit); the harness and checkers stay this one")
     _add_topology(scenario, "runs/scenario")
+    scenario.set_defaults(workers=None, profile=None, timescale=None, rate=None)
+
+    explore = sub.add_parser(
+        "explore", help="run generated fault schedules until one is invalid; save and shrink it",
+        description="Run schedules generated from seeds S, S+1, ... (one progress line each); stop at the "
+                    "first invalid one, write it as a scenario file, shrink it (re-running candidates) and "
+                    "write the minimal one beside it. Exit 0: every run valid; 1: an invalid run was found; "
+                    "2: nothing could be run.")
+    explore.add_argument("--profile", choices=PROFILES, default="hardened", help="lease algorithm (default hardened)")
+    explore.add_argument("--runs", type=_positive_int, default=10, help="schedules to run at most (default 10)")
+    explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
+    explore.add_argument("--budget-s", type=float, help="start no new run after this many seconds")
+    explore.add_argument("--out", type=Path, default=Path("runs/explore"),
+                         help="folder for runs and scenario files (default runs/explore)")
+    explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
+                         help="run the worker and router processes from the checkout DIR")
+    explore.add_argument("--workers", type=_positive_int, default=3, help="worker processes (default 3)")
+    explore.add_argument("--connections", type=_positive_int, default=20, help="streams (default 20)")
+    explore.add_argument("--timescale", type=_timescale, default=0.1, help="time scale (default 0.1)")
+    explore.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
+    explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
+                         help="embedded DynamoDB server (default dynalite)")
+    explore.add_argument("--shrink-runs", type=int, default=20,
+                         help="candidate runs the shrinker may spend (default 20; 0: no shrinking)")
 
     report = sub.add_parser("report", help="build reports from run folders",
                             description="Write report.html, report.md and CSVs for one or more run folders "
@@ -135,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"wsfleet {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # a fleet-only install has no harness dependencies
+        print(f"wsfleet {args.command}: needs the Python module {exc.name!r}, which is not installed "
+              f"(the harness: {HARNESS_EXTRAS})", file=sys.stderr)
+        return 2
 
 
 # -- up ---------------------------------------------------------------------------------------------------
@@ -251,37 +318,100 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 # -- scenario --------------------------------------------------------------------------------------------
+def _scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
+    from harness.scenarios.catalog import SCENARIOS
+    from harness.scenarios.scenario_file import ScenarioFileError, load
+
+    if args.from_file is not None and args.name:
+        raise CliError("give a scenario name or --from FILE, not both")
+    if args.from_file is not None:
+        try:
+            return load(args.from_file)
+        except ScenarioFileError as exc:
+            raise CliError(str(exc)) from None
+    if not args.name:
+        raise CliError("name a scenario or give --from FILE (--list shows the names)")
+    if args.name not in SCENARIOS:
+        raise CliError(f"unknown scenario {args.name!r}; known: {', '.join(SCENARIOS)}")
+    return SCENARIOS[args.name]
+
+
 def cmd_scenario(args: argparse.Namespace) -> int:
     if args.list:
+        from harness.scenarios.catalog import SCENARIOS
+
         for name, scenario in SCENARIOS.items():
             print(f"{name:<20} {scenario.description}")
         return 0
-    if not args.name:
-        raise CliError("name a scenario (or --list to see them)")
-    if args.name not in SCENARIOS:
-        raise CliError(f"unknown scenario {args.name!r}; known: {', '.join(SCENARIOS)}")
+    spec = _scenario_spec(args)
     from harness.cluster import ClusterError
+    from harness.faults.plane import FaultError
     from harness.processes import ProcessError
     from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 
-    run = ScenarioRun(name=args.name, profile=args.profile, timescale=args.timescale, workers=args.workers,
-                      connections=args.connections, seed=args.seed, run_dir=args.run_dir, rate=args.rate,
-                      dynamodb=args.dynamodb, localstack_url=_localstack(args))
-    if args.workers < 2:
+    if args.workers is not None and args.workers < 2:
         raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
-    started = time.monotonic()
-    try:
-        verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except (ScenarioError, ClusterError, ProcessError) as exc:
-        raise CliError(str(exc), 2) from None
-    if not args.no_report:
-        _report([args.run_dir], None)
-    print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
-                                              "lost_sequences", "recovery_ms", "bound_ms")}))
-    print(f"wsfleet scenario: {args.name}/{args.profile} in {time.monotonic() - started:.0f} s: "
-          f"{'VALID' if verdict['valid'] is True else 'INVALID' if verdict['valid'] is False else 'UNKNOWN'}; "
-          f"run folder {args.run_dir}", file=sys.stderr)
-    return 0 if verdict["valid"] is True else 1
+    verdicts = []
+    for i in range(args.repeat):
+        run_dir = args.run_dir if args.repeat == 1 else args.run_dir / f"run-{i + 1}"
+        run = ScenarioRun(spec, profile=args.profile, timescale=args.timescale, workers=args.workers,
+                          connections=args.connections, seed=args.seed, run_dir=run_dir, rate=args.rate,
+                          dynamodb=args.dynamodb, localstack_url=_localstack(args), fleet_root=args.fleet_root)
+        started = time.monotonic()
+        try:
+            verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
+            raise CliError(str(exc), 2) from None
+        if not args.no_report:
+            _report([run_dir], None)
+        print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
+                                                  "lost_sequences", "recovery_ms", "bound_ms")}))
+        print(f"wsfleet scenario: {spec.name}/{run.setting('profile')} in {time.monotonic() - started:.0f} s: "
+              f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
+        verdicts.append(verdict)
+    if args.repeat > 1:
+        _print_reproduction(verdicts)
+    return 0 if all(v["valid"] is True for v in verdicts) else 1
+
+
+def _outcome(verdict: dict[str, Any]) -> str:
+    return "VALID" if verdict["valid"] is True else "INVALID" if verdict["valid"] is False else "UNKNOWN"
+
+
+def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:
+    from harness.explore.explore import failing_invariants
+
+    invalid = [v for v in verdicts if v["valid"] is False]
+    per_invariant: dict[str, int] = {}
+    for verdict in invalid:
+        for name in failing_invariants(verdict):
+            per_invariant[name] = per_invariant.get(name, 0) + 1
+    detail = ", ".join(f"{name} {count}/{len(verdicts)}" for name, count in per_invariant.items())
+    print(f"wsfleet scenario: reproduction rate {len(invalid)}/{len(verdicts)} invalid "
+          f"({100 * len(invalid) / len(verdicts):.0f} %){': ' + detail if detail else ''}")
+
+
+# -- explore ---------------------------------------------------------------------------------------------
+def cmd_explore(args: argparse.Namespace) -> int:
+    from harness.explore.explore import ExploreOptions, explore
+
+    if args.workers < 2:
+        raise CliError("--workers must be at least 2 (someone must take over)")
+    options = ExploreOptions(profile=args.profile, runs=args.runs, seed=args.seed, budget_s=args.budget_s,
+                             out=args.out, fleet_root=args.fleet_root, workers=args.workers,
+                             connections=args.connections, timescale=args.timescale, rate=args.rate,
+                             dynamodb=args.dynamodb, shrink_runs=max(0, args.shrink_runs))
+    result = explore(options, progress=lambda line: print(line, flush=True))
+    ran = [v for v in result.verdicts.values() if v is not None]
+    mix = ", ".join(f"{kind} {count}" for kind, count in result.fault_mix.most_common())
+    print(f"wsfleet explore: {len(result.verdicts)} runs ({len(ran)} ran, {result.invalid} invalid) in "
+          f"{result.elapsed_s:.0f} s; fault mix: {mix or 'none'}")
+    if result.minimal is not None:
+        root = f" --fleet-root {args.fleet_root}" if args.fleet_root else ""
+        print(f"wsfleet explore: fails {result.invariant}; schedule {result.failing}, shrunk {result.minimal}\n"
+              f"replay: wsfleet scenario --from {result.minimal} --profile {args.profile}{root}")
+        return 1
+    return 0 if ran else 2
 
 
 # -- report ----------------------------------------------------------------------------------------------
@@ -304,7 +434,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
-    "scenario": cmd_scenario, "report": cmd_report,
+    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report,
 }
 
 if __name__ == "__main__":

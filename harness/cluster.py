@@ -3,7 +3,9 @@
 Every worker reaches DynamoDB, SQS + CloudWatch, and the upstream through its own three proxies
 (``worker-N-dynamodb``, ``worker-N-services``, ``worker-N-upstream``), so the fault plane can cut one
 worker off alone.  Each process writes its own history file under ``RUN_DIR/history/`` and its log under
-``RUN_DIR/logs/``.  ``Cluster`` is a context manager: leaving it (also on an exception or Ctrl-C) resumes
+``RUN_DIR/logs/``.  ``ClusterSpec.fleet_root`` runs the worker and router from another checkout (its
+directory first on their import path) while the rest of the harness stays this one.  ``Cluster`` is a
+context manager: leaving it (also on an exception or Ctrl-C) resumes
 paused workers, re-enables proxies and stops every child, so nothing is left running.
 """
 
@@ -27,9 +29,10 @@ from fleet.history import HistoryWriter
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
-from harness.processes import Child, ProcessError, python_env, spawn
+from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
+EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
 
 
 class ClusterError(Exception):
@@ -51,6 +54,9 @@ class ClusterSpec:
     evict_older: bool = False
     # Run against the LocalStack at this endpoint instead of the embedded backend (its data is cleared first).
     localstack_url: str = ""
+    # Run the worker and router processes from this checkout (e.g. a worktree of an older commit); the
+    # harness processes (backend, Toxiproxy, simulator) stay ours.
+    fleet_root: Path | None = None
 
     def fleet_config(self) -> FleetConfig:
         return FleetConfig(profile=self.profile, timescale=self.timescale,  # type: ignore[arg-type]
@@ -111,7 +117,7 @@ class Cluster:
             self.upstream = spawn("upstream", self._upstream_argv(), self.run_dir / "logs" / "upstream.log")
             self.router = spawn(
                 "router", ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
-                self.run_dir / "logs" / "router.log", env=self._router_env(),
+                self.run_dir / "logs" / "router.log", env=self._router_env(), cwd=self.fleet_root,
             )
             for i in range(1, self.spec.workers + 1):
                 self.add_worker(f"worker-{i}", wait=False)
@@ -144,9 +150,14 @@ class Cluster:
         assert self.router is not None
         return str(self.router.ready["url"])
 
+    @property
+    def fleet_root(self) -> Path:
+        """The checkout the worker and router processes run from."""
+        return (self.spec.fleet_root or REPO_ROOT).resolve()
+
     def _fleet_env(self, extra: dict[str, str]) -> dict[str, str]:
         assert self.backend is not None
-        env = python_env(self.config.to_env())
+        env = python_env(self.config.to_env(), root=self.fleet_root)
         env.update(self.backend.env())
         env.update(extra)
         return env
@@ -191,7 +202,8 @@ class Cluster:
             handle = WorkerHandle(worker_id, None, env, {s: f"{worker_id}-{s}" for s in SERVICE_PROXIES})
             self.workers[worker_id] = handle
         handle.child = spawn(worker_id, ["python", "-m", "fleet.worker"],
-                             self.run_dir / "logs" / f"{worker_id}.log", env=handle.env, ready_line=False)
+                             self.run_dir / "logs" / f"{worker_id}.log", env=handle.env, ready_line=False,
+                             cwd=self.fleet_root)
         if wait:
             self.wait_workers_ready([worker_id])
         return handle
@@ -225,19 +237,25 @@ class Cluster:
             body["ws_url"] = ws_url
         return http_json("POST", self.router_url + "/events", body)
 
+    def _post_until_answered(self, event_type: str, connection_id: str, ws_url: str | None = None) -> None:
+        """POST one event; a 503 (outcome unknown: the router says the event is safe to repeat) is repeated
+        a few times, as a client would, before it counts as a failure."""
+        for attempt in range(EVENT_ATTEMPTS):
+            status, payload = self.post_event(event_type, connection_id, ws_url)
+            if status != 503:
+                break
+            time.sleep(0.1 * (attempt + 1))
+        if status != 200:
+            raise ClusterError(f"{event_type} {connection_id} answered {status}: {payload}")
+
     def start_connection(self, connection_id: str) -> None:
         """Create the upstream stream, then START it through the router (as a user would)."""
         http_json("POST", f"{self.upstream_control_url}/streams/{connection_id}")
-        ws_url = f"{self.upstream_url}/streams/{connection_id}"
-        status, payload = self.post_event("START", connection_id, ws_url)
-        if status != 200:
-            raise ClusterError(f"START {connection_id} answered {status}: {payload}")
+        self._post_until_answered("START", connection_id, f"{self.upstream_url}/streams/{connection_id}")
         self.history.emit("conn.started", pk=f"CONN#{connection_id}")
 
     def stop_connection(self, connection_id: str) -> None:
-        status, payload = self.post_event("STOP", connection_id)
-        if status != 200:
-            raise ClusterError(f"STOP {connection_id} answered {status}: {payload}")
+        self._post_until_answered("STOP", connection_id)
         self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
 
     def streams(self) -> dict[str, Any]:

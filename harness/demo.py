@@ -21,13 +21,13 @@ from fleet.config import FleetConfig
 from harness.checkers.verdict import analyse
 from harness.history import read_history
 from harness.report import build_report
-from harness.scenarios.catalog import SCENARIOS, WORK_ALLOWANCE_MS, published_bound
+from harness.scenarios.catalog import SCENARIOS
 from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 
 PROFILES = ("blog", "hardened")
 WORST_CASE_WHY = {
     "blog": "lease + reconcile (published): a takeover waits for the next reconcile after the lease expires",
-    "hardened": f"its bound: 1.1 × lease + a {WORK_ALLOWANCE_MS / 1000:g} s work allowance (not scaled); "
+    "hardened": "its bound: 1.1 × lease + a 0.5 s work allowance (not scaled); "
                 "detection is paced by expiry",
 }
 
@@ -39,13 +39,10 @@ def _fmt_ms(value: Any) -> str:
 
 
 def worst_case_ms(profile: str, timescale: float) -> float:
-    """The longest crash recovery the design allows, as the scenario catalog computes it."""
+    """The longest crash recovery the design allows, as the crash scenario file computes it."""
     config = FleetConfig(profile=profile, timescale=timescale, worker_id="demo")  # type: ignore[arg-type]
-    if profile == "blog":
-        return published_bound(config)
-    bound = SCENARIOS["crash"].bound(config)
-    assert bound is not None, "the crash scenario always has a bound"
-    return bound
+    spec = SCENARIOS["crash"]
+    return spec.expand(profile, spec.seed, config, spec.workers).bound_ms["kill"]
 
 
 def _spread(values: list[float]) -> str:
@@ -139,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for seed in args.seeds:
             for profile in PROFILES:
-                run = ScenarioRun(name="crash", profile=profile, timescale=args.timescale, seed=seed,
+                run = ScenarioRun(SCENARIOS["crash"], profile=profile, timescale=args.timescale, seed=seed,
                                   run_dir=args.out / f"crash-{profile}-seed{seed}")
                 verdicts[profile][seed] = run_scenario(run, progress=lambda line: print(line, flush=True))
                 build_report([run.run_dir], None, progress=lambda line: print(line, flush=True))

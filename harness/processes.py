@@ -93,10 +93,11 @@ def _signal_group(pid: int, signum: signal.Signals) -> None:
         os.killpg(pid, signum)
 
 
-def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment, with the repository importable and ``extra`` on top."""
+def python_env(extra: dict[str, str] | None = None, root: Path = REPO_ROOT) -> dict[str, str]:
+    """This environment, with the checkout at ``root`` (default: this repository) importable first and
+    ``extra`` on top."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
@@ -109,10 +110,12 @@ def spawn(
     env: dict[str, str] | None = None,
     ready_line: bool = True,
     timeout_s: float = 30.0,
+    cwd: Path = REPO_ROOT,
 ) -> Child:
     """Start ``argv``; with ``ready_line``, wait for the one JSON line it prints on stdout when ready.
 
-    Everything else it writes goes to ``log_path``.  A ``python`` argv[0] means this interpreter.
+    Everything else it writes goes to ``log_path``.  A ``python`` argv[0] means this interpreter.  ``cwd``
+    (default: this repository) comes first on a ``python -m`` child's import path.
     """
     if argv and argv[0] == "python":
         argv = [sys.executable, *argv[1:]]
@@ -126,7 +129,7 @@ def spawn(
             stderr=log,
             env=env if env is not None else python_env(),
             start_new_session=True,
-            cwd=REPO_ROOT,
+            cwd=cwd,
         )
     except OSError as exc:
         raise ProcessError(f"{name}: cannot run {argv[0]}: {exc}") from exc

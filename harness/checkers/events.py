@@ -144,6 +144,7 @@ class RunInfo:
     connections: int | None = None
     workers: int | None = None
     bound_ms: Any = None
+    bound_scale1_ms: Any = None  # the same bounds computed by the scenario file for time scale 1
     stop_bound_ms: float | None = None
     seed: Any = None
     fault_model: str | None = None
@@ -181,7 +182,7 @@ def run_info(history: History) -> RunInfo:
     stops = select(history, "run.stop", ["t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "stop_bound_ms", "seed", "fault_model"]
+              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
@@ -210,6 +211,7 @@ def run_info(history: History) -> RunInfo:
         connections=count("connections"),
         workers=count("workers"),
         bound_ms=get("bound_ms"),
+        bound_scale1_ms=get("bound_scale1_ms"),
         stop_bound_ms=number("stop_bound_ms"),
         seed=get("seed"),
         fault_model=str(get("fault_model")) if get("fault_model") is not None else None,

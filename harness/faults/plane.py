@@ -10,26 +10,36 @@ Kinds: ``kill`` (SIGKILL), ``term`` (SIGTERM, waits for the exit), ``restart`` (
 again), ``pause`` (SIGSTOP until stop, then SIGCONT), ``partition_aws`` / ``partition_upstream`` (the
 worker's proxies disabled: every live connection closed, new ones refused), ``reset_upstream`` (the
 simulator drops live sessions mid-stream), ``aws_reset`` / ``aws_timeout`` (Toxiproxy ``reset_peer`` /
-``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``clock_skew``
-(an offset on the worker's lease clock).
+``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``toxic`` (any
+toxic, either direction, on any of the worker's proxies, with a partial toxicity drawn afresh every
+``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock).
+
+Faults may overlap: the runner starts and stops them from several threads, so a fault keeps its own state
+and ``Nemesis`` only appends to and removes from its list of active faults.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
-from harness.cluster import Cluster, http_json
+from harness.cluster import SERVICE_PROXIES, Cluster, http_json
+from harness.faults.network import ToxiproxyClient, ToxiproxyError
+from harness.faults.toxiproxy.toxics import TOXIC_TYPES
+
+DEFAULT_REFRESH_S = 0.25
 
 
 class FaultError(Exception):
     """A fault could not be applied (unknown kind, unknown target, the target already gone)."""
 
 
-@dataclass
+@dataclass(eq=False)  # two faults are the same fault only if they are one object
 class Fault:
     kind: str
     target: str
@@ -71,7 +81,7 @@ class Term(Fault):
 class Restart(Fault):
     def start(self, cluster: Cluster) -> None:
         handle = self._worker(cluster)
-        if handle.child.running():
+        if handle.child.running() and handle.child.wait(max(10.0, 5 * cluster.config.lease_s)) is None:
             raise FaultError(f"restart: {self.target} is still running")
         cluster.add_worker(self.target)
 
@@ -127,35 +137,83 @@ class ResetUpstream(Fault):
         self.params["dropped"] = payload.get("disconnected", payload) if isinstance(payload, dict) else payload
 
 
-class AwsToxic(Fault):
-    """A Toxiproxy toxic on the worker's DynamoDB proxy while the fault lasts."""
+@dataclass(eq=False)
+class ToxicFault(Fault):
+    """A Toxiproxy toxic on one of the worker's proxies while the fault lasts.
 
-    toxic_type = ""
-    attributes: ClassVar[dict[str, int]] = {}
+    Params: ``service`` (``dynamodb``, ``services`` = SQS + CloudWatch, ``upstream``), ``stream``
+    (``upstream``: client -> server, the request is delayed or lost; ``downstream``: the request landed and
+    the answer is delayed or lost), ``type`` (any toxic our server supports), ``attributes``, ``toxicity``
+    (the chance a connection is affected) and ``refresh_s`` (default 0.25).  Toxicity is drawn once per
+    connection and the worker reuses pooled connections, so with a toxicity below 1 the toxic is updated
+    every ``refresh_s``, which makes every live connection draw again.
+    """
+
+    defaults: ClassVar[dict[str, Any]] = {"service": "dynamodb", "stream": "upstream", "toxicity": 1.0,
+                                          "attributes": {}, "refresh_s": DEFAULT_REFRESH_S}
+
+    def __post_init__(self) -> None:
+        self.params = {**self.defaults, **self.params}
+        if self.params.get("type") not in TOXIC_TYPES:
+            raise FaultError(f"{self.kind}: params.type must be one of {', '.join(sorted(TOXIC_TYPES))}, "
+                             f"not {self.params.get('type')!r}")
+        if self.params["service"] not in SERVICE_PROXIES:
+            raise FaultError(f"{self.kind}: params.service must be one of {', '.join(SERVICE_PROXIES)}")
+        if self.params["stream"] not in ("upstream", "downstream"):
+            raise FaultError(f"{self.kind}: params.stream must be upstream or downstream")
+        if not 0.0 <= float(self.params["toxicity"]) <= 1.0:
+            raise FaultError(f"{self.kind}: params.toxicity must be within 0 and 1")
+        self._stop_refresh = threading.Event()
+        self._refresher: threading.Thread | None = None
+
+    @property
+    def _name(self) -> str:
+        return f"{self.kind}-{self.params['type']}-{self.params['stream']}-{id(self):x}"
 
     def start(self, cluster: Cluster) -> None:
-        handle = self._worker(cluster)
+        proxy = self._worker(cluster).proxies[self.params["service"]]
         assert cluster.toxiproxy is not None
-        attributes = {**self.attributes, **self.params.get("attributes", {})}
-        cluster.toxiproxy.add_toxic(handle.proxies["dynamodb"], self.toxic_type, name=self.kind,
-                                    stream="upstream", attributes=attributes)
+        toxiproxy = cluster.toxiproxy
+        attributes = {k: int(v) for k, v in self.params["attributes"].items()}
+        toxicity = float(self.params["toxicity"])
+        toxiproxy.add_toxic(proxy, self.params["type"], name=self._name, stream=self.params["stream"],
+                            toxicity=toxicity, attributes=attributes)
         self.active = True
+        if toxicity < 1.0:
+            self._refresher = threading.Thread(target=self._refresh, args=(toxiproxy, proxy, toxicity),
+                                               name=f"refresh-{self._name}", daemon=True)
+            self._refresher.start()
+
+    def _refresh(self, toxiproxy: ToxiproxyClient, proxy: str, toxicity: float) -> None:
+        """Update the toxic every ``refresh_s``: each update is a fresh toxicity draw per connection."""
+        while not self._stop_refresh.wait(float(self.params["refresh_s"])):
+            try:
+                toxiproxy.update_toxic(proxy, self._name, toxicity=toxicity)
+            except ToxiproxyError:
+                return  # removed meanwhile (healed, or the proxy was reset on teardown)
 
     def heal(self, cluster: Cluster) -> None:
+        self._stop_refresh.set()
+        if self._refresher is not None:
+            self._refresher.join()
+            self._refresher = None
         handle = cluster.workers.get(self.target)
         if self.active and handle is not None and cluster.toxiproxy is not None:
-            cluster.toxiproxy.remove_toxic(handle.proxies["dynamodb"], self.kind)
+            with contextlib.suppress(ToxiproxyError):
+                cluster.toxiproxy.remove_toxic(handle.proxies[self.params["service"]], self._name)
         self.active = False
 
 
-class AwsReset(AwsToxic):
-    toxic_type = "reset_peer"
-    attributes: ClassVar[dict[str, int]] = {"timeout": 0}
+class AwsReset(ToxicFault):
+    """Requests in flight on the worker's DynamoDB connections are reset."""
+
+    defaults: ClassVar[dict[str, Any]] = {**ToxicFault.defaults, "type": "reset_peer", "attributes": {"timeout": 0}}
 
 
-class AwsTimeout(AwsToxic):
-    toxic_type = "timeout"
-    attributes: ClassVar[dict[str, int]] = {"timeout": 0}
+class AwsTimeout(ToxicFault):
+    """The worker's DynamoDB requests hang (a black hole) while the fault lasts."""
+
+    defaults: ClassVar[dict[str, Any]] = {**ToxicFault.defaults, "type": "timeout", "attributes": {"timeout": 0}}
 
 
 class ClockSkew(Fault):
@@ -173,7 +231,7 @@ class ClockSkew(Fault):
 REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
     "kill": Kill, "term": Term, "restart": Restart, "pause": Pause,
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
-    "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout,
+    "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
     "clock_skew": ClockSkew,
 }
 

@@ -2,11 +2,10 @@
 seconds since the run started, durations in ms), and for several runs the per-run list, the profile
 comparison (with the blog/hardened ratio) and the aggregate over trials and seeds.
 
-Bounds are stated as computed: a run's bound at its own time scale, and beside it the bound the scenario
-catalog computes for the same settings at time scale 1 (not the bound divided by the scale: part of a
-bound, the work allowance, is not scaled).  The scale-1 figure is given only when the catalog, fed the
-run's settings at the run's own scale, reproduces the bound the run recorded (a run from an older catalog,
-or a scenario the catalog does not know, gets none).
+Bounds are stated as computed: a run's bound at its own time scale, and beside it the bound its scenario
+file computed for the same settings at time scale 1 (``run.start``'s ``bound_scale1_ms``; never the bound
+divided by the scale: part of a bound, the work allowance, is not scaled).  A run that did not record the
+scale-1 figure gets none.
 
 Statistics over pooled runs use the checkers' own ``summarise`` and ``phase_stats`` on the checkers' phase
 rows; nothing is recomputed from the raw history.
@@ -28,7 +27,6 @@ from harness.checkers.events import RunInfo, select, worker_of
 from harness.checkers.recovery import PHASES, phase_stats
 from harness.checkers.result import Row, summarise
 from harness.report.model import RunData
-from harness.scenarios.catalog import SCENARIOS, published_bound
 
 MAX_TABLE_ROWS = 100
 MAX_RANGE_TEXT = 80
@@ -118,33 +116,29 @@ def run_config(info: RunInfo, timescale: float | None = None) -> FleetConfig | N
         return None
 
 
-def bounds_of(run: RunData) -> dict[str, float]:
-    """The run's recovery bounds by label: ``"bound"`` for one number, else one per fault kind."""
-    bound = run.info.bound_ms
+def _labelled(bound: Any) -> dict[str, float]:
+    """A recorded bound by label: ``"bound"`` for one number, else one per fault kind."""
     if isinstance(bound, dict):
         return {f"bound ({kind})": float(v) for kind, v in bound.items() if number(v) is not None}
     found = number(bound)
     return {"bound": found} if found is not None else {}
 
 
-def bound_at_scale_one(run: RunData) -> float | None:
-    """The scenario's bound computed by the catalog for the run's settings at time scale 1; None unless
-    the catalog reproduces the run's recorded bound at the run's own scale."""
-    scenario = SCENARIOS.get(run.scenario)
-    recorded = number(run.info.bound_ms)
-    at_run_scale, at_one = run_config(run.info), run_config(run.info, 1.0)
-    if scenario is None or recorded is None or at_run_scale is None or at_one is None:
-        return None
-    reproduced = scenario.bound(at_run_scale)
-    if reproduced is None or abs(reproduced - recorded) > 0.5:
-        return None
-    return scenario.bound(at_one)
+def bounds_of(run: RunData) -> dict[str, float]:
+    """The run's recovery bounds by label."""
+    return _labelled(run.info.bound_ms)
+
+
+def bounds_at_scale_one(run: RunData) -> dict[str, float]:
+    """The same bounds as the run's scenario file computed them for time scale 1, by label."""
+    return _labelled(run.info.bound_scale1_ms)
 
 
 def bound_texts(run: RunData) -> dict[str, str]:
-    """``bounds_of`` as sentences, with the scale-1 figure where it can be computed."""
-    scale_one = bound_at_scale_one(run)
-    return {label: bound_text(ms, run.info.timescale, scale_one) for label, ms in bounds_of(run).items()}
+    """``bounds_of`` as sentences, with the scale-1 figure where the run recorded it."""
+    scale_one = bounds_at_scale_one(run)
+    return {label: bound_text(ms, run.info.timescale, scale_one.get(label))
+            for label, ms in bounds_of(run).items()}
 
 
 def published_bound_ms(run: RunData) -> float | None:
@@ -156,7 +150,7 @@ def published_bound_ms(run: RunData) -> float | None:
 def published_at_scale_one(run: RunData) -> float | None:
     """Lease + reconcile computed for the run's settings at time scale 1."""
     config = run_config(run.info, 1.0)
-    return published_bound(config) if config is not None else None
+    return config.scaled_ms(config.lease_ms + config.reconcile_ms) if config is not None else None
 
 
 def published_bound_text(run: RunData) -> str | None:

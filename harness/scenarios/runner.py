@@ -1,30 +1,44 @@
-"""Runs one scenario end to end: topology up, streams started, faults applied on schedule, recovery
-awaited, the store's ground truth recorded, checkers run, ``verdict.json`` written.
+"""Runs one scenario end to end: topology up, streams started, fault steps and workload operations applied on
+their own schedules, recovery awaited, the store's ground truth recorded, checkers run, ``verdict.json``
+written.
 
 Phases, each announced on the progress callback: ``up`` (backend, simulator, router, workers), ``start``
 (START every connection through the router; wait until the simulator sees a session for each), ``steady``
-(one lease of normal running), ``faults`` (the schedule; a fault with a duration is stopped after it),
-``recover`` (until every stream has a live session of a running worker, or the bound has passed twice),
-``settle`` (one more lease, so the last backlog is persisted), ``final`` (the simulator's heads and every
-stored message written to the history as ``final.emitted`` / ``final.persisted``).  Faults are healed
-and every process stopped in ``finally``, whatever happened.
+(one lease of normal running), ``faults`` (every fault step and workload operation runs in its own thread
+at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
+when the last of them has), ``recover`` (until every STARTED stream has a live session of a running worker,
+or the bound has passed twice), ``settle`` (one more lease, so the last backlog is persisted), ``run.stop``,
+then ``final`` (the simulator's heads, every stored message with its writer, and every connection item, written to the
+history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Faults are healed and every
+process stopped in ``finally``, whatever happened.
+
+``run.start`` records the expanded schedule and workload, the bounds in ms at the run's scale and at scale 1,
+and ``fault_model``: ``"within"``, or ``"outside: clock skew X ms > tolerance Y ms"`` when a step skews a
+clock past the configured tolerance (the one fault the design does not promise to survive).
 """
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from fleet.config import FleetConfig
 from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
-from harness.cluster import Cluster, ClusterSpec
-from harness.faults.plane import Fault, Nemesis
-from harness.scenarios.catalog import SCENARIOS, Step, schedule
+from harness.cluster import Cluster, ClusterError, ClusterSpec
+from harness.faults.plane import FaultError, Nemesis
+from harness.ground_truth import record_final
+from harness.scenarios.scenario_file import Op, ScenarioSpec, Step
 
 Progress = Callable[[str], None]
+Say = Callable[[str], None]
 
 
 class ScenarioError(Exception):
@@ -33,73 +47,96 @@ class ScenarioError(Exception):
 
 @dataclass
 class ScenarioRun:
-    name: str
-    profile: str = "hardened"
-    timescale: float = 0.1
-    workers: int = 3
-    connections: int = 30
-    seed: int = 1
+    """One run of a scenario file; ``None`` settings take the file's value."""
+
+    scenario: ScenarioSpec
+    profile: str | None = None
+    timescale: float | None = None
+    workers: int | None = None
+    connections: int | None = None
+    seed: int | None = None
+    rate: float | None = None
     run_dir: Path = Path("runs/latest")
-    rate: float = 5.0
     dynamodb: str = "dynalite"
     localstack_url: str = ""
+    fleet_root: Path | None = None  # run the worker and router processes from this checkout
+
+    def setting(self, name: str) -> Any:
+        value = getattr(self, name)
+        return getattr(self.scenario, name) if value is None else value
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
 
 
 def _quiet(_: str) -> None:
     pass
 
 
+def fault_model(steps: list[Step], config: FleetConfig) -> str:
+    """``within``, or which step leaves the fault model (clock skew beyond the configured tolerance)."""
+    tolerance = config.scaled_ms(config.clock_tolerance_ms)
+    worst = max((abs(float(s.params.get("offset_ms", 0))) for s in steps if s.kind == "clock_skew"), default=0.0)
+    if worst > tolerance:
+        return f"outside: clock skew {worst:g} ms > tolerance {tolerance:g} ms"
+    return "within"
+
+
 def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any]:
     """Run ``run`` and return its verdict (also written to ``RUN_DIR/verdict.json``)."""
-    if run.name not in SCENARIOS:
-        raise ScenarioError(f"unknown scenario {run.name!r}; known: {', '.join(SCENARIOS)}")
-    if run.workers < 2:
+    workers, profile = int(run.setting("workers")), str(run.setting("profile"))
+    if workers < 2:
         raise ScenarioError("a scenario needs at least 2 workers (someone must take over)")
-    scenario = SCENARIOS[run.name]
-    spec = ClusterSpec(workers=run.workers, profile=run.profile, timescale=run.timescale,
-                       run_dir=run.run_dir, dynamodb=run.dynamodb, rate=run.rate, seed=run.seed,
-                       localstack_url=run.localstack_url)
+    seed = int(run.setting("seed"))
+    spec = ClusterSpec(workers=workers, profile=profile, timescale=float(run.setting("timescale")),
+                       run_dir=run.run_dir, dynamodb=run.dynamodb, rate=float(run.setting("rate")), seed=seed,
+                       localstack_url=run.localstack_url, fleet_root=run.fleet_root)
     config = spec.fleet_config()
-    steps = schedule(run.name, run.seed, config, run.workers)
-    bound = scenario.bound(config)
+    plan = run.scenario.expand(profile, seed, config, workers)
     started = time.monotonic()
 
     def say(message: str) -> None:
-        progress(f"[{time.monotonic() - started:6.1f}s] {run.name}/{run.profile}: {message}")
+        progress(f"[{time.monotonic() - started:6.1f}s] {run.name}/{profile}: {message}")
 
-    say(f"starting {run.workers} workers (time scale {run.timescale}, lease {config.lease_s:.2f} s)")
+    say(f"starting {workers} workers (time scale {spec.timescale}, lease {config.lease_s:.2f} s)")
     with Cluster(spec) as cluster:
         nemesis = Nemesis(cluster)
+        workload = Workload(cluster, random.Random(f"{run.name}:{seed}:workload"),
+                            [f"c{i:03d}" for i in range(int(run.setting("connections")))])
         try:
             cluster.history.emit(
-                "run.start", scenario=run.name, profile=run.profile, timescale=run.timescale,
-                config=config.durations(), connections=run.connections, workers=run.workers,
-                bound_ms=bound, seed=run.seed, schedule=[s.to_json() for s in steps],
-                stop_bound_ms=config.scaled_ms(config.heartbeat_ms if run.profile == "hardened"
+                "run.start", scenario=run.name, profile=profile, timescale=spec.timescale,
+                config=config.durations(), connections=len(workload.desired), workers=workers,
+                bound_ms=plan.bound_ms, bound_scale1_ms=plan.bound_scale1_ms, seed=seed,
+                schedule=[s.to_json() for s in plan.steps], workload=[o.to_json() for o in plan.ops],
+                fault_model=fault_model(plan.steps, config), scenario_file=run.scenario.path,
+                stop_bound_ms=config.scaled_ms(config.heartbeat_ms if profile == "hardened"
                                                else config.desired_check_ms + config.heartbeat_ms),
             )
-            ids = [f"c{i:03d}" for i in range(run.connections)]
-            say(f"starting {len(ids)} connections through the router")
-            for connection_id in ids:
+            say(f"starting {len(workload.desired)} connections through the router")
+            for connection_id in list(workload.desired):
                 cluster.start_connection(connection_id)
-            _await_owned(cluster, ids, timeout_s=config.reconcile_s + 4 * config.lease_s + 10)
+            _await_owned(cluster, workload.started(), timeout_s=config.reconcile_s + 4 * config.lease_s + 10)
             say("every stream has an owner; steady running")
             time.sleep(config.lease_s)
-            _apply(cluster, nemesis, steps, config.lease_s, say)
+            _run_schedule(cluster, nemesis, workload, plan.steps, plan.ops, say)
             say("faults done; waiting for recovery")
-            recover_for = 2 * (bound or 0) / 1000.0 + 2 * config.lease_s
-            owned = _await_owned(cluster, ids, timeout_s=recover_for, raise_on_timeout=False)
+            recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
+            owned = _await_owned(cluster, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
             time.sleep(config.lease_s)
-            _record_final(cluster, ids)
+            # the observed run ends before the final scan, which may take seconds: the checkers' horizons
+            # (what must have been persisted by the end) are measured from ``run.stop``
             cluster.history.emit("run.stop")
+            _record_final(cluster, list(workload.desired))
         finally:
             nemesis.heal_all()
     say("checking the history")
     verdict = write_verdict(run.run_dir)
     say(f"valid={verdict['valid']} duplicate_claims={verdict['duplicate_claims']} "
         f"lost={verdict['lost_sequences']} recovery max={verdict['recovery_ms'].get('max')} ms "
-        f"(bound {bound})")
+        f"(bound {plan.bound_ms})")
     return verdict
 
 
@@ -126,10 +163,10 @@ def _await_owned(cluster: Cluster, ids: list[str], timeout_s: float, raise_on_ti
         time.sleep(0.05)
 
 
-def _resolve(cluster: Cluster, target: str) -> str:
-    if target != "busiest":
-        return target
+def _busiest(cluster: Cluster) -> str:
     counts = {w: 0 for w in _live_workers(cluster)}
+    if not counts:
+        raise FaultError("busiest: no worker is running")
     for stream in cluster.streams().values():
         for session in stream["sessions"]:
             if session["closed"] is None and session["worker"] in counts:
@@ -137,34 +174,121 @@ def _resolve(cluster: Cluster, target: str) -> str:
     return max(sorted(counts), key=lambda w: counts[w])
 
 
-def _apply(cluster: Cluster, nemesis: Nemesis, steps: list[Step], lease_s: float,
-           say: Callable[[str], None]) -> None:
+def _resolve(cluster: Cluster, target: str) -> str:
+    return _busiest(cluster) if target == "busiest" else target
+
+
+class Workload:
+    """The client's operations: START and STOP through the router, targets resolved when they run."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, initial: list[str]) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.desired: dict[str, str] = dict.fromkeys(initial, "STARTED")
+        self.previous: str | None = None
+        self._lock = threading.Lock()
+
+    def started(self) -> list[str]:
+        with self._lock:
+            return [c for c, state in self.desired.items() if state == "STARTED"]
+
+    def _owned_by(self, rule: str) -> list[str]:
+        worker = self.rng.choice(sorted(self.cluster.workers)) if rule == "random" else _resolve(self.cluster, rule)
+        assert self.cluster.backend is not None
+        scan = client(self.cluster.backend.env(), "dynamodb").get_paginator("scan").paginate(
+            TableName=self.cluster.backend.tables["connections"], ConsistentRead=True)
+        return sorted(item["pk"]["S"].removeprefix("CONN#") for page in scan for item in page.get("Items", [])
+                      if item.get("lease_owner", {}).get("S") == worker
+                      and item.get("desired_state", {}).get("S") == "STARTED")
+
+    def resolve(self, target: str) -> str | None:
+        """The connection id ``target`` names now, or None when it names none."""
+        with self._lock:
+            if target == "previous":
+                return self.previous
+            if target in ("random", "stopped"):
+                state = "STARTED" if target == "random" else "STOPPED"
+                candidates = sorted(c for c, s in self.desired.items() if s == state)
+                return self.rng.choice(candidates) if candidates else None
+        if target.startswith("owned-by:"):
+            candidates = self._owned_by(target.removeprefix("owned-by:"))
+            with self._lock:
+                return self.rng.choice(candidates) if candidates else None
+        return target
+
+    def apply(self, op: Op, say: Say) -> None:
+        connection_id = self.resolve(op.target)
+        if connection_id is None:
+            self.cluster.history.emit("workload.skip", op=op.op, target=op.target, reason="no such connection now")
+            say(f"{op.op.upper()} {op.target}: no such connection now; skipped")
+            return
+        with self._lock:
+            self.previous = connection_id
+            self.desired[connection_id] = "STARTED" if op.op == "start" else "STOPPED"
+        say(f"{op.op.upper()} {connection_id}" + (f" ({op.target})" if op.target != connection_id else ""))
+        try:
+            if op.op == "start":
+                self.cluster.start_connection(connection_id)
+            else:
+                self.cluster.stop_connection(connection_id)
+        except ClusterError as exc:  # the router's answer is in its own history; the run goes on
+            self.cluster.history.emit("workload.error", op=op.op, pk=f"CONN#{connection_id}", error=str(exc))
+
+
+def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps: list[Step], ops: list[Op],
+                  say: Say) -> None:
+    """Every step and operation in its own thread at its time; raises ScenarioError if a step failed."""
     begin = time.monotonic()
-    for step in sorted(steps, key=lambda s: s.at_s):
-        delay = begin + step.at_s - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        target = _resolve(cluster, step.target)
-        say(f"fault {step.kind} -> {target}" + (f" for {step.duration_s:.2f} s" if step.duration_s else ""))
-        fault: Fault = nemesis.start(step.kind, target, **step.params)
-        if step.duration_s:
-            time.sleep(step.duration_s)
-        nemesis.stop(fault)
+    abort = threading.Event()
+    errors: list[str] = []
+
+    def wait_until(at_s: float) -> bool:
+        return not abort.wait(max(0.0, begin + at_s - time.monotonic()))
+
+    def fault(step: Step) -> None:
+        if not wait_until(step.at_s):
+            return
+        try:
+            target = _resolve(cluster, step.target)
+            say(f"fault {step.kind} -> {target}" + (f" for {step.duration_s:.2f} s" if step.duration_s else ""))
+            started = nemesis.start(step.kind, target, **step.params)
+            if step.duration_s:
+                abort.wait(step.duration_s)
+            nemesis.stop(started)
+        except Exception as exc:  # reported below as a run that could not be run as written
+            errors.append(f"fault {step.kind} -> {step.target} at {step.at_s:.2f} s: {exc}")
+            cluster.history.emit("step.error", kind=step.kind, target=step.target, error=str(exc))
+            abort.set()
+
+    def operation(op: Op) -> None:
+        if wait_until(op.at_s):
+            try:
+                workload.apply(op, say)
+            except Exception as exc:
+                errors.append(f"{op.op} {op.target} at {op.at_s:.2f} s: {exc}")
+                abort.set()
+
+    threads = [threading.Thread(target=fault, args=(s,), name=f"step-{i}") for i, s in enumerate(steps)]
+    threads += [threading.Thread(target=operation, args=(o,), name=f"op-{i}") for i, o in enumerate(ops)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # interrupted: the threads stop waiting, the caller heals what they started
+        abort.set()
+        raise
+    if errors:
+        raise ScenarioError("; ".join(errors))
 
 
 def _record_final(cluster: Cluster, ids: list[str]) -> None:
-    """Ground truth into the history: each stream's head, and every stored message's sequence."""
-    for connection_id, stream in cluster.streams().items():
-        cluster.history.emit("final.emitted", pk=f"CONN#{connection_id}", head_seq=stream["head_seq"])
+    """Ground truth into the history: each stream's head, every stored message with its writer, and every
+    connection item (``harness.ground_truth``)."""
     assert cluster.backend is not None
-    seqs: dict[str, list[int]] = {f"CONN#{i}": [] for i in ids}
-    paginator = client(cluster.backend.env(), "dynamodb").get_paginator("scan")
-    for page in paginator.paginate(TableName=cluster.backend.tables["messages"],
-                                   ProjectionExpression="pk, message_data"):
-        for item in page.get("Items", []):
-            data = item.get("message_data", {}).get("S", "")
-            _, _, seq = data.rpartition(":")
-            if seq.isdigit():
-                seqs.setdefault(item["pk"]["S"], []).append(int(seq))
-    for pk, found in seqs.items():
-        cluster.history.emit("final.persisted", pk=pk, seqs=sorted(found))
+    try:
+        record_final(cluster.history, client(cluster.backend.env(), "dynamodb"), cluster.backend.tables,
+                     cluster.streams(), ids)
+    except (BotoCoreError, ClientError) as exc:
+        raise ScenarioError(f"the final scan failed, the backend stopped answering ({exc}); "
+                            f"see {cluster.run_dir}/logs") from exc

@@ -43,7 +43,8 @@ class SmallRun:
 
 
 def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_ms: float = 2400.0,
-              scenario: str = "crash", bound_ms: float = 2200.0) -> SmallRun:
+              scenario: str = "crash", bound_ms: float = 2200.0,
+              bound_scale1_ms: float | None = None) -> SmallRun:
     """Three streams, three workers, a crash of worker-1 at 5 s.
 
     - CONN#a: worker-1 consumes from 0.1 s; killed at 5 s; worker-2 claims at 7.1 s, opens at 7.2 s, resumes
@@ -57,7 +58,7 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
     events: list[dict[str, Any]] = [
         {"t": ms, "src": "harness", "type": "run.start", "scenario": scenario, "profile": profile,
          "timescale": 0.1, "config": CONFIG, "connections": 3, "workers": 3, "bound_ms": spec.bound_ms,
-         "seed": seed},
+         "seed": seed, **({"bound_scale1_ms": bound_scale1_ms} if bound_scale1_ms is not None else {})},
     ]
     owners = {"CONN#a": "worker-1", "CONN#b": "worker-2", "CONN#c": "worker-3"}
     for number, worker in enumerate(("worker-1", "worker-2", "worker-3")):

@@ -1,0 +1,1 @@
+"""Generated fault schedules: the generator, the explore loop and the shrinker."""

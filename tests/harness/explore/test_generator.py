@@ -1,0 +1,89 @@
+"""The generator: one seed, one schedule; valid scenario files; the rules that keep a run meaningful; and a
+fault mix that covers the menu."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from fleet.config import FleetConfig
+from harness.explore import generator
+from harness.explore.generator import FAULT_MENU, generate
+from harness.faults.plane import REGISTRY
+from harness.faults.toxiproxy.toxics import TOXIC_TYPES
+from harness.scenarios.runner import fault_model
+from harness.scenarios.scenario_file import from_data
+
+SEEDS = range(1, 301)
+SPECS = [generate(seed) for seed in SEEDS]
+CONFIG = FleetConfig(profile="hardened", timescale=0.1, worker_id="t")
+
+
+def test_the_same_seed_gives_the_same_schedule_whatever_the_profile() -> None:
+    assert generate(7).to_json() == SPECS[6].to_json()
+    assert generate(7, profile="blog").faults == SPECS[6].faults
+    assert len({str(spec.faults) for spec in SPECS}) == len(SPECS)
+
+
+def test_every_generated_schedule_is_a_valid_scenario_file() -> None:
+    for spec in SPECS:
+        again = from_data(spec.to_json(), spec.name)
+        plan = again.expand("hardened", again.seed, CONFIG, again.workers)
+        assert set(plan.bound_ms) == {s.kind for s in plan.steps}  # every kind has a bound
+        assert 1 <= len([s for s in spec.faults if s["kind"] != "restart"]) <= 4
+
+
+def test_one_worker_survives_every_schedule() -> None:
+    for spec in SPECS:
+        survivor = spec.description.rsplit(" ", 1)[1]
+        spared = {"kill", "term", "pause", "restart", "partition_aws", "partition_upstream", "clock_skew"}
+        assert not [s for s in spec.faults if s["target"] == survivor and s["kind"] in spared], spec.name
+
+
+def test_faults_on_one_resource_of_one_worker_never_overlap_and_restarts_follow_their_kill() -> None:
+    process = {"kill", "term", "pause"}
+    for spec in SPECS:
+        down: dict[str, float] = {}   # worker -> when its process becomes free again
+        for step in spec.faults:
+            worker, at = step["target"], step["at_s"]
+            if step["kind"] == "restart":
+                assert worker in down, spec.name
+                del down[worker]
+            elif step["kind"] in process:
+                assert at >= down.get(worker, float("-inf")), spec.name
+                down[worker] = float("inf") if step["kind"] in ("kill", "term") else at + step.get("duration_s", 0)
+
+
+def test_the_mix_covers_every_toxic_both_directions_every_service_and_the_workload() -> None:
+    faults = [s for spec in SPECS for s in spec.faults]
+    toxics = [s["params"] for s in faults if s["kind"] == "toxic"]
+    assert {t["type"] for t in toxics} == set(TOXIC_TYPES)
+    assert {t["stream"] for t in toxics} == {"upstream", "downstream"}
+    assert {t["service"] for t in toxics} == {"dynamodb", "services", "upstream"}
+    assert any(t["toxicity"] < 1 for t in toxics) and any(t["toxicity"] == 1 for t in toxics)
+    kinds = Counter(s["kind"] for s in faults)
+    assert set(kinds) >= {"kill", "term", "pause", "restart", "partition_aws", "partition_upstream", "reset_upstream",
+                          "clock_skew", "toxic"}
+    pauses = [s["duration_s"] for s in faults if s["kind"] == "pause"]
+    assert min(pauses) < 0.05 * CONFIG.lease_s and max(pauses) > CONFIG.lease_s  # mid-request and long
+    ops = [(o["op"], o["target"]) for spec in SPECS for o in spec.workload]
+    assert {op for op, _ in ops} == {"start", "stop"}
+    assert any(t.startswith("owned-by:worker-") for _, t in ops)     # STOP during a takeover
+    assert ("start", "previous") in ops and ("start", "random") in ops  # START again, duplicate START
+
+
+def test_skew_beyond_the_tolerance_is_drawn_sometimes_and_marked_outside_the_model() -> None:
+    models = [fault_model(spec.expand("hardened", spec.seed, CONFIG, 3).steps, CONFIG) for spec in SPECS
+              if any(s["kind"] == "clock_skew" for s in spec.faults)]
+    outside = [m for m in models if m != "within"]
+    assert outside and len(outside) < len(models)
+    assert all(m.startswith("outside: clock skew ") and m.endswith("> tolerance 100 ms") for m in outside)
+
+
+def test_menu_entries_of_unregistered_kinds_go_live_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "aws_throttle" not in {s["kind"] for spec in SPECS for s in spec.faults}
+    assert "aws_throttle" in {e.kind for e in FAULT_MENU}
+    monkeypatch.setitem(REGISTRY, "aws_throttle", REGISTRY["kill"])
+    drawn = {s["kind"] for seed in SEEDS for s in generator.generate(seed).faults}
+    assert "aws_throttle" in drawn

@@ -1,0 +1,81 @@
+"""The fault plane's toxic faults against a recording Toxiproxy client: direction and service chosen by
+params, a partial toxicity re-drawn by updating the toxic every ``refresh_s``, and a heal that removes it."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.faults.plane import FaultError, build
+
+
+class RecordingToxiproxy:
+    def __init__(self, updates_wanted: int = 0) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.added: dict[str, Any] = {}
+        self.enough_updates = threading.Event()
+        self.updates_wanted = updates_wanted
+
+    def add_toxic(self, proxy: str, type: str, *, stream: str, name: str, toxicity: float,
+                  attributes: dict[str, int]) -> None:
+        self.calls.append(("add", proxy, name))
+        self.added = {"proxy": proxy, "type": type, "stream": stream, "toxicity": toxicity, "attributes": attributes}
+
+    def update_toxic(self, proxy: str, name: str, *, toxicity: float) -> None:
+        self.calls.append(("update", proxy, name))
+        if sum(1 for c in self.calls if c[0] == "update") >= self.updates_wanted:
+            self.enough_updates.set()
+
+    def remove_toxic(self, proxy: str, name: str) -> None:
+        self.calls.append(("remove", proxy, name))
+
+
+def cluster(toxiproxy: RecordingToxiproxy) -> Any:
+    proxies = {s: f"worker-1-{s}" for s in ("dynamodb", "services", "upstream")}
+    return SimpleNamespace(toxiproxy=toxiproxy, workers={"worker-1": SimpleNamespace(child=object(), proxies=proxies)})
+
+
+def test_a_full_toxicity_toxic_on_the_answers_of_one_service() -> None:
+    toxiproxy = RecordingToxiproxy()
+    fault = build("toxic", "worker-1", {"type": "latency", "service": "services", "stream": "downstream",
+                                        "attributes": {"latency": 300}})
+    fault.start(cluster(toxiproxy))
+    assert toxiproxy.added == {"proxy": "worker-1-services", "type": "latency", "stream": "downstream",
+                               "toxicity": 1.0, "attributes": {"latency": 300}}
+    fault.stop(cluster(toxiproxy))
+    fault.heal(cluster(toxiproxy))  # idempotent
+    assert [c[0] for c in toxiproxy.calls] == ["add", "remove"]
+
+
+def test_a_partial_toxicity_is_drawn_afresh_until_the_fault_stops() -> None:
+    toxiproxy = RecordingToxiproxy(updates_wanted=3)
+    fault = build("toxic", "worker-1", {"type": "reset_peer", "toxicity": 0.3, "refresh_s": 0.01})
+    fault.start(cluster(toxiproxy))
+    assert toxiproxy.enough_updates.wait(5.0)
+    fault.stop(cluster(toxiproxy))
+    kinds = [c[0] for c in toxiproxy.calls]
+    assert kinds[0] == "add" and kinds[-1] == "remove" and kinds.count("update") >= 3
+    assert {c[1] for c in toxiproxy.calls} == {"worker-1-dynamodb"}  # the default service
+    assert len({c[2] for c in toxiproxy.calls}) == 1                # one toxic, updated in place
+    assert fault._refresher is None  # the refresher was joined: nothing updates the removed toxic
+
+
+def test_the_old_aws_kinds_are_toxics_with_their_defaults() -> None:
+    params = build("aws_timeout", "worker-1").params
+    assert {k: params[k] for k in ("type", "service", "stream", "attributes", "toxicity")} == {
+        "type": "timeout", "service": "dynamodb", "stream": "upstream", "attributes": {"timeout": 0}, "toxicity": 1}
+    assert build("aws_reset", "worker-1").params["type"] == "reset_peer"
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"type": "earthquake"}, "params.type must be one of bandwidth, latency"),
+    ({"type": "latency", "service": "s3"}, "params.service must be one of dynamodb, services, upstream"),
+    ({"type": "latency", "stream": "sideways"}, "params.stream must be upstream or downstream"),
+    ({"type": "latency", "toxicity": 2}, "params.toxicity must be within 0 and 1"),
+])
+def test_bad_toxic_params_are_refused(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(FaultError, match=message):
+        build("toxic", "worker-1", params)

@@ -1,0 +1,105 @@
+"""The runner's schedule without a topology: fault steps overlap on their own schedules, workload targets
+resolve against the client's view, a step that cannot be applied makes the run one that could not run, and
+``run.start`` says whether the run left the fault model."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from fleet.config import FleetConfig
+from harness.faults.plane import FaultError
+from harness.scenarios import runner
+from harness.scenarios.runner import ScenarioError, Workload, fault_model
+from harness.scenarios.scenario_file import Op, Step
+
+
+class History:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, type: str, **fields: Any) -> None:
+        self.events.append((type, fields))
+
+
+class FakeNemesis:
+    """Records when each fault starts and stops; ``refuse`` kinds fail to start."""
+
+    def __init__(self, refuse: str = "") -> None:
+        self.log: list[tuple[str, str, float]] = []
+        self.refuse = refuse
+        self.lock = threading.Lock()
+
+    def start(self, kind: str, target: str, **params: Any) -> str:
+        if kind == self.refuse:
+            raise FaultError(f"{kind}: refused")
+        with self.lock:
+            self.log.append(("start", kind, time.monotonic()))
+        return kind
+
+    def stop(self, fault: str) -> None:
+        with self.lock:
+            self.log.append(("stop", fault, time.monotonic()))
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.history = History()
+        self.router: list[tuple[str, str]] = []
+        self.workers = {"worker-1": None, "worker-2": None}
+
+    def start_connection(self, connection_id: str) -> None:
+        self.router.append(("START", connection_id))
+
+    def stop_connection(self, connection_id: str) -> None:
+        self.router.append(("STOP", connection_id))
+
+
+def test_steps_overlap_and_a_long_fault_does_not_delay_the_next() -> None:
+    nemesis, cluster = FakeNemesis(), FakeCluster()
+    steps = [Step(0.0, "pause", "worker-1", duration_s=0.3), Step(0.05, "partition_aws", "worker-2", 0.05)]
+    ops = [Op(0.1, "stop", "c001")]
+    workload = Workload(cluster, random.Random(1), ["c000", "c001"])  # type: ignore[arg-type]
+    runner._run_schedule(cluster, nemesis, workload, steps, ops, lambda _: None)  # type: ignore[arg-type]
+    order = [(event, kind) for event, kind, _ in nemesis.log]
+    assert order == [("start", "pause"), ("start", "partition_aws"), ("stop", "partition_aws"), ("stop", "pause")]
+    assert cluster.router == [("STOP", "c001")] and workload.started() == ["c000"]
+
+
+def test_a_step_that_cannot_be_applied_aborts_the_phase_as_could_not_run() -> None:
+    nemesis, cluster = FakeNemesis(refuse="restart"), FakeCluster()
+    workload = Workload(cluster, random.Random(1), ["c000"])  # type: ignore[arg-type]
+    with pytest.raises(ScenarioError, match=r"fault restart -> worker-1 at 0\.00 s: restart: refused"):
+        runner._run_schedule(cluster, nemesis, workload,  # type: ignore[arg-type]
+                             [Step(0.0, "restart", "worker-1"), Step(5.0, "kill", "worker-2")], [], lambda _: None)
+    assert ("step.error", {"kind": "restart", "target": "worker-1", "error": "restart: refused"}) \
+        in cluster.history.events
+    assert not [entry for entry in nemesis.log if entry[1] == "kill"]  # the rest was abandoned, not waited for
+
+
+def test_workload_targets_resolve_against_what_the_client_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster()
+    workload = Workload(cluster, random.Random(3), ["c000", "c001", "c002"])  # type: ignore[arg-type]
+    monkeypatch.setattr(workload, "_owned_by", lambda rule: ["c002"] if rule == "worker-2" else [])
+    say: list[str] = []
+    for op in (Op(0, "stop", "owned-by:worker-2"), Op(0, "start", "previous"), Op(0, "stop", "previous"),
+               Op(0, "start", "stopped"), Op(0, "stop", "owned-by:worker-1"), Op(0, "start", "c009")):
+        workload.apply(op, say.append)
+    assert cluster.router == [("STOP", "c002"), ("START", "c002"), ("STOP", "c002"), ("START", "c002"),
+                              ("START", "c009")]
+    assert ("workload.skip", {"op": "stop", "target": "owned-by:worker-1", "reason": "no such connection now"}) \
+        in cluster.history.events
+    assert sorted(workload.started()) == ["c000", "c001", "c002", "c009"]
+    assert workload.resolve("stopped") is None and workload.resolve("random") in workload.started()
+
+
+def test_the_fault_model_is_left_only_by_skew_beyond_the_tolerance() -> None:
+    config = FleetConfig(profile="hardened", timescale=0.1, worker_id="t")
+    skew = lambda ms: [Step(0, "clock_skew", "worker-1", 1.0, {"offset_ms": ms})]  # noqa: E731
+    assert fault_model([Step(0, "kill", "worker-1")], config) == "within"
+    assert fault_model(skew(-100), config) == "within"
+    assert fault_model(skew(-1000), config) == "outside: clock skew 1000 ms > tolerance 100 ms"

@@ -1,0 +1,82 @@
+"""The ``wsfleet`` command's scenario surface without running a fleet: ``--version``, help that lists the
+scenarios, a fleet-only install told what is missing, and bad input (an invalid scenario file, conflicting
+arguments, a missing folder) answered with one precise line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.processes import REPO_ROOT
+from harness.scenarios.catalog import SCENARIOS
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own exits (--help, --version, usage errors)
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("wsfleet ")
+
+
+def test_scenario_help_lists_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "scenario", "--help")
+    assert code == 0 and "--from FILE" in out and "--repeat K" in out
+    for name, spec in SCENARIOS.items():
+        assert f"  {name:<20} {spec.description}" in out
+
+
+def test_scenario_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "scenario", "--list")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == list(SCENARIOS)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["scenario"], "name a scenario or give --from FILE"),
+    (["scenario", "earthquake"], "unknown scenario 'earthquake'; known: crash, graceful"),
+    (["scenario", "crash", "--from", "x.yaml"], "give a scenario name or --from FILE, not both"),
+    (["scenario", "--from", "missing.yaml"], "missing.yaml: cannot read"),
+    (["scenario", "--from", "{bad}"], "bad.yaml: faults[0].duration_s: 'leese' is neither"),
+    (["scenario", "crash", "--workers", "1"], "--workers must be at least 2"),
+    (["explore", "--workers", "1"], "--workers must be at least 2"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          argv: list[str], message: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nfaults:\n  - {kind: pause, target: worker-1, duration_s: [leese]}\n")
+    argv = [str(bad) if a == "{bad}" else str(tmp_path / a) if a == "missing.yaml" else a for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message.replace("bad.yaml", str(bad)).replace("missing.yaml", str(tmp_path / "missing.yaml")) \
+        .split("'leese'")[0] in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_fleet_root_must_be_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "explore", "--fleet-root", str(tmp_path / "nowhere"))
+    assert code == 2 and "is not a folder" in err
+
+
+def test_without_the_harness_dependencies_wsfleet_says_what_is_missing() -> None:
+    script = ("import sys; sys.modules['yaml'] = None; from harness.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    listing = subprocess.run([sys.executable, "-c", script, "scenario", "--list"], capture_output=True, text=True,
+                             env=env, cwd=REPO_ROOT, timeout=60)
+    assert listing.returncode == 2 and "Traceback" not in listing.stderr
+    assert "needs the Python module 'yaml', which is not installed" in listing.stderr
+    assert "pip install 'wsfleet[harness]'" in listing.stderr
+    version = subprocess.run([sys.executable, "-c", script, "--version"], capture_output=True, text=True, env=env,
+                             cwd=REPO_ROOT, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("wsfleet ")

@@ -1,0 +1,31 @@
+"""Child processes run from another checkout when asked (``wsfleet explore --fleet-root``): that checkout
+comes first on their import path, ahead of this repository."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.cluster import Cluster, ClusterSpec
+from harness.processes import REPO_ROOT, python_env, spawn
+
+
+def test_python_env_puts_the_given_checkout_first(tmp_path: Path) -> None:
+    paths = python_env({"X": "1"}, root=tmp_path)["PYTHONPATH"].split(os.pathsep)
+    assert paths[:2] == [str(tmp_path), str(REPO_ROOT)]
+    assert python_env()["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
+
+
+def test_a_child_imports_the_fleet_package_of_the_other_checkout(tmp_path: Path) -> None:
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "fleet" / "__init__.py").write_text("")
+    (tmp_path / "fleet" / "marker.py").write_text("import json\nprint(json.dumps({'file': __file__}))\n")
+    child = spawn("marker", ["python", "-m", "fleet.marker"], tmp_path / "marker.log",
+                  env=python_env(root=tmp_path), cwd=tmp_path)
+    child.stop(grace_s=1.0)
+    assert Path(child.ready["file"]).resolve() == (tmp_path / "fleet" / "marker.py").resolve()
+
+
+def test_a_cluster_runs_its_fleet_from_the_given_root(tmp_path: Path) -> None:
+    assert Cluster(ClusterSpec(run_dir=tmp_path, fleet_root=tmp_path)).fleet_root == tmp_path.resolve()
+    assert Cluster(ClusterSpec(run_dir=tmp_path)).fleet_root == REPO_ROOT.resolve()
