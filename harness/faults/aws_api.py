@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.cluster import Cluster
-from harness.faults.plane import Fault, FaultError
+from harness.faults.fault import Fault, FaultError
 from harness.faults.toxiproxy.aws_toxics import ERRORS, SERVICES
 
 PROXY_OF_SERVICE = {"dynamodb": "dynamodb", "sqs": "services"}

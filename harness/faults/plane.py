@@ -12,7 +12,8 @@ worker's proxies disabled: every live connection closed, new ones refused), ``re
 simulator drops live sessions mid-stream), ``aws_reset`` / ``aws_timeout`` (Toxiproxy ``reset_peer`` /
 ``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``toxic`` (any
 toxic, either direction, on any of the worker's proxies, with a partial toxicity drawn afresh every
-``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock).
+``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock), and
+the AWS API failures of ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
 Faults may overlap: the runner starts and stops them from several threads, so a fault keeps its own state
 and ``Nemesis`` only appends to and removes from its list of active faults.
@@ -24,42 +25,17 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
 from harness.cluster import SERVICE_PROXIES, Cluster, http_json
+from harness.faults.aws_api import AWS_API_FAULTS
+from harness.faults.fault import Fault, FaultError
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
 
 DEFAULT_REFRESH_S = 0.25
-
-
-class FaultError(Exception):
-    """A fault could not be applied (unknown kind, unknown target, the target already gone)."""
-
-
-@dataclass(eq=False)  # two faults are the same fault only if they are one object
-class Fault:
-    kind: str
-    target: str
-    params: dict[str, Any] = field(default_factory=dict)
-    active: bool = False
-
-    def start(self, cluster: Cluster) -> None:
-        raise NotImplementedError
-
-    def stop(self, cluster: Cluster) -> None:
-        self.heal(cluster)
-
-    def heal(self, cluster: Cluster) -> None:
-        """Undo what is still broken; idempotent.  Instant faults have nothing to undo."""
-
-    def _worker(self, cluster: Cluster) -> Any:
-        handle = cluster.workers.get(self.target)
-        if handle is None or handle.child is None:
-            raise FaultError(f"{self.kind}: no worker {self.target!r} (workers: {', '.join(cluster.workers)})")
-        return handle
 
 
 class Kill(Fault):
@@ -233,6 +209,7 @@ REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
     "clock_skew": ClockSkew,
+    **AWS_API_FAULTS,
 }
 
 

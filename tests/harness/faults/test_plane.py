@@ -71,7 +71,7 @@ def test_the_old_aws_kinds_are_toxics_with_their_defaults() -> None:
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"type": "earthquake"}, "params.type must be one of bandwidth, latency"),
+    ({"type": "earthquake"}, "params.type must be one of aws_error, .*bandwidth, latency"),
     ({"type": "latency", "service": "s3"}, "params.service must be one of dynamodb, services, upstream"),
     ({"type": "latency", "stream": "sideways"}, "params.stream must be upstream or downstream"),
     ({"type": "latency", "toxicity": 2}, "params.toxicity must be within 0 and 1"),

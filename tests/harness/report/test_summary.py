@@ -11,9 +11,9 @@ import pytest
 
 from harness.report.model import load_run
 from harness.report.summary import (
-    bounds_at_scale_one,
     bound_text,
     bound_texts,
+    bounds_at_scale_one,
     published_bound_text,
     requests_table,
     seconds_text,
