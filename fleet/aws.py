@@ -41,6 +41,7 @@ _UNAVAILABLE_CODES = {
     "ThrottlingException",
     "ProvisionedThroughputExceededException",
     "RequestLimitExceeded",
+    "RequestThrottled",  # SQS
     "InternalServerError",
     "ServiceUnavailable",
     "InternalFailure",

@@ -211,7 +211,8 @@ class Backoff:
     def next_delay(self) -> float:
         if not self.jitter:
             return self.base_s
-        ceiling = min(self.cap_s, self.base_s * (2 ** self.attempt))
+        # the exponent stops at 64: any cap is reached long before, and 2 ** 1024 overflows a float
+        ceiling = min(self.cap_s, self.base_s * (2 ** min(self.attempt, 64)))
         self.attempt += 1
         return self._rng.uniform(0.0, ceiling)
 

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
-from fleet.config import FleetConfig
+from fleet.config import ENV_VARS, FleetConfig
 from harness.backends.base import TABLE_FIELDS, Backend, BackendError
 from harness.backends.resources import create_resources
 from harness.backends.servers import ServerProcess, dynalite_command, start_dynalite, start_moto
@@ -34,6 +34,14 @@ class EmbeddedBackend(Backend):
     servers: list[ServerProcess] = field(default_factory=list)
     log_dir: Path | None = None
     remove_log_dir: bool = False
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        if self.dynamodb_engine == "moto":
+            # moto copies the table for every transaction (~1.5 s a batch): fence message writes with
+            # conditional puts instead, as on dynalite
+            env[ENV_VARS["transactions"]] = "off"
+        return env
 
     def pids(self) -> list[int]:
         return [server.pid for server in self.servers]

@@ -15,7 +15,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from botocore.configprovider import ConfiguredEndpointProvider
 
-from fleet.config import FleetConfig
+from fleet.config import ENV_VARS, FleetConfig
 from harness.backends import (
     ENDPOINT_ENV_VARS,
     Backend,
@@ -132,3 +132,10 @@ def test_servers_do_not_outlive_their_parent(how: str) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.parametrize("engine, transactions", [("moto", "off"), ("dynalite", None)])
+def test_fleet_processes_skip_transactions_on_moto(engine: str, transactions: str | None) -> None:
+    backend = EmbeddedBackend(kind="embedded", region="us-east-1", endpoints={}, queue_url="",
+                              dynamodb_engine=engine)
+    assert backend.env().get(ENV_VARS["transactions"]) == transactions

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.config import FleetConfig
 from harness.explore import generator
-from harness.explore.generator import FAULT_MENU, generate
+from harness.explore.generator import generate
 from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.plane import REGISTRY
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
