@@ -33,10 +33,11 @@ def engine_backend(request: pytest.FixtureRequest, backend: EmbeddedBackend) -> 
 
 @pytest.fixture
 def engine_config(engine_backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch) -> FleetConfig:
-    """A hardened config at time scale 0.1 whose clients reach ``engine_backend``."""
+    """A hardened config at time scale 0.1 whose clients reach ``engine_backend``, probing for transactions
+    (the harness turns them off on moto for speed; these tests exercise both write paths)."""
     for name, value in engine_backend.env().items():
         monkeypatch.setenv(name, value)
-    return FleetConfig.from_env().with_changes(profile="hardened", timescale=0.1)
+    return FleetConfig.from_env().with_changes(profile="hardened", timescale=0.1, transactions="auto")
 
 
 @pytest.fixture
