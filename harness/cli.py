@@ -54,7 +54,8 @@ def _connection_id(text: str) -> str:
     return text
 
 
-def _timescale(text: str) -> float:
+def timescale_arg(text: str) -> float:
+    """An argparse type: a time scale in (0, 10]."""
     try:
         value = float(text)
     except ValueError:
@@ -68,7 +69,7 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
     p.add_argument("--workers", type=_positive_int, default=3, help="worker processes to run (default 3)")
     p.add_argument("--profile", choices=PROFILES, default="hardened",
                    help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
-    p.add_argument("--timescale", type=_timescale, default=0.1,
+    p.add_argument("--timescale", type=timescale_arg, default=0.1,
                    help="multiply every duration by this (default 0.1: 2 s lease, 0.5 s heartbeat)")
     p.add_argument("--run-dir", type=Path, default=Path(run_dir_default),
                    help=f"folder for history, logs and verdict (default {run_dir_default})")
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the worker and router processes from the checkout DIR")
     explore.add_argument("--workers", type=_positive_int, default=3, help="worker processes (default 3)")
     explore.add_argument("--connections", type=_positive_int, default=20, help="streams (default 20)")
-    explore.add_argument("--timescale", type=_timescale, default=0.1, help="time scale (default 0.1)")
+    explore.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
     explore.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
     explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                          help="embedded DynamoDB server (default dynalite)")

@@ -19,6 +19,7 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from harness.checkers.verdict import analyse
+from harness.cli import timescale_arg
 from harness.history import read_history
 from harness.report import build_report
 from harness.scenarios.catalog import SCENARIOS
@@ -113,21 +114,11 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def _timescale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a time scale in (0, 1], got {text!r}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="folder for the runs (default runs/demo)")
-    parser.add_argument("--timescale", type=_timescale, default=0.1, help="time scale (default 0.1: 2 s lease)")
+    parser.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1: 2 s lease)")
     parser.add_argument("--seeds", type=_seeds, default=[1],
                         help="comma-separated seeds of the fault schedule (default 1; each adds ~80 s)")
     args = parser.parse_args(argv)

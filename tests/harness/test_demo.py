@@ -72,7 +72,7 @@ def test_main_runs_each_profile_per_seed_and_prints_the_comparison(
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "one"], "expected seeds like 1,2,3"),
     (["--seeds", "1,1"], "expected distinct seeds"),
-    (["--timescale", "0"], "expected a time scale in (0, 1]"),
+    (["--timescale", "0"], "must be above 0 and at most 10"),
 ])
 def test_bad_arguments_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
