@@ -19,6 +19,18 @@ CONNS = "wsfleet-connections"
 WORKERS = "wsfleet-workers"
 
 
+def hold_acquire_answers(store: MemoryStore) -> asyncio.Event:
+    """From now on every acquire's answer waits until the returned gate is set."""
+    gate = asyncio.Event()
+
+    async def slow_answer(table: str, write: Write) -> None:
+        if is_acquire(table, write):
+            await gate.wait()
+
+    store.after_write = slow_answer
+    return gate
+
+
 def is_acquire(table: str, write: Write) -> bool:
     return table == CONNS and "owner_gen" in write.update.set and write.update.set["owner_gen"] != ""
 
@@ -116,17 +128,12 @@ async def test_hole_4_sigterm_during_an_acquire_leaves_nothing_consumed_or_held(
 
 async def test_hole_4_an_acquire_answered_during_shutdown_is_released_and_announced() -> None:
     store = MemoryStore(config())
-    gate = asyncio.Event()
-
-    async def slow_answer(table: str, write: Write) -> None:
-        if is_acquire(table, write):
-            await gate.wait()
 
     async with running(store) as worker:
         await until(lambda: bool(history(worker).of("reconcile")))
         worker.reconciler.pacer.next_sweep_s = float("inf")
         add_stream(store, PK)
-        store.after_write = slow_answer
+        gate = hold_acquire_answers(store)
         seen = store.connection(PK)
         acquire = asyncio.create_task(worker.try_acquire(PK, "test", seen))  # not a tracked claim
         await until(lambda: PK in worker.acquiring)
@@ -143,13 +150,8 @@ async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_
     the stream consumed until teardown.  Now the entry stays pending and take-up releases instead."""
     store = MemoryStore(config())
     add_stream(store, PK)
-    gate = asyncio.Event()
 
-    async def slow_answer(table: str, write: Write) -> None:
-        if is_acquire(table, write):
-            await gate.wait()
-
-    store.after_write = slow_answer
+    gate = hold_acquire_answers(store)
     async with running(store) as worker:
         await until(lambda: PK in worker.acquiring)
         stop(store, PK)
@@ -166,13 +168,8 @@ async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_
 async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_honoured() -> None:
     store = MemoryStore(config())
     add_stream(store, PK)
-    gate = asyncio.Event()
 
-    async def slow_answer(table: str, write: Write) -> None:
-        if is_acquire(table, write):
-            await gate.wait()
-
-    store.after_write = slow_answer
+    gate = hold_acquire_answers(store)
     async with running(store) as worker:
         await until(lambda: PK in worker.acquiring)
         store.tables[CONNS][PK]["desired_state"] = STOPPED  # STOP with no mailbox post (owner unknown)
@@ -254,15 +251,10 @@ async def test_blog_renews_each_lease_and_stops_on_the_desired_state_read() -> N
 
 async def test_a_handoff_whose_claim_the_shutdown_cancels_goes_back_to_the_queue() -> None:
     store = MemoryStore(config())
-    gate = asyncio.Event()
-
-    async def slow_answer(table: str, write: Write) -> None:
-        if is_acquire(table, write):
-            await gate.wait()
 
     async with running(store) as worker:
         add_stream(store, PK)
-        store.after_write = slow_answer
+        hold_acquire_answers(store)  # never answered: the shutdown finds the acquire in flight
         store.send(PK, released_epoch=0)
         await until(lambda: PK in worker.acquiring)
     assert [n.pk for n in store.returned] == [PK] and worker.held == {}
@@ -270,17 +262,12 @@ async def test_a_handoff_whose_claim_the_shutdown_cancels_goes_back_to_the_queue
 
 async def test_an_acquire_answered_after_the_incarnation_ended_is_not_taken_up() -> None:
     store = MemoryStore(config())
-    gate = asyncio.Event()
-
-    async def slow_answer(table: str, write: Write) -> None:
-        if is_acquire(table, write):
-            await gate.wait()
 
     async with running(store) as worker:
         await until(lambda: bool(history(worker).of("reconcile")))
         worker.reconciler.pacer.next_sweep_s = float("inf")
         add_stream(store, PK)
-        store.after_write = slow_answer
+        gate = hold_acquire_answers(store)
         first = worker.me
         acquire = asyncio.create_task(worker.try_acquire(PK, "test", store.connection(PK)))
         await until(lambda: PK in worker.acquiring)
