@@ -41,7 +41,9 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
 * **Sequences.**  Messages are keyed by sequence and written with ``attribute_not_exists(sk)``
   (idempotent), carrying ``worker_id``, ``gen`` and ``epoch``; ``last_seq`` is checkpointed with the epoch.
 * **START never clobbers** (``if_not_exists`` on the lease fields) and **STOP reaches the owner's
-  mailbox**, read with the renewal.
+  mailbox**, read with the renewal.  A mailbox entry names the lease it stops, ``<pk>@<epoch>`` (the epoch
+  the STOP's own write found), so a STOP of a later lease is a different entry, which deleting an earlier
+  STOP's entry cannot take with it (``StopRequest``).
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -111,6 +113,36 @@ class WorkerRecord:
 
 
 @dataclass(frozen=True)
+class StopRequest:
+    """One STOP mailbox entry: ``<pk>@<epoch>``, the lease the STOP found (stored as ``entry``).
+
+    It stops a lease held at that epoch or an earlier one, never a later one: a lease acquired after the STOP
+    needed a START in between (an acquire requires STARTED).  An entry without a decimal epoch (a bare pk,
+    as routers before this format posted) stops the stream at any epoch, as those routers meant.
+    """
+
+    entry: str
+    pk: str
+    epoch: int | None
+
+    @classmethod
+    def of_lease(cls, pk: str, epoch: int | None) -> StopRequest:
+        """The entry a STOP posts for ``pk`` found at ``epoch`` (None: an item without one, any epoch)."""
+        return cls(pk if epoch is None else f"{pk}@{epoch}", pk, epoch)
+
+    @classmethod
+    def parse(cls, entry: str) -> StopRequest:
+        pk, at, epoch = entry.rpartition("@")
+        if at and pk and epoch.isascii() and epoch.isdigit():
+            return cls(entry, pk, int(epoch))
+        return cls(entry, entry, None)
+
+    def stops(self, epoch: int) -> bool:
+        """Whether this STOP applies to a lease at ``epoch``."""
+        return self.epoch is None or epoch <= self.epoch
+
+
+@dataclass(frozen=True)
 class Holder:
     """The asking worker: its id and this process's generation."""
 
@@ -177,9 +209,11 @@ class Rules:
             condition=Exists("pk"),
         )
 
-    def post_stop(self, owner: str, pk: str) -> Write:
-        """Put ``pk`` in its owner's STOP mailbox (workers table; refused when the owner has no item)."""
-        return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({pk})}),
+    def post_stop(self, owner: str, pk: str, epoch: int | None) -> Write:
+        """Put a STOP of ``pk``'s lease at ``epoch`` in its owner's mailbox (workers table; refused when the
+        owner has no item)."""
+        entry = StopRequest.of_lease(pk, epoch).entry
+        return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({entry})}),
                      condition=Exists("pk"))
 
     # -- connections ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.clock import monotonic_s
 from fleet.connection import HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
-from fleet.lease import Holder, WorkerRecord
+from fleet.lease import Holder, StopRequest, WorkerRecord
 from fleet.logline import log
 from fleet.profiles import Renewal
 
@@ -117,17 +117,17 @@ class Liveness:
 
     def _settle_mailbox(self, deleted: frozenset[str], mailbox: frozenset[str]) -> None:
         w = self.w
-        plan = w.profile.settle_stops(mailbox, w.held, w.acquiring)
+        plan = w.profile.settle_stops(mailbox, {pk: h.lease.epoch for pk, h in w.held.items()}, w.acquiring)
         self.handled_stops = (self.handled_stops - deleted) | plan.handled
         w.pending_stops |= plan.pending
-        for pk in plan.drop:
-            w.chores.spawn(self._drop_stopped(pk))
+        for request in plan.drop:
+            w.chores.spawn(self._drop_stopped(request))
 
-    async def _drop_stopped(self, pk: str) -> None:
-        held = self.w.held.get(pk)
-        if held is not None:
+    async def _drop_stopped(self, request: StopRequest) -> None:
+        held = self.w.held.get(request.pk)
+        if held is not None and request.stops(held.lease.epoch):  # not a lease taken up since the plan
             await self.w.drop(held, "STOP", release=True)
-        self.handled_stops |= {pk}
+        self.handled_stops |= {request.entry}
 
     def _checkpoints_due(self) -> None:
         every = self.w.profile.checkpoint_every_s()

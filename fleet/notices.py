@@ -12,7 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from fleet.errors import StoreError
-from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.lease import STARTED, ConnectionRecord, StopRequest, WorkerRecord
 from fleet.logline import log
 from fleet.profiles import NoteAction, SeenAction
 from fleet.store import Notification
@@ -83,7 +83,7 @@ class Notices:
         if decision is SeenAction.DROP and (mine := w.held.get(pk)) is not None:
             await w.drop(mine, "STOP", release=True)
         elif decision is SeenAction.STOP_PENDING:
-            w.pending_stops.add(pk)
+            w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch))  # the STOP found that lease
         elif decision is SeenAction.CLAIM:
             return await self._claim(pk, "notify", seen)
         return True

@@ -16,11 +16,22 @@ import enum
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.aws import ClientSettings
 from fleet.config import FleetConfig
 from fleet.expr import Write
-from fleet.lease import STARTED, ConnectionRecord, HardenedRules, Holder, Lease, Rules, UnsafeRules, WorkerRecord
+from fleet.lease import (
+    STARTED,
+    ConnectionRecord,
+    HardenedRules,
+    Holder,
+    Lease,
+    Rules,
+    StopRequest,
+    UnsafeRules,
+    WorkerRecord,
+)
 
 # Skew whose smallest possible magnitude exceeds this share of the clock tolerance leaves the fault model.
 SKEW_FENCE_SHARE = 0.8
@@ -70,11 +81,12 @@ class SeenAction(enum.Enum):
 
 @dataclass(frozen=True)
 class StopPlan:
-    """How a STOP mailbox is settled: drop ``drop`` (handled once dropped), keep ``pending`` (an acquire
-    is in flight: honoured at take-up), and delete ``handled`` with the next renewal."""
+    """How a STOP mailbox is settled: drop the leases ``drop`` stops (each entry handled once dropped), keep
+    ``pending`` (an acquire is in flight: honoured at take-up if it stops the lease granted), and delete the
+    entries ``handled`` with the next renewal."""
 
-    drop: frozenset[str]
-    pending: frozenset[str]
+    drop: frozenset[StopRequest]
+    pending: frozenset[StopRequest]
     handled: frozenset[str]
 
 
@@ -195,15 +207,22 @@ class BlogProfile:
             return SeenAction.CLAIM
         return SeenAction.IGNORE
 
-    def settle_stops(self, mailbox: frozenset[str], held: Iterable[str], acquiring: Iterable[str]) -> StopPlan:
-        held_now, in_flight = frozenset(held), frozenset(acquiring)
-        drop = mailbox & held_now
-        pending = (mailbox & in_flight) - drop
-        return StopPlan(drop=drop, pending=pending, handled=mailbox - drop - pending)
+    def settle_stops(self, mailbox: frozenset[str], held: Mapping[str, int], acquiring: Iterable[str]) -> StopPlan:
+        """``held``: the epoch of each lease held.  An entry stopping the lease held is dropped; one older than
+        the lease held (a START came after it) is handled without dropping; one for a stream being acquired
+        is pending; any other (nothing held, or malformed) is handled."""
+        in_flight = frozenset(acquiring)
+        requests = [StopRequest.parse(entry) for entry in mailbox]
+        drop = frozenset(r for r in requests if r.pk in held and r.stops(held[r.pk]))
+        pending = frozenset(r for r in requests if r.pk in in_flight and r.pk not in held)
+        return StopPlan(drop=drop, pending=pending, handled=mailbox - {r.entry for r in drop | pending})
 
-    def consumes(self, granted: Mapping[str, object], stop_pending: bool) -> bool:
-        """At take-up: consume only a stream the acquire's own answer shows STARTED with no STOP seen since."""
-        return granted.get("desired_state") == STARTED and not stop_pending
+    def consumes(self, granted: Mapping[str, Any], pending: Iterable[StopRequest]) -> bool:
+        """At take-up: consume only a stream the acquire's own answer shows STARTED, with no STOP seen since
+        that stops the lease granted."""
+        lease = Lease.granted(granted)
+        stopped = any(r.pk == lease.pk and r.stops(lease.epoch) for r in pending)
+        return granted.get("desired_state") == STARTED and not stopped
 
     def desired_check_s(self) -> float | None:
         """How often to read each held stream's desired state (None: STOPs arrive by mailbox)."""

@@ -3,9 +3,10 @@
 ``handler`` is the AWS Lambda entry point (API Gateway proxy event in, proxy response out; REST v1 and
 HTTP API v2 payloads).  ``handle_event`` is the logic under it, shared with the local HTTP adapter
 (``fleet.router_http``) and the tests: it validates one event body, writes the connections table (and,
-``hardened``, the owner's STOP mailbox in the workers table), sends the SQS notification ``{"pk": ...}``
-(after every START; after a STOP only in ``hardened``: the published design notifies STOP not at all),
-records one history event ``event`` {kind, pk, status} and prints one small JSON log line.
+``hardened``, the owner's STOP mailbox in the workers table: an entry naming the lease the STOP found),
+sends the SQS notification ``{"pk": ...}`` (after every START; after a STOP only in ``hardened``: the
+published design notifies STOP not at all), records one history event ``event`` {kind, pk, status} and
+prints one small JSON log line.
 
 Input ``{"event_type": "START" | "STOP", "connection_id": ..., "ws_url": ...}`` (``ws_url`` with START only).
 Anything else answers 400 and changes nothing: a body over ``MAX_BODY_BYTES``, bytes that are not UTF-8
@@ -44,6 +45,7 @@ from fleet.aws import AwsClients, aws_errors
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
 from fleet.history import HistoryWriter
+from fleet.lease import StopRequest
 from fleet.schema import conn_pk
 
 MAX_BODY_BYTES = 16 * 1024
@@ -193,8 +195,9 @@ async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetC
         )
 
 
-async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> str:
-    """Set STOPPED on an existing item (ConditionFailed when there is none); returns its lease owner."""
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> tuple[str, int | None]:
+    """Set STOPPED on an existing item (ConditionFailed when there is none); returns the lease it found:
+    owner and epoch (None when the item has none)."""
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(
@@ -206,12 +209,16 @@ async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> str:
             ExpressionAttributeValues={":stopped": {"S": "STOPPED"}, ":now": {"N": str(_now_ms())}},
             ReturnValues="ALL_NEW",
         )
-    return result.get("Attributes", {}).get("lease_owner", {}).get("S", "")
+    found = result.get("Attributes", {})
+    epoch = found.get("epoch", {}).get("N")
+    return found.get("lease_owner", {}).get("S", ""), None if epoch is None else int(epoch)
 
 
-async def _post_stop_to_owner(pk: str, owner: str, clients: AwsClients, config: FleetConfig) -> None:
-    """hardened: add ``pk`` to the owner's STOP mailbox, read with its every heartbeat.  An owner whose
-    worker item is gone is fine: its lease lapses and its writes are fenced anyway."""
+async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, clients: AwsClients,
+                              config: FleetConfig) -> None:
+    """hardened: add a STOP of ``pk``'s lease at ``epoch`` (``fleet.lease.StopRequest``) to the owner's
+    mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its lease lapses and
+    its writes are fenced anyway."""
     clients.requests["coordination"] += 1
     try:
         async with aws_errors("STOP mailbox"):
@@ -221,7 +228,7 @@ async def _post_stop_to_owner(pk: str, owner: str, clients: AwsClients, config: 
                 UpdateExpression="ADD #stops :stop",
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeNames={"#stops": "stop_requests"},
-                ExpressionAttributeValues={":stop": {"SS": [pk]}},
+                ExpressionAttributeValues={":stop": {"SS": [StopRequest.of_lease(pk, epoch).entry]}},
             )
     except ConditionFailed:
         return
@@ -243,9 +250,9 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
-            owner = ""
+            owner, epoch = "", None
         else:
-            owner = await _write_stop(event.pk, clients, config)
+            owner, epoch = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
         return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
@@ -254,7 +261,7 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     recorded = {"connection_id": event.connection_id, "desired_state": desired}
     try:
         if owner and config.profile == "hardened":
-            await _post_stop_to_owner(event.pk, owner, clients, config)
+            await _post_stop_to_owner(event.pk, owner, epoch, clients, config)
         if event.kind == "START" or config.profile == "hardened":
             await _notify(event.pk, clients, config)
     except StoreError as exc:

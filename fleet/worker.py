@@ -36,7 +36,7 @@ from fleet.config import PROFILES, FleetConfig
 from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable
 from fleet.history import HistoryWriter
-from fleet.lease import ConnectionRecord, Holder, Lease
+from fleet.lease import ConnectionRecord, Holder, Lease, StopRequest
 from fleet.liveness import Liveness, new_gen
 from fleet.logline import log
 from fleet.notices import Notices
@@ -62,7 +62,7 @@ class Worker:
         self.fence = Fence()
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
-        self.pending_stops: set[str] = set()  # STOPs seen while their stream's acquire was in flight
+        self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight
         self.stopping = asyncio.Event()
         self.closing = False  # shutting down: an acquire that lands now is released, not taken up
         self.claims = TaskSet()
@@ -160,7 +160,7 @@ class Worker:
             return await self._take_up(pk, item, via, me)
         finally:
             self.acquiring.discard(pk)
-            self.pending_stops.discard(pk)
+            self.forget_pending_stops(pk)
 
     async def adopt(self, pk: str) -> bool:
         """A listing shows ``pk``'s lease ours though we hold nothing: take it up if a consistent read agrees."""
@@ -171,7 +171,11 @@ class Worker:
             return item is not None and await self._take_up(pk, item, "adopted", me)
         finally:
             self.acquiring.discard(pk)
-            self.pending_stops.discard(pk)
+            self.forget_pending_stops(pk)
+
+    def forget_pending_stops(self, pk: str) -> None:
+        """The acquire of ``pk`` is over: the STOPs seen during it were honoured or did not apply."""
+        self.pending_stops -= {r for r in self.pending_stops if r.pk == pk}
 
     async def _settle(self, pk: str, me: Holder) -> dict[str, Any] | None:
         """Read the item after an acquire of unknown outcome: the lease if it is ours and STARTED, else None
@@ -199,7 +203,7 @@ class Worker:
         if self.closing:
             await self.hand_off([held], "shutdown")
             return False
-        if not self.profile.consumes(item, pk in self.pending_stops):
+        if not self.profile.consumes(item, self.pending_stops):
             await self.hand_off([held], "desired state is not STARTED")
             return False
         held.task = asyncio.create_task(self.consumer.consume(held))

@@ -16,6 +16,7 @@ from fleet.lease import (
     Holder,
     Lease,
     Rules,
+    StopRequest,
     UnsafeRules,
     WorkerRecord,
     rules_for,
@@ -294,9 +295,26 @@ def test_stop_needs_an_existing_item_and_keeps_its_lease_and_the_mailbox_post_ne
         stop = rules.stop_connection(PK, now_ms=9)
         assert not stop.allowed(None)
         assert stop.apply({**LIVE, "desired_state": STARTED}) == {**LIVE, "updated_at_ms": 9}
-        post = rules.post_stop("w2", PK)
+        post = rules.post_stop("w2", PK, 3)
         assert not post.allowed(None)
-        assert post.apply({"pk": "w2", "gen": "g", "stop_requests": {"CONN#x"}})["stop_requests"] == {"CONN#x", PK}
+        mailbox = {"pk": "w2", "gen": "g", "stop_requests": {"CONN#x@1"}}
+        assert post.apply(mailbox)["stop_requests"] == {"CONN#x@1", f"{PK}@3"}
+
+
+def test_a_stop_mailbox_entry_names_the_lease_it_stops_and_no_later_one() -> None:
+    request = StopRequest.parse(f"{PK}@3")
+    assert (request.pk, request.epoch) == (PK, 3) and StopRequest.of_lease(PK, 3) == request
+    assert request.stops(2) and request.stops(3) and not request.stops(4)
+
+
+@pytest.mark.parametrize("entry", [PK, f"{PK}@", f"{PK}@x1", f"{PK}@-1", f"{PK}@\u0663", "@7"])
+def test_a_stop_mailbox_entry_without_a_decimal_epoch_stops_its_whole_text_at_any_epoch(entry: str) -> None:
+    """A bare pk (routers before entries named their lease) or anything malformed: the whole entry is the
+    pk, stopped at any epoch; an entry naming no stream held is then simply handled."""
+    request = StopRequest.parse(entry)
+    assert (request.entry, request.pk, request.epoch) == (entry, entry, None)
+    assert request.stops(0) and request.stops(10**9)
+    assert StopRequest.of_lease(PK, None).entry == PK  # an item with no epoch: the bare pk
 
 
 # -- contract 2: what a write says about its writer -------------------------------------------------------

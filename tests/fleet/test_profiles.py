@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 
 from hypothesis import find, given
 from hypothesis import strategies as st
 
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, StopRequest, WorkerRecord
 from fleet.profiles import (
     SKEW_FENCE_SHARE,
     BlogProfile,
@@ -41,15 +42,21 @@ def test_skew_is_reported_when_it_first_appears_moves_or_crosses_the_fence() -> 
     assert not HARDENED.skew_worth_reporting((1.0, 5.0), None)
 
 
-def test_a_stop_mailbox_drops_what_is_held_keeps_what_is_being_acquired_and_clears_the_rest() -> None:
-    plan = HARDENED.settle_stops(frozenset({"a", "b", "c"}), held=["a"], acquiring=["b"])
-    assert (plan.drop, plan.pending, plan.handled) == ({"a"}, {"b"}, {"c"})
+def test_a_stop_mailbox_drops_the_leases_it_stops_keeps_what_is_being_acquired_and_clears_the_rest() -> None:
+    mailbox = frozenset({"a@1", "b@3", "c@2", "d@1", "e", "f@4", "g@x"})
+    plan = HARDENED.settle_stops(mailbox, held={"a": 1, "b": 2, "d": 2, "e": 5}, acquiring=["c"])
+    assert {r.entry for r in plan.drop} == {"a@1", "b@3", "e"}  # held at that epoch or an earlier one; bare: any
+    assert {r.entry for r in plan.pending} == {"c@2"}
+    assert plan.handled == {"d@1", "f@4", "g@x"}  # older than the lease held (a START came after), not held
 
 
-def test_take_up_consumes_only_a_started_stream_with_no_stop_seen_since() -> None:
-    assert HARDENED.consumes({"desired_state": STARTED}, stop_pending=False)
-    assert not HARDENED.consumes({"desired_state": STARTED}, stop_pending=True)
-    assert not HARDENED.consumes({"desired_state": STOPPED}, stop_pending=False)
+def test_take_up_consumes_only_a_started_stream_with_no_stop_of_that_lease_seen_since() -> None:
+    granted = {"pk": "p", "desired_state": STARTED, "epoch": 2}
+    assert HARDENED.consumes(granted, [])
+    assert not HARDENED.consumes(granted, [StopRequest.of_lease("p", 2)])
+    assert not HARDENED.consumes(granted, [StopRequest.parse("p")])
+    assert HARDENED.consumes(granted, [StopRequest.of_lease("p", 1), StopRequest.of_lease("q", 2)])
+    assert not HARDENED.consumes({**granted, "desired_state": STOPPED}, [])
 
 
 def test_notifications_and_reads() -> None:
@@ -104,34 +111,88 @@ def test_profile_for_picks_the_strategy() -> None:
     assert BLOG.client_settings.max_attempts is None and not BLOG.client_settings.consistent_reads
 
 
-# -- hole 6 over every interleaving: a STOP is never lost -------------------------------------------------
-EVENTS = ("acquire-lands", "answer", "stop", "mailbox", "mailbox", "mailbox")
+# -- the STOP mailbox over every interleaving: a STOP is never lost ------------------------------------------
+class MailboxModel:
+    """One stream ``p``, its owner worker, the router and the store, with the hardened profile settling the
+    mailbox.  A STOP posts ``post(pk, epoch found)`` to the owner; a START makes a worker holding nothing
+    acquire; the acquire lands only while the stream is STARTED and free, and its answer is taken up (or
+    handed back) later.  Heartbeats alternate between sending a renewal (which deletes the entries handled
+    by then) and its answer (the mailbox it returns is settled); a drop planned completes (stop, release,
+    entry handled) at a later ``released``."""
+
+    def __init__(self, profile: HardenedProfile, held_at: int | None,
+                 post: Callable[[str, int], str] = lambda pk, epoch: StopRequest.of_lease(pk, epoch).entry) -> None:
+        self.profile, self.post = profile, post
+        self.desired, self.owner, self.epoch = STARTED, "w1" if held_at else "", held_at or 0
+        self.held = {"p": held_at} if held_at else {}
+        self.acquiring, self.granted = held_at is None, False
+        self.mailbox: set[str] = set()
+        self.handled: set[str] = set()
+        self.deleting: set[str] | None = None  # a renewal in flight: the entries it deletes
+        self.pending: set[StopRequest] = set()
+        self.dropping: set[StopRequest] = set()
+
+    def run(self, events: Iterable[str]) -> MailboxModel:
+        actions: dict[str, Callable[[], None]] = {
+            "stop": self.stop, "start": self.start, "acquire-lands": self.acquire_lands, "answer": self.answer,
+            "heartbeat": self.heartbeat, "released": self.released}
+        for event in events:
+            actions[event]()
+        if self.deleting is not None:
+            self.heartbeat()
+        for _ in range(3):  # then the worker settles
+            for action in (self.released, self.heartbeat, self.heartbeat):
+                action()
+        return self
+
+    def stop(self) -> None:
+        self.desired = STOPPED
+        if self.owner:
+            self.mailbox.add(self.post("p", self.epoch))  # the lease the STOP's own write found
+
+    def start(self) -> None:
+        self.desired = STARTED
+        self.acquiring = self.acquiring or not self.held
+
+    def acquire_lands(self) -> None:
+        if self.acquiring and self.desired == STARTED and not self.owner:
+            self.owner, self.epoch, self.granted = "w1", self.epoch + 1, True
+
+    def answer(self) -> None:
+        if self.granted:
+            granted = {"pk": "p", "desired_state": STARTED, "epoch": self.epoch}
+            if self.profile.consumes(granted, self.pending):
+                self.held["p"] = self.epoch
+            else:
+                self.owner = ""  # handed back at take-up
+        self.acquiring = self.granted = False
+        self.pending.clear()
+
+    def heartbeat(self) -> None:
+        if self.deleting is None:
+            self.deleting = set(self.handled)
+            return
+        self.mailbox -= self.deleting
+        plan = self.profile.settle_stops(frozenset(self.mailbox), self.held, {"p"} if self.acquiring else set())
+        self.handled = (self.handled - self.deleting) | plan.handled
+        self.deleting = None
+        self.pending |= plan.pending
+        self.dropping |= plan.drop
+
+    def released(self) -> None:
+        for request in self.dropping:
+            if "p" in self.held and request.stops(self.held["p"]):
+                del self.held["p"]
+                self.owner = ""
+            self.handled.add(request.entry)
+        self.dropping.clear()
+
+    def consumes_stopped(self) -> bool:
+        return bool(self.held) and self.desired == STOPPED
 
 
-def consumed_after_stop(order: list[str], profile: HardenedProfile) -> bool:
-    """One stream, one worker whose acquire is in flight: the events in ``order`` (the answer always after
-    the acquire lands), then one last heartbeat.  Whether the worker still consumes a STOPPED stream."""
-    desired, owner, granted = STARTED, "", None
-    mailbox: set[str] = set()
-    acquiring, held, pending = {"p"}, set(), set()
-    for event in [*order, "mailbox"]:
-        if event == "acquire-lands" and desired == STARTED:
-            owner, granted = "w1", {"desired_state": desired}
-        elif event == "answer":
-            acquiring.clear()
-            if granted is not None and profile.consumes(granted, "p" in pending):
-                held.add("p")
-            pending.clear()
-        elif event == "stop":
-            desired = STOPPED
-            if owner == "w1":
-                mailbox.add("p")  # the router posts to the owner it read
-        elif event == "mailbox":
-            plan = profile.settle_stops(frozenset(mailbox), held, acquiring)
-            held -= plan.drop
-            pending |= plan.pending
-            mailbox -= plan.handled | plan.drop
-    return bool(held) and desired == STOPPED
+# hole 6: the acquire is in flight when the STOP comes
+EVENTS = ("acquire-lands", "answer", "stop", *["heartbeat"] * 6, "released")
 
 
 def _valid(order: tuple[str, ...]) -> bool:
@@ -140,7 +201,7 @@ def _valid(order: tuple[str, ...]) -> bool:
 
 @given(st.permutations(EVENTS).filter(_valid))
 def test_hole_6_a_stop_is_honoured_in_every_order_of_acquire_answer_and_mailbox(order: list[str]) -> None:
-    assert not consumed_after_stop(list(order), HARDENED)
+    assert not MailboxModel(HARDENED, held_at=None).run(order).consumes_stopped()
 
 
 def test_hole_6_the_9eab16e_mailbox_rule_loses_a_stop() -> None:
@@ -150,8 +211,58 @@ def test_hole_6_the_9eab16e_mailbox_rule_loses_a_stop() -> None:
     class MailboxAt9eab16e(HardenedProfile):
         def settle_stops(self, mailbox, held, acquiring):  # type: ignore[no-untyped-def]
             plan = super().settle_stops(mailbox, held, acquiring)
-            return type(plan)(drop=plan.drop, pending=frozenset(), handled=mailbox - plan.drop)
+            return type(plan)(drop=plan.drop, pending=frozenset(), handled=mailbox - {r.entry for r in plan.drop})
 
     old = MailboxAt9eab16e(model_config("hardened"))
-    lost = find(st.permutations(EVENTS).filter(_valid), lambda order: consumed_after_stop(list(order), old))
+    lost = find(st.permutations(EVENTS).filter(_valid),
+                lambda order: MailboxModel(old, held_at=None).run(order).consumes_stopped())
     assert list(lost).index("stop") < list(lost).index("answer")
+
+
+# issue 10: STOP, START, STOP again, the stream held at epoch 1 to begin with
+@st.composite
+def restarts(draw: st.DrawFn, stops: int) -> list[str]:
+    """STOP, START (then STOP again if ``stops`` is 2), the START's acquire landing and answered after it,
+    and six heartbeats and two completions of planned drops anywhere."""
+    order = ["stop", "start", "stop"][: stops + 1]
+    order.insert(draw(st.integers(order.index("start") + 1, len(order))), "acquire-lands")
+    order.insert(draw(st.integers(order.index("acquire-lands") + 1, len(order))), "answer")
+    for event in ["heartbeat"] * 6 + ["released"] * 2:
+        order.insert(draw(st.integers(0, len(order))), event)
+    return order
+
+
+def bare_pk(pk: str, epoch: int) -> str:
+    """The mailbox entry the router posted before entries named their lease."""
+    return pk
+
+
+@given(restarts(stops=2))
+def test_issue_10_a_second_stop_is_honoured_in_every_order(order: list[str]) -> None:
+    assert not MailboxModel(HARDENED, held_at=1).run(order).consumes_stopped()
+
+
+def test_issue_10_bare_pk_entries_lose_the_second_stop_to_the_deletion_of_the_first() -> None:
+    """The mailbox was a set of bare pks: STOP2 re-added an entry still there (a no-op), and the renewal
+    deleting it as handled from STOP1 took STOP2 with it.  The same interleavings find that on their own."""
+    lost = find(restarts(stops=2), lambda order: MailboxModel(HARDENED, 1, post=bare_pk).run(order).consumes_stopped())
+    second_stop = len(lost) - 1 - lost[::-1].index("stop")
+    assert lost.index("acquire-lands") < second_stop  # STOP2 found the restarted lease
+
+
+def restarted_lease_dropped(model: MailboxModel) -> bool:
+    """The START's acquire landed (epoch 2), yet the stream is not held: refused at take-up or dropped."""
+    return model.epoch == 2 and "p" not in model.held
+
+
+@given(restarts(stops=1))
+def test_issue_10_a_stop_never_stops_a_lease_acquired_after_it(order: list[str]) -> None:
+    """Even when STOP1's entry is read again while its drop is under way (so the START's acquire is in flight
+    or taken up), it neither refuses the take-up of the later lease nor drops it."""
+    assert not restarted_lease_dropped(MailboxModel(HARDENED, held_at=1).run(order))
+
+
+def test_issue_10_bare_pk_entries_stop_a_lease_acquired_after_them() -> None:
+    dropped = find(restarts(stops=1), lambda order: restarted_lease_dropped(
+        MailboxModel(HARDENED, 1, post=bare_pk).run(order)))
+    assert dropped.index("start") < dropped.index("answer")

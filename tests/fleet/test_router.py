@@ -18,8 +18,10 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from fleet.aws import AwsClients
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.history import HistoryWriter
+from fleet.lease import HardenedRules, Holder
 from fleet.router import MAX_BODY_BYTES, LambdaRouter, handle_event
 from fleet.schema import conn_pk
+from fleet.store import LeaseStore
 from harness.backends.resources import client
 
 # Opening AwsClients costs ~0.3 s, so the module's tests share one set, on one module-wide event loop.
@@ -410,13 +412,44 @@ async def test_hardened_stop_of_an_owned_connection_posts_to_the_owner_mailbox(
     assert (await router.send(stop("c2"), profile="hardened"))[0] == 200
 
     worker = observer.worker("worker-9")
-    assert worker["stop_requests"] == {PK, conn_pk("c2")}
+    assert worker["stop_requests"] == {f"{PK}@7", f"{conn_pk('c2')}@7"}  # each names the lease it stops
     assert (worker["gen"], worker["expires_at_ms"]) == ("g1", 9_999_999_999_999)
     item = observer.connection()
     assert (item["desired_state"], item["lease_owner"], item["epoch"], item["last_seq"]) == (
         "STOPPED", "worker-9", 7, 42
     )
     assert observer.notifications() == [{"pk": PK}, {"pk": conn_pk("c2")}]
+
+
+async def test_hardened_stop_start_stop_posts_a_second_entry_that_deleting_the_first_leaves(
+    router: Router, observer: Observer
+) -> None:
+    """Issue 10: STOP, START, the owner re-acquires (epoch 8), STOP again.  While entries were bare pks, the
+    second post was a no-op on the set, and the owner's renewal deleting the first as handled emptied it."""
+    observer.seed_owned()
+    assert (await router.send(stop(), profile="hardened"))[0] == 200
+    assert (await router.send(start(), profile="hardened"))[0] == 200
+    observer.put(observer.config.connections_table, {**observer.connection(), "epoch": 8})  # re-acquired
+    assert (await router.send(stop(), profile="hardened"))[0] == 200
+
+    assert observer.worker("worker-9")["stop_requests"] == {f"{PK}@7", f"{PK}@8"}
+    rules = HardenedRules(observer.config)
+    expires = observer.worker("worker-9")["expires_at_ms"]
+    renewal = rules.renew_worker(Holder("worker-9", "g1"), int(expires) - int(rules.lease_ms), frozenset({f"{PK}@7"}))
+    renewed = await LeaseStore(router.clients).execute(observer.config.workers_table, renewal)
+    assert renewed["stop_requests"] == {f"{PK}@8"}  # what the owner settles: the restarted lease is STOPPED
+
+
+async def test_hardened_stop_of_an_item_without_an_epoch_posts_the_bare_pk(
+    router: Router, observer: Observer
+) -> None:
+    observer.seed_owned()
+    item = observer.connection()
+    del item["epoch"]
+    observer.put(observer.config.connections_table, item)
+
+    assert (await router.send(stop(), profile="hardened"))[0] == 200
+    assert observer.worker("worker-9")["stop_requests"] == {PK}  # any epoch (``StopRequest``)
 
 
 async def test_hardened_stop_when_the_owner_is_gone(router: Router, observer: Observer) -> None:

@@ -12,6 +12,7 @@ from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Rules, WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
+from fleet.worker import Worker
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
 PK = "CONN#c1"
@@ -36,13 +37,18 @@ def is_acquire(table: str, write: Write) -> bool:
 
 
 def stop(store: MemoryStore, pk: str) -> None:
-    """What the hardened router writes for STOP: STOPPED, then the owner's mailbox."""
+    """What the hardened router writes for STOP: STOPPED, then the lease found into its owner's mailbox."""
     rules = store_rules(store)
     table = store.tables[CONNS]
-    table[pk] = rules.stop_connection(pk, 1).apply(table[pk])
-    owner = table[pk].get("lease_owner", "")
+    table[pk] = found = rules.stop_connection(pk, 1).apply(table[pk])
+    owner = found.get("lease_owner", "")
     if owner and owner in store.tables[WORKERS]:
-        store.tables[WORKERS][owner] = rules.post_stop(owner, pk).apply(store.tables[WORKERS][owner])
+        post = rules.post_stop(owner, pk, found.get("epoch"))
+        store.tables[WORKERS][owner] = post.apply(store.tables[WORKERS][owner])
+
+
+def stops_pending(worker: Worker) -> set[str]:
+    return {request.pk for request in worker.pending_stops}
 
 
 def store_rules(store: MemoryStore) -> Rules:
@@ -157,7 +163,7 @@ async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_
         stop(store, PK)
         renewals = len(history(worker).of("lease.renew", outcome="ok"))
         await until(lambda: len(history(worker).of("lease.renew", outcome="ok")) >= renewals + 2)
-        assert PK in worker.pending_stops
+        assert PK in stops_pending(worker)
         gate.set()
         await until(lambda: PK not in worker.acquiring)
         assert consumer(worker).consumed == [] and PK not in worker.held
@@ -174,7 +180,7 @@ async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_hono
         await until(lambda: PK in worker.acquiring)
         store.tables[CONNS][PK]["desired_state"] = STOPPED  # STOP with no mailbox post (owner unknown)
         store.send(PK)
-        await until(lambda: PK in worker.pending_stops)
+        await until(lambda: PK in stops_pending(worker))
         gate.set()
         await until(lambda: PK not in worker.acquiring)
         assert consumer(worker).consumed == []
@@ -277,3 +283,38 @@ async def test_an_acquire_answered_after_the_incarnation_ended_is_not_taken_up()
         assert await acquire is False
         [lost] = history(worker).of("lease.lost", pk=PK)
         assert lost["gen"] == first.gen and consumer(worker).consumed == [] and PK not in worker.held
+
+
+async def test_issue_10_a_second_stop_after_a_restart_is_not_lost_to_the_first() -> None:
+    """STOP, START, STOP again (issue 10, I5).  The owner drops the stream on STOP1 and marks its mailbox entry
+    handled; START and a re-acquire follow before the renewal that deletes that entry, and STOP2 posts to the
+    same owner.  While an entry was the bare pk, STOP2's post was a no-op on the set and the deletion of
+    STOP1's entry took STOP2 with it: the stream was consumed until teardown.  Now each entry names the lease
+    it stops, so STOP1's deletion leaves STOP2's.  (STOP2's notification is assumed to reach another worker.)"""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    renewals_allowed = asyncio.Event()
+    renewals_allowed.set()
+
+    async def hold_renewals(table: str, write: Write) -> None:
+        if table == WORKERS:
+            await renewals_allowed.wait()
+
+    async def close_after_the_first_stop_is_read(table: str, write: Write) -> None:
+        if table == WORKERS and (store.item(WORKERS, "w1") or {}).get("stop_requests"):
+            renewals_allowed.clear()  # the next renewal (deleting STOP1's entry) waits for STOP2
+
+    async with running(store) as worker:
+        await until(lambda: PK in worker.held)
+        store.before_write, store.after_write = hold_renewals, close_after_the_first_stop_is_read
+        stop(store, PK)
+        await until(lambda: PK not in worker.held and not renewals_allowed.is_set())
+        store.after_write = None
+        store.tables[CONNS][PK] = store_rules(store).start_connection(PK, "ws://u/c1", 2).apply(store.tables[CONNS][PK])
+        store.send(PK)
+        await until(lambda: PK in worker.held and worker.held[PK].lease.epoch == 2)
+        stop(store, PK)
+        renewals_allowed.set()
+        await until(lambda: PK not in worker.held, timeout_s=2.0)
+        assert [e["epoch"] for e in history(worker).of("lease.release", reason="STOP")] == [1, 2]
+    assert store.connection(PK).desired_state == STOPPED
