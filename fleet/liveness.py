@@ -42,7 +42,7 @@ class Liveness:
         while not w.stopping.is_set():
             started = monotonic_s()
             renewed = await self.renew()
-            w.emit("requests", held=len(w.held), **dict(w.store.aws.requests))
+            w.emit("requests", held=len(w.held), errors=dict(w.store.aws.errors), **dict(w.store.aws.requests))
             await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
 
     async def register(self) -> None:
