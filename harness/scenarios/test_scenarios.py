@@ -68,12 +68,9 @@ def _check_blog(name: str, verdict: dict[str, Any]) -> None:
         acquired_after_release = [e for e in events if e["type"] == "lease.acquire" and e.get("outcome") == "ok"
                                   and e["t"] > next(f["t"] for f in events if f["type"] == "fault.start")]
         assert acquired_after_release and all(e["via"] == "reconcile" for e in acquired_after_release)
-    elif name in ("pause", "partition_aws", "aws_5xx") and _takeovers_during(events, name):
+    elif name in ("pause", "partition_aws") and _takeovers_during(events, name):
         # the zombie owner keeps consuming after its stream was taken over
         assert verdict["duplicate_claims"] > 0
-    if name == "aws_5xx":
-        # the published worker writes each message once (after the SDK's retries): refused writes are lost
-        assert verdict["lost_sequences"] > 0
 
 
 @pytest.mark.parametrize(("name", "profile"), [(n, p) for n in SCENARIOS for p in ("hardened", "blog")])

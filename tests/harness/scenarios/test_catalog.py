@@ -16,7 +16,7 @@ def config(profile: str = "hardened", timescale: float = 0.1) -> FleetConfig:
 
 def test_the_catalog_is_its_files_in_order() -> None:
     assert list(SCENARIOS) == ["crash", "graceful", "pause", "partition_aws", "partition_upstream", "mid_op_drop",
-                               "clock_skew", "aws_5xx", "aws_throttle"]
+                               "clock_skew", "aws_throttle"]
     assert {spec.path for spec in SCENARIOS.values()} == {str(p) for p in CATALOG_DIR.glob("*.yaml")}
 
 
@@ -85,9 +85,3 @@ def test_a_partial_throttle_is_bounded_by_its_length_plus_the_takeover_bound() -
     assert (dynamodb.target, sqs.target) == ("busiest", "busiest")  # one worker, resolved when the steps run
     assert 0 < dynamodb.params["fraction"] < 1 and dynamodb.duration_s == sqs.duration_s == pytest.approx(3.0)
 
-
-def test_a_5xx_past_the_fence_is_held_to_the_takeover_bound() -> None:
-    assert bound("aws_5xx") == {"aws_5xx": pytest.approx(2_200 + 500)}
-    assert bound("aws_5xx", "blog") == {"aws_5xx": pytest.approx(8_000)}
-    (step,) = schedule("aws_5xx", 1, config(), 3)
-    assert step.params["fraction"] == 1.0 and step.duration_s > config().lease_s  # every renewal fails past it
