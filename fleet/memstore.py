@@ -3,8 +3,9 @@ applied by the pure interpreter, so every condition is the real one, with no AWS
 
 For tests: ``before_write`` can delay or fail a write before it applies, ``after_write`` delays its answer
 once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies a write then
-reports its outcome as unknown, ``freeze_index`` makes the state index answer from a snapshot (a stale
-listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned`` lists notifications handed back.
+reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the state index
+answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned``
+lists notifications handed back.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fleet.store import Notification
 class Requests:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
 
 
 class MemoryStore:
@@ -72,6 +74,7 @@ class MemoryStore:
         if self.after_write is not None:
             await self.after_write(table, write)
         if self.lose_answer_for(table, write):
+            self.aws.errors["Timeout"] += 1
             raise StoreUnavailable(f"{table}: answer lost")
         return answer
 

@@ -14,8 +14,13 @@ from fleet.store import Notification
 
 
 class RequestCounter(Protocol):
+    """Cumulative counts of a process's AWS requests by purpose and of its error answers by code."""
+
     @property
     def requests(self) -> Mapping[str, int]: ...
+
+    @property
+    def errors(self) -> Mapping[str, int]: ...
 
 
 class WorkerStore(Protocol):

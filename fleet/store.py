@@ -5,7 +5,8 @@ owner resumes, reads connections and workers, and sends and receives notificatio
 
 Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionFailed`` /
 ``StoreUnavailable`` / ``StoreError`` only) and is counted by purpose in ``AwsClients.requests``:
-``coordination`` (every DynamoDB request but message persistence) or ``messages``.
+``coordination`` (every DynamoDB request but message persistence) or ``messages``; every error answer is
+counted by its code in ``AwsClients.errors``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class LeaseStore:
         """
         request = _on_wire(write.render())
         self.aws.requests[purpose] += 1
-        async with aws_errors(f"{'put' if write.replace else 'update'} {table}"):
+        async with aws_errors(f"{'put' if write.replace else 'update'} {table}", self.aws.errors):
             if write.replace:
                 await self.aws.ddb.put_item(TableName=table, **request)
                 return write.apply(None)
@@ -118,7 +119,7 @@ class LeaseStore:
     async def _probe_transactions(self) -> bool:
         self.aws.requests["coordination"] += 1
         try:
-            async with aws_errors("probe transactions"):
+            async with aws_errors("probe transactions", self.aws.errors):
                 await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
                     "TableName": self.config.connections_table, "Key": to_wire({"pk": TRANSACTIONS_PROBE_PK}),
                 }}])
@@ -144,7 +145,7 @@ class LeaseStore:
         transact += [{"Put": {"TableName": self.config.messages_table, "Item": to_wire(_stamped(item))}}
                      for item in items]
         self.aws.requests["messages"] += 1
-        async with aws_errors(f"transact write {self.config.messages_table}"):
+        async with aws_errors(f"transact write {self.config.messages_table}", self.aws.errors):
             await self.aws.ddb.transact_write_items(TransactItems=transact)
 
     async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
@@ -166,7 +167,7 @@ class LeaseStore:
     async def _read(self, table: str, pk: str, consistent: bool = True) -> dict[str, Any] | None:
         """One item by key (a coordination request)."""
         self.aws.requests["coordination"] += 1
-        async with aws_errors(f"get {table}"):
+        async with aws_errors(f"get {table}", self.aws.errors):
             response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}),
                                                    ConsistentRead=consistent)
         item = response.get("Item")
@@ -194,7 +195,7 @@ class LeaseStore:
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("query state index"):
+            async with aws_errors("query state index", self.aws.errors):
                 response = await self.aws.ddb.query(
                     TableName=self.config.connections_table,
                     IndexName=STATE_INDEX,
@@ -216,7 +217,7 @@ class LeaseStore:
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("scan workers"):
+            async with aws_errors("scan workers", self.aws.errors):
                 response = await self.aws.ddb.scan(
                     TableName=self.config.workers_table, ConsistentRead=True, **extra
                 )
@@ -241,7 +242,7 @@ class LeaseStore:
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("query messages"):
+            async with aws_errors("query messages", self.aws.errors):
                 response = await self.aws.ddb.query(
                     TableName=self.config.messages_table,
                     KeyConditionExpression="pk = :pk AND sk > :after",
@@ -266,11 +267,11 @@ class LeaseStore:
                 {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}
                 for i, (pk, epoch) in enumerate(handoffs[start:start + 10])
             ]
-            async with aws_errors("send notifications"):
+            async with aws_errors("send notifications", self.aws.errors):
                 await self.aws.sqs.send_message_batch(QueueUrl=self.config.queue_url, Entries=entries)
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
-        async with aws_errors("receive notifications"):
+        async with aws_errors("receive notifications", self.aws.errors):
             response = await self.aws.sqs.receive_message(
                 QueueUrl=self.config.queue_url,
                 MaxNumberOfMessages=max_messages,
@@ -292,7 +293,7 @@ class LeaseStore:
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:
             return
-        async with aws_errors("delete notifications"):
+        async with aws_errors("delete notifications", self.aws.errors):
             await self.aws.sqs.delete_message_batch(
                 QueueUrl=self.config.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": n.receipt} for i, n in enumerate(notifications)],
@@ -302,7 +303,7 @@ class LeaseStore:
         """Make received notifications visible again at once (for another worker to act on)."""
         if not notifications:
             return
-        async with aws_errors("return notifications"):
+        async with aws_errors("return notifications", self.aws.errors):
             await self.aws.sqs.change_message_visibility_batch(
                 QueueUrl=self.config.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": n.receipt, "VisibilityTimeout": 0}
@@ -310,7 +311,7 @@ class LeaseStore:
             )
 
     async def put_active_connections(self, count: int, worker_id: str) -> None:
-        async with aws_errors("put metric"):
+        async with aws_errors("put metric", self.aws.errors):
             await self.aws.cloudwatch.put_metric_data(
                 Namespace="wsfleet",
                 MetricData=[
