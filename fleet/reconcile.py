@@ -1,5 +1,6 @@
 """Finding streams to claim: the reconcile loop looks when the profile's ``Pacer`` says, and a sweep lists
-STARTED connections from the state index and claims (several at a time) those the profile calls claimable.
+STARTED connections from the state index and claims (several at a time) those the profile calls claimable;
+where the profile drains, it also lists STOPPED connections still leased and drains those it calls drainable.
 
 A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer was
 lost) is adopted only after a consistent read shows it still ours and STARTED: a stale listing alone never
@@ -53,6 +54,8 @@ class Reconciler:
         w = self.w
         now = w.clock.now_ms()
         listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
+        if w.profile.drains:
+            listed += [seen async for seen in w.store.unreleased_stopped_connections()]
         # owners read after their connections, so no generation is judged from an older read
         workers = await w.store.workers() if w.profile.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
@@ -68,6 +71,9 @@ class Reconciler:
             elif w.profile.claimable(seen, w.me, now, workers):
                 claimable += 1
                 claims.add(w.claims.spawn(w.try_acquire(seen.pk, "reconcile", seen)))
+            elif w.profile.drainable(seen, w.me, now, workers):
+                claimable += 1
+                claims.add(w.claims.spawn(w.try_acquire(seen.pk, "drain", seen)))
             if len(claims) >= CLAIMS_IN_FLIGHT:
                 _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
         log("reconcile", listed=len(listed), claimable=claimable)
