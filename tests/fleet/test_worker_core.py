@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from fleet.expr import Write
 from fleet.connection import HeldConnection
+from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, Rules, WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
@@ -351,7 +351,6 @@ async def test_a_drain_cut_short_is_not_released_so_it_is_drained_again() -> Non
     store = MemoryStore(config())
     orphan(store)
     async with running(store) as worker:
-        store.after_write = None
         await until(lambda: bool(consumer(worker).drained))
     held_drain = HeldConnection(lease=Lease(PK, "ws://u", 5, 0), drain_until_ms=1)
     worker.held[PK] = held_drain
