@@ -10,9 +10,10 @@ of the run):
   the last of their ``sub.close``.
 - *drain sessions* (opened after the STOP: a worker reading what the stream emitted before it, because its
   owner died before persisting it, DESIGN I2) may stay open while they store that backlog: each must close
-  within B of the later of its opening and its consumer's last *backlog write* of the pk accepted while it
-  was open (``due``).  A drain that keeps reading live data writes it (a late write, below) or stops
-  writing (then its session is overdue).
+  within B of the later of its opening and the answer to its consumer's last *backlog write* of the pk sent
+  while it was open (``due``; a slow backend delays it, a worker reading without storing does not).  A
+  drain that keeps reading live data writes it (a late write, below) or stops writing (then its session is
+  overdue).
 - *writes*: no ``msg.persist`` or ``checkpoint`` of the pk sent after the deadline may store a sequence
   emitted after the deadline (emission times: the upstream's ``emit`` events; a sequence without one is
   taken as emitted after the deadline, so older histories keep the plain rule "no write after the
@@ -77,12 +78,14 @@ def emitted_at(emitted: Emissions | None, seqs: np.ndarray) -> np.ndarray:
 
 def _drain_verdicts(opened: np.ndarray, ends: np.ndarray, unclosed: np.ndarray, consumers: np.ndarray,
                     backlog_writes: pd.DataFrame, bound: float, judged_until: float) -> list[bool | None]:
-    """Per drain session: closed within ``bound`` of the later of its opening and its consumer's last backlog
-    write while it was open (True), not (False), or still open at ``judged_until`` before that (None)."""
+    """Per drain session: closed within ``bound`` of the later of its opening and the answer to its consumer's
+    last backlog write sent while it was open (True), not (False), or still open at ``judged_until`` though
+    due before (False) or not (None)."""
     verdicts: list[bool | None] = []
-    answered, writers = backlog_writes["answered_t"].to_numpy(), backlog_writes["consumer"].to_numpy()
+    sent, answered = backlog_writes["t"].to_numpy(), backlog_writes["answered_t"].to_numpy()
+    writers = backlog_writes["consumer"].to_numpy()
     for open_t, end_t, open_still, consumer in zip(opened, ends, unclosed, consumers, strict=True):
-        own = answered[(writers == consumer) & (answered >= open_t) & (answered <= end_t)]
+        own = answered[(writers == consumer) & (sent >= open_t) & (sent <= end_t)]
         due = max(open_t, own.max() if own.size else open_t) + bound
         verdicts.append((None if due >= judged_until else False) if open_still else bool(end_t <= due))
     return verdicts

@@ -226,3 +226,11 @@ def test_a_live_consumer_still_reading_after_the_stop_is_invalid_even_with_emiss
     assert result.valid is False
     [row] = result.tables["stops"]
     assert (row["latency_ms"], row["late_writes"], row["drains"]) == (2000, 1, 0)
+
+
+def test_a_drain_whose_backlog_write_is_slow_may_stay_open_until_it_is_answered(build) -> None:
+    """Sent at 3050 while the session was open, answered at 5000 after it closed (4000): due at 5500."""
+    killed_owner_then_stop(build, drain_close=4000).persist(5000, PK, "worker-2", 9, 14, gen="g2", sent=3050)
+    build.at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is True
