@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from fleet.connection import wait_until_set
+from fleet.lease import ConnectionRecord
 from fleet.logline import log
 from fleet.profiles import Sweep
 
@@ -22,6 +24,10 @@ if TYPE_CHECKING:
 
 # Acquisitions one sweep keeps in flight: a dead worker's streams are claimed in parallel.
 CLAIMS_IN_FLIGHT = 16
+
+
+async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionRecord]:
+    return [record async for record in records]
 
 
 class Reconciler:
@@ -53,9 +59,14 @@ class Reconciler:
         """Claim (or adopt) every claimable connection the index lists, several at a time."""
         w = self.w
         now = w.clock.now_ms()
-        listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
-        if w.profile.drains:
-            listed += [seen async for seen in w.store.unreleased_stopped_connections()]
+        # the candidates for a drain are listed in parallel with the STARTED streams (no added round trip)
+        stopped = asyncio.create_task(_listing(w.store.unreleased_stopped_connections())) if w.profile.drains else None
+        try:
+            listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
+            listed += await stopped if stopped is not None else []
+        finally:
+            if stopped is not None:
+                stopped.cancel()
         # owners read after their connections, so no generation is judged from an older read
         workers = await w.store.workers() if w.profile.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
