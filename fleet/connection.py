@@ -6,6 +6,12 @@ persists each message through the profile's message rule, and reconnects when th
 ``blog`` after a fixed delay from the live head; ``hardened`` in place with exponential backoff and full
 jitter, from the next sequence, giving the lease up when the upstream stays unreachable past the budget.
 
+A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner died, ``fleet.lease``) consumes
+the same way from the first missing sequence, until the profile's rule says the drain is over (the first
+message emitted past the STOP, or no message for a while once the clock is past it): everything before is
+stored, the history gets ``drain.done`` and the lease is released as drained.  A drain that cannot finish
+is not released as drained (``fleet.worker.Worker.drop``), so it is drained again.
+
 After every received frame, and right before every write request goes out (inside its slot, after any
 wait), it asks the worker's fence whether it may still consume (``Fence.allows``, on
 ``fleet.clock.monotonic_s``); the check is synchronous, so a process resumed after a pause drops what it
@@ -19,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
@@ -66,10 +72,42 @@ class HeldConnection:
     task: asyncio.Task[None] | None = None
     stop_reason: str = ""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    drain_until_ms: int | None = None  # a drain: persist what was emitted before this (upstream clock)
+    drained: bool = False  # the drain reached its end with everything before it stored
 
     @property
     def pk(self) -> str:
         return self.lease.pk
+
+    @property
+    def draining(self) -> bool:
+        return self.drain_until_ms is not None
+
+
+async def frames(session: UpstreamSession, idle_s: float | None) -> AsyncGenerator[UpstreamMessage | None]:
+    """The session's messages; with ``idle_s``, also None each time none arrived for that long."""
+    if idle_s is None:
+        async for message in session:
+            yield message
+        return
+    received = aiter(session)
+    pending: asyncio.Future[UpstreamMessage] | None = None
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(received))
+            done, _ = await asyncio.wait({pending}, timeout=idle_s)
+            if not done:
+                yield None
+                continue
+            arrived, pending = pending, None
+            try:
+                message = arrived.result()
+            except StopAsyncIteration:
+                return
+            yield message
+    finally:
+        if pending is not None:
+            pending.cancel()
 
 
 class ConnectionRunner:
@@ -108,7 +146,15 @@ class ConnectionRunner:
         )
 
     async def consume(self, held: HeldConnection) -> None:
-        """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up."""
+        """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up; a drain
+        until drained, then released."""
+        await self._consume(held)
+        if held.drained:
+            self.history.emit("drain.done", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+                              epoch=held.lease.epoch, seq=held.last_seq, until_ms=held.drain_until_ms)
+            await self.give_up(held, "drained")
+
+    async def _consume(self, held: HeldConnection) -> None:
         backoff = self._backoff()
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
@@ -135,14 +181,11 @@ class ConnectionRunner:
                         probe = None
                     sink = MessageSink(self, held)
                     try:
-                        async for message in session:
-                            if not self.fence.allows():
-                                raise Fenced()
-                            await sink.submit(message)
-                            if held.stopping.is_set():
-                                break
+                        ended = await self._receive(session, held, sink)
                     finally:
                         await sink.drain()
+                    if ended:  # everything before the drain's end is stored
+                        held.drained, reason = True, "drained"
             except Fenced:
                 self._closed(held, "fenced")
                 return
@@ -151,7 +194,7 @@ class ConnectionRunner:
             finally:
                 held.session = None
             self._closed(held, held.stop_reason or reason)
-            if held.stopping.is_set():
+            if held.stopping.is_set() or held.drained:
                 return
             now = monotonic_s()
             down_since = down_since if down_since is not None else now
@@ -159,6 +202,24 @@ class ConnectionRunner:
                 await self.give_up(held, "upstream unreachable past budget")
                 return
             await wait_until_set(held.stopping, backoff.next_delay())
+
+    async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
+        """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
+        over (True: the message that ended it is not submitted)."""
+        until = held.drain_until_ms
+        idle_s = None if until is None else self.config.heartbeat_s
+        async with contextlib.aclosing(frames(session, idle_s)) as received:
+            async for message in received:
+                if not self.fence.allows():
+                    raise Fenced()
+                if until is not None and self.rules.drain_ends(until, None if message is None else message.ts,
+                                                               self.clock.now_ms()):
+                    return True
+                if message is not None:
+                    await sink.submit(message)
+                if held.stopping.is_set():
+                    break
+        return False
 
     async def _stored_seq(self, probe: asyncio.Task[int]) -> int:
         try:

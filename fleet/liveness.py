@@ -133,9 +133,7 @@ class Liveness:
             w.chores.spawn(self._drop_stopped(pk))
 
     async def _drop_stopped(self, pk: str) -> None:
-        held = self.w.held.get(pk)
-        if held is not None:
-            await self.w.drop(held, "STOP", release=True)
+        await self.w.honour_stop(pk)
         self.handled_stops |= {pk}
 
     def _checkpoints_due(self) -> None:
@@ -144,7 +142,9 @@ class Liveness:
             return
         now = monotonic_s()
         for held in list(self.w.held.values()):
-            due = now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
+            # a drain checkpoints with its release (a checkpoint requires STARTED)
+            due = (now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
+                   and not held.draining)
             if due and held.pk not in self.checkpointing:
                 self.checkpointing.add(held.pk)
                 held.checkpointed_at = now

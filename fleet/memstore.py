@@ -18,7 +18,7 @@ from typing import Any
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreUnavailable
 from fleet.expr import Item, Write
-from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.store import Notification
 
 
@@ -91,6 +91,12 @@ class MemoryStore:
         for record in listing:
             if expired_before_ms is None or record.lease_expires_at_ms < expired_before_ms:
                 yield record
+
+    async def unreleased_stopped_connections(self) -> AsyncIterator[ConnectionRecord]:
+        self.aws.requests["coordination"] += 1
+        for item in list(self.tables[self.config.connections_table].values()):
+            if item.get("desired_state") == STOPPED and int(item.get("lease_expires_at_ms", 0)) > 0:
+                yield ConnectionRecord.from_item(item)
 
     async def workers(self) -> dict[str, WorkerRecord]:
         self.aws.requests["coordination"] += 1

@@ -16,16 +16,14 @@ import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from fleet.aws import AwsClients, aws_errors
 from fleet.errors import StoreError, StoreUnavailable
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
-from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
+from fleet.wire import from_wire, on_wire, to_wire
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -34,37 +32,9 @@ if TYPE_CHECKING:
 # The key the transactions probe reads (nothing is ever stored under it).
 TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def to_wire(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in value.items()}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, set):
-        return {_plain(v) for v in value}
-    return value
-
-
-def _on_wire(request: dict[str, Any]) -> dict[str, Any]:
-    """A rendered ``Write`` request with its item, key and values in DynamoDB's typed form."""
-    for part in ("Item", "Key", "ExpressionAttributeValues"):
-        if part in request:
-            request[part] = to_wire(request[part])
-    return request
-
-
 def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
     """A message item with ``sent_ms``: the writer's wall clock as it builds the request (contract 2)."""
     return {**item, "sent_ms": int(time.time() * 1000)}
-
-
-def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
 
 
 @dataclass(frozen=True)
@@ -96,7 +66,7 @@ class LeaseStore:
 
         Raises ``ConditionFailed`` when the condition was refused.
         """
-        request = _on_wire(write.render())
+        request = on_wire(write.render())
         self.aws.requests[purpose] += 1
         async with aws_errors(f"{'put' if write.replace else 'update'} {table}", self.aws.errors):
             if write.replace:
@@ -134,7 +104,7 @@ class LeaseStore:
         ConditionCheck of ``held`` on the connection item: all are stored while the writer still holds the
         lease at the moment the transaction commits, or none.  Raises ``ConditionFailed`` when it does not
         (fenced), ``StoreUnavailable`` when the outcome is unknown or the transaction should be retried."""
-        check = _on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
+        check = on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
         transact: list[TransactWriteItemTypeDef] = [{"ConditionCheck": {
             "TableName": self.config.connections_table,
             "Key": check["Item"],
@@ -178,7 +148,7 @@ class LeaseStore:
         item = await self._read(self.config.connections_table, pk, self.aws.settings.consistent_reads)
         return ConnectionRecord.from_item(item) if item else None
 
-    async def started_connections(
+    def started_connections(
         self, expired_before_ms: int | None = None, max_pages: int | None = None
     ) -> AsyncIterator[ConnectionRecord]:
         """STARTED connections from the state index, optionally only those whose lease expired.
@@ -190,6 +160,17 @@ class LeaseStore:
         if expired_before_ms is not None:
             key_condition += " AND lease_expires_at_ms < :now"
             values[":now"] = expired_before_ms
+        return self._state_index(key_condition, values, max_pages)
+
+    def unreleased_stopped_connections(self) -> AsyncIterator[ConnectionRecord]:
+        """STOPPED connections whose lease was never released (``lease_expires_at_ms > 0``: a release zeroes
+        it), from every page of the state index: the only ones that can need a drain."""
+        return self._state_index("desired_state = :s AND lease_expires_at_ms > :zero", {":s": STOPPED, ":zero": 0},
+                                 None)
+
+    async def _state_index(
+        self, key_condition: str, values: dict[str, Any], max_pages: int | None
+    ) -> AsyncIterator[ConnectionRecord]:
         start_key: dict[str, Any] | None = None
         pages = 0
         while True:
