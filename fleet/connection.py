@@ -148,13 +148,14 @@ class ConnectionRunner:
     async def consume(self, held: HeldConnection) -> None:
         """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up; a drain
         until drained, then released."""
-        await self._consume(held)
+        me = self.me  # the incarnation that took it up, for every event of this task (a renewal may replace it)
+        await self._consume(held, me)
         if held.drained:
-            self.history.emit("drain.done", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+            self.history.emit("drain.done", pk=held.pk, worker=me.worker_id, gen=me.gen,
                               epoch=held.lease.epoch, seq=held.last_seq, until_ms=held.drain_until_ms)
             await self.give_up(held, "drained")
 
-    async def _consume(self, held: HeldConnection) -> None:
+    async def _consume(self, held: HeldConnection, me: Holder) -> None:
         backoff = self._backoff()
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
@@ -169,10 +170,10 @@ class ConnectionRunner:
             try:
                 if not self.fence.allows():
                     raise Fenced()
-                async with UpstreamSession(url, self.me.worker_id, max(0.5, budget_s / 4),
-                                           gen=self.me.gen, allowlist=self.allowlist) as session:
+                async with UpstreamSession(url, me.worker_id, max(0.5, budget_s / 4),
+                                           gen=me.gen, allowlist=self.allowlist) as session:
                     held.session = session
-                    self.history.emit("ws.open", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+                    self.history.emit("ws.open", pk=held.pk, worker=me.worker_id, gen=me.gen,
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
@@ -187,13 +188,13 @@ class ConnectionRunner:
                     if ended:  # everything before the drain's end is stored
                         held.drained, reason = True, "drained"
             except Fenced:
-                self._closed(held, "fenced")
+                self._closed(held, me, "fenced")
                 return
             except UpstreamError as exc:
                 reason = str(exc)
             finally:
                 held.session = None
-            self._closed(held, held.stop_reason or reason)
+            self._closed(held, me, held.stop_reason or reason)
             if held.stopping.is_set() or held.drained:
                 return
             now = monotonic_s()
@@ -227,8 +228,8 @@ class ConnectionRunner:
         except StoreError:
             return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
-    def _closed(self, held: HeldConnection, reason: str) -> None:
-        self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen, reason=reason[:200])
+    def _closed(self, held: HeldConnection, me: Holder, reason: str) -> None:
+        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200])
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
         """Store consecutive messages.  Raises ``Fenced``.
@@ -242,8 +243,9 @@ class ConnectionRunner:
         """
         retry = self._backoff()
         now = self.clock.now_ms()
-        writes = [self.rules.message(held.lease, self.me, m.seq, m.data, now) for m in messages]
-        fenced_on = self.rules.held(held.lease, self.me)
+        me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
+        writes = [self.rules.message(held.lease, me, m.seq, m.data, now) for m in messages]
+        fenced_on = self.rules.held(held.lease, me)
         unstored = writes
         while True:
             if not self.fence.allows():
@@ -260,23 +262,23 @@ class ConnectionRunner:
                 note = f"{len(unstored)} of {len(writes)} unstored" if unstored else None
             except ConditionFailed as exc:
                 if fenced_on is not None:
-                    self._persisted(held, messages, "fail", "refused by the store: the lease moved on", sent)
+                    self._persisted(held, me, messages, "fail", "refused by the store: the lease moved on", sent)
                     raise Fenced() from exc
                 outcome, note = "fail", str(exc)[:200]
             except StoreUnavailable as exc:
                 outcome, note = "info", str(exc)[:200]
             except StoreError as exc:
                 outcome, note = "fail", str(exc)[:200]
-            self._persisted(held, messages, outcome, note, sent)
+            self._persisted(held, me, messages, outcome, note, sent)
             if outcome == "ok" or fenced_on is None:
                 break
             await asyncio.sleep(retry.next_delay() / 10)
         if outcome == "ok":
             held.persisted += len(messages)
 
-    def _persisted(self, held: HeldConnection, messages: list[UpstreamMessage], outcome: str, note: str | None,
-                   sent: float) -> None:
-        self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+    def _persisted(self, held: HeldConnection, me: Holder, messages: list[UpstreamMessage], outcome: str,
+                   note: str | None, sent: float) -> None:
+        self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen,
                           epoch=held.lease.epoch, seq_from=messages[0].seq, seq_to=messages[-1].seq,
                           outcome=outcome, note=note, sent=sent)
 

@@ -105,6 +105,23 @@ async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore,
     assert held.persisted == 2
 
 
+async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its_writer(
+        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+    """A self-fence replaces the runner's incarnation while a write is in flight; its event must still name
+    the incarnation that sent it, or the checkers would see the new one writing inside the old one's lease."""
+    pk = new_pk()
+    lease = await held_connection(store, pk)
+    gate = Gate(store.aws, "TransactWriteItems" if await store.transactions() else "PutItem")
+    history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
+    runner = runner_for(engine_config, store, history)
+    writing = asyncio.create_task(runner.persist(HeldConnection(lease=lease), messages(1)))
+    await asyncio.wait_for(gate.reached.wait(), 10)
+    runner.me = Holder(ME.worker_id, "next-incarnation")
+    gate.opened.set()
+    await asyncio.wait_for(writing, 10)
+    assert [(e["gen"], e["outcome"]) for e in events(tmp_path / "w1.jsonl", "msg.persist")] == [(ME.gen, "ok")]
+
+
 class RecordingStore:
     """Stands in for ``LeaseStore``'s message writes: records what each request carried, and answers
     ``StoreUnavailable`` for the sequences in ``unavailable`` (once each)."""
