@@ -5,7 +5,8 @@
 inside ``aws_timeout_ms`` is abandoned and its outcome is unknown); the published design keeps the SDK's
 own retries and timeouts.  Endpoints come from the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>``
 variables, so the same code talks to real AWS, LocalStack or the embedded backend.  ``aws_errors``
-translates botocore and aiohttp exceptions into ``fleet.errors`` (httpx style: callers catch one tree).
+translates botocore and aiohttp exceptions into ``fleet.errors`` (httpx style: callers catch one tree) and
+counts each error it translates by its code in ``AwsClients.errors`` (``error_code``).
 
 Every DynamoDB answer's ``Date`` header is fed, with the request's send and receive times on the lease
 clock, to ``AwsClients.skew`` (``fleet.clock.SkewEstimator``): how far the lease clock is from the server's.
@@ -26,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from fleet.clock import LeaseClock, SkewEstimator
 from fleet.config import FleetConfig
@@ -90,7 +92,11 @@ class AwsClients:
     """The three clients a fleet process uses, opened together and closed together.
 
     ``requests`` counts every DynamoDB request by purpose (``coordination`` or ``messages``) so benchmarks
-    can compare profiles' coordination cost from the adapter's own count.  ``settings`` defaults to
+    can compare profiles' coordination cost from the adapter's own count; ``errors`` counts every error
+    answer of any of the three services by its code (``error_code``), as ``aws_errors`` translates it.
+    Both are cumulative over the process's life (the worker's ``requests`` history events carry them).
+    Under the SDK's own retries (``ClientSettings.sdk_defaults``) an error counts only when the last
+    attempt fails: the attempts the SDK retried away are not seen here.  ``settings`` defaults to
     ``ClientSettings.bounded(config)``; ``clock`` (the lease clock the skew is measured on) to one built
     from the config's clock offset.
     """
@@ -102,6 +108,7 @@ class AwsClients:
         self.clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.skew = SkewEstimator()
         self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
         self._stack = AsyncExitStack()
         self.ddb: DynamoDBClient
         self.sqs: SQSClient
@@ -144,9 +151,30 @@ def _cancellation_codes(response: Mapping[str, Any]) -> set[str]:
     return {str(reason.get("Code", "")) for reason in reasons if isinstance(reason, Mapping)}
 
 
+def _is_transport_error(exc: BaseException) -> bool:
+    """A timeout or a broken connection below the SDK (aiohttp raises its own client errors on some paths)."""
+    return (isinstance(exc, (OSError, BotoConnectionError, HTTPClientError))
+            or type(exc).__module__.startswith("aiohttp"))
+
+
+def error_code(exc: BaseException) -> str:
+    """The name an error is counted under: an AWS error answer's code (``HTTP <status>`` without one),
+    ``Timeout`` for a request that timed out, ``ConnectionError`` for one whose connection failed, else the
+    SDK exception's class name."""
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        return code or f"HTTP {exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode', '?')}"
+    if isinstance(exc, (TimeoutError, ReadTimeoutError, ConnectTimeoutError)):
+        return "Timeout"
+    if _is_transport_error(exc):
+        return "ConnectionError"
+    return type(exc).__name__
+
+
 @asynccontextmanager
-async def aws_errors(what: str) -> AsyncIterator[None]:
-    """Translate whatever the SDK raises inside the block into ``fleet.errors``.
+async def aws_errors(what: str, counts: Counter[str] | None = None) -> AsyncIterator[None]:
+    """Translate whatever the SDK raises inside the block into ``fleet.errors``, counting it in ``counts``
+    (``AwsClients.errors``) under its ``error_code``.
 
     ``ConditionFailed``: the condition was evaluated and refused (definite; for a transaction, one of its
     conditions).  ``StoreUnavailable``: the request may or may not have been applied (timeout, connection
@@ -156,27 +184,30 @@ async def aws_errors(what: str) -> AsyncIterator[None]:
     """
     try:
         yield
-    except ClientError as exc:
-        error: Any = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        message = str(error.get("Message", "")) or code
-        if code == "ConditionalCheckFailedException":
-            raise ConditionFailed(f"{what}: condition not met") from exc
-        if code == "TransactionCanceledException":
-            reasons = _cancellation_codes(exc.response)
-            if "ConditionalCheckFailed" in reasons:
-                raise ConditionFailed(f"{what}: condition not met") from exc
-            if reasons & _RETRYABLE_CANCELLATIONS:
-                raise StoreUnavailable(f"{what}: {code}: {message}") from exc
-            raise StoreError(f"{what}: {code}: {message}") from exc
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code in _UNAVAILABLE_CODES or status >= 500:
-            raise StoreUnavailable(f"{what}: {code}: {message}") from exc
-        raise StoreError(f"{what}: {code}: {message}") from exc
-    except (TimeoutError, BotoCoreError, OSError) as exc:
-        raise StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
-        # aiohttp raises its own client errors beneath botocore on some paths.
-        if type(exc).__module__.startswith("aiohttp"):
-            raise StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
-        raise
+        if not isinstance(exc, (ClientError, BotoCoreError)) and not _is_transport_error(exc):
+            raise
+        if counts is not None:
+            counts[error_code(exc)] += 1
+        raise _translated(what, exc) from exc
+
+
+def _translated(what: str, exc: Exception) -> StoreError:
+    if not isinstance(exc, ClientError):
+        return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+    error: Any = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    message = str(error.get("Message", "")) or code
+    if code == "ConditionalCheckFailedException":
+        return ConditionFailed(f"{what}: condition not met")
+    if code == "TransactionCanceledException":
+        reasons = _cancellation_codes(exc.response)
+        if "ConditionalCheckFailed" in reasons:
+            return ConditionFailed(f"{what}: condition not met")
+        if reasons & _RETRYABLE_CANCELLATIONS:
+            return StoreUnavailable(f"{what}: {code}: {message}")
+        return StoreError(f"{what}: {code}: {message}")
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    if code in _UNAVAILABLE_CODES or status >= 500:
+        return StoreUnavailable(f"{what}: {code}: {message}")
+    return StoreError(f"{what}: {code}: {message}")

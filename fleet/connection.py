@@ -6,6 +6,12 @@ persists each message through the profile's message rule, and reconnects when th
 ``blog`` after a fixed delay from the live head; ``hardened`` in place with exponential backoff and full
 jitter, from the next sequence, giving the lease up when the upstream stays unreachable past the budget.
 
+A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner died, ``fleet.lease``) consumes
+the same way from the first missing sequence, until the profile's rule says the drain is over (the first
+message emitted past the STOP, or no message for a while once the clock is past it): everything before is
+stored, the history gets ``drain.done`` and the lease is released as drained.  A drain that cannot finish
+is not released as drained (``fleet.worker.Worker.drop``), so it is drained again.
+
 After every received frame, and right before every write request goes out (inside its slot, after any
 wait), it asks the worker's fence whether it may still consume (``Fence.allows``, on
 ``fleet.clock.monotonic_s``); the check is synchronous, so a process resumed after a pause drops what it
@@ -19,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
@@ -66,10 +72,42 @@ class HeldConnection:
     task: asyncio.Task[None] | None = None
     stop_reason: str = ""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    drain_until_ms: int | None = None  # a drain: persist what was emitted before this (upstream clock)
+    drained: bool = False  # the drain reached its end with everything before it stored
 
     @property
     def pk(self) -> str:
         return self.lease.pk
+
+    @property
+    def draining(self) -> bool:
+        return self.drain_until_ms is not None
+
+
+async def frames(session: UpstreamSession, idle_s: float | None) -> AsyncGenerator[UpstreamMessage | None]:
+    """The session's messages; with ``idle_s``, also None each time none arrived for that long."""
+    if idle_s is None:
+        async for message in session:
+            yield message
+        return
+    received = aiter(session)
+    pending: asyncio.Future[UpstreamMessage] | None = None
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(received))
+            done, _ = await asyncio.wait({pending}, timeout=idle_s)
+            if not done:
+                yield None
+                continue
+            arrived, pending = pending, None
+            try:
+                message = arrived.result()
+            except StopAsyncIteration:
+                return
+            yield message
+    finally:
+        if pending is not None:
+            pending.cancel()
 
 
 class ConnectionRunner:
@@ -108,7 +146,16 @@ class ConnectionRunner:
         )
 
     async def consume(self, held: HeldConnection) -> None:
-        """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up."""
+        """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up; a drain
+        until drained, then released."""
+        me = self.me  # the incarnation that took it up, for every event of this task (a renewal may replace it)
+        await self._consume(held, me)
+        if held.drained:
+            self.history.emit("drain.done", pk=held.pk, worker=me.worker_id, gen=me.gen,
+                              epoch=held.lease.epoch, seq=held.last_seq, until_ms=held.drain_until_ms)
+            await self.give_up(held, "drained")
+
+    async def _consume(self, held: HeldConnection, me: Holder) -> None:
         backoff = self._backoff()
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
@@ -123,10 +170,10 @@ class ConnectionRunner:
             try:
                 if not self.fence.allows():
                     raise Fenced()
-                async with UpstreamSession(url, self.me.worker_id, max(0.5, budget_s / 4),
-                                           gen=self.me.gen, allowlist=self.allowlist) as session:
+                async with UpstreamSession(url, me.worker_id, max(0.5, budget_s / 4),
+                                           gen=me.gen, allowlist=self.allowlist) as session:
                     held.session = session
-                    self.history.emit("ws.open", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+                    self.history.emit("ws.open", pk=held.pk, worker=me.worker_id, gen=me.gen,
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
@@ -135,23 +182,20 @@ class ConnectionRunner:
                         probe = None
                     sink = MessageSink(self, held)
                     try:
-                        async for message in session:
-                            if not self.fence.allows():
-                                raise Fenced()
-                            await sink.submit(message)
-                            if held.stopping.is_set():
-                                break
+                        ended = await self._receive(session, held, sink)
                     finally:
                         await sink.drain()
+                    if ended:  # everything before the drain's end is stored
+                        held.drained, reason = True, "drained"
             except Fenced:
-                self._closed(held, "fenced")
+                self._closed(held, me, "fenced")
                 return
             except UpstreamError as exc:
                 reason = str(exc)
             finally:
                 held.session = None
-            self._closed(held, held.stop_reason or reason)
-            if held.stopping.is_set():
+            self._closed(held, me, held.stop_reason or reason)
+            if held.stopping.is_set() or held.drained:
                 return
             now = monotonic_s()
             down_since = down_since if down_since is not None else now
@@ -160,14 +204,32 @@ class ConnectionRunner:
                 return
             await wait_until_set(held.stopping, backoff.next_delay())
 
+    async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
+        """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
+        over (True: the message that ended it is not submitted)."""
+        until = held.drain_until_ms
+        idle_s = None if until is None else self.config.heartbeat_s
+        async with contextlib.aclosing(frames(session, idle_s)) as received:
+            async for message in received:
+                if not self.fence.allows():
+                    raise Fenced()
+                if until is not None and self.rules.drain_ends(until, None if message is None else message.ts,
+                                                               self.clock.now_ms()):
+                    return True
+                if message is not None:
+                    await sink.submit(message)
+                if held.stopping.is_set():
+                    break
+        return False
+
     async def _stored_seq(self, probe: asyncio.Task[int]) -> int:
         try:
             return await probe
         except StoreError:
             return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
-    def _closed(self, held: HeldConnection, reason: str) -> None:
-        self.history.emit("ws.close", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen, reason=reason[:200])
+    def _closed(self, held: HeldConnection, me: Holder, reason: str) -> None:
+        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200])
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
         """Store consecutive messages.  Raises ``Fenced``.
@@ -181,8 +243,9 @@ class ConnectionRunner:
         """
         retry = self._backoff()
         now = self.clock.now_ms()
-        writes = [self.rules.message(held.lease, self.me, m.seq, m.data, now) for m in messages]
-        fenced_on = self.rules.held(held.lease, self.me)
+        me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
+        writes = [self.rules.message(held.lease, me, m.seq, m.data, now) for m in messages]
+        fenced_on = self.rules.held(held.lease, me)
         unstored = writes
         while True:
             if not self.fence.allows():
@@ -199,23 +262,23 @@ class ConnectionRunner:
                 note = f"{len(unstored)} of {len(writes)} unstored" if unstored else None
             except ConditionFailed as exc:
                 if fenced_on is not None:
-                    self._persisted(held, messages, "fail", "refused by the store: the lease moved on", sent)
+                    self._persisted(held, me, messages, "fail", "refused by the store: the lease moved on", sent)
                     raise Fenced() from exc
                 outcome, note = "fail", str(exc)[:200]
             except StoreUnavailable as exc:
                 outcome, note = "info", str(exc)[:200]
             except StoreError as exc:
                 outcome, note = "fail", str(exc)[:200]
-            self._persisted(held, messages, outcome, note, sent)
+            self._persisted(held, me, messages, outcome, note, sent)
             if outcome == "ok" or fenced_on is None:
                 break
             await asyncio.sleep(retry.next_delay() / 10)
         if outcome == "ok":
             held.persisted += len(messages)
 
-    def _persisted(self, held: HeldConnection, messages: list[UpstreamMessage], outcome: str, note: str | None,
-                   sent: float) -> None:
-        self.history.emit("msg.persist", pk=held.pk, worker=self.me.worker_id, gen=self.me.gen,
+    def _persisted(self, held: HeldConnection, me: Holder, messages: list[UpstreamMessage], outcome: str,
+                   note: str | None, sent: float) -> None:
+        self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen,
                           epoch=held.lease.epoch, seq_from=messages[0].seq, seq_to=messages[-1].seq,
                           outcome=outcome, note=note, sent=sent)
 

@@ -44,6 +44,15 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
   mailbox**, read with the renewal.  A mailbox entry names the lease it stops, ``<pk>@<epoch>`` (the epoch
   the STOP's own write found), so a STOP of a later lease is a different entry, which deleting an earlier
   STOP's entry cannot take with it (``StopRequest``).
+* **A STOPPED stream whose owner died is drained.**  STOP records when the stream stopped
+  (``stopped_at_ms``, kept by a repeated STOP, removed by START).  While its owner is an incarnation that can
+  never renew again (the test ``claimable`` uses) and it has not been drained at its current epoch, the item
+  is ``drainable``: a worker acquires it (fenced as any acquire, on condition it is still STOPPED at that
+  same ``stopped_at_ms``), resumes at the first missing sequence, persists every message the upstream
+  emitted before ``stopped_at_ms`` plus the clock tolerance (``drain_until_ms``), stops at the first one
+  emitted later (``drain_ends``) and releases with ``drained_epoch`` set, so it is never drained twice.
+  Without this nobody would persist what the stream emitted between its owner's last write and the STOP
+  (DESIGN I2).
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -66,6 +75,10 @@ def _int(value: Any, default: int = 0) -> int:
     return default if value is None else int(value)
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class ConnectionRecord:
     """A connections-table item, as read."""
@@ -78,6 +91,8 @@ class ConnectionRecord:
     last_seq: int = 0
     epoch: int | None = None
     owner_gen: str = ""
+    stopped_at_ms: int | None = None
+    drained_epoch: int | None = None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> ConnectionRecord:
@@ -88,8 +103,10 @@ class ConnectionRecord:
             lease_owner=str(item.get("lease_owner", "")),
             lease_expires_at_ms=_int(item.get("lease_expires_at_ms")),
             last_seq=_int(item.get("last_seq")),
-            epoch=None if item.get("epoch") is None else int(item["epoch"]),
+            epoch=_optional_int(item.get("epoch")),
             owner_gen=str(item.get("owner_gen", "")),
+            stopped_at_ms=_optional_int(item.get("stopped_at_ms")),
+            drained_epoch=_optional_int(item.get("drained_epoch")),
         )
 
 
@@ -117,8 +134,9 @@ class StopRequest:
     """One STOP mailbox entry: ``<pk>@<epoch>``, the lease the STOP found (stored as ``entry``).
 
     It stops a lease held at that epoch or an earlier one, never a later one: a lease acquired after the STOP
-    needed a START in between (an acquire requires STARTED).  An entry without a decimal epoch (a bare pk,
-    as routers before this format posted) stops the stream at any epoch, as those routers meant.
+    needed a START in between (an acquire requires STARTED), or is a drain (which ends at the STOP's cutoff by
+    itself).  An entry without a decimal epoch (a bare pk, as routers before this format posted) stops the
+    stream at any epoch, as those routers meant.
     """
 
     entry: str
@@ -202,10 +220,12 @@ class Rules:
         )
 
     def stop_connection(self, pk: str, now_ms: int) -> Write:
-        """STOP: STOPPED on an existing item (refused when there is none)."""
+        """STOP: STOPPED on an existing item (refused when there is none), recording when the stream stopped
+        (``stopped_at_ms``: a repeated STOP keeps the first; START removes it)."""
         return Write(
             key={"pk": pk},
-            update=Update(set={"desired_state": STOPPED, "updated_at_ms": now_ms}),
+            update=Update(set={"desired_state": STOPPED, "updated_at_ms": now_ms},
+                          set_if_absent={"stopped_at_ms": now_ms}),
             condition=Exists("pk"),
         )
 
@@ -234,6 +254,26 @@ class Rules:
         """Whether a reconcile should try to acquire ``seen`` now."""
         return seen.desired_state == STARTED and seen.lease_expires_at_ms < now_ms
 
+    def drainable(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        """Whether a reconcile should acquire the STOPPED ``seen`` to persist its backlog (the published design
+        never does: what a dead owner left unpersisted before the STOP is lost)."""
+        return False
+
+    def drain_until_ms(self, seen: ConnectionRecord) -> int | None:
+        """For a held item that is STOPPED and not drained yet: persist what the upstream emitted before this
+        time (its ``ts``, upstream clock), nothing later.  None: the item is not to be drained."""
+        return None
+
+    def drain_ends(self, until_ms: int, message_ts_ms: float | None, now_ms: int) -> bool:
+        """Whether a drain is over: at the first message emitted at or after ``until_ms`` (not persisted), or,
+        with no message arriving (``message_ts_ms`` None), once this worker's clock is past ``until_ms`` by
+        the tolerance (whatever the upstream emitted before it would have been sent by then)."""
+        if message_ts_ms is not None:
+            return message_ts_ms >= until_ms
+        return now_ms >= until_ms + int(self.tolerance_ms)
+
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
         return Write(
             key={"pk": lease.pk},
@@ -241,7 +281,7 @@ class Rules:
             condition=Eq("lease_owner", me.worker_id),
         )
 
-    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write:
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False) -> Write:
         return Write(
             key={"pk": lease.pk},
             update=Update(set={"lease_owner": "", "lease_expires_at_ms": 0, "updated_at_ms": now_ms}),
@@ -303,12 +343,14 @@ class HardenedRules(Rules):
     idempotent_messages = True
 
     def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
-        """START never clobbers: desired state and URL, lease fields only where the item has none."""
+        """START never clobbers: desired state and URL, lease fields only where the item has none; the
+        previous STOP's time goes (a later STOP records its own)."""
         return Write(
             key={"pk": pk},
             update=Update(
                 set={"desired_state": STARTED, "ws_url": ws_url, "updated_at_ms": now_ms},
                 set_if_absent={"lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0},
+                remove=frozenset({"stopped_at_ms"}),
             ),
         )
 
@@ -319,12 +361,37 @@ class HardenedRules(Rules):
         means the owning incarnation was replaced (it can never renew again), not a stale read."""
         if seen.desired_state != STARTED:
             return False
-        if not seen.lease_owner:
-            return True
+        return not seen.lease_owner or self._owner_gone(seen, me, now_ms, workers)
+
+    def _owner_gone(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        """The incarnation owning ``seen`` can never renew again (never true of ``me``)."""
         if seen.lease_owner == me.worker_id and seen.owner_gen == me.gen:
             return False
         owner = workers.get(seen.lease_owner)
         return owner is None or owner.gen != seen.owner_gen or self.dead(owner, now_ms)
+
+    def drainable(
+        self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
+    ) -> bool:
+        """STOPPED with a recorded stop time, not drained at its epoch, and owned by an incarnation that can
+        never renew again (``workers`` read after ``seen``, as for ``claimable``).  A stream nobody owns was
+        released by its last owner after consuming it, which leaves nothing to drain."""
+        if seen.desired_state != STOPPED or seen.stopped_at_ms is None or not seen.lease_owner:
+            return False
+        return not self._drained(seen) and self._owner_gone(seen, me, now_ms, workers)
+
+    @staticmethod
+    def _drained(seen: ConnectionRecord) -> bool:
+        return seen.drained_epoch is not None and seen.drained_epoch == seen.epoch
+
+    def drain_until_ms(self, seen: ConnectionRecord) -> int | None:
+        """The stop time plus the clock tolerance (the router's and the upstream's clocks may differ by that
+        much): everything emitted before the STOP is persisted, at most the tolerance more."""
+        if seen.desired_state != STOPPED or seen.stopped_at_ms is None or self._drained(seen):
+            return None
+        return seen.stopped_at_ms + int(self.tolerance_ms)
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Past its expiry by more than the clock tolerance: it can never renew again."""
@@ -334,6 +401,9 @@ class HardenedRules(Rules):
         if seen is None:
             raise ValueError("hardened acquire needs the record it decided on")
         unchanged_epoch = Eq("epoch", seen.epoch) if seen.epoch is not None else NotExists("epoch")
+        # a drain acquires a STOPPED item as it was seen: stopped at the same time (no START and STOP since)
+        state = (all_of(Eq("desired_state", STOPPED), Eq("stopped_at_ms", seen.stopped_at_ms))
+                 if seen.desired_state == STOPPED and seen.stopped_at_ms is not None else Eq("desired_state", STARTED))
         if seen.lease_owner:
             unchanged_owner = all_of(Eq("lease_owner", seen.lease_owner), Eq("owner_gen", seen.owner_gen))
         else:
@@ -347,7 +417,7 @@ class HardenedRules(Rules):
                 "lease_expires_at_ms": now_ms + int(self.lease_ms),
                 "updated_at_ms": now_ms,
             }),
-            condition=all_of(Eq("desired_state", STARTED), unchanged_owner, unchanged_epoch),
+            condition=all_of(state, unchanged_owner, unchanged_epoch),
         )
 
     def held(self, lease: Lease, me: Holder) -> Condition:
@@ -359,7 +429,9 @@ class HardenedRules(Rules):
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
         raise NotImplementedError("hardened renews the worker, not each connection")
 
-    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write:
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False) -> Write:
+        """Owner cleared and the expiry zeroed (off the listing of STOPPED streams to drain); a finished drain
+        records its epoch (``drained_epoch``)."""
         return Write(
             key={"pk": lease.pk},
             update=Update(set={
@@ -368,6 +440,7 @@ class HardenedRules(Rules):
                 "lease_expires_at_ms": 0,
                 "updated_at_ms": now_ms,
                 **self._checkpointed(lease, me, last_seq),
+                **({"drained_epoch": lease.epoch} if drained else {}),
             }),
             condition=self.held(lease, me),
         )

@@ -5,6 +5,9 @@ Every fence time is read on ``fleet.clock.monotonic_s`` (``CLOCK_BOOTTIME``), wh
 the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend must find its fence
 closed.
 STOP drops and checkpoints run as background tasks, so a burst of them never delays the next renewal.
+A fence that has closed never reopens: a renewal answered after the deadline (even within the request
+timeout) does not move it, since a stream may already have stopped on the closed fence; the watchdog then
+abandons the incarnation, so no stream stays held by a live incarnation that no longer consumes it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class Liveness:
         while not w.stopping.is_set():
             started = monotonic_s()
             renewed = await self.renew()
-            w.emit("requests", held=len(w.held), **dict(w.store.aws.requests))
+            w.emit("requests", held=len(w.held), errors=dict(w.store.aws.errors), **dict(w.store.aws.requests))
             await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
 
     async def register(self) -> None:
@@ -97,8 +100,14 @@ class Liveness:
             w.emit("lease.renew", pk=renewal.pk, outcome="info", note=str(exc)[:200])
             return False
         expires = item.get("expires_at_ms", item.get("lease_expires_at_ms"))
-        on_time = w.profile.on_time(monotonic_s() - sent)
-        if on_time:
+        answered = monotonic_s()
+        on_time = w.profile.on_time(answered - sent)
+        if on_time and renewal.pk is None and answered >= w.fence.deadline:
+            # the fence has closed: a stream may already have stopped on it, so it never reopens; the
+            # watchdog abandons this incarnation (whose streams would otherwise stay held, unconsumed)
+            w.emit("lease.renew", outcome="info", note="answered after the fence closed", expires_ms=expires)
+            on_time = False
+        elif on_time:
             if renewal.pk is None:
                 w.fence.deadline = max(w.fence.deadline, w.profile.fence_deadline(sent))
             w.emit("lease.renew", pk=renewal.pk, outcome="ok", expires_ms=expires)
@@ -126,7 +135,7 @@ class Liveness:
     async def _drop_stopped(self, request: StopRequest) -> None:
         held = self.w.held.get(request.pk)
         if held is not None and request.stops(held.lease.epoch):  # not a lease taken up since the plan
-            await self.w.drop(held, "STOP", release=True)
+            await self.w.honour_stop(request.pk)
         self.handled_stops |= {request.entry}
 
     def _checkpoints_due(self) -> None:
@@ -135,7 +144,9 @@ class Liveness:
             return
         now = monotonic_s()
         for held in list(self.w.held.values()):
-            due = now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
+            # a drain checkpoints with its release (a checkpoint requires STARTED)
+            due = (now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
+                   and not held.draining)
             if due and held.pk not in self.checkpointing:
                 self.checkpointing.add(held.pk)
                 held.checkpointed_at = now

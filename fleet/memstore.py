@@ -3,8 +3,9 @@ applied by the pure interpreter, so every condition is the real one, with no AWS
 
 For tests: ``before_write`` can delay or fail a write before it applies, ``after_write`` delays its answer
 once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies a write then
-reports its outcome as unknown, ``freeze_index`` makes the state index answer from a snapshot (a stale
-listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned`` lists notifications handed back.
+reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the state index
+answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned``
+lists notifications handed back.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreUnavailable
 from fleet.expr import Item, Write
-from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.store import Notification
 
 
 class Requests:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
 
 
 class MemoryStore:
@@ -72,6 +74,7 @@ class MemoryStore:
         if self.after_write is not None:
             await self.after_write(table, write)
         if self.lose_answer_for(table, write):
+            self.aws.errors["Timeout"] += 1
             raise StoreUnavailable(f"{table}: answer lost")
         return answer
 
@@ -88,6 +91,12 @@ class MemoryStore:
         for record in listing:
             if expired_before_ms is None or record.lease_expires_at_ms < expired_before_ms:
                 yield record
+
+    async def unreleased_stopped_connections(self) -> AsyncIterator[ConnectionRecord]:
+        self.aws.requests["coordination"] += 1
+        for item in list(self.tables[self.config.connections_table].values()):
+            if item.get("desired_state") == STOPPED and int(item.get("lease_expires_at_ms", 0)) > 0:
+                yield ConnectionRecord.from_item(item)
 
     async def workers(self) -> dict[str, WorkerRecord]:
         self.aws.requests["coordination"] += 1

@@ -80,12 +80,14 @@ class Notices:
         if seen is None:
             return True
         decision = w.profile.on_seen(seen, pk in w.held, pk in w.acquiring, w.me, w.clock.now_ms(), owners)
-        if decision is SeenAction.DROP and (mine := w.held.get(pk)) is not None:
-            await w.drop(mine, "STOP", release=True)
+        if decision is SeenAction.DROP:
+            await w.honour_stop(pk)
         elif decision is SeenAction.STOP_PENDING:
             w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch))  # the STOP found that lease
         elif decision is SeenAction.CLAIM:
             return await self._claim(pk, "notify", seen)
+        elif decision is SeenAction.DRAIN:
+            return await self._claim(pk, "drain", seen)
         return True
 
     async def _claim(self, pk: str, via: str, seen: ConnectionRecord | None = None) -> bool:

@@ -14,8 +14,13 @@ from fleet.store import Notification
 
 
 class RequestCounter(Protocol):
+    """Cumulative counts of a process's AWS requests by purpose and of its error answers by code."""
+
     @property
     def requests(self) -> Mapping[str, int]: ...
+
+    @property
+    def errors(self) -> Mapping[str, int]: ...
 
 
 class WorkerStore(Protocol):
@@ -31,6 +36,8 @@ class WorkerStore(Protocol):
     def started_connections(
         self, expired_before_ms: int | None = None, max_pages: int | None = None
     ) -> AsyncIterator[ConnectionRecord]: ...
+
+    def unreleased_stopped_connections(self) -> AsyncIterator[ConnectionRecord]: ...
 
     async def workers(self) -> dict[str, WorkerRecord]: ...
 

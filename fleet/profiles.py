@@ -77,6 +77,7 @@ class SeenAction(enum.Enum):
     DROP = "drop"  # held, no longer STARTED: stop consuming and release
     STOP_PENDING = "stop-pending"  # an acquire in flight for a stream no longer STARTED: release at take-up
     CLAIM = "claim"
+    DRAIN = "drain"  # STOPPED, its owner gone, not drained: acquire it to persist its backlog
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,18 @@ class BlogProfile:
     def claimable(self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]) -> bool:
         return self.rules.claimable(seen, me, now_ms, workers)
 
+    @property
+    def drains(self) -> bool:
+        """Whether STOPPED streams whose owner died are drained (their listing is read with each sweep)."""
+        return False
+
+    def drainable(self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]) -> bool:
+        return self.rules.drainable(seen, me, now_ms, workers)
+
+    def drain_until_ms(self, granted: Mapping[str, object]) -> int | None:
+        """At take-up: the emission time a drain of the granted item persists up to (None: no drain)."""
+        return self.rules.drain_until_ms(ConnectionRecord.from_item(granted))
+
     def adoptable(self, seen: ConnectionRecord, me: Holder) -> bool:
         """A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer
         was lost): worth a consistent read, and taken up only if ``owned`` then."""
@@ -202,7 +215,9 @@ class BlogProfile:
     def on_seen(self, seen: ConnectionRecord, held: bool, acquiring: bool, me: Holder, now_ms: int,
                 owners: Mapping[str, WorkerRecord]) -> SeenAction:
         if seen.desired_state != STARTED:
-            return SeenAction.DROP if held else SeenAction.STOP_PENDING if acquiring else SeenAction.IGNORE
+            if held or acquiring:
+                return SeenAction.DROP if held else SeenAction.STOP_PENDING
+            return SeenAction.DRAIN if self.drainable(seen, me, now_ms, owners) else SeenAction.IGNORE
         if not held and not acquiring and self.claimable(seen, me, now_ms, owners):
             return SeenAction.CLAIM
         return SeenAction.IGNORE
@@ -220,9 +235,11 @@ class BlogProfile:
     def consumes(self, granted: Mapping[str, Any], pending: Iterable[StopRequest]) -> bool:
         """At take-up: consume only a stream the acquire's own answer shows STARTED, with no STOP seen since
         that stops the lease granted."""
-        lease = Lease.granted(granted)
-        stopped = any(r.pk == lease.pk and r.stops(lease.epoch) for r in pending)
-        return granted.get("desired_state") == STARTED and not stopped
+        return granted.get("desired_state") == STARTED and not self.stop_seen(Lease.granted(granted), pending)
+
+    def stop_seen(self, lease: Lease, pending: Iterable[StopRequest]) -> bool:
+        """Whether a STOP seen while ``lease`` was being acquired stops it (not one older than the lease)."""
+        return any(r.pk == lease.pk and r.stops(lease.epoch) for r in pending)
 
     def desired_check_s(self) -> float | None:
         """How often to read each held stream's desired state (None: STOPs arrive by mailbox)."""
@@ -308,7 +325,15 @@ class HardenedProfile(BlogProfile):
         return seen.lease_owner == me.worker_id and seen.owner_gen == me.gen
 
     def owned(self, seen: ConnectionRecord | None, me: Holder) -> bool:
-        return seen is not None and self.adoptable(seen, me) and seen.desired_state == STARTED
+        """Ours and STARTED, or ours and still to be drained (a drain whose acquire answer was lost, or
+        that could not finish)."""
+        if seen is None or not self.adoptable(seen, me):
+            return False
+        return seen.desired_state == STARTED or self.rules.drain_until_ms(seen) is not None
+
+    @property
+    def drains(self) -> bool:
+        return True
 
     def settles_unknown_acquire(self) -> bool:
         return True

@@ -1,5 +1,6 @@
 """Finding streams to claim: the reconcile loop looks when the profile's ``Pacer`` says, and a sweep lists
-STARTED connections from the state index and claims (several at a time) those the profile calls claimable.
+STARTED connections from the state index and claims (several at a time) those the profile calls claimable;
+where the profile drains, it also lists STOPPED connections still leased and drains those it calls drainable.
 
 A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer was
 lost) is adopted only after a consistent read shows it still ours and STARTED: a stale listing alone never
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from fleet.connection import wait_until_set
+from fleet.lease import ConnectionRecord
 from fleet.logline import log
 from fleet.profiles import Sweep
 
@@ -21,6 +24,10 @@ if TYPE_CHECKING:
 
 # Acquisitions one sweep keeps in flight: a dead worker's streams are claimed in parallel.
 CLAIMS_IN_FLIGHT = 16
+
+
+async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionRecord]:
+    return [record async for record in records]
 
 
 class Reconciler:
@@ -52,7 +59,14 @@ class Reconciler:
         """Claim (or adopt) every claimable connection the index lists, several at a time."""
         w = self.w
         now = w.clock.now_ms()
-        listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
+        # the candidates for a drain are listed in parallel with the STARTED streams (no added round trip)
+        stopped = asyncio.create_task(_listing(w.store.unreleased_stopped_connections())) if w.profile.drains else None
+        try:
+            listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
+            listed += await stopped if stopped is not None else []
+        finally:
+            if stopped is not None:
+                stopped.cancel()
         # owners read after their connections, so no generation is judged from an older read
         workers = await w.store.workers() if w.profile.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
@@ -68,6 +82,9 @@ class Reconciler:
             elif w.profile.claimable(seen, w.me, now, workers):
                 claimable += 1
                 claims.add(w.claims.spawn(w.try_acquire(seen.pk, "reconcile", seen)))
+            elif w.profile.drainable(seen, w.me, now, workers):
+                claimable += 1
+                claims.add(w.claims.spawn(w.try_acquire(seen.pk, "drain", seen)))
             if len(claims) >= CLAIMS_IN_FLIGHT:
                 _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
         log("reconcile", listed=len(listed), claimable=claimable)

@@ -15,13 +15,14 @@ outside ``CONNECTION_ID``, a ``ws_url`` that is malformed, not ``ws://`` / ``wss
 credentials or a fragment, or names a host and port outside ``FleetConfig.allowed_ws_hosts`` (rules in
 ``fleet.allowlist``; an empty allowlist admits no host).
 
-Writes: ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose);
-``hardened`` START updates desired state and URL and initialises the lease fields only where absent, so a
-repeated START never clobbers a live lease.  STOP (every profile) sets STOPPED on an existing item (404
-otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the table write
-succeeded but the notification (or the hardened STOP mailbox post) did not, the answer is 503 saying the
-desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is safe
-because START and STOP are idempotent.
+Writes are the profile's rules (``fleet.lease``: ``start_connection``, ``stop_connection``, ``post_stop``):
+``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose); ``hardened`` START
+updates desired state and URL and initialises the lease fields only where absent, so a repeated START never
+clobbers a live lease.  STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on
+an existing item (404 otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the
+table write succeeded but the notification (or the hardened STOP mailbox post) did not, the answer is 503
+saying the desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is
+safe because START and STOP are idempotent.
 
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
@@ -45,8 +46,9 @@ from fleet.aws import AwsClients, aws_errors
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
 from fleet.history import HistoryWriter
-from fleet.lease import StopRequest
+from fleet.lease import rules_for
 from fleet.schema import conn_pk
+from fleet.wire import from_wire, on_wire
 
 MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -156,80 +158,42 @@ def _now_ms() -> int:
 
 
 async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
-    now = str(_now_ms())
+    """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
+    update that never clobbers a live lease."""
+    write = rules_for(config).start_connection(pk, ws_url, _now_ms())
+    request = on_wire(write.render())
     clients.requests["coordination"] += 1
-    if config.profile == "hardened":
-        async with aws_errors("START update"):
-            await clients.ddb.update_item(
-                TableName=config.connections_table,
-                Key={"pk": {"S": pk}},
-                UpdateExpression=(
-                    "SET #desired = :started, #url = :url, #updated = :now, "
-                    "#owner = if_not_exists(#owner, :free), #expires = if_not_exists(#expires, :zero), "
-                    "#seq = if_not_exists(#seq, :zero), #epoch = if_not_exists(#epoch, :zero)"
-                ),
-                ExpressionAttributeNames={
-                    "#desired": "desired_state", "#url": "ws_url", "#updated": "updated_at_ms",
-                    "#owner": "lease_owner", "#expires": "lease_expires_at_ms", "#seq": "last_seq",
-                    "#epoch": "epoch",
-                },
-                ExpressionAttributeValues={
-                    ":started": {"S": "STARTED"}, ":url": {"S": ws_url}, ":now": {"N": now},
-                    ":free": {"S": ""}, ":zero": {"N": "0"},
-                },
-            )
-        return
-    # blog / unsafe: the published START, overwriting whatever lease the item held.
-    async with aws_errors("START put"):
-        await clients.ddb.put_item(
-            TableName=config.connections_table,
-            Item={
-                "pk": {"S": pk},
-                "desired_state": {"S": "STARTED"},
-                "ws_url": {"S": ws_url},
-                "lease_owner": {"S": ""},
-                "lease_expires_at_ms": {"N": "0"},
-                "last_seq": {"N": "0"},
-                "updated_at_ms": {"N": now},
-            },
-        )
+    async with aws_errors("START put" if write.replace else "START update"):
+        if write.replace:
+            await clients.ddb.put_item(TableName=config.connections_table, **request)
+        else:
+            await clients.ddb.update_item(TableName=config.connections_table, **request)
 
 
 async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> tuple[str, int | None]:
-    """Set STOPPED on an existing item (ConditionFailed when there is none); returns the lease it found:
-    owner and epoch (None when the item has none)."""
+    """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
+    item); returns the lease it found: owner and epoch (None when the item has none)."""
+    request = on_wire(rules_for(config).stop_connection(pk, _now_ms()).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
-        result = await clients.ddb.update_item(
-            TableName=config.connections_table,
-            Key={"pk": {"S": pk}},
-            UpdateExpression="SET #desired = :stopped, #updated = :now",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames={"#desired": "desired_state", "#updated": "updated_at_ms"},
-            ExpressionAttributeValues={":stopped": {"S": "STOPPED"}, ":now": {"N": str(_now_ms())}},
-            ReturnValues="ALL_NEW",
-        )
-    found = result.get("Attributes", {})
-    epoch = found.get("epoch", {}).get("N")
-    return found.get("lease_owner", {}).get("S", ""), None if epoch is None else int(epoch)
+        result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
+                                               **request)
+    found = from_wire(result.get("Attributes", {}))
+    epoch = found.get("epoch")
+    return str(found.get("lease_owner", "")), None if epoch is None else int(epoch)
 
 
 async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, clients: AwsClients,
                               config: FleetConfig) -> None:
     """hardened: add a STOP of ``pk``'s lease at ``epoch`` (``fleet.lease.StopRequest``) to the owner's
     mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its lease lapses and
-    its writes are fenced anyway."""
+    its writes are fenced anyway (and once it can never renew, a worker drains what it left unpersisted before
+    the STOP)."""
+    request = on_wire(rules_for(config).post_stop(owner, pk, epoch).render())
     clients.requests["coordination"] += 1
     try:
         async with aws_errors("STOP mailbox"):
-            await clients.ddb.update_item(
-                TableName=config.workers_table,
-                Key={"pk": {"S": owner}},
-                UpdateExpression="ADD #stops :stop",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#stops": "stop_requests"},
-                ExpressionAttributeValues={":stop": {"SS": [StopRequest.of_lease(pk, epoch).entry]}},
-            )
+            await clients.ddb.update_item(TableName=config.workers_table, **request)
     except ConditionFailed:
         return
 

@@ -5,7 +5,8 @@ owner resumes, reads connections and workers, and sends and receives notificatio
 
 Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionFailed`` /
 ``StoreUnavailable`` / ``StoreError`` only) and is counted by purpose in ``AwsClients.requests``:
-``coordination`` (every DynamoDB request but message persistence) or ``messages``.
+``coordination`` (every DynamoDB request but message persistence) or ``messages``; every error answer is
+counted by its code in ``AwsClients.errors``.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from fleet.aws import AwsClients, aws_errors
 from fleet.errors import StoreError, StoreUnavailable
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
-from fleet.lease import STARTED, ConnectionRecord, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
+from fleet.wire import from_wire, on_wire, to_wire
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -33,37 +32,9 @@ if TYPE_CHECKING:
 # The key the transactions probe reads (nothing is ever stored under it).
 TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def to_wire(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in value.items()}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, set):
-        return {_plain(v) for v in value}
-    return value
-
-
-def _on_wire(request: dict[str, Any]) -> dict[str, Any]:
-    """A rendered ``Write`` request with its item, key and values in DynamoDB's typed form."""
-    for part in ("Item", "Key", "ExpressionAttributeValues"):
-        if part in request:
-            request[part] = to_wire(request[part])
-    return request
-
-
 def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
     """A message item with ``sent_ms``: the writer's wall clock as it builds the request (contract 2)."""
     return {**item, "sent_ms": int(time.time() * 1000)}
-
-
-def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
 
 
 @dataclass(frozen=True)
@@ -95,9 +66,9 @@ class LeaseStore:
 
         Raises ``ConditionFailed`` when the condition was refused.
         """
-        request = _on_wire(write.render())
+        request = on_wire(write.render())
         self.aws.requests[purpose] += 1
-        async with aws_errors(f"{'put' if write.replace else 'update'} {table}"):
+        async with aws_errors(f"{'put' if write.replace else 'update'} {table}", self.aws.errors):
             if write.replace:
                 await self.aws.ddb.put_item(TableName=table, **request)
                 return write.apply(None)
@@ -118,7 +89,7 @@ class LeaseStore:
     async def _probe_transactions(self) -> bool:
         self.aws.requests["coordination"] += 1
         try:
-            async with aws_errors("probe transactions"):
+            async with aws_errors("probe transactions", self.aws.errors):
                 await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
                     "TableName": self.config.connections_table, "Key": to_wire({"pk": TRANSACTIONS_PROBE_PK}),
                 }}])
@@ -133,7 +104,7 @@ class LeaseStore:
         ConditionCheck of ``held`` on the connection item: all are stored while the writer still holds the
         lease at the moment the transaction commits, or none.  Raises ``ConditionFailed`` when it does not
         (fenced), ``StoreUnavailable`` when the outcome is unknown or the transaction should be retried."""
-        check = _on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
+        check = on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
         transact: list[TransactWriteItemTypeDef] = [{"ConditionCheck": {
             "TableName": self.config.connections_table,
             "Key": check["Item"],
@@ -144,7 +115,7 @@ class LeaseStore:
         transact += [{"Put": {"TableName": self.config.messages_table, "Item": to_wire(_stamped(item))}}
                      for item in items]
         self.aws.requests["messages"] += 1
-        async with aws_errors(f"transact write {self.config.messages_table}"):
+        async with aws_errors(f"transact write {self.config.messages_table}", self.aws.errors):
             await self.aws.ddb.transact_write_items(TransactItems=transact)
 
     async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
@@ -166,7 +137,7 @@ class LeaseStore:
     async def _read(self, table: str, pk: str, consistent: bool = True) -> dict[str, Any] | None:
         """One item by key (a coordination request)."""
         self.aws.requests["coordination"] += 1
-        async with aws_errors(f"get {table}"):
+        async with aws_errors(f"get {table}", self.aws.errors):
             response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}),
                                                    ConsistentRead=consistent)
         item = response.get("Item")
@@ -177,7 +148,7 @@ class LeaseStore:
         item = await self._read(self.config.connections_table, pk, self.aws.settings.consistent_reads)
         return ConnectionRecord.from_item(item) if item else None
 
-    async def started_connections(
+    def started_connections(
         self, expired_before_ms: int | None = None, max_pages: int | None = None
     ) -> AsyncIterator[ConnectionRecord]:
         """STARTED connections from the state index, optionally only those whose lease expired.
@@ -189,12 +160,23 @@ class LeaseStore:
         if expired_before_ms is not None:
             key_condition += " AND lease_expires_at_ms < :now"
             values[":now"] = expired_before_ms
+        return self._state_index(key_condition, values, max_pages)
+
+    def unreleased_stopped_connections(self) -> AsyncIterator[ConnectionRecord]:
+        """STOPPED connections whose lease was never released (``lease_expires_at_ms > 0``: a release zeroes
+        it), from every page of the state index: the only ones that can need a drain."""
+        return self._state_index("desired_state = :s AND lease_expires_at_ms > :zero", {":s": STOPPED, ":zero": 0},
+                                 None)
+
+    async def _state_index(
+        self, key_condition: str, values: dict[str, Any], max_pages: int | None
+    ) -> AsyncIterator[ConnectionRecord]:
         start_key: dict[str, Any] | None = None
         pages = 0
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("query state index"):
+            async with aws_errors("query state index", self.aws.errors):
                 response = await self.aws.ddb.query(
                     TableName=self.config.connections_table,
                     IndexName=STATE_INDEX,
@@ -216,7 +198,7 @@ class LeaseStore:
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("scan workers"):
+            async with aws_errors("scan workers", self.aws.errors):
                 response = await self.aws.ddb.scan(
                     TableName=self.config.workers_table, ConsistentRead=True, **extra
                 )
@@ -241,7 +223,7 @@ class LeaseStore:
         while True:
             extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
             self.aws.requests["coordination"] += 1
-            async with aws_errors("query messages"):
+            async with aws_errors("query messages", self.aws.errors):
                 response = await self.aws.ddb.query(
                     TableName=self.config.messages_table,
                     KeyConditionExpression="pk = :pk AND sk > :after",
@@ -266,11 +248,11 @@ class LeaseStore:
                 {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}
                 for i, (pk, epoch) in enumerate(handoffs[start:start + 10])
             ]
-            async with aws_errors("send notifications"):
+            async with aws_errors("send notifications", self.aws.errors):
                 await self.aws.sqs.send_message_batch(QueueUrl=self.config.queue_url, Entries=entries)
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
-        async with aws_errors("receive notifications"):
+        async with aws_errors("receive notifications", self.aws.errors):
             response = await self.aws.sqs.receive_message(
                 QueueUrl=self.config.queue_url,
                 MaxNumberOfMessages=max_messages,
@@ -292,7 +274,7 @@ class LeaseStore:
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:
             return
-        async with aws_errors("delete notifications"):
+        async with aws_errors("delete notifications", self.aws.errors):
             await self.aws.sqs.delete_message_batch(
                 QueueUrl=self.config.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": n.receipt} for i, n in enumerate(notifications)],
@@ -302,7 +284,7 @@ class LeaseStore:
         """Make received notifications visible again at once (for another worker to act on)."""
         if not notifications:
             return
-        async with aws_errors("return notifications"):
+        async with aws_errors("return notifications", self.aws.errors):
             await self.aws.sqs.change_message_visibility_batch(
                 QueueUrl=self.config.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": n.receipt, "VisibilityTimeout": 0}
@@ -310,7 +292,7 @@ class LeaseStore:
             )
 
     async def put_active_connections(self, count: int, worker_id: str) -> None:
-        async with aws_errors("put metric"):
+        async with aws_errors("put metric", self.aws.errors):
             await self.aws.cloudwatch.put_metric_data(
                 Namespace="wsfleet",
                 MetricData=[

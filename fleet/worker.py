@@ -198,12 +198,18 @@ class Worker:
             self.history.emit("lease.lost", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                               reason="incarnation ended during the acquire")
             return False
-        held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq)
+        if self.profile.drains and self.profile.stop_seen(lease, self.pending_stops):
+            # STOPPED during the acquire: what the previous owner left unpersisted is drained, if the item,
+            # read again, is still ours to drain
+            item = await self._settle(pk, me) or item
+        drain_until = self.profile.drain_until_ms(item)
+        held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq,
+                              drain_until_ms=drain_until)
         self.held[pk] = held
         if self.closing:
             await self.hand_off([held], "shutdown")
             return False
-        if not self.profile.consumes(item, self.pending_stops):
+        if drain_until is None and not self.profile.consumes(item, self.pending_stops):
             await self.hand_off([held], "desired state is not STARTED")
             return False
         held.task = asyncio.create_task(self.consumer.consume(held))
@@ -244,11 +250,14 @@ class Worker:
             except asyncio.CancelledError:
                 pass
         del self.held[held.pk]
+        if held.draining and not held.drained:
+            # released, it would never be drained: left to lapse with this incarnation, or to be taken up again
+            release, reason = False, f"{reason}: drain unfinished"
         if not release or not self.fence.allows():
             self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch,
                       reason=reason if release is False else "fenced before release")
             return False
-        write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq)
+        write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained)
         try:
             await self.store.execute(self.config.connections_table, write)
             outcome = "ok"
@@ -259,6 +268,13 @@ class Worker:
         self.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
                   reason=reason)
         return outcome == "ok"
+
+    async def honour_stop(self, pk: str) -> None:
+        """A STOP for ``pk``: stop consuming and release it, unless it is a drain (which ends by itself at the
+        STOP's cutoff)."""
+        held = self.held.get(pk)
+        if held is not None and not held.draining:
+            await self.drop(held, "STOP", release=True)
 
     def lose_all(self, reason: str) -> None:
         for held in list(self.held.values()):

@@ -22,8 +22,9 @@ The old owner ``W`` is that part's worker, ``old_end`` its end.
 - ``gap``: from ``old_end`` until some worker's consuming part continues past it (0 when they overlapped).
 
 Phase times are reported from t0 (``<phase>_ms``) and as steps from the previous phase that happened
-(``step_<phase>_ms``, so the steps add up to the recovery).  A connection STOPPED during its recovery is
-marked ``stopped`` and left out of the statistics and bounds.  A connection that never caught up before
+(``step_<phase>_ms``, so the steps add up to the recovery).  A connection STOPPED during its recovery, or
+already STOPPED when the fault began (a worker still consuming it then breaks I5, not recovery), is marked
+``stopped`` and left out of the statistics and bounds.  A connection that never caught up before
 the end has recovery None: the checker is invalid if the run has a bound for that fault kind, else unknown.
 """
 
@@ -186,7 +187,8 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
         caught_up_t = _caught_up(persisted, start_ref, look.head_before(pk, head_ref))
     detect_t = _detect(look, pk, old, t0, claim_t, restart, info)
     stop_t = _first_after(look.stops.get(pk), t0)
-    stopped = stop_t is not None and stop_t <= (caught_up_t if caught_up_t is not None else info.last_t)
+    stopped = look.stopped_at(pk, t0) or (
+        stop_t is not None and stop_t <= (caught_up_t if caught_up_t is not None else info.last_t))
     times_of = dict(zip(PHASES, (detect_t, claim_t, connect_t, resume_t, caught_up_t), strict=True))
     row: Row = {
         "fault": fault.index, "fault_kind": fault.kind, "fault_target": fault.target, "pk": pk,
@@ -280,6 +282,7 @@ class _Lookups:
     losses: dict[Any, np.ndarray]
     starts: dict[Any, np.ndarray]
     stops: dict[Any, np.ndarray]
+    desired: dict[Any, Arrays]
     heads: dict[Any, Arrays]
     parts: dict[Any, Arrays]
 
@@ -315,9 +318,19 @@ class _Lookups:
             losses=_times(lease.loc[lease["type"].isin(["lease.lost", "lease.release"])], ["pk", "worker"]),
             starts=_times(workers, ["worker"]),
             stops=_times(stops, ["pk"]),
+            desired=_pairs(states, ["pk"], "type"),
             heads=_pairs(emits, ["pk"], "seq"),
             parts=_pairs(consumed.parts.rename(columns={"start": "t"}), ["pk"], "end"),
         )
+
+    def stopped_at(self, pk: str, t: float) -> bool:
+        """Whether the last START or STOP of pk before t was a STOP."""
+        pairs = self.desired.get(pk)
+        if pairs is None:
+            return False
+        times, states = pairs
+        index = int(np.searchsorted(times, t, side="left")) - 1
+        return index >= 0 and states[index] == STOPPED
 
     def head_before(self, pk: str, t: float) -> float:
         """The highest seq emitted for pk before t (-inf when none)."""

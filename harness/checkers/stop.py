@@ -1,20 +1,30 @@
-"""I5 STOP honoured: after every STOP the router accepted, the pk's upstream sessions close and its writes
-end within a bound.
+"""I5 STOP honoured: after every STOP the router accepted, nothing the stream emits later than the STOP plus a
+bound is consumed or persisted, and every upstream session of the pk ends once it has nothing left to do.
 
 The STOPs judged are the router's ``event`` entries of kind STOP with a 2xx ``status``
 (``harness.checkers.events.desired_states``; older histories: the harness's ``conn.stopped``).  A START
-accepted after it ends its obligation.  Until then (or the end of the run):
+accepted after it ends its obligation.  With ``bound`` B and ``deadline`` = stop + B, until then (or the end
+of the run):
 
-- *sessions*: the pk's sessions open at the STOP or opened after it must all be closed by ``stop + bound``;
-  the latency is from the STOP to the last of their ``sub.close``.  A session still open at the end, or when
-  START came again, never closed for this STOP: a violation once the bound has passed before then, and
-  undecided when the run ended sooner.  A START again before ``stop + bound`` leaves nothing due.
-- *writes*: no ``msg.persist`` or ``checkpoint`` of the pk may be accepted after ``stop + bound``: one sent
-  after it with outcome ``ok`` is a violation, with outcome ``info`` undecided.
+- *live sessions* (open at the STOP) must all be closed by the deadline; ``latency_ms`` is from the STOP to
+  the last of their ``sub.close``.
+- *drain sessions* (opened after the STOP: a worker reading what the stream emitted before it, because its
+  owner died before persisting it, DESIGN I2) may stay open while they store that backlog: each must close
+  within B of the later of its opening and the answer to its consumer's last *backlog write* of the pk sent
+  while it was open (``due``; a slow backend delays it, a worker reading without storing does not).  A
+  drain that keeps reading live data writes it (a late write, below) or stops writing (then its session is
+  overdue).
+- *writes*: no ``msg.persist`` or ``checkpoint`` of the pk sent after the deadline may store a sequence
+  emitted after the deadline (emission times: the upstream's ``emit`` events; a sequence without one is
+  taken as emitted after the deadline, so older histories keep the plain rule "no write after the
+  deadline").  Such a write with outcome ``ok`` is a violation, ``info`` undecided.  A *backlog write* is
+  one whose last sequence was emitted by the deadline.
 
-The bound is ``stop_bound_ms`` from ``run.start``, else ``config.desired_check_ms + config.heartbeat_ms``
-(the blog's per-connection desired-state poll plus one heartbeat); no bound at all: every STOP undecided.
-Undecided STOPs make the verdict unknown.
+A session still open at the end, or when START came again, never closed for this STOP: a violation once it
+was due before then, undecided when the run ended sooner.  A START again before the deadline leaves
+nothing due.  The bound is ``stop_bound_ms`` from ``run.start``, else ``config.desired_check_ms +
+config.heartbeat_ms`` (the blog's per-connection desired-state poll plus one heartbeat); no bound at all:
+every STOP undecided.  Undecided STOPs make the verdict unknown.
 """
 
 from __future__ import annotations
@@ -22,14 +32,26 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from harness.checkers.consuming import Consumption, accepted_writes, sessions
-from harness.checkers.events import STARTED, STOPPED, History, RunInfo, as_events, desired_states, run_info
+from harness.checkers.events import (
+    STARTED,
+    STOPPED,
+    History,
+    RunInfo,
+    as_events,
+    desired_states,
+    run_info,
+    select,
+)
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
-STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "late_writes",
-                "possible_late_writes", "bound_ms", "within_bound"]
+STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "drains", "drains_closed_t",
+                "late_writes", "possible_late_writes", "bound_ms", "within_bound"]
 DETAIL_ROWS = 50
+
+Emissions = tuple[np.ndarray, np.ndarray]
 
 
 def stop_bound(info: RunInfo) -> float | None:
@@ -39,6 +61,36 @@ def stop_bound(info: RunInfo) -> float | None:
     return check + heartbeat if check is not None and heartbeat is not None else None
 
 
+def emissions(history: History) -> dict[str, Emissions]:
+    """Per pk, its emitted sequences (sorted) and their emission times, from the upstream's ``emit`` events."""
+    emits = select(history, "emit", ["t", "pk", "seq"]).dropna().sort_values(["pk", "seq"], kind="stable")
+    return {str(pk): (group["seq"].to_numpy(), group["t"].to_numpy()) for pk, group in emits.groupby("pk")}
+
+
+def emitted_at(emitted: Emissions | None, seqs: np.ndarray) -> np.ndarray:
+    """When each of ``seqs`` was emitted (NaN: no ``emit`` event for it)."""
+    if emitted is None or not len(emitted[0]):
+        return np.full(len(seqs), np.nan)
+    known, times = emitted
+    at = np.clip(np.searchsorted(known, seqs), 0, len(known) - 1)
+    return np.where(known[at] == seqs, times[at], np.nan)
+
+
+def _drain_verdicts(opened: np.ndarray, ends: np.ndarray, unclosed: np.ndarray, consumers: np.ndarray,
+                    backlog_writes: pd.DataFrame, bound: float, judged_until: float) -> list[bool | None]:
+    """Per drain session: closed within ``bound`` of the later of its opening and the answer to its consumer's
+    last backlog write sent while it was open (True), not (False), or still open at ``judged_until`` though
+    due before (False) or not (None)."""
+    verdicts: list[bool | None] = []
+    sent, answered = backlog_writes["t"].to_numpy(), backlog_writes["answered_t"].to_numpy()
+    writers = backlog_writes["consumer"].to_numpy()
+    for open_t, end_t, open_still, consumer in zip(opened, ends, unclosed, consumers, strict=True):
+        own = answered[(writers == consumer) & (sent >= open_t) & (sent <= end_t)]
+        due = max(open_t, own.max() if own.size else open_t) + bound
+        verdicts.append((None if due >= judged_until else False) if open_still else bool(end_t <= due))
+    return verdicts
+
+
 def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo | None = None,
                consumed: Consumption | None = None) -> CheckResult:
     history = as_events(history)
@@ -46,6 +98,7 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
     bound = bound_ms if bound_ms is not None else stop_bound(info)
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)
     writes = consumed.writes if consumed is not None else accepted_writes(history)
+    emitted = emissions(history)
     by_pk = session_frame.groupby("pk", sort=False).indices
     writes_by_pk = writes.groupby("pk", sort=False).indices
     rows: list[Row] = []
@@ -57,35 +110,41 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
         still_open = session_frame["open_at_end"].to_numpy()[index]
         consumers = session_frame["consumer"].to_numpy()[index]
         pk_writes = writes.iloc[writes_by_pk.get(pk, np.empty(0, dtype=int))]
+        write_emitted = emitted_at(emitted.get(str(pk)), pk_writes["seq_to"].to_numpy())
         for i in np.flatnonzero(types == STOPPED):
             stop_t = float(times[i])
             restarts = times[(types == STARTED) & (times > stop_t)]
             until = float(restarts[0]) if restarts.size else np.inf
             concerned = (opened < until) & (ends > stop_t)
+            live, drains = concerned & (opened <= stop_t), concerned & (opened > stop_t)
             # a session still open when START came again (or at the end) never closed for this STOP
-            unclosed = concerned & (still_open | (ends > until))
-            if not concerned.any():
-                closed_t: float | None = stop_t
-            else:
-                closed_t = None if unclosed.any() else float(ends[concerned].max())
+            unclosed = still_open | (ends > until)
+            closed_t = _last_close(stop_t, live, unclosed, ends)
             latency = closed_t - stop_t if closed_t is not None else None
             late = possible = 0
             within: bool | None = None
             if bound is not None:
                 deadline = stop_t + bound
-                after = (pk_writes["t"] > deadline) & (pk_writes["t"] < until)
+                after = (pk_writes["t"] > deadline) & (pk_writes["t"] < until) & ~(write_emitted <= deadline)
                 late = int((after & pk_writes["certain"]).sum())
                 possible = int((after & ~pk_writes["certain"]).sum())
+                judged_until = min(until, info.last_t)
                 if until <= deadline:
                     within = True  # START came again before anything was due
-                elif latency is not None or min(until, info.last_t) > deadline:
+                elif latency is not None or judged_until > deadline:
                     within = latency is not None and latency <= bound and not late
-                if within and possible:
+                drained = _drain_verdicts(opened[drains], ends[drains], unclosed[drains], consumers[drains],
+                                          pk_writes.loc[write_emitted <= deadline], bound, judged_until)
+                if until > deadline and False in drained:
+                    within = False
+                elif within and (possible or None in drained):
                     within = None
             rows.append({"pk": pk, "stop_t": stop_t, "sessions": int(concerned.sum()),
                          "consumers": sorted({str(c) for c in consumers[concerned]}), "closed_t": closed_t,
-                         "latency_ms": latency, "late_writes": late, "possible_late_writes": possible,
-                         "bound_ms": bound, "within_bound": within})
+                         "latency_ms": latency, "drains": int(drains.sum()),
+                         "drains_closed_t": _last_close(None, drains, unclosed, ends),
+                         "late_writes": late, "possible_late_writes": possible, "bound_ms": bound,
+                         "within_bound": within})
     late_rows = [r for r in rows if r["within_bound"] is False]
     valid: Validity
     if late_rows:
@@ -104,3 +163,11 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
         "late_examples": late_rows[:DETAIL_ROWS],
     }
     return CheckResult("stop", valid, details, {"stops": rows})
+
+
+def _last_close(nothing_open: float | None, sessions: np.ndarray, unclosed: np.ndarray,
+                ends: np.ndarray) -> float | None:
+    """When the last of ``sessions`` closed (``nothing_open`` when there are none; None: one never closed)."""
+    if not sessions.any():
+        return nothing_open
+    return None if (sessions & unclosed).any() else float(ends[sessions].max())

@@ -18,8 +18,9 @@ def parser() -> argparse.ArgumentParser:
         prog="wsfleet report",
         description="Build the report of one or several scenario runs: report.html (self-contained, "
                     "opens offline), report.md, figures/*.png and the checkers' tables as phases.csv, "
-                    "claims.csv and sequences.csv.  The checkers are re-run on each history.  With several "
-                    "runs the report compares profiles per scenario and aggregates over trials and seeds.")
+                    "claims.csv, sequences.csv and zombie_writes.csv.  The checkers are re-run on each "
+                    "history.  With several runs the report compares profiles per scenario and aggregates over "
+                    "trials and seeds.")
     result.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", type=Path,
                         help="a run folder (holding history/*.jsonl, as a scenario run writes it)")
     result.add_argument("--out", metavar="DIR", type=Path, default=None,

@@ -1,9 +1,10 @@
 """``build_report``: read and check one or several run folders, then write the report files: ``report.html``
 (self-contained), ``report.md`` (same tables, figures as ``figures/*.png``), and the checkers' row tables
-as ``phases.csv``, ``claims.csv`` and ``sequences.csv`` (a ``run`` column first, so several runs share one
-file).
+as ``phases.csv``, ``claims.csv``, ``sequences.csv`` and ``zombie_writes.csv`` (a ``run`` column first, so
+several runs share one file).
 
-One run: headline, checkers, ownership timeline, recovery CDF and phases, sequences.  Several runs: the
+One run: headline (with the zombie writes, the fault model and the outcome counts), checkers, outcomes per
+event type, ownership timeline, recovery CDF and phases, sequences and zombie writes.  Several runs: the
 profiles compared per scenario (with the blog/hardened ratio), the aggregate over trials and seeds, one line
 per run, then the details of the first ``MAX_DETAILED_RUNS`` runs.
 """
@@ -38,7 +39,7 @@ from harness.report.render import (
 Progress = Callable[[str], None]
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
-CSV_TABLES = ("phases", "claims", "sequences")
+CSV_TABLES = ("phases", "claims", "sequences", "zombie_writes")
 MAX_DETAILED_RUNS = 6
 
 
@@ -127,11 +128,17 @@ def requests_block(run: RunData) -> Table:
                  empty="no requests events in the history")
 
 
+def outcomes_block(run: RunData) -> Table:
+    return Table("Outcomes per event type", summary.outcomes_table(run), empty="no event carries an outcome")
+
+
 def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list[Section]:
     """A run's ownership and sequence sections (figures and tables)."""
     phases, phases_note = summary.capped(summary.phases_table(run), "affected connections", "phases.csv")
     sequences, sequences_note = summary.capped(summary.sequences_table(run), "connections", "sequences.csv")
     claims, claims_note = summary.capped(summary.overlapping_claims_table(run), "intervals", "claims.csv")
+    zombie_writes, zombie_writes_note = summary.capped(summary.zombie_writes_table(run), "findings",
+                                                       "zombie_writes.csv")
     ownership: list[Block] = [
         _image(f"{prefix}timeline", "Ownership timeline: one row per connection; bar colour = the worker "
                "whose upstream session was consuming, thin line = its lease belief, red = duplicate claim, "
@@ -160,6 +167,8 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
                "duplicated.",
                figures.sequence_progress(run, colours)),
         Table("Sequences per connection (I2, I3)", sequences, sequences_note),
+        Table("Zombie writes (I6): stored or acknowledged from a superseded epoch", zombie_writes,
+              zombie_writes_note, empty="no zombie writes"),
     ]
     if run.analysis.table("stops"):
         stream.append(Table("STOP latency (I5)", summary.stops_table(run)))
@@ -182,9 +191,15 @@ def single_run_document(run: RunData, files: list[str]) -> Document:
     top = Section("", [run_headline(run),
                        Table("Checkers", summary.checker_table(run)),
                        Table("Faults", summary.faults_table(run), empty="no faults"),
-                       requests_block(run)])
+                       requests_block(run), outcomes_block(run)])
     return Document(f"wsfleet report: {run.scenario} / {run.profile}", [top, *details], files,
                     _generated([run]))
+
+
+def _outside_text(runs: list[RunData]) -> str:
+    """``; N of them OUTSIDE the fault model`` when any run's schedule was."""
+    outside = sum(1 for run in runs if run.verdict["fault_model"]["within"] is False)
+    return f"; {outside} of them OUTSIDE the fault model" if outside else ""
 
 
 def several_runs_document(runs: list[RunData], files: list[str], progress: Progress) -> Document:
@@ -201,7 +216,9 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
                       + " · ".join(f"{s} {summary.seconds_text(pooled[s])}" for s in summary.STATISTICS)
                       + (f" against bound {'; '.join(bounds)}" if bounds else "")
                       + f"; duplicate claims {sum(int(r.verdict['duplicate_claims']) for r in members)}, "
-                        f"lost sequences {sum(int(r.verdict['lost_sequences']) for r in members)}"))
+                        f"lost sequences {sum(int(r.verdict['lost_sequences']) for r in members)}, "
+                        f"zombie writes {sum(int(r.verdict['zombie_writes']) for r in members)}"
+                      + _outside_text(members)))
     scales = sorted({str(run.info.timescale) for run in runs})
     lines.append(("Time scale", ", ".join(scales)))
     status = summary.status_of(compose(run.verdict["valid"] for run in runs))
@@ -228,7 +245,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
             run_headline(run, f"{run.label}: {run.scenario} / {run.profile}"),
             Table("Checkers", summary.checker_table(run)),
             Table("Faults", summary.faults_table(run), empty="no faults"),
-            requests_block(run)], f"run{number}"))
+            requests_block(run), outcomes_block(run)], f"run{number}"))
         for section in run_details(run, colours, prefix):
             sections.append(Section(f"{run.label}: {section.title}", section.blocks))
     if len(runs) > MAX_DETAILED_RUNS:

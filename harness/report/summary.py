@@ -26,6 +26,7 @@ from fleet.errors import ConfigError
 from harness.checkers.events import RunInfo, select, worker_of
 from harness.checkers.recovery import PHASES, phase_stats
 from harness.checkers.result import Row, summarise
+from harness.checkers.verdict import OUTCOMES
 from harness.report.model import RunData
 
 MAX_TABLE_ROWS = 100
@@ -183,6 +184,8 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     if failed:
         verdict_line += " (" + ", ".join(f"{name}: {verdict_word(verdict['checkers'][name]['valid'])}"
                                          for name in failed) + ")"
+    if verdict["fault_model"]["flag"]:
+        verdict_line += f", under faults {verdict['fault_model']['flag']}"
     recovery = verdict["recovery_ms"]
     rows = judged_rows(run)
     recovery_line = " · ".join(f"{s} {seconds_text(recovery.get(s))}" for s in STATISTICS)
@@ -210,6 +213,9 @@ def headline(run: RunData) -> list[tuple[str, str]]:
         ("Lost sequences", f"{verdict['lost_sequences']} (duplicate deliveries "
                            f"{verdict['duplicate_deliveries']}; {sequences.get('unseen_at_end', 0)} unseen "
                            f"at the end; {sequences.get('possibly_persisted', 0)} possibly persisted)"),
+        ("Zombie writes", zombie_writes_text(verdict["checkers"]["zombie_writes"])),
+        ("Fault model", fault_model_text(verdict["fault_model"])),
+        ("Outcomes", outcomes_text(verdict["outcomes"])),
         ("Run", f"{info.connections if info.connections is not None else '?'} connections, "
                 f"{info.workers if info.workers is not None else '?'} workers, "
                 f"{len(run.events.frame):,} events, {(info.end_t - run.origin_t) / 1000:.1f} s; "
@@ -223,6 +229,42 @@ def headline(run: RunData) -> list[tuple[str, str]]:
         lines.append(("Note", f"verdict.json says {verdict_word(saved.get('valid'))}; this report re-ran the "
                               f"checkers on the history and found {verdict_word(verdict['valid'])}"))
     return lines
+
+
+def zombie_writes_text(check: dict[str, Any]) -> str:
+    """The I6 line: certain zombie writes, possible ones, and what was judged."""
+    rules = ", ".join(f"{rule.replace('_', ' ')} {count}" for rule, count in check.get("by_rule", {}).items()
+                      if count)
+    return (f"{check.get('zombie_writes')}{f' ({rules})' if rules else ''}; {check.get('possible')} possible; "
+            f"{check.get('judged_items')} stored items judged, {check.get('unexplained_epochs')} with an epoch "
+            "no acquire was seen granting")
+
+
+def fault_model_text(model: dict[str, Any]) -> str:
+    """What the run's schedule was, against the fault model the design promises to survive."""
+    stated, within = model.get("stated"), model.get("within")
+    if stated is None:
+        return "not stated (the run recorded no fault model)"
+    if within:
+        return "within the model: every fault injected is one the design promises to survive"
+    why = str(stated).partition(":")[2].strip() or str(stated)
+    text = f"OUTSIDE the fault model ({why}): the design does not promise to survive this run's faults"
+    if model.get("flag"):
+        text += "; the run is invalid under them (reported, not hidden)"
+    return text
+
+
+def outcomes_text(outcomes: dict[str, dict[str, int]]) -> str:
+    """Events with an outcome, summed over every event type; the failing types named."""
+    if not outcomes:
+        return "no event carries an outcome"
+    totals = {name: sum(counts.get(name, 0) for counts in outcomes.values()) for name in OUTCOMES}
+    failing = sorted(((counts.get("fail", 0), kind) for kind, counts in outcomes.items() if counts.get("fail")),
+                     reverse=True)
+    text = " · ".join(f"{name} {totals[name]:,}" for name in OUTCOMES)
+    if failing:
+        text += " (fail: " + ", ".join(f"{kind} {count:,}" for count, kind in failing) + ")"
+    return text
 
 
 def _timescale_line(run: RunData) -> str:
@@ -264,6 +306,8 @@ def _check_summary(name: str, check: dict[str, Any]) -> str:
     if name == "stop":
         return (f"{check.get('stops')} stops, {check.get('late')} late, "
                 f"bound {ms_text(check.get('bound_ms'))} ms")
+    if name == "zombie_writes":
+        return zombie_writes_text(check)
     return ", ".join(f"{k}={v}" for k, v in check.items() if k != "valid" and not isinstance(v, list | dict))
 
 
@@ -395,6 +439,33 @@ def zombies_table(run: RunData) -> pd.DataFrame:
                                  "overlaps_other"])
 
 
+def zombie_writes_table(run: RunData) -> pd.DataFrame:
+    """The zombie-write findings (I6), certain and possible, in the checker's order (by pk and seq)."""
+    rows = run.analysis.table("zombie_writes")
+    return pd.DataFrame([{
+        "pk": r["pk"], "kind": r["kind"], "seqs": _seq_range(r["seq_from"], r["seq_to"]), "writer": r["writer"],
+        "epoch": "" if r["epoch"] is None else r["epoch"], "rule": str(r["rule"]).replace("_", " "),
+        "certain": "yes" if r["certain"] else "possible", "sent_s": relative(run, r["sent_t"]),
+        "superseded_s": relative(run, r["superseded_t"]), "evidence": r["evidence"]} for r in rows],
+        columns=["pk", "kind", "seqs", "writer", "epoch", "rule", "certain", "sent_s", "superseded_s", "evidence"])
+
+
+def _seq_range(seq_from: Any, seq_to: Any) -> str:
+    if seq_from is None:
+        return ""
+    return str(seq_from) if seq_to in (None, seq_from) else f"{seq_from}-{seq_to}"
+
+
+def outcomes_table(run: RunData) -> pd.DataFrame:
+    """Per event type with an outcome, how many events had each (failing types first)."""
+    outcomes: dict[str, dict[str, int]] = run.verdict["outcomes"]
+    others = sorted({name for counts in outcomes.values() for name in counts} - set(OUTCOMES))
+    columns = ["event", *OUTCOMES, *others]
+    rows = [{"event": kind, **{name: counts.get(name, 0) for name in columns[1:]}}
+            for kind, counts in sorted(outcomes.items(), key=lambda item: (-item[1].get("fail", 0), item[0]))]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def sequences_table(run: RunData) -> pd.DataFrame:
     """Per connection, the streams with something to say first (lost, duplicated, possibly persisted)."""
     rows = sorted(run.analysis.sequences,
@@ -432,6 +503,9 @@ def runs_table(runs: list[RunData]) -> pd.DataFrame:
             "bound_ms": "; ".join(ms_text(ms) for ms in bounds.values()),
             "affected": len(judged_rows(run)), "duplicate_claims": v["duplicate_claims"],
             "lost_sequences": v["lost_sequences"], "duplicate_deliveries": v["duplicate_deliveries"],
+            "zombie_writes": v["zombie_writes"],
+            "fault_model": "" if v["fault_model"]["within"] is None else (
+                "within" if v["fault_model"]["within"] else "OUTSIDE"),
         })
     return pd.DataFrame(records)
 
@@ -493,5 +567,6 @@ def aggregate_table(runs: list[RunData]) -> pd.DataFrame:
             "run_max_p50_ms": ms_text(spread["p50"]), "run_max_max_ms": ms_text(spread["max"]),
             "duplicate_claims": sum(int(run.verdict["duplicate_claims"]) for run in members),
             "lost_sequences": sum(int(run.verdict["lost_sequences"]) for run in members),
+            "zombie_writes": sum(int(run.verdict["zombie_writes"]) for run in members),
         })
     return pd.DataFrame(records)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.scenarios.gate import Totals
+from harness.scenarios.gate import Totals, progress_reporter
 from harness.scenarios.runner import ScenarioRun, run_scenario
 from harness.scenarios.scenario_file import ScenarioSpec
 
@@ -20,11 +20,12 @@ def scenario(tmp_path: Path, request: pytest.FixtureRequest) -> RunScenario:
     """Run one scenario into a temporary run folder; hardened verdicts count towards the gate, except those
     of scenarios known to fail (``xfail``: their failure is the expected outcome, judged by the test)."""
     known_to_fail = request.node.get_closest_marker("xfail") is not None
+    progress = progress_reporter(request)
 
     def run(spec: ScenarioSpec, profile: str | None = None, **options: Any) -> dict[str, Any]:
         options.setdefault("timescale", request.config.getoption("--scenario-timescale"))  # None: the file's
         setup = ScenarioRun(spec, profile=profile, run_dir=tmp_path / spec.name, **options)
-        verdict = run_scenario(setup)
+        verdict = run_scenario(setup, progress=progress)
         verdict["run_dir"] = str(setup.run_dir)
         if setup.setting("profile") == "hardened" and not known_to_fail:
             Totals.add(verdict)

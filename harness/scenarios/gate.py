@@ -5,11 +5,14 @@ most N duplicate claims and no lost sequence.  The gate is a test of its own, ``
 after every collected scenario test, so it appears in ``--junitxml`` output as a failing test case (not only
 as an exit code); it is not added when the session runs no scenario.  The last line of the session reads
 ``duplicate claims: N, lost sequences: M`` over the ``hardened`` runs.  ``--scenario-timescale`` sets the time
-scale of every scenario run (default: each file's).
+scale of every scenario run (default: each file's).  ``progress_reporter`` shows a run's progress lines through
+pytest's terminal reporter, so a long scenario is not silent without ``-s``.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,6 +33,21 @@ class Totals:
         cls.runs += 1
         cls.duplicate_claims += int(verdict.get("duplicate_claims") or 0)
         cls.lost_sequences += int(verdict.get("lost_sequences") or 0)
+
+
+def progress_reporter(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """A progress callback writing ``<test id>: <line>`` through the terminal reporter (not captured)."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    name = request.node.name
+
+    def show(line: str) -> None:
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.write_line(f"{name}: {line}")
+
+    return show
 
 
 class GateFailure(Exception):

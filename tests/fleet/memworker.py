@@ -40,11 +40,21 @@ class Recorder(HistoryWriter):
 
 
 class RecordingConsumer:
+    """Records each take-up: a stream consumed until stopped (``consumed``), or a drain (``drained``), which
+    finds nothing left to read and ends at once as ``fleet.connection.ConnectionRunner`` ends one."""
+
     def __init__(self, worker: Worker) -> None:
         self.me: Holder = worker.me
+        self.worker = worker
         self.consumed: list[tuple[str, str]] = []  # (pk, gen)
+        self.drained: list[tuple[str, str]] = []  # (pk, gen)
 
     async def consume(self, held: HeldConnection) -> None:
+        if held.draining:
+            self.drained.append((held.pk, self.me.gen))
+            held.drained = True
+            await self.worker.give_up(held, "drained")
+            return
         self.consumed.append((held.pk, self.me.gen))
         await held.stopping.wait()
 

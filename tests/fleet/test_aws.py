@@ -1,16 +1,19 @@
-"""The AWS adapter without a network: how a cancelled transaction is translated, and what each profile's
-client settings make of botocore's configuration."""
+"""The AWS adapter without a network: how errors are translated and counted by code, and what each
+profile's client settings make of botocore's configuration."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+import aiohttp
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from fleet.aws import ClientSettings, aws_errors
+from fleet.aws import AwsClients, ClientSettings, aws_errors
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
+from fleet.store import LeaseStore
 
 
 def cancelled(*codes: str) -> ClientError:
@@ -57,3 +60,58 @@ def test_published_settings_keep_the_sdk_defaults() -> None:
 def test_long_polls_get_their_wait_on_top_of_the_request_timeout() -> None:
     config = FleetConfig(timescale=0.1, aws_timeout_ms=3_000)
     assert ClientSettings.bounded(config).client_config(read_timeout_extra_s=5).read_timeout == pytest.approx(5.3)
+
+
+def answered(code: str, status: int) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return ClientError(response, "UpdateItem")
+
+
+@pytest.mark.parametrize(("raised", "code", "expected"), [
+    (answered("ProvisionedThroughputExceededException", 400), "ProvisionedThroughputExceededException",
+     StoreUnavailable),
+    (answered("ConditionalCheckFailedException", 400), "ConditionalCheckFailedException", ConditionFailed),
+    (answered("", 503), "HTTP 503", StoreUnavailable),
+    (ReadTimeoutError(endpoint_url="http://127.0.0.1:1"), "Timeout", StoreUnavailable),
+    (TimeoutError(), "Timeout", StoreUnavailable),
+    (EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "ConnectionError", StoreUnavailable),
+    (aiohttp.ServerDisconnectedError(), "ConnectionError", StoreUnavailable),
+])
+async def test_every_translated_error_is_counted_by_its_code(raised: Exception, code: str,
+                                                             expected: type[StoreError]) -> None:
+    counts: Counter[str] = Counter()
+    for _ in range(2):
+        with pytest.raises(StoreError) as translated:
+            async with aws_errors("update", counts):
+                raise raised
+        assert type(translated.value) is expected
+    assert counts == {code: 2}
+
+
+async def test_an_error_that_is_not_the_sdks_is_neither_translated_nor_counted() -> None:
+    counts: Counter[str] = Counter()
+    with pytest.raises(KeyError):
+        async with aws_errors("update", counts):
+            raise KeyError("ours")
+    assert counts == {}
+
+
+async def test_a_throttled_request_counts_in_the_clients_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the store and a real client: a throttle answer is counted on ``AwsClients.errors``, which the
+    worker's ``requests`` events carry.  The answer is raised where botocore calls its handlers before
+    sending, so nothing leaves the machine."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                        "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(name, value)
+
+    def throttle(**_: Any) -> None:
+        raise answered("ThrottlingException", 400)
+
+    async with AwsClients(FleetConfig(timescale=0.1)) as aws:
+        aws.ddb.meta.events.register("before-call.dynamodb.GetItem", throttle)
+        store = LeaseStore(aws)
+        for _ in range(3):
+            with pytest.raises(StoreUnavailable):
+                await store.get_connection("CONN#throttled")
+        assert aws.errors == {"ThrottlingException": 3}
+        assert aws.requests == {"coordination": 3}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -103,6 +103,23 @@ async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore,
     await runner_for(engine_config, store, HistoryWriter(None, "w1")).persist(held, messages(1, 2))
     assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items()} == {1: 1, 2: 1}
     assert held.persisted == 2
+
+
+async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its_writer(
+        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+    """A self-fence replaces the runner's incarnation while a write is in flight; its event must still name
+    the incarnation that sent it, or the checkers would see the new one writing inside the old one's lease."""
+    pk = new_pk()
+    lease = await held_connection(store, pk)
+    gate = Gate(store.aws, "TransactWriteItems" if await store.transactions() else "PutItem")
+    history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
+    runner = runner_for(engine_config, store, history)
+    writing = asyncio.create_task(runner.persist(HeldConnection(lease=lease), messages(1)))
+    await asyncio.wait_for(gate.reached.wait(), 10)
+    runner.me = Holder(ME.worker_id, "next-incarnation")
+    gate.opened.set()
+    await asyncio.wait_for(writing, 10)
+    assert [(e["gen"], e["outcome"]) for e in events(tmp_path / "w1.jsonl", "msg.persist")] == [(ME.gen, "ok")]
 
 
 class RecordingStore:
@@ -218,3 +235,65 @@ async def test_a_new_owner_resumes_at_the_first_hole_and_says_which_incarnation_
     assert [s["from_seq"] for s in stub.sessions] == [1, 8]  # the first asks from the checkpoint
     assert {(s["worker"], s["gen"]) for s in stub.sessions} == {(ME.worker_id, ME.gen)}
     assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items() if seq in (6, 7)} == {6: 2, 7: 2}
+
+
+class BacklogStub:
+    """A stream whose frames ``seq`` carry ``ts`` = ``ts_of(seq)``; each session gets ``seqs`` from its
+    ``from_seq`` on, then stays open (sending nothing) until the client leaves."""
+
+    def __init__(self, seqs: range, ts_of: Callable[[int], float]) -> None:
+        self.seqs = seqs
+        self.ts_of = ts_of
+
+    async def handler(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        first = int(parse_qs(urlsplit(ws.request.path).query)["from_seq"][0])
+        for seq in self.seqs:
+            if seq >= first:
+                await ws.send(json.dumps({"seq": seq, "data": f"data-{seq}", "ts": self.ts_of(seq)}))
+        await ws.wait_closed()
+
+
+async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until_ms: Callable[[int], int],
+                tmp_path: Path) -> tuple[HeldConnection, list[str], Path]:
+    """Drain a stream ME took over from OTHER (which stored 1..2) with the stub as its upstream."""
+    rules = HardenedRules(config)
+    pk = new_pk()
+    previous = await held_connection(store, pk, OTHER, epoch=1)
+    for seq in (1, 2):
+        await store.put_message_unless_newer(message(rules, previous, OTHER, seq))
+    lease = await take_over(store, rules, pk, ME)
+    given_up: list[str] = []
+
+    async def give_up(held: HeldConnection, reason: str) -> None:
+        given_up.append(reason)
+
+    path = tmp_path / "w1.jsonl"
+    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up)
+    async with serve(stub.handler, "127.0.0.1", 0) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
+        held = HeldConnection(lease=Lease(pk, url, lease.epoch, 0), drain_until_ms=until_ms(int(time.time() * 1000)))
+        await asyncio.wait_for(runner.consume(held), 20)
+    return held, given_up, path
+
+
+async def test_a_drain_stores_what_was_emitted_before_the_cutoff_and_ends_at_the_first_message_past_it(
+        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+    """Resumed at 3 (the first missing), stores 3..5 (emitted before 5 500 ms), not 6 (the first past it),
+    then is released as drained; without the end rule it would keep consuming what came after the STOP."""
+    held, given_up, path = await drain(store, engine_config, BacklogStub(range(1, 9), lambda seq: 1000.0 * seq),
+                                       lambda now: 5_500, tmp_path)
+    assert held.drained and given_up == ["drained"]
+    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4, 5]
+    assert [(e["seq"], e["epoch"], e["gen"]) for e in events(path, "drain.done")] == [(5, 2, ME.gen)]
+    assert [e["reason"] for e in events(path, "ws.close")] == ["drained"]
+
+
+async def test_a_drain_with_nothing_arriving_ends_once_the_clock_is_past_the_cutoff(
+        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+    """The stream went quiet before the STOP: the drain stores what there was and ends (idle)."""
+    tolerance = int(HardenedRules(engine_config).tolerance_ms)
+    held, given_up, _ = await drain(store, engine_config, BacklogStub(range(1, 5), lambda seq: 0.0),
+                                    lambda now: now - 2 * tolerance, tmp_path)
+    assert held.drained and given_up == ["drained"]
+    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4]

@@ -294,7 +294,7 @@ def test_stop_needs_an_existing_item_and_keeps_its_lease_and_the_mailbox_post_ne
     for rules in (Rules(model_config("blog")), HardenedRules(model_config("hardened"))):
         stop = rules.stop_connection(PK, now_ms=9)
         assert not stop.allowed(None)
-        assert stop.apply({**LIVE, "desired_state": STARTED}) == {**LIVE, "updated_at_ms": 9}
+        assert stop.apply({**LIVE, "desired_state": STARTED}) == {**LIVE, "updated_at_ms": 9, "stopped_at_ms": 9}
         post = rules.post_stop("w2", PK, 3)
         assert not post.allowed(None)
         mailbox = {"pk": "w2", "gen": "g", "stop_requests": {"CONN#x@1"}}
@@ -357,3 +357,84 @@ def test_register_is_conditional_and_never_lowers_the_expiry() -> None:
     assert rules.register(OTHER_GEN, dead).apply({**registered, "stop_requests": {PK}}) == {
         "pk": "w1", "gen": "gen-z", "expires_at_ms": dead + int(rules.lease_ms)}
 
+
+
+# -- issue 10, I2 vs I5: a STOPPED stream whose owner died is drained once --------------------------------
+HARDENED = HardenedRules(model_config("hardened"))
+STOPPED_AT = 50_000
+ORPHAN = {"pk": PK, "desired_state": STOPPED, "ws_url": "ws://u", "lease_owner": "w2", "owner_gen": "gen-b",
+          "lease_expires_at_ms": 42_000, "last_seq": 7, "epoch": 3, "stopped_at_ms": STOPPED_AT}
+LIVE_W2 = {"w2": WorkerRecord("w2", "gen-b", expires_at_ms=60_000)}
+TOLERANCE = int(HARDENED.tolerance_ms)
+
+
+def test_stop_records_the_first_stop_and_start_removes_it() -> None:
+    """Without ``stopped_at_ms`` a drain has no end: it would persist what was emitted after the STOP."""
+    stopped = HARDENED.stop_connection(PK, now_ms=5).apply({k: v for k, v in ORPHAN.items() if k != "stopped_at_ms"})
+    assert stopped["stopped_at_ms"] == 5
+    assert HARDENED.stop_connection(PK, now_ms=9).apply(stopped)["stopped_at_ms"] == 5  # a repeated STOP
+    started = HARDENED.start_connection(PK, "ws://u", now_ms=11).apply(stopped)
+    assert "stopped_at_ms" not in started and started["desired_state"] == STARTED
+    assert HARDENED.stop_connection(PK, now_ms=13).apply(started)["stopped_at_ms"] == 13
+
+
+@pytest.mark.parametrize(("change", "workers", "now_ms", "drainable"), [
+    ({}, {}, 60_000, True),  # the owner's worker item is gone
+    ({}, {"w2": WorkerRecord("w2", "gen-c", expires_at_ms=90_000)}, 60_000, True),  # replaced by a new gen
+    ({}, LIVE_W2, 60_000 + TOLERANCE + 1, True),  # dead past expiry + tolerance
+    ({}, LIVE_W2, 60_000 + TOLERANCE, False),  # within the tolerance: it may still renew
+    ({}, LIVE_W2, 59_000, False),  # alive: the STOP reaches it through its mailbox
+    ({"lease_owner": "", "owner_gen": ""}, {}, 60_000, False),  # released after consuming: nothing left
+    ({"drained_epoch": 3}, {}, 60_000, False),  # drained at this epoch already
+    ({"drained_epoch": 2}, {}, 60_000, True),  # drained before a later START, acquire and STOP
+    ({"stopped_at_ms": None}, {}, 60_000, False),  # stopped before stop times were recorded: no end known
+    ({"desired_state": STARTED}, {}, 60_000, False),  # STARTED again: claimable, not drainable
+    ({"lease_owner": "w1", "owner_gen": "gen-a"}, {}, 60_000, False),  # ours
+])
+def test_a_stopped_stream_is_drainable_only_while_its_owner_can_never_renew_and_until_drained(
+        change: dict[str, object], workers: dict[str, WorkerRecord], now_ms: int, drainable: bool) -> None:
+    seen = ConnectionRecord.from_item({**ORPHAN, **change})
+    assert HARDENED.drainable(seen, ME, now_ms, workers) is drainable
+    assert HARDENED.claimable(seen, ME, now_ms, workers) is (change.get("desired_state") == STARTED)
+    assert (HARDENED.drain_until_ms(seen) is not None) is (seen.desired_state == STOPPED and "stopped_at_ms" not in
+                                                             change and change.get("drained_epoch") != 3)
+    for published in (Rules(model_config("blog")), UnsafeRules(model_config("unsafe"))):
+        assert not published.drainable(seen, ME, now_ms, workers) and published.drain_until_ms(seen) is None
+
+
+def test_the_drain_acquire_is_fenced_and_refused_once_started_or_stopped_again() -> None:
+    seen = ConnectionRecord.from_item(ORPHAN)
+    write = HARDENED.acquire(PK, ME, 61_000, seen)
+    taken = write.apply(ORPHAN)
+    assert (taken["lease_owner"], taken["owner_gen"], taken["epoch"]) == ("w1", "gen-a", 4)
+    assert write.allowed(ORPHAN)
+    assert not write.allowed({**ORPHAN, "epoch": 4})  # someone else drained or acquired first
+    started = HARDENED.start_connection(PK, "ws://u", 60_500).apply(ORPHAN)
+    assert not write.allowed(started)  # STARTED since: an ordinary claim, not a drain
+    assert not write.allowed(HARDENED.stop_connection(PK, 60_700).apply(started))  # another STOP since
+    assert not HARDENED.acquire(PK, ME, 61_000, ConnectionRecord.from_item({**ORPHAN, "desired_state": STARTED})
+                                ).allowed(ORPHAN)  # an ordinary acquire never takes a STOPPED stream
+
+
+def test_a_drain_persists_what_was_emitted_before_the_stop_plus_the_tolerance_and_nothing_later() -> None:
+    until = HARDENED.drain_until_ms(ConnectionRecord.from_item(ORPHAN))
+    assert until == STOPPED_AT + HARDENED.tolerance_ms
+    assert not HARDENED.drain_ends(until, until - 0.5, now_ms=0)
+    assert HARDENED.drain_ends(until, until, now_ms=0)  # the first message past the cutoff ends it, unstored
+    # no message arriving: over once this worker's clock is past the cutoff by the tolerance
+    assert not HARDENED.drain_ends(until, None, now_ms=until + HARDENED.tolerance_ms - 1)
+    assert HARDENED.drain_ends(until, None, now_ms=until + HARDENED.tolerance_ms)
+
+
+def test_a_finished_drain_releases_as_drained_so_it_is_never_drained_twice() -> None:
+    """Released with ``drained_epoch``: off the listing (expiry 0), not drainable even by its epoch's
+    owner item expiring; a release of an ordinary lease marks nothing."""
+    taken = HARDENED.acquire(PK, ME, 61_000, ConnectionRecord.from_item(ORPHAN)).apply(ORPHAN)
+    lease = Lease.granted(taken)
+    released = HARDENED.release(lease, ME, 62_000, last_seq=12, drained=True).apply(taken)
+    assert (released["lease_owner"], released["lease_expires_at_ms"], released["drained_epoch"]) == ("", 0, 4)
+    after = ConnectionRecord.from_item({**released, "lease_owner": "w1", "owner_gen": "gen-a"})
+    assert not HARDENED.drainable(after, OTHER, 99_000, {}) and HARDENED.drain_until_ms(after) is None
+    assert "drained_epoch" not in HARDENED.release(lease, ME, 62_000, last_seq=12).apply(taken)
+    restarted = ConnectionRecord.from_item(HARDENED.start_connection(PK, "ws://u", 63_000).apply(released))
+    assert HARDENED.claimable(restarted, OTHER, 63_000, {})  # START after STOP: an ordinary stream again

@@ -81,6 +81,24 @@ def test_adoption_needs_the_lease_ours_and_the_stream_started() -> None:
     assert not BLOG.adoptable(ours, ME) and not BLOG.settles_unknown_acquire()
 
 
+def test_a_stopped_stream_whose_owner_died_is_drained_from_a_notification_or_an_adoption() -> None:
+    """A read (the STOP's own notification) of a STOPPED stream whose owner is gone is a drain (at 9eab16e
+    it was IGNORE, and nobody persisted its backlog); the drain's lease, ours, is adopted after an unknown
+    answer, until drained."""
+    orphan = ConnectionRecord("p", STOPPED, "ws://u", lease_owner="w2", owner_gen="gen-b", epoch=3,
+                              lease_expires_at_ms=9, stopped_at_ms=5)
+    assert HARDENED.on_seen(orphan, False, False, ME, 0, {}) is SeenAction.DRAIN
+    alive = {"w2": WorkerRecord("w2", "gen-b", expires_at_ms=1_000)}
+    assert HARDENED.on_seen(orphan, False, False, ME, 0, alive) is SeenAction.IGNORE
+    assert BLOG.on_seen(orphan, False, False, ME, 0, {}) is SeenAction.IGNORE and not BLOG.drains
+    draining = ConnectionRecord("p", STOPPED, "ws://u", lease_owner="w1", owner_gen="gen-a", epoch=4, stopped_at_ms=5)
+    assert HARDENED.drains and HARDENED.owned(draining, ME)
+    assert HARDENED.drain_until_ms(draining.__dict__) == 5 + TOLERANCE
+    drained = ConnectionRecord("p", STOPPED, "ws://u", lease_owner="w1", owner_gen="gen-a", epoch=4, stopped_at_ms=5,
+                               drained_epoch=4)
+    assert not HARDENED.owned(drained, ME) and HARDENED.drain_until_ms(drained.__dict__) is None
+
+
 def test_blog_looks_every_reconcile_interval_at_one_page_of_expired_leases() -> None:
     pacer = BLOG.pacer(random.Random(1))
     every = BLOG.config.reconcile_s

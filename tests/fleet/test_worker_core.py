@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
+from fleet.connection import HeldConnection
 from fleet.expr import Write
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Rules, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, Rules, WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
 from fleet.worker import Worker
@@ -153,7 +154,8 @@ async def test_hole_4_an_acquire_answered_during_shutdown_is_released_and_announ
 async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_at_take_up() -> None:
     """Hole 6.  At 9eab16e a mailbox entry for a stream not yet held was deleted as handled with the next
     renewal; the acquire answered afterwards (applied before the STOP, so it reads STARTED) was taken up and
-    the stream consumed until teardown.  Now the entry stays pending and take-up releases instead."""
+    the stream consumed until teardown.  Now the entry stays pending and take-up drains what the stream
+    emitted before the STOP instead of consuming it, then releases."""
     store = MemoryStore(config())
     add_stream(store, PK)
 
@@ -165,10 +167,13 @@ async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_
         await until(lambda: len(history(worker).of("lease.renew", outcome="ok")) >= renewals + 2)
         assert PK in stops_pending(worker)
         gate.set()
-        await until(lambda: PK not in worker.acquiring)
-        assert consumer(worker).consumed == [] and PK not in worker.held
+        await until(lambda: PK not in worker.acquiring and PK not in worker.held)
+        assert consumer(worker).consumed == []
+        # what the stream emitted before the STOP is nobody else's to persist: drained, then released
+        assert consumer(worker).drained == [(PK, worker.me.gen)]
         await until(lambda: "stop_requests" not in (store.item(WORKERS, "w1") or {}))
     assert store.connection(PK).lease_owner == ""
+    assert store.connection(PK).drained_epoch == store.connection(PK).epoch == 1
 
 
 async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_honoured() -> None:
@@ -283,6 +288,67 @@ async def test_an_acquire_answered_after_the_incarnation_ended_is_not_taken_up()
         assert await acquire is False
         [lost] = history(worker).of("lease.lost", pk=PK)
         assert lost["gen"] == first.gen and consumer(worker).consumed == [] and PK not in worker.held
+
+
+# -- issue 10, I2 vs I5: a STOPPED stream whose owner died is drained -------------------------------------
+def orphan(store: MemoryStore, pk: str = PK, owner_expires_ms: int | None = None) -> None:
+    """``pk`` held by w2 (epoch 3), then STOPPED; w2's worker item expiring at ``owner_expires_ms`` (None:
+    gone, as after its incarnation was replaced and its item deleted)."""
+    add_stream(store, pk, lease_owner="w2", owner_gen="gen-b", epoch=3, lease_expires_at_ms=5, last_seq=7)
+    stop(store, pk)
+    if owner_expires_ms is not None:
+        store.tables[WORKERS]["w2"] = {"pk": "w2", "gen": "gen-b", "expires_at_ms": owner_expires_ms}
+
+
+async def test_a_stopped_stream_whose_owner_died_is_drained_once_then_released() -> None:
+    """At 9eab16e (and with ``drains`` off) nobody acquires it: what it emitted between its owner's last
+    write and the STOP is never persisted (the stop-during-takeover regression)."""
+    store = MemoryStore(config())
+    orphan(store)
+    async with running(store) as worker:
+        await until(lambda: bool(consumer(worker).drained))
+        await until(lambda: store.connection(PK).lease_owner == "")
+        worker.reconciler.request_sweep()
+        looks = len(history(worker).of("reconcile"))
+        await until(lambda: len(history(worker).of("reconcile")) > looks)
+    assert consumer(worker).drained == [(PK, worker.me.gen)] and consumer(worker).consumed == []
+    drain = history(worker).of("lease.acquire", pk=PK, outcome="ok")
+    assert [(e["via"], e["epoch"], e["gen"]) for e in drain] == [("drain", 4, worker.me.gen)]
+    assert history(worker).of("lease.release", pk=PK, outcome="ok", reason="drained")
+    item = store.connection(PK)
+    assert (item.drained_epoch, item.epoch, item.lease_expires_at_ms, item.desired_state) == (4, 4, 0, STOPPED)
+
+
+async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:
+    store = MemoryStore(config())
+    orphan(store, owner_expires_ms=10**13)
+    async with running(store) as worker:
+        worker.reconciler.request_sweep()
+        await until(lambda: len(history(worker).of("reconcile")) >= 2)
+    assert consumer(worker).drained == [] and store.connection(PK).lease_owner == "w2"
+
+
+async def test_a_start_after_the_stop_makes_it_an_ordinary_stream_again() -> None:
+    store = MemoryStore(config())
+    orphan(store)
+    table = store.tables[CONNS]
+    table[PK] = store_rules(store).start_connection(PK, "ws://u/c1", 2).apply(table[PK])
+    async with running(store) as worker:
+        await until(lambda: bool(consumer(worker).consumed))
+        assert not worker.held[PK].draining
+    assert consumer(worker).drained == []
+
+
+async def test_a_drain_cut_short_is_not_released_so_it_is_drained_again() -> None:
+    """Released unfinished, the stream would be nobody's and never drained: left to lapse instead."""
+    store = MemoryStore(config())
+    orphan(store)
+    async with running(store) as worker:
+        await until(lambda: bool(consumer(worker).drained))
+    held_drain = HeldConnection(lease=Lease(PK, "ws://u", 5, 0), drain_until_ms=1)
+    worker.held[PK] = held_drain
+    assert not await worker.drop(held_drain, "shutdown", release=True)
+    assert history(worker).of("lease.lost", pk=PK, reason="shutdown: drain unfinished")
 
 
 async def test_issue_10_a_second_stop_after_a_restart_is_not_lost_to_the_first() -> None:

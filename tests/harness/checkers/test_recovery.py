@@ -227,6 +227,15 @@ def test_a_connection_stopped_during_its_recovery_is_not_judged(build) -> None:
     assert result.details["stopped"] == 1 and result.details["recovery_ms"]["max"] is None
 
 
+def test_a_connection_stopped_before_the_fault_is_not_judged(build) -> None:
+    """A worker still consuming a STOPPED stream breaks I5; nobody should take the stream over."""
+    owned_by_worker_1(build).at(4000, "conn.stopped", "harness", pk=PK).fault(5000, "kill", "worker-1")
+
+    result = check_recovery(build.frame())
+
+    assert result.valid is True and only_row(result)["stopped"] is True
+
+
 def test_only_the_connections_the_target_was_consuming_are_affected(build) -> None:
     taken_over_by_worker_2(owned_by_worker_1(build).fault(5000, "kill", "worker-1"))
     build.session("CONN#b", "worker-2", 100, 12000)

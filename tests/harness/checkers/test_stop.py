@@ -161,3 +161,76 @@ def test_a_start_again_within_the_bound_leaves_nothing_due(build) -> None:
     router(build, 1200, "START").at(9000, "run.stop", "harness")
 
     assert check_stop(build.frame()).valid is True
+
+
+# -- drains: a worker reading what the stream emitted before the STOP, after its owner died (issue 10) -----
+def killed_owner_then_stop(build, drain_close: float | None = 3300):
+    """STOP at 1000 (bound 500: deadline 1500) of a stream emitting seq n at 100 n; its owner died at 900
+    having stored 1..8; worker-2 drains from 3000 (backlog 9..14, emitted up to 1400) and leaves at
+    ``drain_close``."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 50, 900, gen="g1")
+    for seq in range(1, 41):
+        build.emit(PK, seq, 100 * seq)
+    build.persist(850, PK, "worker-1", 1, 8, gen="g1")
+    router(build, 1000, "STOP").session(PK, "worker-2", 3000, drain_close, gen="g2")
+    return build
+
+
+def test_a_drain_that_stores_only_the_backlog_honours_the_stop(build) -> None:
+    killed_owner_then_stop(build).persist(3200, PK, "worker-2", 9, 14, gen="g2", sent=3150)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is True
+    [row] = result.tables["stops"]
+    assert (row["drains"], row["drains_closed_t"], row["latency_ms"], row["late_writes"]) == (1, 3300, 0, 0)
+
+
+def test_a_drain_that_goes_on_storing_live_data_is_invalid(build) -> None:
+    """Seq 16 was emitted at 1600, after the deadline: consumed after the STOP."""
+    killed_owner_then_stop(build).persist(3200, PK, "worker-2", 9, 16, gen="g2", sent=3150)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.details["late_writes"] == 1
+
+
+def test_a_drain_session_kept_open_past_its_backlog_is_invalid(build) -> None:
+    """Its last backlog write was answered at 3200: due at 3700; it reads on, storing nothing, until 4000
+    (or forever)."""
+    killed_owner_then_stop(build, drain_close=4000).persist(3200, PK, "worker-2", 9, 14, gen="g2", sent=3150)
+    build.at(9000, "run.stop", "harness")
+    lingering = check_stop(build.frame())
+    never_closed = killed_owner_then_stop(type(build)(), drain_close=None).persist(3200, PK, "worker-2", 9, 14,
+                                                                                   gen="g2", sent=3150)
+    never_closed.at(9000, "run.stop", "harness")
+
+    assert lingering.valid is False and lingering.tables["stops"][0]["drains_closed_t"] == 4000
+    assert check_stop(never_closed.frame()).valid is False
+    assert check_stop(never_closed.frame(), bound_ms=20_000).valid == UNKNOWN  # not due before the end
+
+
+def test_a_live_consumer_still_reading_after_the_stop_is_invalid_even_with_emission_times(build) -> None:
+    """Open at the STOP, it must be closed by the deadline however it writes."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 50, 3000, gen="g1")
+    for seq in range(1, 31):
+        build.emit(PK, seq, 100 * seq)
+    router(build, 1000, "STOP").persist(2900, PK, "worker-1", 29, gen="g1").at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False
+    [row] = result.tables["stops"]
+    assert (row["latency_ms"], row["late_writes"], row["drains"]) == (2000, 1, 0)
+
+
+def test_a_drain_whose_backlog_write_is_slow_may_stay_open_until_it_is_answered(build) -> None:
+    """Sent at 3050 while the session was open, answered at 5000 after it closed (4000): due at 5500."""
+    killed_owner_then_stop(build, drain_close=4000).persist(5000, PK, "worker-2", 9, 14, gen="g2", sent=3050)
+    build.at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is True

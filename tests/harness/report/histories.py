@@ -44,7 +44,7 @@ class SmallRun:
 
 def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_ms: float = 2400.0,
               scenario: str = "crash", bound_ms: float = 2200.0,
-              bound_scale1_ms: float | None = None) -> SmallRun:
+              bound_scale1_ms: float | None = None, fault_model: str | None = None) -> SmallRun:
     """Three streams, three workers, a crash of worker-1 at 5 s.
 
     - CONN#a: worker-1 consumes from 0.1 s; killed at 5 s; worker-2 claims at 7.1 s, opens at 7.2 s, resumes
@@ -58,7 +58,8 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
     events: list[dict[str, Any]] = [
         {"t": ms, "src": "harness", "type": "run.start", "scenario": scenario, "profile": profile,
          "timescale": 0.1, "config": CONFIG, "connections": 3, "workers": 3, "bound_ms": spec.bound_ms,
-         "seed": seed, **({"bound_scale1_ms": bound_scale1_ms} if bound_scale1_ms is not None else {})},
+         "seed": seed, **({"bound_scale1_ms": bound_scale1_ms} if bound_scale1_ms is not None else {}),
+         **({"fault_model": fault_model} if fault_model is not None else {})},
     ]
     owners = {"CONN#a": "worker-1", "CONN#b": "worker-2", "CONN#c": "worker-3"}
     for number, worker in enumerate(("worker-1", "worker-2", "worker-3")):
@@ -118,6 +119,35 @@ def small_run(run_dir: Path, profile: str = "hardened", seed: int = 1, recovery_
     events.sort(key=lambda event: event["t"])
     write_history(run_dir, events)
     return spec
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for path in sorted((run_dir / "history").glob("*.jsonl"))
+            for line in path.read_text().splitlines() if line]
+
+
+def add_zombie_writes(run_dir: Path, count: int = 1) -> list[int]:
+    """Give a small run the table's final contents (``final.persisted`` with each item's writer, epoch and
+    ``sent_ms``, one item per seq its ``ok`` writes covered), except that the first ``count`` seqs worker-2
+    wrote on CONN#a under epoch 2 hold worker-1's epoch-1 items (built before the crash, stored over the new
+    owner's): that many zombie overwrites.  Returns those seqs."""
+    events = read_events(run_dir)
+    items: dict[str, dict[int, dict[str, Any]]] = {}
+    for event in sorted(events, key=lambda e: e["t"]):
+        if event["type"] == "msg.persist" and event["outcome"] == "ok":
+            for seq in range(event["seq_from"], event["seq_to"] + 1):
+                items.setdefault(event["pk"], {})[seq] = {"seq": seq, "worker": event["worker"],
+                                                          "epoch": event["epoch"], "sent_ms": event["t"] - 5}
+    taken = sorted(seq for seq, item in items["CONN#a"].items() if item["epoch"] == 2)[:count]
+    for seq in taken:
+        items["CONN#a"][seq] = {"seq": seq, "worker": "worker-1", "epoch": 1, "sent_ms": T0 + 4950}
+    end = max(event["t"] for event in events)
+    with (run_dir / "history" / "harness.jsonl").open("a") as handle:
+        for pk, stored in items.items():
+            rows = [stored[seq] for seq in sorted(stored)]
+            handle.write(json.dumps({"t": end + 100, "src": "harness", "type": "final.persisted", "pk": pk,
+                                     "seqs": [row["seq"] for row in rows], "items": rows}) + "\n")
+    return taken
 
 
 def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 600, rate: float = 10.0,

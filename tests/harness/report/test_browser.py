@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from harness.report import build_report
-from tests.harness.report.histories import small_run
+from tests.harness.report.histories import add_zombie_writes, small_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 PAGE_WIDTH = 1300
@@ -81,8 +81,9 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     runs = []
     for profile in ("blog", "hardened"):
         run_dir = root / f"crash-{profile}-{'x' * 150}"  # a long path without a break opportunity
-        small_run(run_dir, profile=profile)
+        small_run(run_dir, profile=profile, fault_model="outside: clock skew 500 ms > tolerance 10 ms")
         lose_many_ranges(run_dir)
+        add_zombie_writes(run_dir, count=5)  # a table of long evidence sentences
         runs.append(run_dir)
     single = build_report([runs[1]], None, lambda _: None)
     several = build_report(runs, root / "comparison", lambda _: None)

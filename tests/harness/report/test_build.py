@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.report import ReportError, build_report
-from tests.harness.report.histories import SmallRun, small_run, write_history
+from tests.harness.report.histories import SmallRun, add_zombie_writes, small_run, write_history
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -105,6 +105,24 @@ def test_sequences_csv_has_the_known_lost_range(report: Report) -> None:
     assert all(rows[pk]["lost"] == "0" for pk in ("CONN#a", "CONN#b"))
 
 
+def test_zombie_writes_csv_and_table_are_empty_without_any(report: Report) -> None:
+    assert report.csv("zombie_writes.csv") == []
+    assert "### Zombie writes (I6)" in report.markdown and "_no zombie writes_" in report.markdown
+    assert "### Outcomes per event type" in report.markdown
+
+
+def test_zombie_writes_csv_and_table_list_each_finding(tmp_path: Path) -> None:
+    small_run(tmp_path)
+    seqs = add_zombie_writes(tmp_path, count=2)
+    build_report([tmp_path], None, lambda _: None)
+    rows = list(csv.DictReader((tmp_path / "zombie_writes.csv").open()))
+    assert [(r["run"], r["pk"], r["seq_from"], r["writer"], r["rule"]) for r in rows] == [
+        (tmp_path.name, "CONN#a", str(seq), "worker-1", "overwrite") for seq in seqs]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "- **Zombie writes**: 2 (overwrite 2)" in markdown
+    assert f"| CONN#a | message | {seqs[0]} | worker-1 | 1 | overwrite | yes |" in markdown
+
+
 @pytest.mark.parametrize("text", [
     "crash / hardened",
     "p50 2.40 s · p95 2.40 s · max 2.40 s against bound 2.2 s at time scale 0.1: 1 of 1 over the bound",
@@ -177,9 +195,20 @@ def test_several_runs_compare_profiles_and_aggregate_seeds(tmp_path: Path) -> No
     assert "| crash | p50 | 9600.0 | 2450.0 | 3.9× |" in markdown
     assert "| crash | max | 9600.0 | 2500.0 | 3.8× |" in markdown
     assert "| crash | hardened | 2 | 1,2 | 0/2/0 | 2 | 2450.0 |" in markdown
+    assert "lost sequences 6, zombie writes 0" in markdown and "OUTSIDE" not in markdown
     phases = list(csv.DictReader((out / "phases.csv").open()))
     assert sorted(r["run"] for r in phases) == sorted(p.name for p in runs)
     assert "<td>3.9×</td>" in path.read_text()
+
+
+def test_several_runs_say_which_were_outside_the_fault_model(tmp_path: Path) -> None:
+    runs = [tmp_path / "within", tmp_path / "outside"]
+    small_run(runs[0], fault_model="within")
+    small_run(runs[1], fault_model="outside: clock skew 500 ms > tolerance 10 ms")
+    build_report(runs, tmp_path / "compare", lambda _: None)
+    markdown = (tmp_path / "compare" / "report.md").read_text()
+    assert "(0 valid, 2 invalid)" in markdown and "; 1 of them OUTSIDE the fault model" in markdown
+    assert "| fault_model |" in markdown and "| within |" in markdown and "| OUTSIDE |" in markdown
 
 
 def test_several_runs_need_an_output_folder(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The scenario suite's gate, in pytest sessions of their own: a failing test case in JUnit XML when the
-hardened runs exceed it, no gate without scenario tests, and its option accepted by ``pytest tests``."""
+"""The scenario suite's pytest plugin, in pytest sessions of their own: a failing test case in JUnit XML when
+the hardened runs exceed the gate, no gate without scenario tests, its option accepted by ``pytest tests``,
+progress shown without ``-s``, and test ids that read ``crash-hardened``."""
 
 from __future__ import annotations
 
@@ -60,3 +61,19 @@ def test_no_gate_without_scenario_tests_and_the_option_works_for_pytest_tests(tm
                           "--junitxml", str(tmp_path / "out.xml"), "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     assert gate_cases(tmp_path / "out.xml") == []
+
+
+def test_progress_lines_show_without_capture_being_disabled(tmp_path: Path) -> None:
+    (tmp_path / "test_progress.py").write_text(
+        "from harness.scenarios.gate import progress_reporter\n"
+        "def test_long(request):\n"
+        "    progress_reporter(request)('every stream has an owner; steady running')\n")
+    done = pytest_session(tmp_path, "-q")
+    assert done.returncode == 0, done.stdout
+    assert "test_long: every stream has an owner; steady running" in done.stdout
+
+
+def test_scenario_test_ids_read_scenario_dash_profile() -> None:
+    done = pytest_session(REPO_ROOT, "harness/scenarios", "--collect-only", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "test_scenario[crash-hardened]" in done.stdout and "test_scenario[crash-blog]" in done.stdout
