@@ -28,7 +28,7 @@ from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 PROFILES = ("blog", "hardened")
 WORST_CASE_WHY = {
     "blog": "lease + reconcile (published): a takeover waits for the next reconcile after the lease expires",
-    "hardened": "its bound: 1.1 × lease + a 0.5 s work allowance (not scaled); "
+    "hardened": "its bound: 1.1 × lease + a 1 s work allowance (not scaled); "
                 "detection is paced by expiry",
 }
 

@@ -204,7 +204,7 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
                                             f"{len(workload)} operations); survivor {survivor}",
         profile=profile, workers=workers, connections=connections, rate=rate, timescale=timescale, seed=seed,
         workload=workload, faults=faults,
-        bounds={"any": {"hardened": f"lease + 0.1*lease + reconnect_max + 500 + {phase_end_ms:.0f}",
+        bounds={"any": {"hardened": f"lease + 0.1*lease + reconnect_max + 1000 + {phase_end_ms:.0f}",
                         "default": f"lease + reconcile + {phase_end_ms:.0f}"}},
     )
 

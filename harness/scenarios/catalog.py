@@ -3,7 +3,7 @@
 Each file says what it breaks, when (drawn from the seed: same ``--seed``, same schedule), and the
 recovery bound each profile is held to, as expressions of the configuration (``scenario_file`` explains
 the format).  ``blog`` is held to the published worst case, lease + reconcile, for every fault;
-``hardened`` to its takeover bound (lease + 10 % plus an unscaled 500 ms work allowance), 1 s for a
+``hardened`` to its takeover bound (lease + 10 % plus an unscaled 1 s work allowance), 1 s for a
 graceful handoff, and the reconnect backoff cap for upstream drops; where the faulted worker's streams ride
 the fault out (clock skew within the tolerance, a partial throttle), the fault's duration plus the takeover
 bound.

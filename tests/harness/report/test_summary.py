@@ -39,7 +39,7 @@ def test_bound_text(ms: float, scale: float | None, scale_one: float | None, tex
 
 
 @pytest.mark.parametrize("profile, bound_ms, scale_one", [
-    ("hardened", 2700.0, 22500.0),  # 1.1 × lease + an unscaled 0.5 s work allowance
+    ("hardened", 2700.0, 22500.0),  # e.g. 1.1 × lease + an unscaled 0.5 s work allowance
     ("blog", 8000.0, 80000.0),      # lease + reconcile: all of it scales
     ("hardened", 2700.0, None),     # a run that did not record the scale-1 bound: no scale-1 claim
 ])

@@ -41,7 +41,7 @@ def bound(name: str, profile: str = "hardened", timescale: float = 0.1) -> dict[
 def test_bounds_follow_profile_and_scale() -> None:
     assert bound("crash", "blog") == {"kill": pytest.approx(8_000)}          # (20 s + 60 s) x 0.1
     assert bound("crash", "blog", 1.0) == {"kill": pytest.approx(80_000)}
-    assert bound("crash") == {"kill": pytest.approx(2_200 + 500)}            # lease + 10 %, 500 ms of work
+    assert bound("crash") == {"kill": pytest.approx(2_200 + 1_000)}          # lease + 10 %, 1 s of work
     assert bound("graceful") == {"term": 1_000, "restart": 1_000}
     assert bound("partition_upstream") == {"partition_upstream": pytest.approx(2_000 + 1_000 + 200)}
     assert bound("mid_op_drop") == dict.fromkeys(("aws_reset", "aws_timeout", "reset_upstream"), pytest.approx(1_200))
@@ -49,7 +49,7 @@ def test_bounds_follow_profile_and_scale() -> None:
 
 def test_the_scale_one_bound_is_computed_not_scaled() -> None:
     plan = SCENARIOS["crash"].expand("hardened", 1, config(), 3)
-    assert plan.bound_scale1_ms == {"kill": pytest.approx(22_000 + 500)}  # not 2_700 / 0.1 = 27_000
+    assert plan.bound_scale1_ms == {"kill": pytest.approx(22_000 + 1_000)}  # not 3_200 / 0.1 = 32_000
 
 
 @pytest.mark.parametrize("profile", ["hardened", "blog"])
@@ -75,12 +75,13 @@ def test_mid_op_drop_hits_two_different_workers() -> None:
 
 
 def test_clock_skew_is_bounded_by_its_length_plus_the_takeover_bound() -> None:
-    assert bound("clock_skew") == {"clock_skew": pytest.approx(6_000 + 2_200 + 500)}
+    assert bound("clock_skew") == {"clock_skew": pytest.approx(6_000 + 2_200 + 1_000)}
 
 
 def test_a_partial_throttle_is_bounded_by_its_length_plus_the_takeover_bound() -> None:
     # the throttled worker's streams ride it out; a renewal refused past the fence would mean a takeover
-    assert bound("aws_throttle") == dict.fromkeys(("aws_throttle", "sqs_throttle"), pytest.approx(3_000 + 2_200 + 500))
+    expected = pytest.approx(3_000 + 2_200 + 1_000)
+    assert bound("aws_throttle") == dict.fromkeys(("aws_throttle", "sqs_throttle"), expected)
     (dynamodb, sqs) = schedule("aws_throttle", 1, config(), 3)
     assert (dynamodb.target, sqs.target) == ("busiest", "busiest")  # one worker, resolved when the steps run
     assert 0 < dynamodb.params["fraction"] < 1 and dynamodb.duration_s == sqs.duration_s == pytest.approx(3.0)
