@@ -13,6 +13,7 @@ abandons the incarnation, so no stream stays held by a live incarnation that no 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,10 @@ class Liveness:
         """Register this incarnation (a profile without worker liveness needs no write)."""
         w = self.w
         if self._skew_out_of_model():
+            # keep sampling the server's clock (every answer is a sample), or an estimate made from stale
+            # Date headers (a server's cached Date) would keep this worker out of the fleet for good
+            with contextlib.suppress(StoreError):
+                await w.store.get_worker(w.me.worker_id)
             return
         write = w.rules.register(w.me, w.clock.now_ms())
         if write is None:
