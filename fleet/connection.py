@@ -74,6 +74,8 @@ class HeldConnection:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     drain_until_ms: int | None = None  # a drain: persist what was emitted before this (upstream clock)
     drained: bool = False  # the drain reached its end with everything before it stored
+    stopped_at_ms: int | None = None  # a drain: the time of the STOP it drains to
+    dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
 
     @property
     def pk(self) -> str:

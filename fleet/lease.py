@@ -41,9 +41,13 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
 * **Sequences.**  Messages are keyed by sequence and written with ``attribute_not_exists(sk)``
   (idempotent), carrying ``worker_id``, ``gen`` and ``epoch``; ``last_seq`` is checkpointed with the epoch.
 * **START never clobbers** (``if_not_exists`` on the lease fields) and **STOP reaches the owner's
-  mailbox**, read with the renewal.  A mailbox entry names the lease it stops, ``<pk>@<epoch>`` (the epoch
-  the STOP's own write found), so a STOP of a later lease is a different entry, which deleting an earlier
-  STOP's entry cannot take with it (``StopRequest``).
+  mailbox**, read with the renewal.  A mailbox entry names the lease it stops and the STOP,
+  ``<pk>@<epoch>:<stopped_at_ms>`` (what the STOP's own write found), so a STOP of a later lease is a
+  different entry, which deleting an earlier STOP's entry cannot take with it (``StopRequest``).
+* **A release for a STOP is a release for that STOP.**  It requires the item still STOPPED at the same
+  ``stopped_at_ms``; refused, the stream was STARTED since (and maybe STOPPED again), which nobody else
+  would consume: the holder acquires it again (epoch + 1) and consumes it, or drains it up to the newer
+  STOP (``fleet.worker.Worker.drop``).  A finished drain releases the same way.
 * **A STOPPED stream whose owner died is drained.**  STOP records when the stream stopped
   (``stopped_at_ms``, kept by a repeated STOP, removed by START).  While its owner is an incarnation that can
   never renew again (the test ``claimable`` uses) and it has not been drained at its current epoch, the item
@@ -75,7 +79,11 @@ def _int(value: Any, default: int = 0) -> int:
     return default if value is None else int(value)
 
 
-def _optional_int(value: Any) -> int | None:
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
@@ -103,10 +111,10 @@ class ConnectionRecord:
             lease_owner=str(item.get("lease_owner", "")),
             lease_expires_at_ms=_int(item.get("lease_expires_at_ms")),
             last_seq=_int(item.get("last_seq")),
-            epoch=_optional_int(item.get("epoch")),
+            epoch=optional_int(item.get("epoch")),
             owner_gen=str(item.get("owner_gen", "")),
-            stopped_at_ms=_optional_int(item.get("stopped_at_ms")),
-            drained_epoch=_optional_int(item.get("drained_epoch")),
+            stopped_at_ms=optional_int(item.get("stopped_at_ms")),
+            drained_epoch=optional_int(item.get("drained_epoch")),
         )
 
 
@@ -142,18 +150,26 @@ class StopRequest:
     entry: str
     pk: str
     epoch: int | None
+    stopped_at_ms: int | None = None  # the STOP's time as its write stored it (None: not said)
 
     @classmethod
-    def of_lease(cls, pk: str, epoch: int | None) -> StopRequest:
-        """The entry a STOP posts for ``pk`` found at ``epoch`` (None: an item without one, any epoch)."""
-        return cls(pk if epoch is None else f"{pk}@{epoch}", pk, epoch)
+    def of_lease(cls, pk: str, epoch: int | None, stopped_at_ms: int | None = None) -> StopRequest:
+        """The entry a STOP posts for ``pk`` found at ``epoch`` (None: an item without one, any epoch) and
+        ``stopped_at_ms``: ``<pk>@<epoch>:<stopped_at_ms>``."""
+        if epoch is None:
+            return cls(pk, pk, None)
+        if stopped_at_ms is None:
+            return cls(f"{pk}@{epoch}", pk, epoch)
+        return cls(f"{pk}@{epoch}:{stopped_at_ms}", pk, epoch, stopped_at_ms)
 
     @classmethod
     def parse(cls, entry: str) -> StopRequest:
-        pk, at, epoch = entry.rpartition("@")
-        if at and pk and epoch.isascii() and epoch.isdigit():
-            return cls(entry, pk, int(epoch))
-        return cls(entry, entry, None)
+        """An entry of any format posted so far: ``<pk>``, ``<pk>@<epoch>``, ``<pk>@<epoch>:<stopped_at_ms>``."""
+        pk, at, tail = entry.rpartition("@")
+        epoch, colon, stopped = tail.partition(":")
+        if not (at and pk and _decimal(epoch)) or (colon and not _decimal(stopped)):
+            return cls(entry, entry, None)
+        return cls(entry, pk, int(epoch), int(stopped) if colon else None)
 
     def stops(self, epoch: int) -> bool:
         """Whether this STOP applies to a lease at ``epoch``."""
@@ -229,10 +245,10 @@ class Rules:
             condition=Exists("pk"),
         )
 
-    def post_stop(self, owner: str, pk: str, epoch: int | None) -> Write:
-        """Put a STOP of ``pk``'s lease at ``epoch`` in its owner's mailbox (workers table; refused when the
-        owner has no item)."""
-        entry = StopRequest.of_lease(pk, epoch).entry
+    def post_stop(self, owner: str, pk: str, epoch: int | None, stopped_at_ms: int | None) -> Write:
+        """Put a STOP (at ``stopped_at_ms``) of ``pk``'s lease at ``epoch`` in its owner's mailbox (workers
+        table; refused when the owner has no item)."""
+        entry = StopRequest.of_lease(pk, epoch, stopped_at_ms).entry
         return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({entry})}),
                      condition=Exists("pk"))
 
@@ -281,7 +297,9 @@ class Rules:
             condition=Eq("lease_owner", me.worker_id),
         )
 
-    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False) -> Write:
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False,
+                stopped_at_ms: int | None = None) -> Write:
+        """Give the lease back (``stopped_at_ms``: for that STOP; the published design does not say)."""
         return Write(
             key={"pk": lease.pk},
             update=Update(set={"lease_owner": "", "lease_expires_at_ms": 0, "updated_at_ms": now_ms}),
@@ -429,9 +447,14 @@ class HardenedRules(Rules):
     def renew(self, lease: Lease, me: Holder, now_ms: int) -> Write:
         raise NotImplementedError("hardened renews the worker, not each connection")
 
-    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False) -> Write:
+    def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False,
+                stopped_at_ms: int | None = None) -> Write:
         """Owner cleared and the expiry zeroed (off the listing of STOPPED streams to drain); a finished drain
-        records its epoch (``drained_epoch``)."""
+        records its epoch (``drained_epoch``).  With ``stopped_at_ms`` (a release for the STOP at that time,
+        a drain's included) only while STOPPED at that same time: no START since."""
+        held = self.held(lease, me)
+        if stopped_at_ms is not None:
+            held = all_of(held, Eq("desired_state", STOPPED), Eq("stopped_at_ms", stopped_at_ms))
         return Write(
             key={"pk": lease.pk},
             update=Update(set={
@@ -442,7 +465,7 @@ class HardenedRules(Rules):
                 **self._checkpointed(lease, me, last_seq),
                 **({"drained_epoch": lease.epoch} if drained else {}),
             }),
-            condition=self.held(lease, me),
+            condition=held,
         )
 
     def checkpoint(self, lease: Lease, me: Holder, now_ms: int, last_seq: int) -> Write | None:

@@ -140,7 +140,7 @@ class Liveness:
     async def _drop_stopped(self, request: StopRequest) -> None:
         held = self.w.held.get(request.pk)
         if held is not None and request.stops(held.lease.epoch):  # not a lease taken up since the plan
-            await self.w.honour_stop(request.pk)
+            await self.w.honour_stop(request.pk, request.stopped_at_ms)
         self.handled_stops |= {request.entry}
 
     def _checkpoints_due(self) -> None:
@@ -174,8 +174,8 @@ class Liveness:
                 outcome = "info"
             w.emit("checkpoint", pk=held.pk, epoch=held.lease.epoch, seq=seq, outcome=outcome, sent=sent)
             if outcome == "fail":
-                # fenced, or no longer STARTED: a release settles which (refused unless still ours)
-                await w.drop(held, "checkpoint refused", release=True)
+                # fenced, or no longer STARTED: a read settles which, and which STOP it is
+                await w.end_for_stop(held, "checkpoint refused", None)
         finally:
             self.checkpointing.discard(held.pk)
 

@@ -81,9 +81,9 @@ class Notices:
             return True
         decision = w.profile.on_seen(seen, pk in w.held, pk in w.acquiring, w.me, w.clock.now_ms(), owners)
         if decision is SeenAction.DROP:
-            await w.honour_stop(pk)
+            await w.honour_stop(pk, seen.stopped_at_ms)
         elif decision is SeenAction.STOP_PENDING:
-            w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch))  # the STOP found that lease
+            w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch, seen.stopped_at_ms))  # the STOP found that lease
         elif decision is SeenAction.CLAIM:
             return await self._claim(pk, "notify", seen)
         elif decision is SeenAction.DRAIN:

@@ -223,12 +223,17 @@ class BlogProfile:
         return SeenAction.IGNORE
 
     def settle_stops(self, mailbox: frozenset[str], held: Mapping[str, int], acquiring: Iterable[str]) -> StopPlan:
-        """``held``: the epoch of each lease held.  An entry stopping the lease held is dropped; one older than
-        the lease held (a START came after it) is handled without dropping; one for a stream being acquired
-        is pending; any other (nothing held, or malformed) is handled."""
+        """``held``: the epoch of each lease held.  An entry stopping the lease held is dropped (of several,
+        the latest STOP: its release covers the others); one older than the lease held (a START came after
+        it) is handled without dropping; one for a stream being acquired is pending; any other (nothing
+        held, or malformed) is handled."""
         in_flight = frozenset(acquiring)
         requests = [StopRequest.parse(entry) for entry in mailbox]
-        drop = frozenset(r for r in requests if r.pk in held and r.stops(held[r.pk]))
+        latest: dict[str, StopRequest] = {}
+        for r in sorted(requests, key=lambda r: (r.stopped_at_ms or -1, r.entry)):
+            if r.pk in held and r.stops(held[r.pk]):
+                latest[r.pk] = r
+        drop = frozenset(latest.values())
         pending = frozenset(r for r in requests if r.pk in in_flight and r.pk not in held)
         return StopPlan(drop=drop, pending=pending, handled=mailbox - {r.entry for r in drop | pending})
 

@@ -170,26 +170,28 @@ async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetC
             await clients.ddb.update_item(TableName=config.connections_table, **request)
 
 
-async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> tuple[str, int | None]:
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> tuple[str, int | None, int | None]:
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
-    item); returns the lease it found: owner and epoch (None when the item has none)."""
+    item); returns the lease it found: owner and epoch (None when the item has none), and the stop time
+    stored (a repeated STOP's is the first one's)."""
     request = on_wire(rules_for(config).stop_connection(pk, _now_ms()).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
                                                **request)
     found = from_wire(result.get("Attributes", {}))
-    epoch = found.get("epoch")
-    return str(found.get("lease_owner", "")), None if epoch is None else int(epoch)
+    epoch, stopped_at = found.get("epoch"), found.get("stopped_at_ms")
+    return (str(found.get("lease_owner", "")), None if epoch is None else int(epoch),
+            None if stopped_at is None else int(stopped_at))
 
 
-async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, clients: AwsClients,
-                              config: FleetConfig) -> None:
-    """hardened: add a STOP of ``pk``'s lease at ``epoch`` (``fleet.lease.StopRequest``) to the owner's
-    mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its lease lapses and
-    its writes are fenced anyway (and once it can never renew, a worker drains what it left unpersisted before
-    the STOP)."""
-    request = on_wire(rules_for(config).post_stop(owner, pk, epoch).render())
+async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, stopped_at_ms: int | None,
+                              clients: AwsClients, config: FleetConfig) -> None:
+    """hardened: add a STOP (at ``stopped_at_ms``) of ``pk``'s lease at ``epoch`` (``fleet.lease.StopRequest``)
+    to the owner's mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its
+    lease lapses and its writes are fenced anyway (and once it can never renew, a worker drains what it left
+    unpersisted before the STOP)."""
+    request = on_wire(rules_for(config).post_stop(owner, pk, epoch, stopped_at_ms).render())
     clients.requests["coordination"] += 1
     try:
         async with aws_errors("STOP mailbox"):
@@ -214,9 +216,9 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
-            owner, epoch = "", None
+            owner, epoch, stopped_at = "", None, None
         else:
-            owner, epoch = await _write_stop(event.pk, clients, config)
+            owner, epoch, stopped_at = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
         return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
@@ -225,7 +227,7 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     recorded = {"connection_id": event.connection_id, "desired_state": desired}
     try:
         if owner and config.profile == "hardened":
-            await _post_stop_to_owner(event.pk, owner, epoch, clients, config)
+            await _post_stop_to_owner(event.pk, owner, epoch, stopped_at, clients, config)
         if event.kind == "START" or config.profile == "hardened":
             await _notify(event.pk, clients, config)
     except StoreError as exc:

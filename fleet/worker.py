@@ -22,6 +22,7 @@ Run as ``python -m fleet.worker [--profile NAME] [--worker-id ID]`` (or ``wsflee
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import signal
@@ -36,7 +37,7 @@ from fleet.config import PROFILES, FleetConfig
 from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable
 from fleet.history import HistoryWriter
-from fleet.lease import ConnectionRecord, Holder, Lease, StopRequest
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, StopRequest, optional_int
 from fleet.liveness import Liveness, new_gen
 from fleet.logline import log
 from fleet.notices import Notices
@@ -143,21 +144,52 @@ class Worker:
         me = self.me
         self.acquiring.add(pk)
         try:
-            write = self.rules.acquire(pk, me, self.clock.now_ms(), seen)
-            try:
-                item = await self.store.execute(self.config.connections_table, write)
-            except ConditionFailed:
-                self.emit("lease.acquire", pk=pk, outcome="fail", via=via)
-                log("lease.acquire", pk=pk, outcome="fail", via=via)
+            return await self._acquire(pk, via, seen, me)
+        finally:
+            self.acquiring.discard(pk)
+            self.forget_pending_stops(pk)
+
+    async def _acquire(self, pk: str, via: str, seen: ConnectionRecord | None, me: Holder,
+                       stored_seq: int = 0) -> bool:
+        """Send the acquire (``pk`` marked as being acquired by the caller) and take up what it granted
+        (resuming after ``stored_seq`` if the item's checkpoint is older)."""
+        write = self.rules.acquire(pk, me, self.clock.now_ms(), seen)
+        try:
+            item = await self.store.execute(self.config.connections_table, write)
+        except ConditionFailed:
+            self.emit("lease.acquire", pk=pk, outcome="fail", via=via)
+            log("lease.acquire", pk=pk, outcome="fail", via=via)
+            return False
+        except StoreUnavailable as exc:
+            self.emit("lease.acquire", pk=pk, outcome="info", via=via, note=str(exc)[:200])
+            log("lease.acquire", pk=pk, outcome="info", via=via)
+            settled = await self._settle(pk, me)
+            if settled is None:
                 return False
-            except StoreUnavailable as exc:
-                self.emit("lease.acquire", pk=pk, outcome="info", via=via, note=str(exc)[:200])
-                log("lease.acquire", pk=pk, outcome="info", via=via)
-                settled = await self._settle(pk, me)
-                if settled is None:
-                    return False
-                item, via = settled, "resolved"
-            return await self._take_up(pk, item, via, me)
+            item, via = settled, "resolved"
+        return await self._take_up(pk, item, via, me, stored_seq)
+
+    async def _retake(self, held: HeldConnection) -> None:
+        """A release for a STOP was refused.  Unless the lease is no longer ours, the stream was STARTED
+        again since that STOP (and maybe STOPPED again), and nobody else would take it up (it is ours):
+        acquire it again, at a new epoch that the old lease's STOPs do not stop, then consume it, or drain
+        it up to the newer STOP."""
+        pk, me = held.pk, self.me
+        if pk in self.acquiring or self.closing or not self.fence.allows():
+            return  # our lease stays: the reconcile adopts it, or it is taken over once we are gone
+        self.acquiring.add(pk)
+        try:
+            for _ in range(RETAKE_ATTEMPTS):
+                try:
+                    seen = await self.store.get_connection(pk)
+                except StoreError as exc:
+                    log("lease.retake_error", pk=pk, error=str(exc))
+                    return
+                if seen is None or not self.profile.adoptable(seen, me) or seen.epoch != held.lease.epoch:
+                    return  # taken, or already taken up again
+                via = "restarted" if seen.desired_state == STARTED else "drain"
+                if await self._acquire(pk, via, seen, me, held.last_seq):
+                    return
         finally:
             self.acquiring.discard(pk)
             self.forget_pending_stops(pk)
@@ -188,9 +220,11 @@ class Worker:
             return None  # still unknown: our fence and the worker item's expiry settle it
         return dict(seen.__dict__) if seen is not None and self.profile.owned(seen, me) else None
 
-    async def _take_up(self, pk: str, item: dict[str, Any], via: str, me: Holder) -> bool:
+    async def _take_up(self, pk: str, item: dict[str, Any], via: str, me: Holder, stored_seq: int = 0) -> bool:
         """Start consuming a stream whose lease the store says ``me`` holds, unless the profile says not."""
         lease = Lease.granted(item)
+        if stored_seq > lease.resume_seq:
+            lease = dataclasses.replace(lease, resume_seq=stored_seq)
         self.history.emit("lease.acquire", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                           outcome="ok", via=via, expires_ms=item.get("lease_expires_at_ms"))
         log("lease.acquire", pk=pk, outcome="ok", epoch=lease.epoch, via=via)
@@ -203,14 +237,21 @@ class Worker:
             # read again, is still ours to drain
             item = await self._settle(pk, me) or item
         drain_until = self.profile.drain_until_ms(item)
+        stopped_at = optional_int(item.get("stopped_at_ms")) if item.get("desired_state") == STOPPED else None
         held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq,
-                              drain_until_ms=drain_until)
+                              drain_until_ms=drain_until, stopped_at_ms=stopped_at if drain_until else None)
         self.held[pk] = held
         if self.closing:
             await self.hand_off([held], "shutdown")
             return False
         if drain_until is None and not self.profile.consumes(item, self.pending_stops):
-            await self.hand_off([held], "desired state is not STARTED")
+            if not self.profile.drains:
+                await self.hand_off([held], "desired state is not STARTED")
+            else:  # for the STOP it found, else the latest one seen during the acquire
+                seen_stops = [r.stopped_at_ms for r in self.pending_stops
+                              if r.pk == pk and r.stops(lease.epoch) and r.stopped_at_ms is not None]
+                await self.end_for_stop(held, "desired state is not STARTED",
+                                        stopped_at if stopped_at is not None else max(seen_stops, default=None))
             return False
         held.task = asyncio.create_task(self.consumer.consume(held))
         return True
@@ -234,10 +275,13 @@ class Worker:
         log("lease.give_up", pk=held.pk, reason=reason)
         await self.hand_off([held], reason)
 
-    async def drop(self, held: HeldConnection, reason: str, release: bool) -> bool:
-        """Stop consuming ``held``; with ``release`` give the lease back.  Whether a release was accepted."""
-        if self.held.get(held.pk) is not held:
+    async def drop(self, held: HeldConnection, reason: str, release: bool, stopped_at_ms: int | None = None) -> bool:
+        """Stop consuming ``held``; with ``release`` give the lease back: for the STOP at ``stopped_at_ms``
+        when given (a finished drain: for the STOP it drained to), and taken up again (``_retake``) when that
+        is no longer the stream's latest STOP.  Whether a release was accepted."""
+        if self.held.get(held.pk) is not held or held.dropping:
             return False
+        held.dropping = True
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:
@@ -249,7 +293,8 @@ class Worker:
                 held.task.cancel()
             except asyncio.CancelledError:
                 pass
-        del self.held[held.pk]
+        if self.held.get(held.pk) is held:
+            del self.held[held.pk]
         if held.draining and not held.drained:
             # released, it would never be drained: left to lapse with this incarnation, or to be taken up again
             release, reason = False, f"{reason}: drain unfinished"
@@ -257,7 +302,9 @@ class Worker:
             self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch,
                       reason=reason if release is False else "fenced before release")
             return False
-        write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained)
+        for_stop = held.stopped_at_ms if held.drained else stopped_at_ms
+        write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained,
+                                   stopped_at_ms=for_stop)
         try:
             await self.store.execute(self.config.connections_table, write)
             outcome = "ok"
@@ -267,14 +314,40 @@ class Worker:
             outcome = "info"
         self.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
                   reason=reason)
+        if outcome == "fail" and for_stop is not None:
+            await self._retake(held)
         return outcome == "ok"
 
-    async def honour_stop(self, pk: str) -> None:
-        """A STOP for ``pk``: stop consuming and release it, unless it is a drain (which ends by itself at the
-        STOP's cutoff)."""
+    async def honour_stop(self, pk: str, stopped_at_ms: int | None = None) -> None:
+        """A STOP for ``pk`` (at ``stopped_at_ms``, when known): stop consuming and release it, unless it is a
+        drain (which ends by itself at the STOP's cutoff)."""
         held = self.held.get(pk)
-        if held is not None and not held.draining:
+        if held is None or held.draining:
+            return
+        if self.profile.drains:
+            await self.end_for_stop(held, "STOP", stopped_at_ms)
+        else:
             await self.drop(held, "STOP", release=True)
+
+    async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None:
+        """``held``'s stream was STOPPED (at ``stopped_at_ms``): stop consuming it and release it for that
+        STOP (``drop``).  A STOP whose time is not known (a refused checkpoint, an entry of an older router)
+        is read first: the item shows it, or shows the stream STARTED again (still ours: it goes on), or
+        the lease no longer ours."""
+        if stopped_at_ms is None:
+            try:
+                seen = await self.store.get_connection(held.pk)
+            except StoreError as exc:
+                log("lease.stop_read_error", pk=held.pk, error=str(exc))
+                await self.drop(held, reason, release=True)  # refused unless still ours
+                return
+            if seen is None or not self.profile.adoptable(seen, self.me) or seen.epoch != held.lease.epoch:
+                await self.drop(held, f"{reason}: lease no longer ours", release=False)
+                return
+            if seen.desired_state == STARTED:
+                return
+            stopped_at_ms = seen.stopped_at_ms
+        await self.drop(held, reason, release=True, stopped_at_ms=stopped_at_ms)
 
     def lose_all(self, reason: str) -> None:
         for held in list(self.held.values()):
@@ -297,6 +370,7 @@ class Worker:
             await self.pause(self.config.scaled_s(self.config.metric_interval_ms))
 
 
+RETAKE_ATTEMPTS = 3  # reads and acquires after a refused release for a STOP, each refused by a newer START or STOP
 STARTUP_PATIENCE_S = 15.0  # a backend starting beside us gets this long
 USAGE = f"usage: python -m fleet.worker [--profile {{{','.join(PROFILES)}}}] [--worker-id ID] [--help]"
 

@@ -295,19 +295,23 @@ def test_stop_needs_an_existing_item_and_keeps_its_lease_and_the_mailbox_post_ne
         stop = rules.stop_connection(PK, now_ms=9)
         assert not stop.allowed(None)
         assert stop.apply({**LIVE, "desired_state": STARTED}) == {**LIVE, "updated_at_ms": 9, "stopped_at_ms": 9}
-        post = rules.post_stop("w2", PK, 3)
+        post = rules.post_stop("w2", PK, 3, 9)
         assert not post.allowed(None)
-        mailbox = {"pk": "w2", "gen": "g", "stop_requests": {"CONN#x@1"}}
-        assert post.apply(mailbox)["stop_requests"] == {"CONN#x@1", f"{PK}@3"}
+        mailbox = {"pk": "w2", "gen": "g", "stop_requests": {"CONN#x@1:5"}}
+        assert post.apply(mailbox)["stop_requests"] == {"CONN#x@1:5", f"{PK}@3:9"}
 
 
 def test_a_stop_mailbox_entry_names_the_lease_it_stops_and_no_later_one() -> None:
-    request = StopRequest.parse(f"{PK}@3")
-    assert (request.pk, request.epoch) == (PK, 3) and StopRequest.of_lease(PK, 3) == request
+    request = StopRequest.parse(f"{PK}@3:9")
+    assert (request.pk, request.epoch, request.stopped_at_ms) == (PK, 3, 9)
+    assert StopRequest.of_lease(PK, 3, 9) == request
     assert request.stops(2) and request.stops(3) and not request.stops(4)
+    older = StopRequest.parse(f"{PK}@3")  # posted by a router before entries said when the stream stopped
+    assert (older.pk, older.epoch, older.stopped_at_ms) == (PK, 3, None) and StopRequest.of_lease(PK, 3) == older
 
 
-@pytest.mark.parametrize("entry", [PK, f"{PK}@", f"{PK}@x1", f"{PK}@-1", f"{PK}@\u0663", "@7"])
+@pytest.mark.parametrize("entry", [PK, f"{PK}@", f"{PK}@x1", f"{PK}@-1", f"{PK}@\u0663", "@7", f"{PK}@3:",
+                                   f"{PK}@3:x", f"{PK}@:9"])
 def test_a_stop_mailbox_entry_without_a_decimal_epoch_stops_its_whole_text_at_any_epoch(entry: str) -> None:
     """A bare pk (routers before entries named their lease) or anything malformed: the whole entry is the
     pk, stopped at any epoch; an entry naming no stream held is then simply handled."""
@@ -438,3 +442,18 @@ def test_a_finished_drain_releases_as_drained_so_it_is_never_drained_twice() -> 
     assert "drained_epoch" not in HARDENED.release(lease, ME, 62_000, last_seq=12).apply(taken)
     restarted = ConnectionRecord.from_item(HARDENED.start_connection(PK, "ws://u", 63_000).apply(released))
     assert HARDENED.claimable(restarted, OTHER, 63_000, {})  # START after STOP: an ordinary stream again
+
+
+def test_a_release_for_a_stop_is_refused_once_the_stream_was_started_again() -> None:
+    """A release naming the STOP it honours needs the item STOPPED at that same time: after a START (the
+    stop time removed) or a START and another STOP (a new stop time) it is refused, so the holder knows
+    the stream has something left to consume."""
+    lease = Lease(PK, "ws://u", epoch=4, resume_seq=0)
+    mine = {"pk": PK, "lease_owner": "w1", "owner_gen": "gen-a", "epoch": 4}
+    release = HARDENED.release(lease, ME, 70, last_seq=9, stopped_at_ms=50)
+    assert release.allowed({**mine, "desired_state": STOPPED, "stopped_at_ms": 50})
+    assert not release.allowed({**mine, "desired_state": STARTED})
+    assert not release.allowed({**mine, "desired_state": STOPPED, "stopped_at_ms": 60})
+    assert not release.allowed({**mine, "desired_state": STOPPED, "stopped_at_ms": 50, "epoch": 5})
+    # a release for no STOP in particular (a shutdown, an upstream given up) only needs the lease
+    assert HARDENED.release(lease, ME, 70, last_seq=9).allowed({**mine, "desired_state": STARTED})

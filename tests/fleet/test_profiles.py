@@ -284,3 +284,10 @@ def test_issue_10_bare_pk_entries_stop_a_lease_acquired_after_them() -> None:
     dropped = find(restarts(stops=1), lambda order: restarted_lease_dropped(
         MailboxModel(HARDENED, 1, post=bare_pk).run(order)))
     assert dropped.index("start") < dropped.index("answer")
+
+
+def test_of_several_stops_of_a_held_lease_the_latest_is_dropped_and_the_others_handled() -> None:
+    mailbox = frozenset({"p@2:10", "p@2:30", "p@2", "q@1:5"})
+    plan = HARDENED.settle_stops(mailbox, {"p": 2}, ())
+    assert [r.entry for r in plan.drop] == ["p@2:30"]
+    assert plan.handled == {"p@2:10", "p@2", "q@1:5"} and not plan.pending

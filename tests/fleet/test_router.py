@@ -412,9 +412,10 @@ async def test_hardened_stop_of_an_owned_connection_posts_to_the_owner_mailbox(
     assert (await router.send(stop("c2"), profile="hardened"))[0] == 200
 
     worker = observer.worker("worker-9")
-    assert worker["stop_requests"] == {f"{PK}@7", f"{conn_pk('c2')}@7"}  # each names the lease it stops
+    item, other = observer.connection(), observer.connection(conn_pk("c2"))
+    # each names the lease it stops and when it stopped
+    assert worker["stop_requests"] == {f"{PK}@7:{item['stopped_at_ms']}", f"{conn_pk('c2')}@7:{other['stopped_at_ms']}"}
     assert (worker["gen"], worker["expires_at_ms"]) == ("g1", 9_999_999_999_999)
-    item = observer.connection()
     assert (item["desired_state"], item["lease_owner"], item["epoch"], item["last_seq"]) == (
         "STOPPED", "worker-9", 7, 42
     )
@@ -428,16 +429,18 @@ async def test_hardened_stop_start_stop_posts_a_second_entry_that_deleting_the_f
     second post was a no-op on the set, and the owner's renewal deleting the first as handled emptied it."""
     observer.seed_owned()
     assert (await router.send(stop(), profile="hardened"))[0] == 200
+    first = f"{PK}@7:{observer.connection()['stopped_at_ms']}"
     assert (await router.send(start(), profile="hardened"))[0] == 200
     observer.put(observer.config.connections_table, {**observer.connection(), "epoch": 8})  # re-acquired
     assert (await router.send(stop(), profile="hardened"))[0] == 200
+    second = f"{PK}@8:{observer.connection()['stopped_at_ms']}"
 
-    assert observer.worker("worker-9")["stop_requests"] == {f"{PK}@7", f"{PK}@8"}
+    assert observer.worker("worker-9")["stop_requests"] == {first, second}
     rules = HardenedRules(observer.config)
     expires = observer.worker("worker-9")["expires_at_ms"]
-    renewal = rules.renew_worker(Holder("worker-9", "g1"), int(expires) - int(rules.lease_ms), frozenset({f"{PK}@7"}))
+    renewal = rules.renew_worker(Holder("worker-9", "g1"), int(expires) - int(rules.lease_ms), frozenset({first}))
     renewed = await LeaseStore(router.clients).execute(observer.config.workers_table, renewal)
-    assert renewed["stop_requests"] == {f"{PK}@8"}  # what the owner settles: the restarted lease is STOPPED
+    assert renewed["stop_requests"] == {second}  # what the owner settles: the restarted lease is STOPPED
 
 
 async def test_hardened_stop_of_an_item_without_an_epoch_posts_the_bare_pk(

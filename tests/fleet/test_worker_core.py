@@ -5,6 +5,8 @@ Each docstring says how the test fails on commit 9eab16e's logic."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -33,18 +35,29 @@ def hold_acquire_answers(store: MemoryStore) -> asyncio.Event:
     return gate
 
 
+@contextlib.asynccontextmanager
+async def holding(store: MemoryStore | None = None) -> AsyncIterator[tuple[MemoryStore, Worker]]:
+    """A worker running on ``store`` (a new one by default) with ``PK`` STARTED, once it holds ``PK``."""
+    store = store or MemoryStore(config())
+    add_stream(store, PK)
+    async with running(store) as worker:
+        await until(lambda: PK in worker.held)
+        yield store, worker
+
+
 def is_acquire(table: str, write: Write) -> bool:
     return table == CONNS and "owner_gen" in write.update.set and write.update.set["owner_gen"] != ""
 
 
-def stop(store: MemoryStore, pk: str) -> None:
-    """What the hardened router writes for STOP: STOPPED, then the lease found into its owner's mailbox."""
+def stop(store: MemoryStore, pk: str, at_ms: int = 1) -> None:
+    """What the hardened router writes for STOP at ``at_ms``: STOPPED, then the lease and the stop time found
+    into its owner's mailbox."""
     rules = store_rules(store)
     table = store.tables[CONNS]
-    table[pk] = found = rules.stop_connection(pk, 1).apply(table[pk])
+    table[pk] = found = rules.stop_connection(pk, at_ms).apply(table[pk])
     owner = found.get("lease_owner", "")
     if owner and owner in store.tables[WORKERS]:
-        post = rules.post_stop(owner, pk, found.get("epoch"))
+        post = rules.post_stop(owner, pk, found.get("epoch"), found.get("stopped_at_ms"))
         store.tables[WORKERS][owner] = post.apply(store.tables[WORKERS][owner])
 
 
@@ -57,10 +70,7 @@ def store_rules(store: MemoryStore) -> Rules:
 
 
 async def test_a_worker_claims_a_started_stream_consumes_it_and_hands_it_off_on_shutdown() -> None:
-    store = MemoryStore(config())
-    add_stream(store, PK)
-    async with running(store) as worker:
-        await until(lambda: PK in worker.held)
+    async with holding() as (store, worker):
         me = worker.me
         item = store.item(CONNS, PK)
         assert item is not None and (item["lease_owner"], item["owner_gen"], item["epoch"]) == ("w1", me.gen, 1)
@@ -75,10 +85,7 @@ async def test_hole_3_a_stale_listing_never_brings_back_a_dropped_stream() -> No
     (``_ours``), without a write or a consistent read: after a STOP dropped it, a stale index listing
     brought it back and it was consumed again.  Now adoption needs a consistent read showing it ours and
     STARTED."""
-    store = MemoryStore(config())
-    add_stream(store, PK)
-    async with running(store) as worker:
-        await until(lambda: PK in worker.held)
+    async with holding() as (store, worker):
         store.freeze_index()  # the index still lists it as ours
         stop(store, PK)
         await until(lambda: PK not in worker.held)
@@ -229,10 +236,7 @@ async def test_a_burst_of_stop_drops_never_holds_back_the_heartbeat() -> None:
 
 @pytest.mark.parametrize("skew_ms", [45.0, -45.0])
 async def test_skew_beyond_the_tolerance_fences_the_worker_and_is_reported(skew_ms: float) -> None:
-    store = MemoryStore(config())  # tolerance 50 ms: 0.8 of it is 40 ms
-    add_stream(store, PK)
-    async with running(store) as worker:
-        await until(lambda: PK in worker.held)
+    async with holding() as (store, worker):  # tolerance 50 ms: 0.8 of it is 40 ms
         first = worker.me
         store.skew = (skew_ms - 2, skew_ms + 2)
         await until(lambda: not worker.liveness.registered)
@@ -243,6 +247,27 @@ async def test_skew_beyond_the_tolerance_fences_the_worker_and_is_reported(skew_
         await until(lambda: worker.liveness.registered and PK in worker.held)
         assert worker.me.gen != first.gen
         assert [c for c in consumer(worker).consumed if c[0] == PK] == [(PK, first.gen), (PK, worker.me.gen)]
+
+
+class DateSampledStore(MemoryStore):
+    """A store whose skew estimate changes only with a worker-item read's answer (the estimate from
+    DynamoDB's ``Date`` headers moves only with answers): the next read's answer shows the clocks agree."""
+
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None:
+        self.skew = (-5.0, 5.0)
+        return await super().get_worker(worker_id)
+
+
+async def test_a_worker_fenced_by_a_stale_skew_estimate_keeps_sampling_and_comes_back() -> None:
+    """A stale ``Date`` header (a server's cached date) once put the estimate out of the model: the worker
+    fenced itself, sent nothing more, so no answer could correct the estimate and it stayed out for good.
+    Fenced for skew, it now keeps reading its worker item, and rejoins once the answers agree."""
+    async with holding(DateSampledStore(config())) as (store, worker):
+        first = worker.me
+        store.skew = (45.0, 49.0)
+        await until(lambda: worker.me != first)
+        await until(lambda: worker.liveness.registered and PK in worker.held)
+    assert history(worker).of("clock.skew")[0]["fences"] is True
 
 
 async def test_blog_renews_each_lease_and_stops_on_the_desired_state_read() -> None:
@@ -384,3 +409,68 @@ async def test_issue_10_a_second_stop_after_a_restart_is_not_lost_to_the_first()
         await until(lambda: PK not in worker.held, timeout_s=2.0)
         assert [e["epoch"] for e in history(worker).of("lease.release", reason="STOP")] == [1, 2]
     assert store.connection(PK).desired_state == STOPPED
+
+
+def start(store: MemoryStore, pk: str, at_ms: int = 2) -> None:
+    """What the router writes for START (the notification is not sent)."""
+    table = store.tables[CONNS]
+    table[pk] = store_rules(store).start_connection(pk, f"ws://u/{pk}", at_ms).apply(table[pk])
+
+
+def hold_writes(store: MemoryStore, table_name: str) -> asyncio.Event:
+    """From now on every write to ``table_name`` waits (before it is applied) until the returned gate is set."""
+    gate = asyncio.Event()
+
+    async def held(table: str, write: Write) -> None:
+        if table == table_name:
+            await gate.wait()
+
+    store.before_write = held
+    return gate
+
+
+def releases(worker: Worker) -> list[tuple[int, str]]:
+    return [(e["epoch"], e["outcome"]) for e in history(worker).of("lease.release", pk=PK)]
+
+
+@pytest.mark.parametrize("stopped_again", [False, True])
+async def test_issue_10_stops_read_after_a_start_again(stopped_again: bool) -> None:
+    """STOP, then START (and STOP again) before the owner reads its mailbox (the stop-start-stop
+    regression).  Released on the first STOP, the stream was STARTED with nobody consuming it (the START's
+    notification found it still held) and, STOPPED again, what it emitted in between was lost.  The release
+    for a STOP now requires that STOP: refused, the owner acquires the stream again at a new epoch and
+    consumes it.  Of two STOPs read together the latest is honoured, which the owner consumed up to."""
+    async with holding() as (store, worker):
+        mailbox_read = hold_writes(store, WORKERS)
+        stop(store, PK, at_ms=10)
+        start(store, PK, at_ms=20)
+        if stopped_again:
+            stop(store, PK, at_ms=30)
+        mailbox_read.set()
+        if stopped_again:
+            await until(lambda: PK not in worker.held)
+            assert releases(worker) == [(1, "ok")]
+            item = store.connection(PK)
+            assert (item.lease_owner, item.stopped_at_ms, item.epoch) == ("", 30, 1)
+            return
+        await until(lambda: PK in worker.held and worker.held[PK].lease.epoch == 2)
+        assert not worker.held[PK].draining and releases(worker) == [(1, "fail")]
+        assert history(worker).of("lease.acquire", pk=PK, outcome="ok", via="restarted", epoch=2)
+        assert consumer(worker).consumed == [(PK, worker.me.gen)] * 2
+
+
+async def test_issue_10_a_stop_superseded_during_its_release_is_drained_to_the_newer_stop() -> None:
+    """START and STOP again while the release for the first STOP is on its way: the stream was STARTED after
+    the owner stopped consuming, so the owner acquires it again and drains it up to the newer STOP."""
+    async with holding() as (store, worker):
+        release_sent = hold_writes(store, CONNS)
+        stop(store, PK, at_ms=10)
+        await until(lambda: PK not in worker.held)  # its release is waiting
+        start(store, PK, at_ms=20)
+        stop(store, PK, at_ms=30)
+        release_sent.set()
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+        drain = history(worker).of("lease.acquire", pk=PK, outcome="ok", via="drain")
+        assert [e["epoch"] for e in drain] == [2]
+    item = store.connection(PK)
+    assert (item.lease_owner, item.drained_epoch, item.stopped_at_ms) == ("", 2, 30)
