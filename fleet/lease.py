@@ -56,7 +56,9 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
   emitted before ``stopped_at_ms`` plus the clock tolerance (``drain_until_ms``), stops at the first one
   emitted later (``drain_ends``) and releases with ``drained_epoch`` set, so it is never drained twice.
   Without this nobody would persist what the stream emitted between its owner's last write and the STOP
-  (DESIGN I2).
+  (DESIGN I2).  So is a stream a STOP found STARTED and held by nobody (never acquired yet, or released
+  by a shutdown or a give-up and not yet taken over): the router marks it (``mark_undrained``).  START
+  removes the stop time and the drain mark.
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -252,6 +254,11 @@ class Rules:
         return Write(key={"pk": owner}, update=Update(add_to_set={"stop_requests": frozenset({entry})}),
                      condition=Exists("pk"))
 
+    def mark_undrained(self, pk: str, stopped_at_ms: int) -> Write | None:
+        """After a STOP that ended a STARTED period with nobody holding the stream: what makes it drained
+        (the published design: nothing)."""
+        return None
+
     # -- connections ---------------------------------------------------------------------------------
     def acquire(self, pk: str, me: Holder, now_ms: int, seen: ConnectionRecord | None = None) -> Write:
         return Write(
@@ -362,14 +369,26 @@ class HardenedRules(Rules):
 
     def start_connection(self, pk: str, ws_url: str, now_ms: int) -> Write:
         """START never clobbers: desired state and URL, lease fields only where the item has none; the
-        previous STOP's time goes (a later STOP records its own)."""
+        previous STOP's time and drain go (a later STOP records its own)."""
         return Write(
             key={"pk": pk},
             update=Update(
                 set={"desired_state": STARTED, "ws_url": ws_url, "updated_at_ms": now_ms},
                 set_if_absent={"lease_owner": "", "lease_expires_at_ms": 0, "last_seq": 0, "epoch": 0},
-                remove=frozenset({"stopped_at_ms"}),
+                remove=frozenset({"stopped_at_ms", "drained_epoch"}),
             ),
+        )
+
+    def mark_undrained(self, pk: str, stopped_at_ms: int) -> Write:
+        """A STOP ended a STARTED period while nobody held the stream (never acquired yet, or released by a
+        shutdown, a give-up, or for an earlier STOP): what it emitted in that period is drained as an
+        orphan's would be.  An expiry of 1 (a release zeroes it) lists it with the unreleased STOPPED
+        streams, on condition it is still this STOP and still nobody's."""
+        return Write(
+            key={"pk": pk},
+            update=Update(set={"lease_expires_at_ms": 1}),
+            condition=all_of(Eq("desired_state", STOPPED), Eq("stopped_at_ms", stopped_at_ms),
+                             any_of(NotExists("lease_owner"), Eq("lease_owner", ""))),
         )
 
     def claimable(
@@ -394,11 +413,14 @@ class HardenedRules(Rules):
         self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]
     ) -> bool:
         """STOPPED with a recorded stop time, not drained at its epoch, and owned by an incarnation that can
-        never renew again (``workers`` read after ``seen``, as for ``claimable``).  A stream nobody owns was
-        released by its last owner after consuming it, which leaves nothing to drain."""
-        if seen.desired_state != STOPPED or seen.stopped_at_ms is None or not seen.lease_owner:
+        never renew again (``workers`` read after ``seen``, as for ``claimable``), or owned by nobody and
+        marked by its STOP (``mark_undrained``).  Any other stream nobody owns was released by its last
+        owner for this STOP, after consuming it, which leaves nothing to drain."""
+        if seen.desired_state != STOPPED or seen.stopped_at_ms is None or self._drained(seen):
             return False
-        return not self._drained(seen) and self._owner_gone(seen, me, now_ms, workers)
+        if not seen.lease_owner:
+            return seen.lease_expires_at_ms > 0
+        return self._owner_gone(seen, me, now_ms, workers)
 
     @staticmethod
     def _drained(seen: ConnectionRecord) -> bool:

@@ -196,7 +196,7 @@ class Liveness:
         """
         w = self.w
         w.fence.broken = True
-        w.lose_all(reason)
+        self.lose_all(reason)
         old = w.me
         w.me = w.consumer.me = Holder(old.worker_id, new_gen())
         self.registered = False
@@ -209,6 +209,20 @@ class Liveness:
             await w.store.execute(w.config.workers_table, write)
         except StoreError as exc:
             log("retire.error", error=str(exc))
+
+    def lose_all(self, reason: str) -> None:
+        """Stop every stream at once, releasing nothing (the incarnation is fenced)."""
+        w = self.w
+        for held in list(w.held.values()):
+            held.stop_reason = reason
+            held.stopping.set()
+            if held.session is not None:
+                held.session.abort()
+            if held.task is not None:
+                held.task.cancel()
+            del w.held[held.pk]
+            w.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=reason)
+        log("lease.lost_all", reason=reason)
 
     async def fence_watchdog(self) -> None:
         w = self.w

@@ -39,6 +39,7 @@ class MemoryStore:
         self.queue_changed = asyncio.Event()
         self.notify_wait_s = notify_wait_s
         self.skew: tuple[float, float] | None = None
+        self.metrics: list[tuple[str, int]] = []  # ActiveConnections put: (worker id, count)
         self.before_write: Callable[[str, Write], Awaitable[None]] | None = None
         self.after_write: Callable[[str, Write], Awaitable[None]] | None = None
         self.returned: list[Notification] = []
@@ -136,7 +137,7 @@ class MemoryStore:
             self.queue_changed.set()
 
     async def put_active_connections(self, count: int, worker_id: str) -> None:
-        return None
+        self.metrics.append((worker_id, count))
 
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         return self.skew

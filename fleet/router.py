@@ -3,7 +3,9 @@
 ``handler`` is the AWS Lambda entry point (API Gateway proxy event in, proxy response out; REST v1 and
 HTTP API v2 payloads).  ``handle_event`` is the logic under it, shared with the local HTTP adapter
 (``fleet.router_http``) and the tests: it validates one event body, writes the connections table (and,
-``hardened``, the owner's STOP mailbox in the workers table: an entry naming the lease the STOP found),
+``hardened``, the owner's STOP mailbox in the workers table: an entry naming the lease the STOP found and
+when it stopped; or, when the STOP ended a STARTED period and nobody held the stream, a mark that has what
+it emitted in that period drained),
 sends the SQS notification ``{"pk": ...}`` (after every START; after a STOP only in ``hardened``: the
 published design notifies STOP not at all), records one history event ``event`` {kind, pk, status} and
 prints one small JSON log line.
@@ -15,7 +17,8 @@ outside ``CONNECTION_ID``, a ``ws_url`` that is malformed, not ``ws://`` / ``wss
 credentials or a fragment, or names a host and port outside ``FleetConfig.allowed_ws_hosts`` (rules in
 ``fleet.allowlist``; an empty allowlist admits no host).
 
-Writes are the profile's rules (``fleet.lease``: ``start_connection``, ``stop_connection``, ``post_stop``):
+Writes are the profile's rules (``fleet.lease``: ``start_connection``, ``stop_connection``, ``post_stop``,
+``mark_undrained``):
 ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose); ``hardened`` START
 updates desired state and URL and initialises the lease fields only where absent, so a repeated START never
 clobbers a live lease.  STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on
@@ -170,19 +173,45 @@ async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetC
             await clients.ddb.update_item(TableName=config.connections_table, **request)
 
 
-async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> tuple[str, int | None, int | None]:
+@dataclass(frozen=True)
+class StopFound:
+    """What the STOP write found: the lease (owner, epoch: None when the item has none), the stop time stored
+    (a repeated STOP keeps the first one's) and whether this STOP ended a STARTED period."""
+
+    owner: str
+    epoch: int | None
+    stopped_at_ms: int | None
+    ended_started: bool
+
+
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> StopFound:
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
-    item); returns the lease it found: owner and epoch (None when the item has none), and the stop time
-    stored (a repeated STOP's is the first one's)."""
-    request = on_wire(rules_for(config).stop_connection(pk, _now_ms()).render())
+    item)."""
+    now = _now_ms()
+    request = on_wire(rules_for(config).stop_connection(pk, now).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
                                                **request)
     found = from_wire(result.get("Attributes", {}))
     epoch, stopped_at = found.get("epoch"), found.get("stopped_at_ms")
-    return (str(found.get("lease_owner", "")), None if epoch is None else int(epoch),
-            None if stopped_at is None else int(stopped_at))
+    stopped_at = None if stopped_at is None else int(stopped_at)
+    return StopFound(str(found.get("lease_owner", "")), None if epoch is None else int(epoch), stopped_at,
+                     ended_started=stopped_at == now)
+
+
+async def _mark_undrained(pk: str, stopped_at_ms: int, clients: AwsClients, config: FleetConfig) -> None:
+    """The STOP ended a STARTED period with nobody holding the stream: mark it for a drain (where the profile
+    drains; ``fleet.lease.HardenedRules.mark_undrained``).  Refused: somebody took it meanwhile."""
+    write = rules_for(config).mark_undrained(pk, stopped_at_ms)
+    if write is None:
+        return
+    clients.requests["coordination"] += 1
+    try:
+        async with aws_errors("STOP drain mark"):
+            await clients.ddb.update_item(TableName=config.connections_table, **on_wire(write.render()))
+    except ConditionFailed:
+        return
 
 
 async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, stopped_at_ms: int | None,
@@ -216,9 +245,9 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
-            owner, epoch, stopped_at = "", None, None
+            found = StopFound("", None, None, ended_started=False)
         else:
-            owner, epoch, stopped_at = await _write_stop(event.pk, clients, config)
+            found = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
         return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
@@ -226,8 +255,10 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
         return _store_failure(exc)
     recorded = {"connection_id": event.connection_id, "desired_state": desired}
     try:
-        if owner and config.profile == "hardened":
-            await _post_stop_to_owner(event.pk, owner, epoch, stopped_at, clients, config)
+        if found.owner and config.profile == "hardened":
+            await _post_stop_to_owner(event.pk, found.owner, found.epoch, found.stopped_at_ms, clients, config)
+        elif found.ended_started and found.stopped_at_ms is not None:
+            await _mark_undrained(event.pk, found.stopped_at_ms, clients, config)
         if event.kind == "START" or config.profile == "hardened":
             await _notify(event.pk, clients, config)
     except StoreError as exc:

@@ -40,6 +40,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, StopRequest, optional_int
 from fleet.liveness import Liveness, new_gen
 from fleet.logline import log
+from fleet.metrics import publish_active_connections
 from fleet.notices import Notices
 from fleet.ports import StreamConsumer, WorkerStore
 from fleet.profiles import profile_for
@@ -83,7 +84,8 @@ class Worker:
         log("worker.start", worker=self.me.worker_id, gen=self.me.gen, profile=self.profile.name)
         await self.liveness.register()
         loops: list[Callable[[], Awaitable[None]]] = [
-            self.liveness.heartbeat_loop, self.liveness.fence_watchdog, self.reconciler.loop, self._metrics_loop
+            self.liveness.heartbeat_loop, self.liveness.fence_watchdog, self.reconciler.loop,
+            lambda: publish_active_connections(self)
         ]
         check_every = self.profile.desired_check_s()
         if check_every is not None:
@@ -170,10 +172,9 @@ class Worker:
         return await self._take_up(pk, item, via, me, stored_seq)
 
     async def _retake(self, held: HeldConnection) -> None:
-        """A release for a STOP was refused.  Unless the lease is no longer ours, the stream was STARTED
-        again since that STOP (and maybe STOPPED again), and nobody else would take it up (it is ours):
-        acquire it again, at a new epoch that the old lease's STOPs do not stop, then consume it, or drain
-        it up to the newer STOP."""
+        """A release for a STOP was refused: unless the lease is no longer ours, the stream was STARTED since
+        (and maybe STOPPED again), and nobody else would take it up.  Acquire it again, at a new epoch
+        which the old lease's STOPs do not stop, and consume it, or drain it up to the newer STOP."""
         pk, me = held.pk, self.me
         if pk in self.acquiring or self.closing or not self.fence.allows():
             return  # our lease stays: the reconcile adopts it, or it is taken over once we are gone
@@ -252,7 +253,8 @@ class Worker:
                               if r.pk == pk and r.stops(lease.epoch) and r.stopped_at_ms is not None]
                 await self.end_for_stop(held, "desired state is not STARTED",
                                         stopped_at if stopped_at is not None else max(seen_stops, default=None))
-            return False
+            if self.held.get(pk) is not held or held.dropping:
+                return False  # else a read showed it STARTED again since that STOP: consumed after all
         held.task = asyncio.create_task(self.consumer.consume(held))
         return True
 
@@ -322,12 +324,9 @@ class Worker:
         """A STOP for ``pk`` (at ``stopped_at_ms``, when known): stop consuming and release it, unless it is a
         drain (which ends by itself at the STOP's cutoff)."""
         held = self.held.get(pk)
-        if held is None or held.draining:
-            return
-        if self.profile.drains:
-            await self.end_for_stop(held, "STOP", stopped_at_ms)
-        else:
-            await self.drop(held, "STOP", release=True)
+        if held is not None and not held.draining:
+            await (self.end_for_stop(held, "STOP", stopped_at_ms) if self.profile.drains
+                   else self.drop(held, "STOP", release=True))
 
     async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None:
         """``held``'s stream was STOPPED (at ``stopped_at_ms``): stop consuming it and release it for that
@@ -349,25 +348,6 @@ class Worker:
             stopped_at_ms = seen.stopped_at_ms
         await self.drop(held, reason, release=True, stopped_at_ms=stopped_at_ms)
 
-    def lose_all(self, reason: str) -> None:
-        for held in list(self.held.values()):
-            held.stop_reason = reason
-            held.stopping.set()
-            if held.session is not None:
-                held.session.abort()
-            if held.task is not None:
-                held.task.cancel()
-            del self.held[held.pk]
-            self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=reason)
-        log("lease.lost_all", reason=reason)
-
-    async def _metrics_loop(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                await self.store.put_active_connections(len(self.held), self.me.worker_id)
-            except StoreError as exc:
-                log("metric.error", error=str(exc))
-            await self.pause(self.config.scaled_s(self.config.metric_interval_ms))
 
 
 RETAKE_ATTEMPTS = 3  # reads and acquires after a refused release for a STOP, each refused by a newer START or STOP

@@ -162,8 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
         "explore", help="run generated fault schedules until one is invalid; save and shrink it",
         description="Run schedules generated from seeds S, S+1, ... (one progress line each); stop at the "
                     "first invalid one, write it as a scenario file, shrink it (re-running candidates) and "
-                    "write the minimal one beside it. Exit 0: every run valid; 1: an invalid run was found; "
-                    "2: nothing could be run.")
+                    "write the minimal one beside it. With --keep-going, run every schedule, save each "
+                    "invalid one, shrink the first of each class (the invariant it fails) and print the "
+                    "classes; OUT/summary.json holds the counts, the fault mix and the classes. Exit 0: "
+                    "every run valid; 1: an invalid run was found; 2: nothing could be run.")
     explore.add_argument("--profile", choices=PROFILES, default="hardened", help="lease algorithm (default hardened)")
     explore.add_argument("--runs", type=_positive_int, default=10, help="schedules to run at most (default 10)")
     explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
@@ -179,7 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                          help="embedded DynamoDB server (default dynalite)")
     explore.add_argument("--shrink-runs", type=int, default=20,
-                         help="candidate runs the shrinker may spend (default 20; 0: no shrinking)")
+                         help="candidates the shrinker may try (default 20; 0: no shrinking)")
+    explore.add_argument("--shrink-repeat", type=_positive_int, default=1, metavar="K",
+                         help="run each shrink candidate up to K times; it still fails if any run does "
+                              "(default 1; failures that show only sometimes need more)")
+    explore.add_argument("--keep-going", action="store_true",
+                         help="do not stop at the first invalid run: classify them all (a benchmark)")
 
     report = sub.add_parser("report", help="build reports from run folders",
                             description="Write report.html, report.md and CSVs for one or more run folders "
@@ -401,16 +408,22 @@ def cmd_explore(args: argparse.Namespace) -> int:
     options = ExploreOptions(profile=args.profile, runs=args.runs, seed=args.seed, budget_s=args.budget_s,
                              out=args.out, fleet_root=args.fleet_root, workers=args.workers,
                              connections=args.connections, timescale=args.timescale, rate=args.rate,
-                             dynamodb=args.dynamodb, shrink_runs=max(0, args.shrink_runs))
+                             dynamodb=args.dynamodb, shrink_runs=max(0, args.shrink_runs),
+                             shrink_repeat=args.shrink_repeat, keep_going=args.keep_going)
     result = explore(options, progress=lambda line: print(line, flush=True))
     ran = [v for v in result.verdicts.values() if v is not None]
     mix = ", ".join(f"{kind} {count}" for kind, count in result.fault_mix.most_common())
     print(f"wsfleet explore: {len(result.verdicts)} runs ({len(ran)} ran, {result.invalid} invalid) in "
-          f"{result.elapsed_s:.0f} s; fault mix: {mix or 'none'}")
-    if result.minimal is not None:
-        root = f" --fleet-root {args.fleet_root}" if args.fleet_root else ""
-        print(f"wsfleet explore: fails {result.invariant}; schedule {result.failing}, shrunk {result.minimal}\n"
-              f"replay: wsfleet scenario --from {result.minimal} --profile {args.profile}{root}")
+          f"{result.elapsed_s:.0f} s; fault mix: {mix or 'none'}; summary {args.out / 'summary.json'}")
+    root = f" --fleet-root {args.fleet_root}" if args.fleet_root else ""
+    for invariant, found in result.classes().items():
+        first = found[0]
+        replay = first.minimal or first.schedule
+        print(f"wsfleet explore: fails {invariant} in {len(found)} run(s), seeds "
+              f"{', '.join(str(f.seed) for f in found)}; schedule {first.schedule}"
+              f"{f', shrunk {first.minimal}' if first.minimal else ''}\n"
+              f"replay: wsfleet scenario --from {replay} --profile {args.profile}{root}")
+    if result.findings:
         return 1
     return 0 if ran else 2
 

@@ -1,16 +1,21 @@
 """``wsfleet explore``: run generated schedules until one is invalid, then save it, shrink it and say how to
-replay it.
+replay it; or, with ``keep_going``, run them all and classify every invalid one.
 
 Run k uses seed ``S + k`` (``generator.generate``), in ``OUT/seed-<n>/``, with one progress line each
-(seed, faults, operations, verdict, duration).  The first invalid run's schedule is written to
-``OUT/explore-<n>.yaml``; ``shrink`` then re-runs candidates in ``OUT/shrink/<i>/``, keeping one only while
-it fails the same invariant (the first failing checker in ``INVARIANT_ORDER``), and the result is written
-beside it as ``OUT/explore-<n>-min.yaml``.  A run that could not run (the topology did not start, a step
-could not be applied) is reported and skipped.  The summary counts runs by outcome and the fault mix.
+(seed, faults, operations, verdict, duration).  An invalid run's schedule is written to
+``OUT/explore-<n>.yaml`` and classified by the invariant it fails (the first failing checker in
+``INVARIANT_ORDER``).  The first run of each class is shrunk: ``shrink`` re-runs candidates in
+``OUT/shrink-<n>/<i>/`` (each up to ``shrink_repeat`` times, since timing is real and a failure may show
+only sometimes), keeping one only while it fails that same invariant, and the result is written beside it
+as ``OUT/explore-<n>-min.yaml``.  Without ``keep_going`` the first invalid run ends the exploration.  A
+run that could not run (the topology did not start, a step could not be applied) is reported and skipped.
+``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, and each class
+with its seeds and files.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,20 +50,54 @@ class ExploreOptions:
     rate: float = 5.0
     dynamodb: str = "dynalite"
     shrink_runs: int = 20
+    shrink_repeat: int = 1
+    keep_going: bool = False
+
+
+@dataclass
+class Finding:
+    """One invalid run: its seed, the invariants it fails (``INVARIANT_ORDER``), its schedule file and, for
+    the first run of its class, the shrunk schedule."""
+
+    seed: int
+    invariants: list[str]
+    schedule: Path
+    minimal: Path | None = None
+
+    @property
+    def invariant(self) -> str:
+        return self.invariants[0]
 
 
 @dataclass
 class ExploreResult:
     verdicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # seed -> verdict (None: not run)
     fault_mix: Counter[str] = field(default_factory=Counter)
-    failing: Path | None = None
-    minimal: Path | None = None
-    invariant: str | None = None
+    findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     @property
     def invalid(self) -> int:
         return sum(1 for v in self.verdicts.values() if v is not None and v["valid"] is False)
+
+    def classes(self) -> dict[str, list[Finding]]:
+        """The findings by the invariant they fail, in the order the classes were found."""
+        classes: dict[str, list[Finding]] = {}
+        for finding in self.findings:
+            classes.setdefault(finding.invariant, []).append(finding)
+        return classes
+
+    def summary(self, options: ExploreOptions) -> dict[str, Any]:
+        outcomes = Counter("could not run" if v is None else "valid" if v["valid"] is True
+                           else "invalid" if v["valid"] is False else "unknown" for v in self.verdicts.values())
+        return {
+            "profile": options.profile, "first_seed": options.seed, "timescale": options.timescale,
+            "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
+            "fault_mix": dict(self.fault_mix.most_common()),
+            "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "schedule": str(f.schedule),
+                                     **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
+                        for invariant, found in self.classes().items()},
+        }
 
 
 def failing_invariants(verdict: dict[str, Any]) -> list[str]:
@@ -92,6 +131,7 @@ def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict
 def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
     result = ExploreResult()
     started = time.monotonic()
+    options.out.mkdir(parents=True, exist_ok=True)
     for k in range(options.runs):
         if options.budget_s is not None and time.monotonic() - started > options.budget_s:
             progress(f"budget of {options.budget_s:.0f} s spent after {k} runs")
@@ -110,30 +150,42 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
         progress(f"run {k + 1}/{options.runs} seed {seed}: faults [{', '.join(kinds)}], "
                  f"{len(spec.workload)} operations -> {outcome} in {time.monotonic() - run_started:.0f} s")
         if verdict is not None and verdict["valid"] is False:
-            _save_and_shrink(spec, verdict, options, result, progress)
+            _record(spec, verdict, options, result, progress)
+        result.elapsed_s = time.monotonic() - started
+        (options.out / "summary.json").write_text(json.dumps(result.summary(options), indent=1) + "\n")
+        if result.findings and not options.keep_going:
             break
-    result.elapsed_s = time.monotonic() - started
     return result
 
 
-def _save_and_shrink(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions, result: ExploreResult,
-                     progress: Progress) -> None:
-    invariant = failing_invariants(verdict)[0]
-    result.invariant = invariant
-    result.failing = dump(spec, options.out / f"{spec.name}.yaml")
-    progress(f"seed {spec.seed} fails {invariant}; schedule written to {result.failing}; shrinking "
-             f"({steps(spec)} steps, at most {options.shrink_runs} candidate runs)")
+def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions, result: ExploreResult,
+            progress: Progress) -> None:
+    """Save an invalid run's schedule; shrink it if it is the first of its class."""
+    invariants = failing_invariants(verdict)
+    new_class = invariants[0] not in result.classes()
+    finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"))
+    result.findings.append(finding)
+    if not new_class or options.shrink_runs <= 0:
+        progress(f"seed {spec.seed} fails {finding.invariant}; schedule written to {finding.schedule}")
+        return
+    invariant = finding.invariant
+    progress(f"seed {spec.seed} fails {invariant}; schedule written to {finding.schedule}; shrinking "
+             f"({steps(spec)} steps, at most {options.shrink_runs} candidates, each run up to "
+             f"{options.shrink_repeat} time(s))")
     tried = 0
 
     def still_fails(candidate: ScenarioSpec) -> bool:
         nonlocal tried
         tried += 1
-        found = run_once(candidate, options.out / "shrink" / str(tried), options)
-        fails = found is not None and invariant in failing_invariants(found)
-        progress(f"shrink candidate {tried} ({steps(candidate)} steps): {'still fails' if fails else 'passes'}")
-        return fails
+        for attempt in range(1, options.shrink_repeat + 1):
+            found = run_once(candidate, options.out / f"shrink-{spec.seed}" / f"{tried}-{attempt}", options)
+            if found is not None and invariant in failing_invariants(found):
+                progress(f"shrink candidate {tried} ({steps(candidate)} steps): still fails (run {attempt})")
+                return True
+        progress(f"shrink candidate {tried} ({steps(candidate)} steps): passes")
+        return False
 
     shrunk = shrink(spec, still_fails, Budget(options.shrink_runs), progress)
     minimal = replace(shrunk, name=f"{spec.name}-min",
                       description=f"{spec.description}; shrunk to {steps(shrunk)} steps, fails {invariant}")
-    result.minimal = dump(minimal, options.out / f"{minimal.name}.yaml")
+    finding.minimal = dump(minimal, options.out / f"{minimal.name}.yaml")

@@ -34,6 +34,7 @@ from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.fault import Fault, FaultError
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
+from harness.processes import start_thread
 
 DEFAULT_REFRESH_S = 0.25
 
@@ -156,9 +157,8 @@ class ToxicFault(Fault):
                             toxicity=toxicity, attributes=attributes)
         self.active = True
         if toxicity < 1.0:
-            self._refresher = threading.Thread(target=self._refresh, args=(toxiproxy, proxy, toxicity),
-                                               name=f"refresh-{self._name}", daemon=True)
-            self._refresher.start()
+            self._refresher = start_thread(threading.Thread(target=self._refresh, args=(toxiproxy, proxy, toxicity),
+                                                            name=f"refresh-{self._name}", daemon=True))
 
     def _refresh(self, toxiproxy: ToxiproxyClient, proxy: str, toxicity: float) -> None:
         """Update the toxic every ``refresh_s``: each update is a fresh toxicity draw per connection."""

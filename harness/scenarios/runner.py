@@ -35,6 +35,7 @@ from harness.checkers.verdict import write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError, Nemesis
 from harness.ground_truth import record_final
+from harness.processes import start_thread
 from harness.scenarios.scenario_file import Op, ScenarioSpec, Step
 
 Progress = Callable[[str], None]
@@ -273,7 +274,7 @@ def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps:
     threads = [threading.Thread(target=fault, args=(s,), name=f"step-{i}") for i, s in enumerate(steps)]
     threads += [threading.Thread(target=operation, args=(o,), name=f"op-{i}") for i, o in enumerate(ops)]
     for thread in threads:
-        thread.start()
+        start_thread(thread)
     try:
         for thread in threads:
             thread.join()

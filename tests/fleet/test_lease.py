@@ -388,7 +388,8 @@ def test_stop_records_the_first_stop_and_start_removes_it() -> None:
     ({}, LIVE_W2, 60_000 + TOLERANCE + 1, True),  # dead past expiry + tolerance
     ({}, LIVE_W2, 60_000 + TOLERANCE, False),  # within the tolerance: it may still renew
     ({}, LIVE_W2, 59_000, False),  # alive: the STOP reaches it through its mailbox
-    ({"lease_owner": "", "owner_gen": ""}, {}, 60_000, False),  # released after consuming: nothing left
+    ({"lease_owner": "", "owner_gen": "", "lease_expires_at_ms": 0}, {}, 60_000, False),  # released for the STOP
+    ({"lease_owner": "", "owner_gen": "", "lease_expires_at_ms": 1}, {}, 60_000, True),  # marked by its STOP
     ({"drained_epoch": 3}, {}, 60_000, False),  # drained at this epoch already
     ({"drained_epoch": 2}, {}, 60_000, True),  # drained before a later START, acquire and STOP
     ({"stopped_at_ms": None}, {}, 60_000, False),  # stopped before stop times were recorded: no end known
@@ -404,6 +405,25 @@ def test_a_stopped_stream_is_drainable_only_while_its_owner_can_never_renew_and_
                                                              change and change.get("drained_epoch") != 3)
     for published in (Rules(model_config("blog")), UnsafeRules(model_config("unsafe"))):
         assert not published.drainable(seen, ME, now_ms, workers) and published.drain_until_ms(seen) is None
+
+
+def test_a_stop_marks_a_stream_nobody_holds_for_a_drain_and_start_clears_it() -> None:
+    """A STOP that ends a STARTED period of a stream nobody holds (never acquired, or released by a shutdown
+    and not yet taken over) leaves what it emitted then to no one: marked, it is drained as an orphan's is;
+    the mark needs the same STOP and still nobody, and a START removes the stop time and the drain."""
+    free = {**ORPHAN, "lease_owner": "", "owner_gen": "", "lease_expires_at_ms": 0, "drained_epoch": 3}
+    started = HARDENED.start_connection(PK, "ws://u", 60_000).apply(free)
+    assert "drained_epoch" not in started and "stopped_at_ms" not in started
+    stopped = HARDENED.stop_connection(PK, 61_000).apply(started)
+    mark = HARDENED.mark_undrained(PK, 61_000)
+    assert mark.allowed(stopped)
+    assert not mark.allowed({**stopped, "lease_owner": "w2"})  # somebody acquired it first
+    assert not mark.allowed({**stopped, "stopped_at_ms": 62_000})  # STARTED and STOPPED again since
+    marked = ConnectionRecord.from_item(mark.apply(stopped))
+    assert HARDENED.drainable(marked, ME, 61_000, {}) and HARDENED.drain_until_ms(marked) == 61_000 + TOLERANCE
+    taken = HARDENED.acquire(PK, ME, 61_500, marked).apply(mark.apply(stopped))
+    assert (taken["lease_owner"], taken["epoch"]) == ("w1", 4)
+    assert Rules(model_config("blog")).mark_undrained(PK, 61_000) is None
 
 
 def test_the_drain_acquire_is_fenced_and_refused_once_started_or_stopped_again() -> None:

@@ -646,3 +646,20 @@ async def test_module_handler_is_the_lambda_entry_point(
         await asyncio.to_thread(router.close)
     assert status == 200
     assert observer.connection()["desired_state"] == "STARTED"
+
+
+@pytest.mark.parametrize("profile", ["hardened", "blog"])
+async def test_a_stop_ending_a_start_nobody_took_up_marks_the_stream_for_a_drain(
+    router: Router, observer: Observer, profile: str
+) -> None:
+    """START, then STOP before any worker acquired it: what the stream emitted between them is nobody's, so
+    hardened marks it (expiry 1: listed with the unreleased STOPPED streams, ``HardenedRules.drainable``).
+    A repeated STOP does not mark again; blog marks nothing."""
+    assert (await router.send(start(), profile=profile))[0] == 200
+    assert (await router.send(stop(), profile=profile))[0] == 200
+    item = observer.connection()
+    assert (item["desired_state"], item["lease_owner"]) == ("STOPPED", "")
+    assert item["lease_expires_at_ms"] == (1 if profile == "hardened" else 0)
+    observer.put(observer.config.connections_table, {**item, "lease_expires_at_ms": 0})  # drained since
+    assert (await router.send(stop(), profile=profile))[0] == 200
+    assert observer.connection()["lease_expires_at_ms"] == 0

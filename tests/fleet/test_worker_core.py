@@ -12,7 +12,7 @@ import pytest
 
 from fleet.connection import HeldConnection
 from fleet.expr import Write
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, Rules, WorkerRecord
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, Rules, StopRequest, WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
 from fleet.worker import Worker
@@ -183,6 +183,22 @@ async def test_hole_6_a_stop_landing_while_the_acquire_is_in_flight_is_honoured_
     assert store.connection(PK).drained_epoch == store.connection(PK).epoch == 1
 
 
+async def test_a_stop_seen_during_the_acquire_then_a_start_again_leaves_the_stream_consumed() -> None:
+    """A STOP whose time is not known (an entry of an older router) pending at take-up, while the stream is
+    STARTED again: the read that settles which STOP it was shows it STARTED, so the stream is consumed,
+    neither released (nobody would take it up) nor left held unconsumed."""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    gate = hold_acquire_answers(store)
+    async with running(store) as worker:
+        await until(lambda: PK in worker.acquiring)
+        worker.pending_stops.add(StopRequest.parse(f"{PK}@1"))
+        gate.set()
+        await until(lambda: bool(consumer(worker).consumed))
+        assert PK in worker.held and worker.held[PK].task is not None
+    assert history(worker).of("lease.release", pk=PK, reason="shutdown")
+
+
 async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_honoured() -> None:
     store = MemoryStore(config())
     add_stream(store, PK)
@@ -342,6 +358,21 @@ async def test_a_stopped_stream_whose_owner_died_is_drained_once_then_released()
     assert history(worker).of("lease.release", pk=PK, outcome="ok", reason="drained")
     item = store.connection(PK)
     assert (item.drained_epoch, item.epoch, item.lease_expires_at_ms, item.desired_state) == (4, 4, 0, STOPPED)
+
+
+async def test_a_stop_of_a_stream_nobody_held_is_drained_once_marked() -> None:
+    """STARTED, then STOPPED before anyone acquired it: the router's mark (``mark_undrained``) has a worker
+    drain what it emitted in between; before this, nothing listed it and it was lost."""
+    store = MemoryStore(config())
+    add_stream(store, PK)  # no worker ran while it was STARTED
+    stop(store, PK, at_ms=10)
+    table = store.tables[CONNS]
+    table[PK] = store_rules(store).mark_undrained(PK, 10).apply(table[PK])
+    async with running(store) as worker:
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+    assert [e["via"] for e in history(worker).of("lease.acquire", pk=PK, outcome="ok")] == ["drain"]
+    item = store.connection(PK)
+    assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 1)
 
 
 async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:

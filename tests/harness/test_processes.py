@@ -29,3 +29,18 @@ def test_a_child_imports_the_fleet_package_of_the_other_checkout(tmp_path: Path)
 def test_a_cluster_runs_its_fleet_from_the_given_root(tmp_path: Path) -> None:
     assert Cluster(ClusterSpec(run_dir=tmp_path, fleet_root=tmp_path)).fleet_root == tmp_path.resolve()
     assert Cluster(ClusterSpec(run_dir=tmp_path)).fleet_root == REPO_ROOT.resolve()
+
+
+def test_a_harness_thread_leaves_ctrl_c_to_the_main_thread() -> None:
+    """SIGINT and SIGTERM blocked in the thread, not in its creator: the kernel delivers them to the main
+    thread, where Python runs the handlers and a join or a sleep is interrupted at once."""
+    import signal
+    import threading
+
+    from harness.processes import start_thread
+
+    seen: list[set[signal.Signals]] = []
+    thread = start_thread(threading.Thread(target=lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))))
+    thread.join()
+    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])

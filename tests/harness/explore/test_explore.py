@@ -1,0 +1,72 @@
+"""``explore`` with a stand-in for the scenario runner: it stops at the first invalid run unless told to keep
+going, then classifies every invalid run by the invariant it fails and shrinks the first of each class,
+re-running a candidate up to ``shrink_repeat`` times; ``summary.json`` says all of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.explore import explore as explore_module
+from harness.explore.explore import ExploreOptions, explore
+from harness.scenarios.scenario_file import ScenarioSpec, load
+
+FAILS = {3: ["sequences"], 5: ["duplicate_claims", "sequences"], 6: ["sequences"]}  # by seed
+
+
+def verdict(failing: list[str]) -> dict[str, Any]:
+    checkers = {name: {"valid": name not in failing} for name in ("duplicate_claims", "sequences", "stop")}
+    return {"valid": not failing, "checkers": checkers}
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """Replaces the runner: a generated schedule fails as ``FAILS`` says; a shrink candidate fails only
+    on its second run, and only while it keeps a fault.  Records (seed, run folder name) of every run."""
+    ran: list[tuple[int, str]] = []
+
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+        ran.append((spec.seed, run_dir.name))
+        if run_dir.parent.name.startswith("shrink-"):
+            second = run_dir.name.endswith("-2")
+            return verdict(FAILS[spec.seed][:1] if spec.faults and second else [])
+        return verdict(FAILS.get(spec.seed, []))
+
+    monkeypatch.setattr(explore_module, "run_once", run_once)
+    return ran
+
+
+def options(tmp_path: Path, **changes: Any) -> ExploreOptions:
+    return ExploreOptions(**{"runs": 8, "seed": 1, "out": tmp_path, "shrink_runs": 4, **changes})
+
+
+def test_explore_stops_at_the_first_invalid_run_and_shrinks_it(tmp_path: Path,
+                                                                runs: list[tuple[int, str]]) -> None:
+    result = explore(options(tmp_path, shrink_repeat=2), progress=lambda _: None)
+    assert sorted(result.verdicts) == [1, 2, 3] and result.invalid == 1
+    [finding] = result.findings
+    assert (finding.seed, finding.invariant) == (3, "sequences")
+    assert finding.minimal is not None and load(finding.minimal).faults  # kept what the failure needs
+    assert any(name.endswith("-2") for seed, name in runs if seed == 3)  # a candidate passing once ran again
+
+
+def test_keep_going_classifies_every_invalid_run_and_shrinks_the_first_of_each_class(
+        tmp_path: Path, runs: list[tuple[int, str]]) -> None:
+    result = explore(options(tmp_path, keep_going=True), progress=lambda _: None)
+    assert sorted(result.verdicts) == list(range(1, 9)) and result.invalid == 3
+    classes = result.classes()
+    assert {k: [f.seed for f in v] for k, v in classes.items()} == {"sequences": [3, 6], "duplicate_claims": [5]}
+    assert [f.minimal is not None for f in result.findings] == [True, True, False]
+    first = result.findings[0]
+    assert first.minimal is not None and load(first.minimal).faults == load(first.schedule).faults  # one run
+    # per candidate: none failed, so nothing was dropped
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["runs"] == 8 and summary["outcomes"] == {"valid": 5, "invalid": 3}
+    assert [c["seed"] for c in summary["classes"]["sequences"]] == [3, 6]
+    assert summary["classes"]["duplicate_claims"][0]["fails"] == ["duplicate_claims", "sequences"]
+    assert sum(summary["fault_mix"].values()) > 0
+    shrunk = {seed for seed, name in runs if name != f"seed-{seed}"}
+    assert shrunk == {3, 5}  # the first of each class only
