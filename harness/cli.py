@@ -11,12 +11,14 @@ non-zero exit: 2 for bad input, 1 for a failed check or an unreachable service.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,16 +198,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: handled as Ctrl-C is (everything started is stopped and healed), exit 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM interrupt the command wherever it waits, so every process it started is stopped
+    and every fault healed, even when it was started with SIGINT ignored (as a non-interactive shell starts
+    a background job, whose children inherit that); the previous handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(COMMANDS[args.command](args))
+        with _interruptible():
+            return int(COMMANDS[args.command](args))
     except CliError as exc:
         print(f"wsfleet {args.command}: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
-        print(f"wsfleet {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"wsfleet {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except ModuleNotFoundError as exc:  # a fleet-only install has no harness dependencies
         print(f"wsfleet {args.command}: needs the Python module {exc.name!r}, which is not installed "
               f"(the harness: {HARNESS_EXTRAS})", file=sys.stderr)

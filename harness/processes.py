@@ -192,7 +192,7 @@ def _drain_to_log(child: Child) -> None:
 def start_thread(thread: threading.Thread) -> threading.Thread:
     """Start ``thread`` with SIGINT and SIGTERM blocked in it (a thread inherits its creator's mask), so the
     kernel delivers them to the main thread, the only one where Python runs their handlers, and a join or
-    a sleep there is interrupted at once (Ctrl-C of a scenario once ran it to its end, exit 0)."""
+    a sleep there is interrupted at once, not when the thread that took the signal next wakes."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         thread.start()
