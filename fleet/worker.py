@@ -349,7 +349,6 @@ class Worker:
         await self.drop(held, reason, release=True, stopped_at_ms=stopped_at_ms)
 
 
-
 RETAKE_ATTEMPTS = 3  # reads and acquires after a refused release for a STOP, each refused by a newer START or STOP
 STARTUP_PATIENCE_S = 15.0  # a backend starting beside us gets this long
 USAGE = f"usage: python -m fleet.worker [--profile {{{','.join(PROFILES)}}}] [--worker-id ID] [--help]"
