@@ -75,6 +75,8 @@ class HeldConnection:
     drain_until_ms: int | None = None  # a drain: persist what was emitted before this (upstream clock)
     drained: bool = False  # the drain reached its end with everything before it stored
     stopped_at_ms: int | None = None  # a drain: the time of the STOP it drains to
+    gap_at: int | None = None  # the sequence missing from the last session that skipped one
+    reading: bool = False  # a session is open: what the stream emits reaches the holder
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
 
     @property
@@ -174,7 +176,7 @@ class ConnectionRunner:
                     raise Fenced()
                 async with UpstreamSession(url, me.worker_id, max(0.5, budget_s / 4),
                                            gen=me.gen, allowlist=self.allowlist) as session:
-                    held.session = session
+                    held.session, held.reading = session, True
                     self.history.emit("ws.open", pk=held.pk, worker=me.worker_id, gen=me.gen,
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
@@ -196,6 +198,7 @@ class ConnectionRunner:
                 reason = str(exc)
             finally:
                 held.session = None
+                held.reading = held.stopping.is_set()  # still read up to the stop, unless the session failed
             self._closed(held, me, held.stop_reason or reason)
             if held.stopping.is_set() or held.drained:
                 return
@@ -340,6 +343,7 @@ class MessageSink:
         self.runner = runner
         self.held = held
         self.batched = runner.rules.idempotent_messages
+        self.submitted = 0  # the last sequence queued for writing (hardened)
         self.pending: list[UpstreamMessage] = []
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
@@ -351,9 +355,16 @@ class MessageSink:
             await self.runner.persist(self.held, [message])
             self.held.last_seq = max(self.held.last_seq, message.seq)
             return
-        if message.seq <= self.held.last_seq:
-            return  # a replay of what this owner already stored
+        expected = max(self.held.last_seq, self.submitted) + 1
+        if message.seq < expected:
+            return  # a replay of what this owner already stored or queued
+        if message.seq > expected and self.held.gap_at != expected:
+            # a frame lost on the way (the session skipped a sequence): ask again from the missing one; the
+            # same gap twice is one the upstream can no longer fill, and is left to the checkers
+            self.held.gap_at = expected
+            raise UpstreamError(f"sequence gap: {expected} missing, {message.seq} arrived")
         self._raise_if_failed()
+        self.submitted = message.seq
         self.pending.append(message)
         self.idle.clear()
         self.wake.set()

@@ -305,8 +305,9 @@ class Rules:
         )
 
     def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False,
-                stopped_at_ms: int | None = None) -> Write:
-        """Give the lease back (``stopped_at_ms``: for that STOP; the published design does not say)."""
+                stopped_at_ms: int | None = None, behind: bool = False) -> Write:
+        """Give the lease back (``stopped_at_ms``, ``behind``: for that STOP, unread; the published design
+        does not say)."""
         return Write(
             key={"pk": lease.pk},
             update=Update(set={"lease_owner": "", "lease_expires_at_ms": 0, "updated_at_ms": now_ms}),
@@ -470,10 +471,12 @@ class HardenedRules(Rules):
         raise NotImplementedError("hardened renews the worker, not each connection")
 
     def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False,
-                stopped_at_ms: int | None = None) -> Write:
+                stopped_at_ms: int | None = None, behind: bool = False) -> Write:
         """Owner cleared and the expiry zeroed (off the listing of STOPPED streams to drain); a finished drain
         records its epoch (``drained_epoch``).  With ``stopped_at_ms`` (a release for the STOP at that time,
-        a drain's included) only while STOPPED at that same time: no START since."""
+        a drain's included) only while STOPPED at that same time: no START since.  ``behind``: the holder
+        could not read what the stream emitted before the STOP (its session was down), so the expiry is 1,
+        the drain mark (``mark_undrained``), and a worker drains it."""
         held = self.held(lease, me)
         if stopped_at_ms is not None:
             held = all_of(held, Eq("desired_state", STOPPED), Eq("stopped_at_ms", stopped_at_ms))
@@ -482,7 +485,7 @@ class HardenedRules(Rules):
             update=Update(set={
                 "lease_owner": "",
                 "owner_gen": "",
-                "lease_expires_at_ms": 0,
+                "lease_expires_at_ms": 1 if behind else 0,
                 "updated_at_ms": now_ms,
                 **self._checkpointed(lease, me, last_seq),
                 **({"drained_epoch": lease.epoch} if drained else {}),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from fleet.config import FleetConfig
@@ -108,7 +108,7 @@ class MemoryStore:
         item = self.tables[self.config.workers_table].get(worker_id)
         return WorkerRecord.from_item(item) if item else None
 
-    async def notify(self, handoffs: list[tuple[str, int]]) -> None:
+    async def notify(self, handoffs: Sequence[tuple[str, int | None]]) -> None:
         for pk, epoch in handoffs:
             self.send(pk, epoch)
 

@@ -4,7 +4,7 @@ implement ``WorkerStore``; ``fleet.connection.ConnectionRunner`` implements ``St
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from fleet.connection import HeldConnection
@@ -43,7 +43,7 @@ class WorkerStore(Protocol):
 
     async def get_worker(self, worker_id: str) -> WorkerRecord | None: ...
 
-    async def notify(self, handoffs: list[tuple[str, int]]) -> None: ...
+    async def notify(self, handoffs: Sequence[tuple[str, int | None]]) -> None: ...
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]: ...
 

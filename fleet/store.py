@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -241,8 +241,9 @@ class LeaseStore:
                 return expected - 1
 
     # -- notifications and metrics -------------------------------------------------------------------
-    async def notify(self, handoffs: list[tuple[str, int]]) -> None:
-        """Announce released streams ``(pk, released epoch)``, ten to a request (SendMessageBatch's limit)."""
+    async def notify(self, handoffs: Sequence[tuple[str, int | None]]) -> None:
+        """Announce released streams ``(pk, released epoch)`` (None: read it first), ten to a request
+        (SendMessageBatch's limit)."""
         for start in range(0, len(handoffs), 10):
             entries: list[SendMessageBatchRequestEntryTypeDef] = [
                 {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}

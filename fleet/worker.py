@@ -22,6 +22,7 @@ Run as ``python -m fleet.worker [--profile NAME] [--worker-id ID]`` (or ``wsflee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import random
@@ -153,8 +154,7 @@ class Worker:
 
     async def _acquire(self, pk: str, via: str, seen: ConnectionRecord | None, me: Holder,
                        stored_seq: int = 0) -> bool:
-        """Send the acquire (``pk`` marked as being acquired by the caller) and take up what it granted
-        (resuming after ``stored_seq`` if the item's checkpoint is older)."""
+        """Send the acquire (the caller marks ``pk`` acquiring); take up what it granted, after ``stored_seq``."""
         write = self.rules.acquire(pk, me, self.clock.now_ms(), seen)
         try:
             item = await self.store.execute(self.config.connections_table, write)
@@ -173,8 +173,8 @@ class Worker:
 
     async def _retake(self, held: HeldConnection) -> None:
         """A release for a STOP was refused: unless the lease is no longer ours, the stream was STARTED since
-        (and maybe STOPPED again), and nobody else would take it up.  Acquire it again, at a new epoch
-        which the old lease's STOPs do not stop, and consume it, or drain it up to the newer STOP."""
+        (maybe STOPPED again), nobody else would take it up: acquire it again (a new epoch, which the old
+        lease's STOPs do not stop) and consume it, or drain it up to the newer STOP."""
         pk, me = held.pk, self.me
         if pk in self.acquiring or self.closing or not self.fence.allows():
             return  # our lease stays: the reconcile adopts it, or it is taken over once we are gone
@@ -284,6 +284,7 @@ class Worker:
         if self.held.get(held.pk) is not held or held.dropping:
             return False
         held.dropping = True
+        behind = not held.reading  # no session open: what was emitted before the STOP was not read
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:
@@ -306,7 +307,7 @@ class Worker:
             return False
         for_stop = held.stopped_at_ms if held.drained else stopped_at_ms
         write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained,
-                                   stopped_at_ms=for_stop)
+                                   stopped_at_ms=for_stop, behind=behind and not held.drained and for_stop is not None)
         try:
             await self.store.execute(self.config.connections_table, write)
             outcome = "ok"
@@ -318,11 +319,13 @@ class Worker:
                   reason=reason)
         if outcome == "fail" and for_stop is not None:
             await self._retake(held)
+        elif outcome == "ok" and write.update.set["lease_expires_at_ms"] == 1:  # left to drain: say so
+            with contextlib.suppress(StoreError):
+                await self.store.notify([(held.pk, None)])
         return outcome == "ok"
 
     async def honour_stop(self, pk: str, stopped_at_ms: int | None = None) -> None:
-        """A STOP for ``pk`` (at ``stopped_at_ms``, when known): stop consuming and release it, unless it is a
-        drain (which ends by itself at the STOP's cutoff)."""
+        """A STOP for ``pk`` (at ``stopped_at_ms``): stop and release it, unless a drain (it ends by itself)."""
         held = self.held.get(pk)
         if held is not None and not held.draining:
             await (self.end_for_stop(held, "STOP", stopped_at_ms) if self.profile.drains
@@ -330,9 +333,8 @@ class Worker:
 
     async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None:
         """``held``'s stream was STOPPED (at ``stopped_at_ms``): stop consuming it and release it for that
-        STOP (``drop``).  A STOP whose time is not known (a refused checkpoint, an entry of an older router)
-        is read first: the item shows it, or shows the stream STARTED again (still ours: it goes on), or
-        the lease no longer ours."""
+        STOP (``drop``).  A STOP of unknown time (a refused checkpoint, an older router's entry) is read
+        first: the item shows it, or the stream STARTED again (still ours: it goes on), or not ours."""
         if stopped_at_ms is None:
             try:
                 seen = await self.store.get_connection(held.pk)

@@ -56,6 +56,7 @@ class RecordingConsumer:
             await self.worker.give_up(held, "drained")
             return
         self.consumed.append((held.pk, self.me.gen))
+        held.reading = True
         await held.stopping.wait()
 
 

@@ -477,3 +477,7 @@ def test_a_release_for_a_stop_is_refused_once_the_stream_was_started_again() -> 
     assert not release.allowed({**mine, "desired_state": STOPPED, "stopped_at_ms": 50, "epoch": 5})
     # a release for no STOP in particular (a shutdown, an upstream given up) only needs the lease
     assert HARDENED.release(lease, ME, 70, last_seq=9).allowed({**mine, "desired_state": STARTED})
+    # released by a holder that could not read the stream: marked, so it is drained
+    stopped = {**mine, "desired_state": STOPPED, "stopped_at_ms": 50, "ws_url": "ws://u"}
+    behind = HARDENED.release(lease, ME, 70, last_seq=9, stopped_at_ms=50, behind=True).apply(stopped)
+    assert behind["lease_expires_at_ms"] == 1 and HARDENED.drainable(ConnectionRecord.from_item(behind), ME, 70, {})

@@ -375,6 +375,20 @@ async def test_a_stop_of_a_stream_nobody_held_is_drained_once_marked() -> None:
     assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 1)
 
 
+async def test_a_stop_honoured_while_the_upstream_was_unreachable_leaves_the_stream_to_drain() -> None:
+    """The owner cut off from the upstream (explore benchmark seed 1060's sibling 1063: a partition) still
+    honours the STOP, but it read nothing the stream emitted meanwhile: released as done, that was lost.
+    Released with the drain mark and announced, it is drained (here by the owner itself, reading again)."""
+    async with holding() as (store, worker):
+        worker.held[PK].reading = False  # its session dropped and has not come back
+        stop(store, PK, at_ms=10)
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [e["reason"] for e in released] == ["STOP", "drained"]
+    item = store.connection(PK)
+    assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 2)
+
+
 async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:
     store = MemoryStore(config())
     orphan(store, owner_expires_ms=10**13)
