@@ -48,6 +48,7 @@ from fleet.allowlist import Allowlist, show
 from fleet.aws import AwsClients, aws_errors
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
+from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
 from fleet.schema import conn_pk
@@ -204,14 +205,8 @@ async def _mark_undrained(pk: str, stopped_at_ms: int, clients: AwsClients, conf
     """The STOP ended a STARTED period with nobody holding the stream: mark it for a drain (where the profile
     drains; ``fleet.lease.HardenedRules.mark_undrained``).  Refused: somebody took it meanwhile."""
     write = rules_for(config).mark_undrained(pk, stopped_at_ms)
-    if write is None:
-        return
-    clients.requests["coordination"] += 1
-    try:
-        async with aws_errors("STOP drain mark"):
-            await clients.ddb.update_item(TableName=config.connections_table, **on_wire(write.render()))
-    except ConditionFailed:
-        return
+    if write is not None:
+        await _update_unless_refused(config.connections_table, write, "STOP drain mark", clients)
 
 
 async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, stopped_at_ms: int | None,
@@ -220,11 +215,16 @@ async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, stopped_at
     to the owner's mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its
     lease lapses and its writes are fenced anyway (and once it can never renew, a worker drains what it left
     unpersisted before the STOP)."""
-    request = on_wire(rules_for(config).post_stop(owner, pk, epoch, stopped_at_ms).render())
+    write = rules_for(config).post_stop(owner, pk, epoch, stopped_at_ms)
+    await _update_unless_refused(config.workers_table, write, "STOP mailbox", clients)
+
+
+async def _update_unless_refused(table: str, write: Write, what: str, clients: AwsClients) -> None:
+    """Send a conditional update after the STOP write; a refused condition is an answer, not an error."""
     clients.requests["coordination"] += 1
     try:
-        async with aws_errors("STOP mailbox"):
-            await clients.ddb.update_item(TableName=config.workers_table, **request)
+        async with aws_errors(what):
+            await clients.ddb.update_item(TableName=table, **on_wire(write.render()))
     except ConditionFailed:
         return
 

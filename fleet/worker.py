@@ -29,7 +29,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from fleet.aws import AwsClients
@@ -145,9 +145,15 @@ class Worker:
         if pk in self.held or pk in self.acquiring or not self.able_to_claim():
             return False
         me = self.me
+        with self._acquiring(pk):
+            return await self._acquire(pk, via, seen, me)
+
+    @contextlib.contextmanager
+    def _acquiring(self, pk: str) -> Iterator[None]:
+        """``pk`` is being acquired (STOPs read meanwhile are kept pending) until the block ends."""
         self.acquiring.add(pk)
         try:
-            return await self._acquire(pk, via, seen, me)
+            yield
         finally:
             self.acquiring.discard(pk)
             self.forget_pending_stops(pk)
@@ -178,8 +184,7 @@ class Worker:
         pk, me = held.pk, self.me
         if pk in self.acquiring or self.closing or not self.fence.allows():
             return  # our lease stays: the reconcile adopts it, or it is taken over once we are gone
-        self.acquiring.add(pk)
-        try:
+        with self._acquiring(pk):
             for _ in range(RETAKE_ATTEMPTS):
                 try:
                     seen = await self.store.get_connection(pk)
@@ -191,20 +196,13 @@ class Worker:
                 via = "restarted" if seen.desired_state == STARTED else "drain"
                 if await self._acquire(pk, via, seen, me, held.last_seq):
                     return
-        finally:
-            self.acquiring.discard(pk)
-            self.forget_pending_stops(pk)
 
     async def adopt(self, pk: str) -> bool:
         """A listing shows ``pk``'s lease ours though we hold nothing: take it up if a consistent read agrees."""
         me = self.me
-        self.acquiring.add(pk)
-        try:
+        with self._acquiring(pk):
             item = await self._settle(pk, me)
             return item is not None and await self._take_up(pk, item, "adopted", me)
-        finally:
-            self.acquiring.discard(pk)
-            self.forget_pending_stops(pk)
 
     def forget_pending_stops(self, pk: str) -> None:
         """The acquire of ``pk`` is over: the STOPs seen during it were honoured or did not apply."""
@@ -284,7 +282,7 @@ class Worker:
         if self.held.get(held.pk) is not held or held.dropping:
             return False
         held.dropping = True
-        behind = not held.reading  # no session open: what was emitted before the STOP was not read
+        unread = not held.reading  # no session open: what was emitted before the STOP was not read
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:
@@ -306,8 +304,9 @@ class Worker:
                       reason=reason if release is False else "fenced before release")
             return False
         for_stop = held.stopped_at_ms if held.drained else stopped_at_ms
+        behind = unread and not held.drained and for_stop is not None  # released for a STOP, left to drain
         write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained,
-                                   stopped_at_ms=for_stop, behind=behind and not held.drained and for_stop is not None)
+                                   stopped_at_ms=for_stop, behind=behind)
         try:
             await self.store.execute(self.config.connections_table, write)
             outcome = "ok"
@@ -319,7 +318,7 @@ class Worker:
                   reason=reason)
         if outcome == "fail" and for_stop is not None:
             await self._retake(held)
-        elif outcome == "ok" and write.update.set["lease_expires_at_ms"] == 1:  # left to drain: say so
+        elif outcome == "ok" and behind:  # say so, or nobody drains it before the next sweep
             with contextlib.suppress(StoreError):
                 await self.store.notify([(held.pk, None)])
         return outcome == "ok"

@@ -88,8 +88,7 @@ class ExploreResult:
         return classes
 
     def summary(self, options: ExploreOptions) -> dict[str, Any]:
-        outcomes = Counter("could not run" if v is None else "valid" if v["valid"] is True
-                           else "invalid" if v["valid"] is False else "unknown" for v in self.verdicts.values())
+        outcomes = Counter(outcome(v) for v in self.verdicts.values())
         return {
             "profile": options.profile, "first_seed": options.seed, "timescale": options.timescale,
             "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
@@ -105,6 +104,13 @@ def failing_invariants(verdict: dict[str, Any]) -> list[str]:
     failing = [name for name, check in verdict.get("checkers", {}).items() if check.get("valid") is False]
     rank = {name: i for i, name in enumerate(INVARIANT_ORDER)}
     return sorted(failing, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def outcome(verdict: dict[str, Any] | None) -> str:
+    """``valid``, ``invalid`` or ``unknown``; ``could not run`` without a verdict."""
+    if verdict is None:
+        return "could not run"
+    return {True: "valid", False: "invalid"}.get(verdict["valid"], "unknown")
 
 
 def describe_fault(step: dict[str, Any]) -> str:
@@ -144,11 +150,11 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
         run_started = time.monotonic()
         verdict = run_once(spec, options.out / f"seed-{seed}", options)
         result.verdicts[seed] = verdict
-        outcome = ("COULD NOT RUN" if verdict is None else "VALID" if verdict["valid"] is True
-                   else f"INVALID ({', '.join(failing_invariants(verdict))})" if verdict["valid"] is False
-                   else "UNKNOWN")
+        said = outcome(verdict).upper()
+        if said == "INVALID":
+            said += f" ({', '.join(failing_invariants(verdict or {}))})"
         progress(f"run {k + 1}/{options.runs} seed {seed}: faults [{', '.join(kinds)}], "
-                 f"{len(spec.workload)} operations -> {outcome} in {time.monotonic() - run_started:.0f} s")
+                 f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
         if verdict is not None and verdict["valid"] is False:
             _record(spec, verdict, options, result, progress)
         result.elapsed_s = time.monotonic() - started
