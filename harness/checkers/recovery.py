@@ -7,7 +7,9 @@ consuming part ended within [t0, fault.stop (t0 if none) + ``fault_grace_ms``] (
 The old owner ``W`` is that part's worker, ``old_end`` its end.
 
 - ``claim``: the first ``lease.acquire`` ok for the pk after t0 by another worker, or by W itself once it
-  restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  Without a claim,
+  restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  When that owner
+  never caught up (a later fault cut it off before it did), the recovery passes on: the claim is the next
+  takeover by another consumer, the first of them that caught up (and still counts from t0).  Without a claim,
   when W's session stopped consuming for good within the fault's window (as above) the new owner is
   whoever opened the next session (``reconnect_in_place`` when W); otherwise the connection was not
   disrupted (a latency, a short partition, a pause its session survived): it recovers when W catches up.
@@ -153,38 +155,33 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
     t0 = fault.start_t
     restart = _first_after(look.starts.get(old), t0, strict=True)
     lost = _first_after(look.losses.get((pk, old)), t0)
-    claim_t, new = None, None
-    times, owners = look.acquires.get(pk, (np.empty(0), np.empty(0, dtype=object)))
-    for t, owner in zip(times[times > t0].tolist(), owners[times > t0].tolist(), strict=True):
-        # another consumer (a new incarnation of the old worker counts), or the old one after it restarted
-        # or lost the lease
-        if (not same_consumer(owner, old_consumer) or (restart is not None and t >= restart)
-                or (lost is not None and t >= lost)):
-            claim_t, new = t, split_consumer(owner)[0]
-            break
+    claims = _claims(look, pk, t0, old_consumer, restart, lost)
     # the fault cut the stream when the old session stopped consuming for good within its window (a
     # session that resumes reading after a pause was not cut)
     cut = session_end <= _window_end(fault, grace) and session_end < info.last_t
-    disrupted = claim_t is not None or cut
-    connect_t = None
-    if claim_t is not None:
-        connect_t = _first_after(look.opens.get((pk, new)), claim_t)
+    disrupted = bool(claims) or cut
+    claim_t: float | None = None
+    if claims:
+        # the first claimer that caught up (a claimer cut off by a later fault hands the recovery on)
+        outcomes = [_recovery_by(look, pk, new, claim) for claim, new in claims]
+        chosen = next((i for i, o in enumerate(outcomes) if o[2] is not None), 0)
+        (claim_t, new), (connect_t, resume_t, caught_up_t) = claims[chosen], outcomes[chosen]
     elif disrupted:
+        new, connect_t = None, None
         times, owners = look.pk_opens.get(pk, (np.empty(0), np.empty(0, dtype=object)))
         later = np.flatnonzero(times > t0)
         if later.size:
             connect_t, new = float(times[later[0]]), str(owners[later[0]])
+        _, resume_t, caught_up_t = (_recovery_by(look, pk, new, t0) if new is not None
+                                    else (None, None, None))
     else:
-        new = old
-    # persisting counts from the new session (not disrupted: from t0); caught up means reaching the head
-    # emitted before that session (not disrupted: before the fault stopped)
-    start_ref = connect_t if disrupted else t0
-    head_ref = connect_t if disrupted else (fault.stop_t if fault.stop_t is not None else t0)
-    resume_t = caught_up_t = None
-    if start_ref is not None and head_ref is not None and new is not None:
-        persisted = look.persists.get((pk, new))
-        resume_t = _first_after(persisted[0] if persisted else None, start_ref)
-        caught_up_t = _caught_up(persisted, start_ref, look.head_before(pk, head_ref))
+        # not disrupted: persisting counts from t0, and catching up means reaching the head emitted before
+        # the fault stopped
+        new, connect_t = old, None
+        persisted = look.persists.get((pk, old))
+        resume_t = _first_after(persisted[0] if persisted else None, t0)
+        head_ref = fault.stop_t if fault.stop_t is not None else t0
+        caught_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
     detect_t = _detect(look, pk, old, t0, claim_t, restart, info)
     stop_t = _first_after(look.stops.get(pk), t0)
     stopped = look.stopped_at(pk, t0) or (
@@ -217,6 +214,37 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
         "within_bound": (None if bound is None or stopped else recovery is not None and recovery <= bound),
     })
     return row
+
+
+def _claims(look: _Lookups, pk: str, t0: float, old_consumer: str, restart: float | None,
+            lost: float | None) -> list[tuple[float, str]]:
+    """(time, worker) of each takeover of pk after t0: the first by another consumer (a new incarnation of
+    the old worker counts), or by the old one after it restarted or lost the lease; then each acquire by a
+    consumer other than the one before it."""
+    times, owners = look.acquires.get(pk, (np.empty(0), np.empty(0, dtype=object)))
+    claims: list[tuple[float, str]] = []
+    previous: str | None = None
+    for t, owner in zip(times[times > t0].tolist(), owners[times > t0].tolist(), strict=True):
+        if previous is None:
+            if (same_consumer(owner, old_consumer) and (restart is None or t < restart)
+                    and (lost is None or t < lost)):
+                continue
+        elif same_consumer(owner, previous):
+            continue
+        claims.append((t, split_consumer(owner)[0]))
+        previous = owner
+    return claims
+
+
+def _recovery_by(look: _Lookups, pk: str, new: str, after: float) -> tuple[float | None, ...]:
+    """(connect, resume, caught_up) of worker ``new`` after ``after``: its first session, its first write
+    from that session, and its first write reaching the head emitted before that session."""
+    connect_t = _first_after(look.opens.get((pk, new)), after)
+    if connect_t is None:
+        return None, None, None
+    persisted = look.persists.get((pk, new))
+    resume_t = _first_after(persisted[0] if persisted else None, connect_t)
+    return connect_t, resume_t, _caught_up(persisted, connect_t, look.head_before(pk, connect_t))
 
 
 def _detect(look: _Lookups, pk: str, old: str, t0: float, claim_t: float | None, restart: float | None,

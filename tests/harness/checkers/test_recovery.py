@@ -259,3 +259,33 @@ def test_a_fault_on_every_worker_affects_everything_they_consumed(build, target:
     taken_over_by_worker_2(owned_by_worker_1(build).fault(5000, "kill", target))
 
     assert [row["pk"] for row in check_recovery(build.frame()).tables["phases"]] == [PK]
+
+
+def test_a_claimer_cut_off_before_catching_up_passes_the_recovery_on(build) -> None:
+    # worker-3 claims at 6700 but never opens a session (its upstream is cut, then it dies); worker-2
+    # takes over at 9000 and catches up: the stream recovered then, counted from the fault
+    owned_by_worker_1(build).fault(5000, "term", "worker-1")
+    build.acquire(6700, PK, "worker-3", 8700, epoch=2)
+    taken_over_by_worker_2(build, claim_t=9000)
+
+    result = check_recovery(build.frame())
+    row = only_row(result)
+
+    # the head emitted before worker-2's connect (9100) is 90; its first write after that reaches 91
+    assert (row["new_worker"], row["claim_t"], row["connect_t"], row["caught_up_t"]) == (
+        "worker-2", 9000, 9100, 9105)
+    assert (row["recovered"], row["recovery_ms"], row["step_claim_ms"]) == (True, 4105, 9000 - 6600)
+    assert result.valid is True
+
+
+def test_a_chain_of_claimers_none_of_which_catches_up_never_recovers(build) -> None:
+    owned_by_worker_1(build).fault(5000, "term", "worker-1")
+    build.acquire(6700, PK, "worker-3", 8700, epoch=2)
+    build.acquire(9000, PK, "worker-2", 11000, epoch=3)
+    build.session(PK, "worker-2", 9100)
+
+    result = check_recovery(build.frame())
+    row = only_row(result)
+
+    assert (row["new_worker"], row["claim_t"], row["recovered"]) == ("worker-3", 6700, False)
+    assert result.valid is False
