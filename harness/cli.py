@@ -177,9 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                          help="run the worker and router processes from the checkout DIR")
     explore.add_argument("--workers", type=_positive_int, default=3, help="worker processes (default 3)")
-    explore.add_argument("--connections", type=_positive_int, default=20, help="streams (default 20)")
+    explore.add_argument("--connections", type=_positive_int,
+                         help="streams (default: drawn per run with the rate, 20x5/s, 10x20/s or 5x40/s; "
+                              "20 when only --rate is given)")
     explore.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
-    explore.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
+    explore.add_argument("--rate", type=float,
+                         help="messages per second per stream (default: drawn per run with the streams; 5 "
+                              "when only --connections is given)")
     explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                          help="embedded DynamoDB server (default dynalite)")
     explore.add_argument("--shrink-runs", type=int, default=20,

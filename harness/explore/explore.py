@@ -45,9 +45,9 @@ class ExploreOptions:
     out: Path = Path("runs/explore")
     fleet_root: Path | None = None
     workers: int = 3
-    connections: int = 20
+    connections: int | None = None  # None with rate None: drawn per run (generator.LOAD_MENU)
     timescale: float = 0.1
-    rate: float = 5.0
+    rate: float | None = None
     dynamodb: str = "dynalite"
     shrink_runs: int = 20
     shrink_repeat: int = 1
@@ -73,6 +73,7 @@ class Finding:
 class ExploreResult:
     verdicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # seed -> verdict (None: not run)
     fault_mix: Counter[str] = field(default_factory=Counter)
+    load_mix: Counter[str] = field(default_factory=Counter)  # "<streams>x<rate>/s" -> runs
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -92,7 +93,7 @@ class ExploreResult:
         return {
             "profile": options.profile, "first_seed": options.seed, "timescale": options.timescale,
             "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
-            "fault_mix": dict(self.fault_mix.most_common()),
+            "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
             "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
                         for invariant, found in self.classes().items()},
@@ -147,13 +148,15 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
                         rate=options.rate, timescale=options.timescale)
         kinds = [describe_fault(s) for s in spec.faults]
         result.fault_mix.update(kinds)
+        load = f"{spec.connections}x{spec.rate:g}/s"
+        result.load_mix[load] += 1
         run_started = time.monotonic()
         verdict = run_once(spec, options.out / f"seed-{seed}", options)
         result.verdicts[seed] = verdict
         said = outcome(verdict).upper()
         if said == "INVALID":
             said += f" ({', '.join(failing_invariants(verdict or {}))})"
-        progress(f"run {k + 1}/{options.runs} seed {seed}: faults [{', '.join(kinds)}], "
+        progress(f"run {k + 1}/{options.runs} seed {seed}: {load}, faults [{', '.join(kinds)}], "
                  f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
         if verdict is not None and verdict["valid"] is False:
             _record(spec, verdict, options, result, progress)

@@ -15,7 +15,11 @@ Rules that keep a generated run meaningful:
 * clock skew beyond the configured tolerance is drawn with probability ``outside_p`` only (the runner then
   records that the run left the fault model);
 * the bound for every fault kind is the largest catalog bound for the profile plus the length of the
-  fault phase: generated runs judge safety (I1, I2, I5, I6) first, and recovery only once faults are over.
+  fault phase: generated runs judge safety (I1, I2, I5, I6) first, and recovery only once faults are over;
+* the load (streams x messages per second) is drawn from ``LOAD_MENU`` unless given, from a stream of its
+  own (``explore-load:<seed>``), so the faults of a seed do not depend on it: dense streams keep a write in
+  flight when a fault lands (a frozen writer's zombie write needs one), many sparse ones give takeovers
+  many streams to race on.
 """
 
 from __future__ import annotations
@@ -149,11 +153,25 @@ class _Timeline:
         self.busy.setdefault((worker, resource), []).append((start, end))
 
 
-def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connections: int = 20,
-             rate: float = 5.0, timescale: float = 0.1, phase_leases: float = 6.0, max_faults: int = 4,
+# (streams, messages per second per stream) a run is drawn from when neither is given: 100-200 messages a
+# second in all, which the embedded backend stores behind the fence with room for a takeover's backlog.
+LOAD_MENU = ((20, 5.0), (10, 20.0), (5, 40.0))
+
+
+def load_for(seed: int, connections: int | None, rate: float | None) -> tuple[int, float]:
+    """The run's (streams, rate): drawn from ``LOAD_MENU`` when neither is given, else 20 streams and 5
+    messages per second for the one not given."""
+    if connections is None and rate is None:
+        return random.Random(f"explore-load:{seed}").choice(LOAD_MENU)
+    return (connections if connections is not None else 20), (rate if rate is not None else 5.0)
+
+
+def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connections: int | None = None,
+             rate: float | None = None, timescale: float = 0.1, phase_leases: float = 6.0, max_faults: int = 4,
              max_ops: int = 3, outside_p: float = 0.1) -> ScenarioSpec:
     """One scenario drawn from ``seed``; ``profile`` is written in the file but does not change the draw."""
     rng = random.Random(f"explore:{seed}")
+    connections, rate = load_for(seed, connections, rate)
     config = FleetConfig(profile="hardened", timescale=timescale, worker_id="generator")
     durations = config.durations()
     lease_s, phase_s = config.lease_s, phase_leases * config.lease_s

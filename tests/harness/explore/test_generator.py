@@ -88,3 +88,14 @@ def test_menu_entries_of_unregistered_kinds_are_left_out(monkeypatch: pytest.Mon
     monkeypatch.delitem(REGISTRY, "aws_throttle")
     drawn = {s["kind"] for seed in SEEDS for s in generator.generate(seed).faults}
     assert "aws_throttle" not in drawn and "aws_5xx" in drawn
+
+
+def test_the_load_is_drawn_from_the_menu_apart_from_the_faults_unless_given() -> None:
+    loads = Counter((spec.connections, spec.rate) for spec in SPECS)
+    assert set(loads) == set(generator.LOAD_MENU)
+    assert min(loads.values()) > len(SPECS) / (3 * len(generator.LOAD_MENU))
+    # the same seed's faults and workload whatever load it runs under
+    assert generate(7, connections=3, rate=1.0).faults == SPECS[6].faults
+    assert generate(7, connections=3, rate=1.0).workload == SPECS[6].workload
+    assert (generate(7, connections=3).connections, generate(7, connections=3).rate) == (3, 5.0)
+    assert (generate(7, rate=50.0).connections, generate(7, rate=50.0).rate) == (20, 50.0)
