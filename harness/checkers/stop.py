@@ -21,10 +21,11 @@ of the run):
   one whose last sequence was emitted by the deadline.
 
 A session still open at the end, or when START came again, never closed for this STOP: a violation once it
-was due before then, undecided when the run ended sooner.  A START again before the deadline leaves
-nothing due.  The bound is ``stop_bound_ms`` from ``run.start``, else ``config.desired_check_ms +
-config.heartbeat_ms`` (the blog's per-connection desired-state poll plus one heartbeat); no bound at all:
-every STOP undecided.  Undecided STOPs make the verdict unknown.
+was due before then; when it was not, undecided if the run ended, fine if START came (it ended what was
+owed).  A START again before the deadline leaves nothing due.  The bound is ``stop_bound_ms`` from
+``run.start``, else ``config.desired_check_ms + config.heartbeat_ms`` (the blog's per-connection
+desired-state poll plus one heartbeat); no bound at all: every STOP undecided.  Undecided STOPs make the
+verdict unknown.
 """
 
 from __future__ import annotations
@@ -77,17 +78,20 @@ def emitted_at(emitted: Emissions | None, seqs: np.ndarray) -> np.ndarray:
 
 
 def _drain_verdicts(opened: np.ndarray, ends: np.ndarray, unclosed: np.ndarray, consumers: np.ndarray,
-                    backlog_writes: pd.DataFrame, bound: float, judged_until: float) -> list[bool | None]:
+                    backlog_writes: pd.DataFrame, bound: float, judged_until: float,
+                    restarted: bool) -> list[bool | None]:
     """Per drain session: closed within ``bound`` of the later of its opening and the answer to its consumer's
     last backlog write sent while it was open (True), not (False), or still open at ``judged_until`` though
-    due before (False) or not (None)."""
+    due before (False) or not: True when START came again then (``restarted``: nothing was due any more),
+    None when the run ended."""
     verdicts: list[bool | None] = []
     sent, answered = backlog_writes["t"].to_numpy(), backlog_writes["answered_t"].to_numpy()
     writers = backlog_writes["consumer"].to_numpy()
     for open_t, end_t, open_still, consumer in zip(opened, ends, unclosed, consumers, strict=True):
         own = answered[(writers == consumer) & (sent >= open_t) & (sent <= end_t)]
         due = max(open_t, own.max() if own.size else open_t) + bound
-        verdicts.append((None if due >= judged_until else False) if open_still else bool(end_t <= due))
+        not_due: bool | None = True if restarted else None
+        verdicts.append((not_due if due >= judged_until else False) if open_still else bool(end_t <= due))
     return verdicts
 
 
@@ -134,7 +138,8 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
                 elif latency is not None or judged_until > deadline:
                     within = latency is not None and latency <= bound and not late
                 drained = _drain_verdicts(opened[drains], ends[drains], unclosed[drains], consumers[drains],
-                                          pk_writes.loc[write_emitted <= deadline], bound, judged_until)
+                                          pk_writes.loc[write_emitted <= deadline], bound, judged_until,
+                                          restarted=until <= info.last_t)
                 if until > deadline and False in drained:
                     within = False
                 elif within and (possible or None in drained):

@@ -234,3 +234,32 @@ def test_a_drain_whose_backlog_write_is_slow_may_stay_open_until_it_is_answered(
     build.at(9000, "run.stop", "harness")
 
     assert check_stop(build.frame()).valid is True
+
+
+def test_a_drain_still_open_when_start_came_again_before_anything_was_due_honours_the_stop(build) -> None:
+    """Explore benchmark seed 3000: a drain opened after the STOP, START came again 200 ms later (before the
+    deadline) and the drain closed after that.  Nothing was due: valid, not undecided."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 50, 900, gen="g1")
+    for seq in range(1, 41):
+        build.emit(PK, seq, 100 * seq)
+    build.persist(850, PK, "worker-1", 1, 8, gen="g1")
+    router(build, 1000, "STOP").session(PK, "worker-2", 1050, 1700, gen="g2")
+    router(build, 1200, "START").persist(1650, PK, "worker-2", 9, 10, gen="g2", sent=1600)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is True and result.details["undecided"] == 0
+
+
+def test_a_drain_still_open_when_start_came_again_after_it_was_due_is_invalid(build) -> None:
+    """The same drain, START only at 2500: it was due at 1550 and still open."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 50, 900, gen="g1")
+    for seq in range(1, 41):
+        build.emit(PK, seq, 100 * seq)
+    router(build, 1000, "STOP").session(PK, "worker-2", 1050, 2700, gen="g2")
+    router(build, 2500, "START").at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is False
