@@ -57,8 +57,11 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
   emitted later (``drain_ends``) and releases with ``drained_epoch`` set, so it is never drained twice.
   Without this nobody would persist what the stream emitted between its owner's last write and the STOP
   (DESIGN I2).  So is a stream a STOP found STARTED and held by nobody (never acquired yet, or released
-  by a shutdown or a give-up and not yet taken over): the router marks it (``mark_undrained``).  START
-  removes the stop time and the drain mark.
+  by a shutdown or a give-up and not yet taken over): the router marks it (``mark_undrained``), and so
+  does a repeat of that STOP (its first answer lost before the mark was written) while nothing records the
+  epoch drained: a release for a STOP records it (``drained_epoch``) as a finished drain does, unless the
+  holder could not read or store up to the STOP (then it leaves the mark itself).  START removes the stop
+  time and the drain marks.
 
 ``unsafe`` (tests only): acquires without any condition and treats every STARTED connection as claimable,
 so checkers can be shown to catch double ownership.
@@ -472,11 +475,13 @@ class HardenedRules(Rules):
 
     def release(self, lease: Lease, me: Holder, now_ms: int, last_seq: int, drained: bool = False,
                 stopped_at_ms: int | None = None, behind: bool = False) -> Write:
-        """Owner cleared and the expiry zeroed (off the listing of STOPPED streams to drain); a finished drain
-        records its epoch (``drained_epoch``).  With ``stopped_at_ms`` (a release for the STOP at that time,
-        a drain's included) only while STOPPED at that same time: no START since.  ``behind``: the holder
-        could not read what the stream emitted before the STOP (its session was down), so the expiry is 1,
-        the drain mark (``mark_undrained``), and a worker drains it."""
+        """Owner cleared and the expiry zeroed (off the listing of STOPPED streams to drain).  With
+        ``stopped_at_ms`` (a release for the STOP at that time, a drain's included) only while STOPPED at
+        that same time: no START since; and what the stream emitted before the STOP is stored, so the epoch
+        is recorded as drained (``drained_epoch``: a repeated STOP does not mark it for a drain again), as a
+        finished drain records it.  ``behind``: the holder could not read or store what the stream emitted
+        before the STOP (its session was down, or its writes did not finish), so the expiry is 1, the drain
+        mark (``mark_undrained``), and a worker drains it."""
         held = self.held(lease, me)
         if stopped_at_ms is not None:
             held = all_of(held, Eq("desired_state", STOPPED), Eq("stopped_at_ms", stopped_at_ms))
@@ -488,7 +493,7 @@ class HardenedRules(Rules):
                 "lease_expires_at_ms": 1 if behind else 0,
                 "updated_at_ms": now_ms,
                 **self._checkpointed(lease, me, last_seq),
-                **({"drained_epoch": lease.epoch} if drained else {}),
+                **({"drained_epoch": lease.epoch} if drained or (stopped_at_ms is not None and not behind) else {}),
             }),
             condition=held,
         )

@@ -177,12 +177,15 @@ async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetC
 @dataclass(frozen=True)
 class StopFound:
     """What the STOP write found: the lease (owner, epoch: None when the item has none), the stop time stored
-    (a repeated STOP keeps the first one's) and whether this STOP ended a STARTED period."""
+    (a repeated STOP keeps the first one's) and whether what the stream emitted before it may be stored by
+    nobody: no owner, and not drained (nor released for a STOP, which says the same) at its epoch.  True of
+    a STOP ending a STARTED period nobody held, and still true of that STOP repeated after an answer that
+    was lost before its mark was written."""
 
     owner: str
     epoch: int | None
     stopped_at_ms: int | None
-    ended_started: bool
+    undrained: bool
 
 
 async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> StopFound:
@@ -196,14 +199,15 @@ async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> Stop
                                                **request)
     found = from_wire(result.get("Attributes", {}))
     epoch, stopped_at = found.get("epoch"), found.get("stopped_at_ms")
-    stopped_at = None if stopped_at is None else int(stopped_at)
-    return StopFound(str(found.get("lease_owner", "")), None if epoch is None else int(epoch), stopped_at,
-                     ended_started=stopped_at == now)
+    owner, drained = str(found.get("lease_owner", "")), found.get("drained_epoch")
+    return StopFound(owner, None if epoch is None else int(epoch), None if stopped_at is None else int(stopped_at),
+                     undrained=not owner and (drained is None or drained != epoch))
 
 
 async def _mark_undrained(pk: str, stopped_at_ms: int, clients: AwsClients, config: FleetConfig) -> None:
-    """The STOP ended a STARTED period with nobody holding the stream: mark it for a drain (where the profile
-    drains; ``fleet.lease.HardenedRules.mark_undrained``).  Refused: somebody took it meanwhile."""
+    """Nobody holds the stream and nobody stored what it emitted before the STOP: mark it for a drain (where
+    the profile drains; ``fleet.lease.HardenedRules.mark_undrained``).  Refused: somebody took it
+    meanwhile."""
     write = rules_for(config).mark_undrained(pk, stopped_at_ms)
     if write is not None:
         await _update_unless_refused(config.connections_table, write, "STOP drain mark", clients)
@@ -245,7 +249,7 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
-            found = StopFound("", None, None, ended_started=False)
+            found = StopFound("", None, None, undrained=False)
         else:
             found = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
@@ -257,7 +261,7 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
     try:
         if found.owner and config.profile == "hardened":
             await _post_stop_to_owner(event.pk, found.owner, found.epoch, found.stopped_at_ms, clients, config)
-        elif found.ended_started and found.stopped_at_ms is not None:
+        elif found.undrained and found.stopped_at_ms is not None:
             await _mark_undrained(event.pk, found.stopped_at_ms, clients, config)
         if event.kind == "START" or config.profile == "hardened":
             await _notify(event.pk, clients, config)

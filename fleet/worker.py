@@ -292,6 +292,7 @@ class Worker:
                 await asyncio.wait_for(asyncio.shield(held.task), self.config.heartbeat_s)
             except TimeoutError:
                 held.task.cancel()
+                unread = True  # what it read may not all be stored
             except asyncio.CancelledError:
                 pass
         if self.held.get(held.pk) is held:

@@ -48,6 +48,7 @@ class RecordingConsumer:
         self.worker = worker
         self.consumed: list[tuple[str, str]] = []  # (pk, gen)
         self.drained: list[tuple[str, str]] = []  # (pk, gen)
+        self.stuck: set[str] = set()  # pks whose task outlives the stop (writes that never finish)
 
     async def consume(self, held: HeldConnection) -> None:
         if held.draining:
@@ -58,6 +59,8 @@ class RecordingConsumer:
         self.consumed.append((held.pk, self.me.gen))
         held.reading = True
         await held.stopping.wait()
+        if held.pk in self.stuck:
+            await asyncio.Event().wait()
 
 
 def add_stream(store: MemoryStore, pk: str, **fields: Any) -> None:

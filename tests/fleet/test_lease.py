@@ -481,3 +481,8 @@ def test_a_release_for_a_stop_is_refused_once_the_stream_was_started_again() -> 
     stopped = {**mine, "desired_state": STOPPED, "stopped_at_ms": 50, "ws_url": "ws://u"}
     behind = HARDENED.release(lease, ME, 70, last_seq=9, stopped_at_ms=50, behind=True).apply(stopped)
     assert behind["lease_expires_at_ms"] == 1 and HARDENED.drainable(ConnectionRecord.from_item(behind), ME, 70, {})
+    # released by a holder that read and stored up to the STOP: recorded as drained at its epoch (what the
+    # router reads to tell a repeated STOP from one whose mark was never written)
+    honoured = HARDENED.release(lease, ME, 70, last_seq=9, stopped_at_ms=50).apply(stopped)
+    assert (honoured["lease_expires_at_ms"], honoured["drained_epoch"]) == (0, 4)
+    assert "drained_epoch" not in behind

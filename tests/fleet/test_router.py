@@ -660,6 +660,27 @@ async def test_a_stop_ending_a_start_nobody_took_up_marks_the_stream_for_a_drain
     item = observer.connection()
     assert (item["desired_state"], item["lease_owner"]) == ("STOPPED", "")
     assert item["lease_expires_at_ms"] == (1 if profile == "hardened" else 0)
-    observer.put(observer.config.connections_table, {**item, "lease_expires_at_ms": 0})  # drained since
+    drained = {**item, "lease_expires_at_ms": 0, "drained_epoch": item.get("epoch", 0)}
+    observer.put(observer.config.connections_table, drained)  # drained since
     assert (await router.send(stop(), profile=profile))[0] == 200
     assert observer.connection()["lease_expires_at_ms"] == 0
+
+
+@pytest.mark.parametrize(("drained_epoch", "marked"), [(None, True), (3, True), (4, False)])
+async def test_a_repeated_stop_marks_a_stream_nobody_stored_before_it(
+    router: Router, observer: Observer, drained_epoch: int | None, marked: bool
+) -> None:
+    """A STOP that ended a STARTED period nobody held recorded STOPPED, then its answer was lost before its
+    mark was written (a 503); the client repeats it.  The repeat marks the stream unless its epoch was
+    drained, or released for this STOP (which records the same), since."""
+    observer.seed_owned()
+    item = {**observer.connection(), "desired_state": "STOPPED", "stopped_at_ms": 61_000, "lease_owner": "",
+            "owner_gen": "", "lease_expires_at_ms": 0, "epoch": 4}
+    if drained_epoch is not None:
+        item["drained_epoch"] = drained_epoch
+    observer.put(observer.config.connections_table, item)
+
+    assert (await router.send(stop(), profile="hardened"))[0] == 200
+
+    after = observer.connection()
+    assert (after["lease_expires_at_ms"], after["stopped_at_ms"]) == (1 if marked else 0, 61_000)

@@ -389,6 +389,19 @@ async def test_a_stop_honoured_while_the_upstream_was_unreachable_leaves_the_str
     assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 2)
 
 
+async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -> None:
+    """The owner read up to the STOP, but its task did not end within a heartbeat of being stopped (writes
+    still queued at a slow backend) and was cancelled: what it read may not all be stored, so it is
+    released with the drain mark, not as drained, and drained."""
+    async with holding() as (store, worker):
+        consumer(worker).stuck.add(PK)
+        stop(store, PK, at_ms=10)
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [e["reason"] for e in released] == ["STOP", "drained"]
+    assert store.connection(PK).drained_epoch == 2
+
+
 async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:
     store = MemoryStore(config())
     orphan(store, owner_expires_ms=10**13)
