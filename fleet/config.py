@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal, get_args
 
@@ -157,6 +157,41 @@ class FleetConfig:
 
 
 ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(FleetConfig)}
+
+# The settings a deployment tunes; ``wsfleet up`` and ``wsfleet scenario`` take them from ``WSFLEET_*``
+# variables and ``--set``.  The other fields are wiring (names, endpoints, files) the launcher sets itself,
+# or have their own flags (profile, time scale).
+TUNABLE: tuple[str, ...] = (
+    "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "metric_interval_ms",
+    "max_connections", "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
+    "reconnect_base_ms", "reconnect_max_ms", "aws_timeout_ms", "transactions",
+)
+
+
+def tuning(environ: Mapping[str, str], assignments: Iterable[str] = ()) -> dict[str, object]:
+    """``FleetConfig`` overrides for a launcher: each ``TUNABLE`` setting whose ``WSFLEET_*`` variable is set
+    in ``environ``, then each ``KEY=VALUE`` of ``assignments`` (KEY: a field name or its variable, in either
+    case), which wins.  ``ConfigError`` names a malformed assignment, an unknown key, a key the launcher
+    sets itself, or a value that is not a number where one is needed."""
+    types = {f.name: f.type for f in fields(FleetConfig)}
+    values: dict[str, object] = {}
+    for name in TUNABLE:
+        raw = environ.get(ENV_VARS[name])
+        if raw:
+            values[name] = _parse(name, types[name], raw)
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        name = key.strip().lower().removeprefix("wsfleet_")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. max_connections=2000")
+        if name not in TUNABLE:
+            why = "is set by the launcher or by its own flag" if name in types else "is not a fleet setting"
+            raise ConfigError(f"--set {key.strip()}: {why}; settings: {', '.join(TUNABLE)}")
+        try:
+            values[name] = _parse(name, types[name], raw.strip())
+        except ConfigError:
+            raise ConfigError(f"--set {key.strip()}={raw.strip()}: must be a number") from None
+    return values
 
 
 def _parse(name: str, type_name: object, raw: str) -> object:

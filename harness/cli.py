@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import importlib.metadata
 import json
+import os
 import signal
 import sys
 import threading
@@ -22,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.config import PROFILES
+from fleet.config import PROFILES, FleetConfig, tuning
+from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
     from harness.scenarios.scenario_file import ScenarioSpec
@@ -82,6 +84,20 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
                    help="AWS backend: embedded servers (default) or a running LocalStack (see --localstack-url)")
     p.add_argument("--localstack-url", default="http://localhost:4566",
                    help="LocalStack edge endpoint for --backend localstack (default http://localhost:4566)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="a fleet setting for every worker and the router, e.g. --set max_connections=2000 "
+                        "(repeatable; durations in ms at scale 1). WSFLEET_* variables in the environment "
+                        "apply too; --set wins over them, and both over the defaults")
+
+
+def _tuning(args: argparse.Namespace) -> dict[str, object]:
+    """The fleet settings of --set and the WSFLEET_* environment, checked (exit 2 on a bad one)."""
+    try:
+        overrides = tuning(os.environ, args.settings)
+        FleetConfig(profile="hardened", worker_id="cli", **overrides)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    return overrides
 
 
 def _version() -> str:
@@ -252,7 +268,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
                        run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
-                       localstack_url=_localstack(args))
+                       localstack_url=_localstack(args), overrides=_tuning(args))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -393,12 +409,14 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 2:
         raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
+    overrides = _tuning(args)
     verdicts = []
     for i in range(args.repeat):
         run_dir = args.run_dir if args.repeat == 1 else args.run_dir / f"run-{i + 1}"
         run = ScenarioRun(spec, profile=args.profile, timescale=args.timescale, workers=args.workers,
                           connections=args.connections, seed=args.seed, run_dir=run_dir, rate=args.rate,
-                          dynamodb=args.dynamodb, localstack_url=_localstack(args), fleet_root=args.fleet_root)
+                          dynamodb=args.dynamodb, localstack_url=_localstack(args), fleet_root=args.fleet_root,
+                          overrides=overrides)
         started = time.monotonic()
         try:
             verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))

@@ -23,7 +23,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class ScenarioRun:
     dynamodb: str = "dynalite"
     localstack_url: str = ""
     fleet_root: Path | None = None  # run the worker and router processes from this checkout
+    overrides: dict[str, Any] = field(default_factory=dict)  # FleetConfig settings (``fleet.config.tuning``)
 
     def setting(self, name: str) -> Any:
         value = getattr(self, name)
@@ -92,7 +93,7 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
     seed = int(run.setting("seed"))
     spec = ClusterSpec(workers=workers, profile=profile, timescale=float(run.setting("timescale")),
                        run_dir=run.run_dir, dynamodb=run.dynamodb, rate=float(run.setting("rate")), seed=seed,
-                       localstack_url=run.localstack_url, fleet_root=run.fleet_root)
+                       localstack_url=run.localstack_url, fleet_root=run.fleet_root, overrides=run.overrides)
     config = spec.fleet_config()
     plan = run.scenario.expand(profile, seed, config, workers)
     started = time.monotonic()

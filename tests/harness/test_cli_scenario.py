@@ -50,6 +50,9 @@ def test_scenario_list(capsys: pytest.CaptureFixture[str]) -> None:
     (["scenario", "--from", "{bad}"], "bad.yaml: faults[0].duration_s: 'leese' is neither"),
     (["scenario", "crash", "--workers", "1"], "--workers must be at least 2"),
     (["explore", "--workers", "1"], "--workers must be at least 2"),
+    (["scenario", "crash", "--set", "lease_ms=20s"], "--set lease_ms=20s: must be a number"),
+    (["scenario", "crash", "--set", "queue_url=x"], "--set queue_url: is set by the launcher"),
+    (["up", "--set", "heartbeat_ms=30000"], "WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                           argv: list[str], message: str) -> None:
@@ -80,3 +83,27 @@ def test_without_the_harness_dependencies_wsfleet_says_what_is_missing() -> None
     version = subprocess.run([sys.executable, "-c", script, "--version"], capture_output=True, text=True, env=env,
                              cwd=REPO_ROOT, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("wsfleet ")
+
+
+def test_fleet_settings_reach_the_cluster_from_set_and_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: ``wsfleet up`` built its config itself, so WSFLEET_MAX_CONNECTIONS was ignored."""
+    import harness.cluster
+
+    seen = []
+
+    class Refused(harness.cluster.Cluster):
+        def __init__(self, spec: harness.cluster.ClusterSpec) -> None:
+            seen.append(spec)
+            raise harness.cluster.ClusterError("not started in this test")
+
+    monkeypatch.setattr(harness.cluster, "Cluster", Refused)
+    monkeypatch.setenv("WSFLEET_MAX_CONNECTIONS", "2000")
+    monkeypatch.setenv("WSFLEET_LEASE_MS", "30000")
+
+    code, _, err = run(capsys, "up", "--set", "lease_ms=40000")
+
+    assert code == 1 and "not started in this test" in err
+    config = seen[0].fleet_config()
+    assert (config.max_connections, config.lease_ms, config.profile) == (2000, 40000, "hardened")
+    assert config.to_env()["WSFLEET_MAX_CONNECTIONS"] == "2000"  # what every worker and the router read

@@ -1,0 +1,39 @@
+"""Fleet settings for a launcher (``fleet.config.tuning``): from WSFLEET_* variables and KEY=VALUE
+assignments, the assignments winning; wiring and unknown keys refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.config import TUNABLE, FleetConfig, tuning
+from fleet.errors import ConfigError
+
+
+def test_assignments_win_over_the_environment_which_wins_over_the_defaults() -> None:
+    environ = {"WSFLEET_MAX_CONNECTIONS": "2000", "WSFLEET_LEASE_MS": "30000", "WSFLEET_WORKER_ID": "w9"}
+
+    values = tuning(environ, ["max_connections=5000", "WSFLEET_TRANSACTIONS=off", "Heartbeat_MS = 4000"])
+
+    # the worker id is wiring the launcher sets: its variable is not taken
+    assert values == {"max_connections": 5000, "lease_ms": 30000, "transactions": "off", "heartbeat_ms": 4000}
+    config = FleetConfig(worker_id="t", **values)  # type: ignore[arg-type]
+    assert (config.max_connections, config.lease_s, config.heartbeat_s) == (5000, 30.0, 4.0)
+
+
+def test_every_tunable_setting_is_a_field_and_no_wiring_is_tunable() -> None:
+    names = set(FleetConfig.__dataclass_fields__)
+    assert set(TUNABLE) <= names
+    assert not {"profile", "timescale", "worker_id", "queue_url", "history_path", "upstream_via"} & set(TUNABLE)
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ("max_connections", "expected KEY=VALUE"),
+    ("=5", "expected KEY=VALUE"),
+    ("queue_url=http://x", "queue_url: is set by the launcher or by its own flag"),
+    ("profile=blog", "profile: is set by the launcher or by its own flag"),
+    ("leese_ms=100", "leese_ms: is not a fleet setting; settings: lease_ms, heartbeat_ms"),
+    ("lease_ms=20s", "--set lease_ms=20s: must be a number"),
+])
+def test_a_bad_assignment_says_what_is_wrong(assignment: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tuning({}, [assignment])
