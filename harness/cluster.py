@@ -159,6 +159,8 @@ class Cluster:
         assert self.backend is not None
         env = python_env(self.config.to_env(), root=self.fleet_root)
         env.update(self.backend.env())
+        # the user's settings win over the backend's suggestions (moto: transactions off)
+        env.update({ENV_VARS[name]: str(value) for name, value in self.spec.overrides.items()})
         env.update(extra)
         return env
 
