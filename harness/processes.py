@@ -3,7 +3,8 @@
 Every child runs in its own session and process group (a terminal's Ctrl-C reaches only the harness,
 which then stops them in order), logs stdout and stderr to a file, and is stopped with SIGCONT (a paused
 child cannot exit), SIGTERM, then SIGKILL to the whole group.  Children still alive at interpreter exit are
-stopped too, so an interrupted run leaves nothing behind.
+stopped too, so an interrupted run leaves nothing behind, and a harness killed outright leaves them to the
+reaper (``harness.reaper``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness import reaper
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +71,7 @@ class Child:
                 _signal_group(self.pid, signal.SIGKILL)
                 self.process.wait()
         _signal_group(self.pid, signal.SIGKILL)
+        reaper.forget(self.pid)
         self.paused = False
         return int(self.process.returncode)
 
@@ -137,6 +141,7 @@ def spawn(
         log.close()
     child = Child(name, process, log_path)
     _LIVE.add(child)
+    reaper.watch(process.pid)
     if ready_line:
         try:
             child.ready = _read_ready(child, timeout_s)

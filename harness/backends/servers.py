@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import reaper
 from harness.backends.base import BackendError
 
 START_DEADLINE_S = 30.0
@@ -68,6 +69,7 @@ class ServerProcess:
         # Anything the server started in its group goes too, even when the leader exited by itself.  Done
         # once, right after reaping the leader: later the group id could name somebody else's group.
         _signal_group(self.process.pid, signal.SIGKILL)
+        reaper.forget(self.process.pid)
 
     def stderr_tail(self, lines: int = _TAIL_LINES) -> str:
         return stderr_tail(self.log_path, lines)
@@ -121,6 +123,7 @@ def spawn_server(
             raise BackendError(f"{name}: cannot run {argv[0]}: {exc}") from exc
     server = ServerProcess(name, process, "", log_path)
     _LIVE.add(server)
+    reaper.watch(process.pid)
     try:
         port = _read_port(server, deadline)
         server.url = f"http://{HOST}:{port}"
