@@ -434,10 +434,12 @@ class HardenedRules(Rules):
 
     def drain_until_ms(self, seen: ConnectionRecord) -> int | None:
         """The stop time plus the clock tolerance (the router's and the upstream's clocks may differ by that
-        much): everything emitted before the STOP is persisted, at most the tolerance more."""
+        much) plus the request timeout (the router reads the stop time before its write goes out, and an
+        accepted STOP's write was answered, so applied, within the timeout): everything emitted before the
+        STOP took effect is persisted, at most that much more."""
         if seen.desired_state != STOPPED or seen.stopped_at_ms is None or self._drained(seen):
             return None
-        return seen.stopped_at_ms + int(self.tolerance_ms)
+        return seen.stopped_at_ms + int(self.tolerance_ms + self.timeout_ms)
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Past its expiry by more than the clock tolerance: it can never renew again."""

@@ -163,7 +163,7 @@ def _now_ms() -> int:
 
 async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
-    update that never clobbers a live lease."""
+    update that never clobbers a live lease.  Applied once it returns."""
     write = rules_for(config).start_connection(pk, ws_url, _now_ms())
     request = on_wire(write.render())
     clients.requests["coordination"] += 1
@@ -244,8 +244,9 @@ def _store_failure(exc: StoreError) -> Response:
     return 502, {"error": f"backend refused the request: {exc}"}
 
 
-async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> Response:
-    desired = "STARTED" if event.kind == "START" else "STOPPED"
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
+    """The event's writes and notification; the answer, and when the desired-state write was answered (by then
+    it was applied; None when it failed)."""
     try:
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
@@ -254,9 +255,16 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -
             found = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
-        return 404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}
+        return (404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}), None
     except StoreError as exc:
-        return _store_failure(exc)
+        return _store_failure(exc), None
+    written_ms = time.time() * 1000.0
+    return await _announce(event, found, clients, config), written_ms
+
+
+async def _announce(event: RouterEvent, found: StopFound, clients: AwsClients, config: FleetConfig) -> Response:
+    """After the desired-state write: the STOP mailbox or drain mark, and the notification."""
+    desired = "STARTED" if event.kind == "START" else "STOPPED"
     recorded = {"connection_id": event.connection_id, "desired_state": desired}
     try:
         if found.owner and config.profile == "hardened":
@@ -280,25 +288,28 @@ async def handle_event(
     """Validate and apply one event body; returns (HTTP status, JSON payload).  Never raises for bad input
     or backend failures; records the history event and prints one log line."""
     started = time.monotonic()
-    kind, pk = "INVALID", None
+    kind, pk, written_ms = "INVALID", None, None
     try:
         if not config.queue_url:
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
         event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
-        status, payload = await _apply(event, clients, config)
+        (status, payload), written_ms = await _apply(event, clients, config)
     except InvalidEvent as exc:
         kind, pk = exc.kind, exc.pk
         status, payload = exc.status, {"error": str(exc)}
     except ConfigError as exc:
         status, payload = 500, {"error": f"router misconfigured: {exc}"}
-    _record(history, kind, pk, status, started)
+    _record(history, kind, pk, status, started, written_ms)
     return status, payload
 
 
-def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float) -> None:
-    """The history event and the one small JSON log line of a handled request (``started``: monotonic)."""
-    history.emit("event", kind=kind, pk=pk, status=status)
+def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float,
+            written_ms: float | None = None) -> None:
+    """The history event and the one small JSON log line of a handled request (``started``: monotonic;
+    ``written_ms``: when its desired-state write was answered, which the mailbox post and the notification
+    can precede the event by a good while)."""
+    history.emit("event", kind=kind, pk=pk, status=status, written_ms=written_ms)
     ms = round((time.monotonic() - started) * 1000, 1)
     fields = {"src": "router", "kind": kind, "pk": pk, "status": status, "ms": ms}
     print(json.dumps({k: v for k, v in fields.items() if v is not None}), flush=True)

@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the worker and router processes from the checkout DIR")
     explore.add_argument("--workers", type=_positive_int, default=3, help="worker processes (default 3)")
     explore.add_argument("--connections", type=_positive_int,
-                         help="streams (default: drawn per run with the rate, 20x5/s, 10x20/s or 5x40/s; "
+                         help="streams (default: drawn per run with the rate, 20x5/s, 10x10/s or 5x20/s; "
                               "20 when only --rate is given)")
     explore.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
     explore.add_argument("--rate", type=float,

@@ -21,7 +21,7 @@ import pandas as pd
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
-    "head_seq", "status", "sent",
+    "head_seq", "status", "sent", "written_ms",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
@@ -288,16 +288,21 @@ def desired_states(history: History) -> pd.DataFrame:
     """When each pk's desired state became STARTED or STOPPED: columns ``t``, ``pk``, ``type`` (``STARTED`` or
     ``STOPPED``, i.e. ``conn.started`` / ``conn.stopped``), in time order.
 
-    Read from the router's ``event`` entries that it accepted (kind START / STOP, a 2xx ``status``) when the
-    history has any START or STOP event; else from the harness's ``conn.started`` / ``conn.stopped`` (older
-    histories, and runs that changed desired state without the router)."""
-    router = select(history, "event", ["t", "pk", "kind", "status"]).dropna(subset=["pk"])
+    Read from the router's ``event`` entries (kind START / STOP) whose desired-state write was applied: a 2xx
+    ``status``, or any event with ``written_ms`` (when that write was answered: a 503 after it says the
+    state was recorded), at ``written_ms`` where the event has it (the router logs the event only after the
+    mailbox post and the notification that follow the write) when the history has any START or STOP event;
+    else from the harness's ``conn.started`` / ``conn.stopped`` (older histories, and runs that changed
+    desired state without the router)."""
+    router = select(history, "event", ["t", "pk", "kind", "status", "written_ms"]).dropna(subset=["pk"])
     router = router.loc[router["kind"].isin(["START", "STOP"])]
     if len(router):
-        accepted = router.loc[(router["status"] >= 200) & (router["status"] < 300)]
+        written = router["written_ms"].notna()
+        accepted = router.loc[((router["status"] >= 200) & (router["status"] < 300)) | written]
         kinds = np.where(accepted["kind"] == "START", STARTED, STOPPED)
-        return pd.DataFrame({"t": accepted["t"].to_numpy(), "pk": accepted["pk"].to_numpy(dtype=object),
-                             "type": kinds}).reset_index(drop=True)
+        times = accepted["written_ms"].where(accepted["written_ms"].notna(), accepted["t"]).to_numpy(dtype=float)
+        frame = pd.DataFrame({"t": times, "pk": accepted["pk"].to_numpy(dtype=object), "type": kinds})
+        return frame.sort_values("t", kind="stable").reset_index(drop=True)
     return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)
 
 

@@ -7,7 +7,8 @@ Phases, each announced on the progress callback: ``up`` (backend, simulator, rou
 (one lease of normal running), ``faults`` (every fault step and workload operation runs in its own thread
 at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
 when the last of them has), ``recover`` (until every STARTED stream has a live session of a running worker,
-or the bound has passed twice), ``settle`` (one more lease, so the last backlog is persisted), ``run.stop``,
+or the bound has passed twice), ``settle`` (one more lease, then until every STARTED stream has stored all
+it had emitted when settling began, at most four leases more: the last backlog persisted), ``run.stop``,
 then ``final`` (the simulator's heads, every stored message with its writer, and every connection item, written to the
 history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Faults are healed and every
 process stopped in ``finally``, whatever happened.
@@ -19,6 +20,7 @@ clock past the configured tolerance (the one fault the design does not promise t
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -34,7 +36,7 @@ from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError, Nemesis
-from harness.ground_truth import record_final
+from harness.ground_truth import record_final, stored_head
 from harness.processes import start_thread
 from harness.scenarios.scenario_file import Op, ScenarioSpec, Step
 
@@ -129,7 +131,10 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
             recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
             owned = _await_owned(cluster, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
-            time.sleep(config.lease_s)
+            behind = _settle(cluster, workload.started(), config.lease_s, timeout_s=4 * config.lease_s)
+            if behind:
+                say(f"{len(behind)} streams had not stored their backlog after {5 * config.lease_s:.1f} s "
+                    f"(e.g. {', '.join(behind[:3])})")
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
             cluster.history.emit("run.stop")
@@ -165,6 +170,24 @@ def _await_owned(cluster: Cluster, ids: list[str], timeout_s: float, raise_on_ti
                                     f"(e.g. {', '.join(missing[:5])}); see {cluster.run_dir}/logs")
             return False
         time.sleep(0.05)
+
+
+def _settle(cluster: Cluster, ids: list[str], minimum_s: float, timeout_s: float) -> list[str]:
+    """Wait ``minimum_s``, then until each stream of ``ids`` has stored everything it had emitted when
+    settling began (the last backlog persisted), at most ``timeout_s`` more; the streams still behind."""
+    assert cluster.backend is not None
+    heads = {i: s.get("head_seq") or 0 for i, s in cluster.streams().items() if i in ids}
+    time.sleep(minimum_s)
+    dynamodb = client(cluster.backend.env(), "dynamodb")
+    table = cluster.backend.tables["messages"]
+    deadline = time.monotonic() + timeout_s
+    behind = sorted(heads)
+    while True:
+        with contextlib.suppress(BotoCoreError, ClientError):  # the final scan says what is wrong with it
+            behind = [i for i in behind if (stored_head(dynamodb, table, i) or 0) < heads[i]]
+        if not behind or time.monotonic() > deadline:
+            return behind
+        time.sleep(0.1)  # polling the table: nothing to await
 
 
 def _busiest(cluster: Cluster) -> str:

@@ -370,6 +370,8 @@ ORPHAN = {"pk": PK, "desired_state": STOPPED, "ws_url": "ws://u", "lease_owner":
           "lease_expires_at_ms": 42_000, "last_seq": 7, "epoch": 3, "stopped_at_ms": STOPPED_AT}
 LIVE_W2 = {"w2": WorkerRecord("w2", "gen-b", expires_at_ms=60_000)}
 TOLERANCE = int(HARDENED.tolerance_ms)
+# how long after its stop time a STOP may take effect: the clocks' tolerance plus the router's request timeout
+STOP_SLACK = int(HARDENED.tolerance_ms + HARDENED.timeout_ms)
 
 
 def test_stop_records_the_first_stop_and_start_removes_it() -> None:
@@ -420,7 +422,7 @@ def test_a_stop_marks_a_stream_nobody_holds_for_a_drain_and_start_clears_it() ->
     assert not mark.allowed({**stopped, "lease_owner": "w2"})  # somebody acquired it first
     assert not mark.allowed({**stopped, "stopped_at_ms": 62_000})  # STARTED and STOPPED again since
     marked = ConnectionRecord.from_item(mark.apply(stopped))
-    assert HARDENED.drainable(marked, ME, 61_000, {}) and HARDENED.drain_until_ms(marked) == 61_000 + TOLERANCE
+    assert HARDENED.drainable(marked, ME, 61_000, {}) and HARDENED.drain_until_ms(marked) == 61_000 + STOP_SLACK
     taken = HARDENED.acquire(PK, ME, 61_500, marked).apply(mark.apply(stopped))
     assert (taken["lease_owner"], taken["epoch"]) == ("w1", 4)
     assert Rules(model_config("blog")).mark_undrained(PK, 61_000) is None
@@ -442,7 +444,7 @@ def test_the_drain_acquire_is_fenced_and_refused_once_started_or_stopped_again()
 
 def test_a_drain_persists_what_was_emitted_before_the_stop_plus_the_tolerance_and_nothing_later() -> None:
     until = HARDENED.drain_until_ms(ConnectionRecord.from_item(ORPHAN))
-    assert until == STOPPED_AT + HARDENED.tolerance_ms
+    assert until == STOPPED_AT + STOP_SLACK
     assert not HARDENED.drain_ends(until, until - 0.5, now_ms=0)
     assert HARDENED.drain_ends(until, until, now_ms=0)  # the first message past the cutoff ends it, unstored
     # no message arriving: over once this worker's clock is past the cutoff by the tolerance
