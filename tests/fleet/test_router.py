@@ -321,6 +321,8 @@ async def test_start_writes_the_item_and_one_notification(
     assert (event["src"], event["type"], event["kind"], event["pk"], event["status"]) == (
         "router", "event", "START", PK, 200
     )
+    # when the write was answered: after the item's own time, before the event (logged after the notification)
+    assert updated <= event["written_ms"] <= event["t"]
 
 
 @pytest.mark.parametrize("profile", ["blog", "unsafe"])

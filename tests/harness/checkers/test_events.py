@@ -91,6 +91,20 @@ def test_desired_state_comes_from_the_routers_accepted_events_when_there_are_any
                                                               [3, "CONN#a", "conn.stopped"]]
 
 
+def test_a_router_event_takes_effect_when_its_write_was_answered(build) -> None:
+    """Explore benchmark seed 3026: the router logged a STOP 340 ms after its write (the mailbox post and
+    the notification come between), which made what the stream emitted meanwhile look STARTED.  A 503 whose
+    write was answered (the notification failed) took effect too; one whose write was not did not."""
+    build.at(10, "event", "router", kind="START", pk="CONN#a", status=200, written_ms=5)
+    build.at(400, "event", "router", kind="STOP", pk="CONN#a", status=200, written_ms=60)
+    build.at(500, "event", "router", kind="START", pk="CONN#b", status=503, written_ms=450)
+    build.at(600, "event", "router", kind="STOP", pk="CONN#b", status=503)
+
+    assert desired_states(build.frame()).values.tolist() == [[5, "CONN#a", "conn.started"],
+                                                              [60, "CONN#a", "conn.stopped"],
+                                                              [450, "CONN#b", "conn.started"]]
+
+
 def test_without_router_events_desired_state_comes_from_the_harness(build) -> None:
     build.at(1, "conn.started", "harness", pk="CONN#a").at(2, "event", "router", kind="INVALID", status=400)
 
