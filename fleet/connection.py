@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
+from fleet.backoff import Backoff
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
@@ -36,7 +38,7 @@ from fleet.expr import Condition, Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules
 from fleet.store import LeaseStore
-from fleet.upstream import Backoff, UpstreamMessage, UpstreamSession, session_url
+from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
 
 
 async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
@@ -144,9 +146,10 @@ class ConnectionRunner:
 
     def _backoff(self) -> Backoff:
         return Backoff(
+            "full" if self.rules.resumes else "none",
             base_s=self.config.scaled_s(self.config.reconnect_base_ms),
             cap_s=self.config.scaled_s(self.config.reconnect_max_ms),
-            jitter=self.rules.resumes,
+            rng=random.Random(),
         )
 
     async def consume(self, held: HeldConnection) -> None:

@@ -1,4 +1,4 @@
-"""The outbound WebSocket session to the upstream source, and the reconnect backoff.
+"""The outbound WebSocket session to the upstream source.
 
 ``UpstreamSession`` opens ``ws_url`` (rewritten to the worker's own proxy when ``upstream_via`` is set),
 asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id`` and its
@@ -12,8 +12,7 @@ never through a proxy from the environment.  Redirects are refused, not followed
 ``MAX_FRAME_BYTES`` and at most ``MAX_QUEUED_FRAMES`` wait unread (a larger frame closes the session with
 1009); error messages carry URLs without their query or user information (``redact_urls``).
 
-``Backoff`` is exponential with full jitter (AWS architecture blog's "full jitter": a uniform draw in
-``[0, min(cap, base·2^n)]``) for ``hardened``; ``blog`` reconnects after a fixed delay.
+How long to wait before reconnecting is ``fleet.backoff``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -197,24 +195,3 @@ async def pinned_target(url: str, allowlist: Allowlist) -> tuple[str, int]:
         )
     return str(addresses[0]), port
 
-
-class Backoff:
-    """Reconnect delays: full jitter over an exponential ceiling, or a fixed delay."""
-
-    def __init__(self, base_s: float, cap_s: float, jitter: bool, rng: random.Random | None = None) -> None:
-        self.base_s = base_s
-        self.cap_s = cap_s
-        self.jitter = jitter
-        self.attempt = 0
-        self._rng = rng or random.Random()
-
-    def next_delay(self) -> float:
-        if not self.jitter:
-            return self.base_s
-        # the exponent stops at 64: any cap is reached long before, and 2 ** 1024 overflows a float
-        ceiling = min(self.cap_s, self.base_s * (2 ** min(self.attempt, 64)))
-        self.attempt += 1
-        return self._rng.uniform(0.0, ceiling)
-
-    def reset(self) -> None:
-        self.attempt = 0
