@@ -2,9 +2,10 @@
 
 A ``HeldConnection`` exists from an accepted acquire until the lease is released, lost or fenced.  Its
 task opens the upstream session (resuming after the last persisted sequence where the profile resumes),
-persists each message through the profile's message rule, and reconnects when the upstream drops:
-``blog`` after a fixed delay from the live head; ``hardened`` in place with exponential backoff and full
-jitter, from the next sequence, giving the lease up when the upstream stays unreachable past the budget.
+persists each message through the profile's message rule, and reconnects when the upstream drops, after
+the delay of the profile's reconnect policy (``fleet.backoff``; unless configured otherwise, ``blog`` a
+fixed delay, ``hardened`` full jitter): ``blog`` from the live head; ``hardened`` in place from the next
+sequence, giving the lease up when the upstream stays unreachable past the budget.
 
 A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner died, ``fleet.lease``) consumes
 the same way from the first missing sequence, until the profile's rule says the drain is over (the first
@@ -129,7 +130,11 @@ class ConnectionRunner:
         clock: LeaseClock,
         fence: Fence,
         give_up: Callable[[HeldConnection, str], Awaitable[None]],
+        *,
+        reconnect_policy: str,
     ) -> None:
+        """``reconnect_policy``: the ``fleet.backoff`` policy between upstream sessions (the profile's
+        ``reconnect_policy``)."""
         self.config = config
         self.rules = rules
         self.me = me
@@ -138,15 +143,16 @@ class ConnectionRunner:
         self.clock = clock
         self.fence = fence
         self.give_up = give_up
+        self.reconnect_policy = reconnect_policy
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
         # Hosts are checked (and their addresses pinned) when the worker dials them itself; through the
         # operator's own proxy (``upstream_via``) the proxy is the only place it connects to.
         checked = bool(config.allowed_ws_hosts) and not config.upstream_via
         self.allowlist = Allowlist.parse(config.allowed_ws_hosts) if checked else None
 
-    def _backoff(self) -> Backoff:
+    def _backoff(self, policy: str) -> Backoff:
         return Backoff(
-            "full" if self.rules.resumes else "none",
+            policy,
             base_s=self.config.scaled_s(self.config.reconnect_base_ms),
             cap_s=self.config.scaled_s(self.config.reconnect_max_ms),
             rng=random.Random(),
@@ -163,7 +169,7 @@ class ConnectionRunner:
             await self.give_up(held, "drained")
 
     async def _consume(self, held: HeldConnection, me: Holder) -> None:
-        backoff = self._backoff()
+        backoff = self._backoff(self.reconnect_policy)
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
         # A new owner resumes at the first sequence missing above the checkpoint (never above a hole left by
@@ -249,7 +255,7 @@ class ConnectionRunner:
         per message refused over a newer epoch.  A write the store refuses means another owner holds the
         lease now: ``Fenced``.
         """
-        retry = self._backoff()
+        retry = self._backoff(WRITE_RETRY_POLICY)
         now = self.clock.now_ms()
         me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
         writes = [self.rules.message(held.lease, me, m.seq, m.data, now) for m in messages]
@@ -333,6 +339,9 @@ class ConnectionRunner:
 # Message writes one worker keeps in flight across all its connections, so bulk writes never queue in
 # front of lease renewals at the backend.
 MESSAGE_WRITES_IN_FLIGHT = 8
+# A fenced message write (hardened) is retried after a tenth of this policy's step, whatever the reconnect
+# policy.
+WRITE_RETRY_POLICY = "full"
 # Most messages in one hardened write (BatchWriteItem's limit).
 BATCH_MAX = 25
 

@@ -27,6 +27,7 @@ from fleet.errors import StoreUnavailable, UpstreamError
 from fleet.expr import Condition
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
+from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import LeaseStore
 from fleet.upstream import UpstreamMessage
 from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
@@ -38,7 +39,8 @@ def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, f
                me: Holder = ME) -> ConnectionRunner:
     async def give_up(held: HeldConnection, reason: str) -> None:
         raise AssertionError(f"gave up {held.pk}: {reason}")
-    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up)
+    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up,
+                            reconnect_policy=profile_for(config).reconnect_policy)
 
 
 def messages(*seqs: int) -> list[UpstreamMessage]:
@@ -269,7 +271,8 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
         given_up.append(reason)
 
     path = tmp_path / "w1.jsonl"
-    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up)
+    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up,
+                              reconnect_policy=HardenedProfile(config).reconnect_policy)
     async with serve(stub.handler, "127.0.0.1", 0) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease(pk, url, lease.epoch, 0), drain_until_ms=until_ms(int(time.time() * 1000)))
