@@ -208,15 +208,20 @@ class ConnectionRunner:
             finally:
                 held.session = None
                 held.reading = held.stopping.is_set()  # still read up to the stop, unless the session failed
-            self._closed(held, me, held.stop_reason or reason)
+            why = held.stop_reason or reason
             if held.stopping.is_set() or held.drained:
+                self._closed(held, me, why)
                 return
             now = monotonic_s()
             down_since = down_since if down_since is not None else now
             if self.rules.resumes and now - down_since > budget_s:
+                self._closed(held, me, why)
                 await self.give_up(held, "upstream unreachable past budget")
                 return
-            await wait_until_set(held.stopping, backoff.next_delay())
+            delay_s = backoff.next_delay()
+            self._closed(held, me, why, policy=backoff.name, attempt=backoff.attempt,
+                         retry_in_ms=round(delay_s * 1000.0, 3))
+            await wait_until_set(held.stopping, delay_s)
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
         """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
@@ -242,8 +247,10 @@ class ConnectionRunner:
         except StoreError:
             return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
-    def _closed(self, held: HeldConnection, me: Holder, reason: str) -> None:
-        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200])
+    def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
+        """``ws.close``; ``retry``: when the session is reopened, the reconnect ``policy``, the ``attempt`` (the
+        retries since the last open, this one included) and the delay before it (``retry_in_ms``)."""
+        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200], **retry)
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
         """Store consecutive messages.  Raises ``Fenced``.

@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
 
 from fleet.aws import AwsClients
 from fleet.clock import LeaseClock, monotonic_s
@@ -321,3 +323,71 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
         await again.submit(each)
     await again.drain()
     assert held.last_seq == 45
+
+
+class Refusing:
+    """An upstream that refuses every handshake with HTTP ``status`` and ``headers``."""
+
+    def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.headers = headers or {}
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response:
+        return Response(self.status, "Refused", Headers({**self.headers, "Content-Length": "0"}))
+
+    async def handler(self, ws: ServerConnection) -> None:
+        raise AssertionError("no handshake is accepted")
+
+
+class Closes(HistoryWriter):
+    """Keeps every ``ws.close`` event; ``enough`` is set once ``wanted`` were emitted."""
+
+    def __init__(self, wanted: int) -> None:
+        super().__init__(None, "w1")
+        self.wanted = wanted
+        self.events: list[dict[str, Any]] = []
+        self.enough = asyncio.Event()
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        event = super().emit(type, **fields)
+        if type == "ws.close":
+            self.events.append(event)
+            if len(self.events) >= self.wanted:
+                self.enough.set()
+        return event
+
+
+class NoHoles(RecordingStore):
+    """A store whose every message up to the checkpoint is stored (what a hardened owner asks at take-up)."""
+
+    async def contiguous_seq(self, pk: str, after: int) -> int:
+        return after
+
+
+async def reconnects(upstream: Refusing, config: FleetConfig, wanted: int) -> list[dict[str, Any]]:
+    """The first ``wanted`` ``ws.close`` events of a stream whose upstream is ``upstream``; stopped then."""
+    history = Closes(wanted)
+    runner = runner_for(config, cast(LeaseStore, NoHoles(transactions=False)), history)
+    async with serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
+        held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
+        consuming = asyncio.create_task(runner.consume(held))
+        await asyncio.wait_for(history.enough.wait(), 10)
+        held.stopping.set()  # ends the wait before the next attempt
+        await asyncio.wait_for(consuming, 10)
+    return history.events[:wanted]
+
+
+@pytest.mark.parametrize(("config", "policy", "delays_ms"), [
+    # the default: the profile's own policy, blog's fixed delay of the base (1 000 ms at scale 1)
+    (FleetConfig(profile="blog", timescale=0.1), "none", [100.0]),
+    # a configured policy: exponential from 1 ms, capped at 1.5 ms
+    (HARDENED.with_changes(reconnect_policy="exponential", reconnect_base_ms=10, reconnect_max_ms=15), "exponential",
+     [1.0, 1.5, 1.5]),
+])
+async def test_each_failed_attempt_records_its_policy_its_number_and_the_delay_chosen(
+        config: FleetConfig, policy: str, delays_ms: list[float]) -> None:
+    closes = await reconnects(Refusing(500), config, len(delays_ms))
+    assert [(e["policy"], e["attempt"], e["retry_in_ms"]) for e in closes] == [
+        (policy, n, delay) for n, delay in enumerate(delays_ms, 1)]
+    assert all("HTTP 500" in e["reason"] for e in closes)
