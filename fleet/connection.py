@@ -49,6 +49,11 @@ async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
     return event.is_set()
 
 
+def as_ms(seconds: float | None) -> float | None:
+    """Seconds as ms to the µs, for the history (None stays None: the field is left out)."""
+    return None if seconds is None else round(seconds * 1000.0, 3)
+
+
 class Fenced(Exception):
     """The worker may no longer consume: its lease could already be someone else's."""
 
@@ -179,7 +184,7 @@ class ConnectionRunner:
         while not held.stopping.is_set():
             from_seq = held.last_seq + 1 if self.rules.resumes else None
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
-            reason = "closed"
+            reason, retry_after_s = "closed", None
             try:
                 if not self.fence.allows():
                     raise Fenced()
@@ -204,7 +209,7 @@ class ConnectionRunner:
                 self._closed(held, me, "fenced")
                 return
             except UpstreamError as exc:
-                reason = str(exc)
+                reason, retry_after_s = str(exc), exc.retry_after_s
             finally:
                 held.session = None
                 held.reading = held.stopping.is_set()  # still read up to the stop, unless the session failed
@@ -218,9 +223,9 @@ class ConnectionRunner:
                 self._closed(held, me, why)
                 await self.give_up(held, "upstream unreachable past budget")
                 return
-            delay_s = backoff.next_delay()
-            self._closed(held, me, why, policy=backoff.name, attempt=backoff.attempt,
-                         retry_in_ms=round(delay_s * 1000.0, 3))
+            delay_s = backoff.next_delay(retry_after_s)
+            self._closed(held, me, why, policy=backoff.name, attempt=backoff.attempt, retry_in_ms=as_ms(delay_s),
+                         retry_after_ms=as_ms(retry_after_s))
             await wait_until_set(held.stopping, delay_s)
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
@@ -249,7 +254,8 @@ class ConnectionRunner:
 
     def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
         """``ws.close``; ``retry``: when the session is reopened, the reconnect ``policy``, the ``attempt`` (the
-        retries since the last open, this one included) and the delay before it (``retry_in_ms``)."""
+        retries since the last open, this one included), the delay before it (``retry_in_ms``) and what the
+        upstream asked for if it did (``retry_after_ms``)."""
         self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200], **retry)
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
