@@ -63,7 +63,7 @@ class FleetConfig:
     # The delay before each reconnect (fleet.backoff): none (the base each time), exponential (base·2^n up to
     # the cap), full / equal / decorrelated jitter (the AWS blog's formulas), or profile: the profile's own
     # (hardened: full jitter; blog: none).  A handshake refused with 429 / 503 and Retry-After waits at least
-    # that long, up to the cap.
+    # that long (at this time scale), up to the cap.
     reconnect_policy: str = PROFILE_POLICY
     # A request that takes longer than this is abandoned (outcome unknown).
     aws_timeout_ms: int = 3_000

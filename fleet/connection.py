@@ -209,7 +209,9 @@ class ConnectionRunner:
                 self._closed(held, me, "fenced")
                 return
             except UpstreamError as exc:
-                reason, retry_after_s = str(exc), exc.retry_after_s
+                reason = str(exc)
+                # a Retry-After is at time scale 1, as every duration of a run (the simulated upstream's is)
+                retry_after_s = None if exc.retry_after_s is None else exc.retry_after_s * self.config.timescale
             finally:
                 held.session = None
                 held.reading = held.stopping.is_set()  # still read up to the stop, unless the session failed

@@ -34,7 +34,8 @@ unknown, e.g. a timeout).
   ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome};
   ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason, and when the
   session is to be reopened: policy (``fleet.backoff``), attempt (retries since the last open, from 1),
-  retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After, when it sent one)};
+  retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After at the run's time scale,
+  when it sent one)};
   ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
 - upstream simulator (src ``upstream``):

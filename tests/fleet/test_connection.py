@@ -393,14 +393,15 @@ async def test_each_failed_attempt_records_its_policy_its_number_and_the_delay_c
     assert all("HTTP 500" in e["reason"] and "retry_after_ms" not in e for e in closes)
 
 
-@pytest.mark.parametrize(("config", "retry_in_ms"), [
+@pytest.mark.parametrize(("config", "seconds", "retry_after_ms", "retry_in_ms"), [
     # full jitter's first draw is at most the base, 1 000 ms: the upstream's 2 s stand
-    (FleetConfig(profile="hardened"), 2000.0),
-    # at scale 0.1 the reconnect cap is 1 000 ms
-    (HARDENED, 1000.0),
+    (FleetConfig(profile="hardened"), "2", 2000.0, 2000.0),
+    # at scale 0.1 the upstream's seconds are tenths, as the base (100 ms) and the cap (1 000 ms) are
+    (HARDENED, "2", 200.0, 200.0),
+    (HARDENED, "20", 2000.0, 1000.0),
 ])
-async def test_a_refusal_with_retry_after_delays_the_next_attempt_up_to_the_cap(config: FleetConfig,
-                                                                                retry_in_ms: float) -> None:
-    [close] = await reconnects(Refusing(429, {"Retry-After": "2"}), config, 1)
+async def test_a_refusal_with_retry_after_delays_the_next_attempt_up_to_the_cap(
+        config: FleetConfig, seconds: str, retry_after_ms: float, retry_in_ms: float) -> None:
+    [close] = await reconnects(Refusing(429, {"Retry-After": seconds}), config, 1)
     assert (close["policy"], close["attempt"], close["retry_after_ms"], close["retry_in_ms"]) == (
-        "full", 1, 2000.0, retry_in_ms)
+        "full", 1, retry_after_ms, retry_in_ms)
