@@ -31,6 +31,7 @@ from fleet.config import FleetConfig
 from fleet.connection import BATCH_MAX, ConnectionRunner, Fence, HeldConnection
 from fleet.history import HistoryWriter
 from fleet.lease import STARTED, ConnectionRecord, HardenedRules, Holder, Lease
+from fleet.profiles import HardenedProfile
 from fleet.store import LeaseStore, to_wire
 from fleet.upstream import UpstreamMessage
 from harness.backends import start_embedded
@@ -53,7 +54,7 @@ async def new_connection(store: LeaseStore, holder: Holder) -> Lease:
 async def fenced_writes(store: LeaseStore, config: FleetConfig, count: int) -> tuple[float, float, float]:
     """Requests and client CPU ms per message, wall ms per batch, through the worker's write path."""
     runner = ConnectionRunner(config, HardenedRules(config), OLD, store, HistoryWriter(None, "bench"), LeaseClock(),
-                              Fence(), never_gives_up)
+                              Fence(), never_gives_up, reconnect_policy=HardenedProfile(config).reconnect_policy)
     held = HeldConnection(lease=await new_connection(store, OLD))
     await store.transactions()  # the probe is not a message write
     before = store.aws.requests["messages"]

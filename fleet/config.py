@@ -18,10 +18,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal, get_args
 
 from fleet.allowlist import Allowlist
+from fleet.backoff import POLICIES
 from fleet.errors import ConfigError
 
 Profile = Literal["blog", "hardened", "unsafe"]
 PROFILES: tuple[str, ...] = get_args(Profile)
+# ``reconnect_policy``: a policy of ``fleet.backoff``, or the profile's own.
+PROFILE_POLICY = "profile"
+RECONNECT_POLICIES: tuple[str, ...] = (PROFILE_POLICY, *POLICIES)
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,14 @@ class FleetConfig:
     checkpoint_ms: int = 300_000
     # hardened: give the lease up when the upstream stays unreachable this long.
     upstream_budget_ms: int = 30_000
-    # upstream reconnect backoff (hardened: exponential with full jitter; blog: fixed first step).
+    # upstream reconnect backoff: base and cap of the reconnect policy.
     reconnect_base_ms: int = 1_000
     reconnect_max_ms: int = 10_000
+    # The delay before each reconnect (fleet.backoff): none (the base each time), exponential (base·2^n up to
+    # the cap), full / equal / decorrelated jitter (the AWS blog's formulas), or profile: the profile's own
+    # (hardened: full jitter; blog: none).  A handshake refused with 429 / 503 and Retry-After waits at least
+    # that long (at this time scale), up to the cap.
+    reconnect_policy: str = PROFILE_POLICY
     # A request that takes longer than this is abandoned (outcome unknown).
     aws_timeout_ms: int = 3_000
     # Message writes as one TransactWriteItems fenced on the lease (on), conditional PutItems (off), or
@@ -83,6 +92,9 @@ class FleetConfig:
             raise ConfigError("WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS")
         if self.transactions not in ("auto", "on", "off"):
             raise ConfigError(f"WSFLEET_TRANSACTIONS must be auto, on or off, not {self.transactions!r}")
+        if self.reconnect_policy not in RECONNECT_POLICIES:
+            raise ConfigError(f"WSFLEET_RECONNECT_POLICY must be one of {', '.join(RECONNECT_POLICIES)}, "
+                              f"not {self.reconnect_policy!r}")
         if self.max_connections < 1:
             raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
         if not self.worker_id:
@@ -164,7 +176,7 @@ ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(
 TUNABLE: tuple[str, ...] = (
     "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "metric_interval_ms",
     "max_connections", "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
-    "reconnect_base_ms", "reconnect_max_ms", "aws_timeout_ms", "transactions",
+    "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions",
 )
 
 

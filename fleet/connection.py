@@ -2,9 +2,10 @@
 
 A ``HeldConnection`` exists from an accepted acquire until the lease is released, lost or fenced.  Its
 task opens the upstream session (resuming after the last persisted sequence where the profile resumes),
-persists each message through the profile's message rule, and reconnects when the upstream drops:
-``blog`` after a fixed delay from the live head; ``hardened`` in place with exponential backoff and full
-jitter, from the next sequence, giving the lease up when the upstream stays unreachable past the budget.
+persists each message through the profile's message rule, and reconnects when the upstream drops, after
+the delay of the profile's reconnect policy (``fleet.backoff``; unless configured otherwise, ``blog`` a
+fixed delay, ``hardened`` full jitter): ``blog`` from the live head; ``hardened`` in place from the next
+sequence, giving the lease up when the upstream stays unreachable past the budget.
 
 A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner died, ``fleet.lease``) consumes
 the same way from the first missing sequence, until the profile's rule says the drain is over (the first
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
+from fleet.backoff import Backoff
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
@@ -36,7 +39,7 @@ from fleet.expr import Condition, Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules
 from fleet.store import LeaseStore
-from fleet.upstream import Backoff, UpstreamMessage, UpstreamSession, session_url
+from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
 
 
 async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
@@ -44,6 +47,11 @@ async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), max(0.0, timeout_s))
     return event.is_set()
+
+
+def as_ms(seconds: float | None) -> float | None:
+    """Seconds as ms to the µs, for the history (None stays None: the field is left out)."""
+    return None if seconds is None else round(seconds * 1000.0, 3)
 
 
 class Fenced(Exception):
@@ -127,7 +135,11 @@ class ConnectionRunner:
         clock: LeaseClock,
         fence: Fence,
         give_up: Callable[[HeldConnection, str], Awaitable[None]],
+        *,
+        reconnect_policy: str,
     ) -> None:
+        """``reconnect_policy``: the ``fleet.backoff`` policy between upstream sessions (the profile's
+        ``reconnect_policy``)."""
         self.config = config
         self.rules = rules
         self.me = me
@@ -136,17 +148,19 @@ class ConnectionRunner:
         self.clock = clock
         self.fence = fence
         self.give_up = give_up
+        self.reconnect_policy = reconnect_policy
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
         # Hosts are checked (and their addresses pinned) when the worker dials them itself; through the
         # operator's own proxy (``upstream_via``) the proxy is the only place it connects to.
         checked = bool(config.allowed_ws_hosts) and not config.upstream_via
         self.allowlist = Allowlist.parse(config.allowed_ws_hosts) if checked else None
 
-    def _backoff(self) -> Backoff:
+    def _backoff(self, policy: str) -> Backoff:
         return Backoff(
+            policy,
             base_s=self.config.scaled_s(self.config.reconnect_base_ms),
             cap_s=self.config.scaled_s(self.config.reconnect_max_ms),
-            jitter=self.rules.resumes,
+            rng=random.Random(),
         )
 
     async def consume(self, held: HeldConnection) -> None:
@@ -160,7 +174,7 @@ class ConnectionRunner:
             await self.give_up(held, "drained")
 
     async def _consume(self, held: HeldConnection, me: Holder) -> None:
-        backoff = self._backoff()
+        backoff = self._backoff(self.reconnect_policy)
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
         # A new owner resumes at the first sequence missing above the checkpoint (never above a hole left by
@@ -170,7 +184,7 @@ class ConnectionRunner:
         while not held.stopping.is_set():
             from_seq = held.last_seq + 1 if self.rules.resumes else None
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
-            reason = "closed"
+            reason, retry_after_s = "closed", None
             try:
                 if not self.fence.allows():
                     raise Fenced()
@@ -196,18 +210,25 @@ class ConnectionRunner:
                 return
             except UpstreamError as exc:
                 reason = str(exc)
+                # a Retry-After is at time scale 1, as every duration of a run (the simulated upstream's is)
+                retry_after_s = None if exc.retry_after_s is None else exc.retry_after_s * self.config.timescale
             finally:
                 held.session = None
                 held.reading = held.stopping.is_set()  # still read up to the stop, unless the session failed
-            self._closed(held, me, held.stop_reason or reason)
+            why = held.stop_reason or reason
             if held.stopping.is_set() or held.drained:
+                self._closed(held, me, why)
                 return
             now = monotonic_s()
             down_since = down_since if down_since is not None else now
             if self.rules.resumes and now - down_since > budget_s:
+                self._closed(held, me, why)
                 await self.give_up(held, "upstream unreachable past budget")
                 return
-            await wait_until_set(held.stopping, backoff.next_delay())
+            delay_s = backoff.next_delay(retry_after_s)
+            self._closed(held, me, why, policy=backoff.name, attempt=backoff.attempt, retry_in_ms=as_ms(delay_s),
+                         retry_after_ms=as_ms(retry_after_s))
+            await wait_until_set(held.stopping, delay_s)
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
         """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
@@ -233,8 +254,11 @@ class ConnectionRunner:
         except StoreError:
             return 0  # the checkpoint stands; replayed messages are rewritten idempotently
 
-    def _closed(self, held: HeldConnection, me: Holder, reason: str) -> None:
-        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200])
+    def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
+        """``ws.close``; ``retry``: when the session is reopened, the reconnect ``policy``, the ``attempt`` (the
+        retries since the last open, this one included), the delay before it (``retry_in_ms``) and what the
+        upstream asked for if it did (``retry_after_ms``)."""
+        self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200], **retry)
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
         """Store consecutive messages.  Raises ``Fenced``.
@@ -246,7 +270,7 @@ class ConnectionRunner:
         per message refused over a newer epoch.  A write the store refuses means another owner holds the
         lease now: ``Fenced``.
         """
-        retry = self._backoff()
+        retry = self._backoff(WRITE_RETRY_POLICY)
         now = self.clock.now_ms()
         me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
         writes = [self.rules.message(held.lease, me, m.seq, m.data, now) for m in messages]
@@ -330,6 +354,9 @@ class ConnectionRunner:
 # Message writes one worker keeps in flight across all its connections, so bulk writes never queue in
 # front of lease renewals at the backend.
 MESSAGE_WRITES_IN_FLIGHT = 8
+# A fenced message write (hardened) is retried after a tenth of this policy's step, whatever the reconnect
+# policy.
+WRITE_RETRY_POLICY = "full"
 # Most messages in one hardened write (BatchWriteItem's limit).
 BATCH_MAX = 25
 

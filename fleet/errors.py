@@ -37,4 +37,9 @@ class StoreUnavailable(StoreError):
 
 
 class UpstreamError(FleetError):
-    """The upstream WebSocket could not be opened, or dropped."""
+    """The upstream WebSocket could not be opened, or dropped.  ``retry_after_s``: how long the upstream asked
+    the client to wait before trying again (a refused handshake's ``Retry-After``), when it did."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -3,7 +3,8 @@
 A ``Profile`` owns its ``fleet.lease.Rules`` (the writes) and answers the worker's questions: what to renew
 and when, where the self-fencing deadline lies, whether the clock skew seen leaves the fault model, when to
 look for claimable streams and how much to read, what to do with a notification, a connection read, a STOP
-mailbox, an acquire whose outcome is unknown, and a granted lease at take-up.  No I/O here: ``fleet.worker``
+mailbox, an acquire whose outcome is unknown, a granted lease at take-up, and which reconnect policy
+(``fleet.backoff``) a dropped upstream session waits by.  No I/O here: ``fleet.worker``
 executes the answers, and tests drive these same objects.
 
 ``BlogProfile`` is the published design, ``HardenedProfile`` ours, ``UnsafeProfile`` a test-only profile
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.aws import ClientSettings
-from fleet.config import FleetConfig
+from fleet.config import PROFILE_POLICY, FleetConfig
 from fleet.expr import Write
 from fleet.lease import (
     STARTED,
@@ -128,6 +129,8 @@ class BlogProfile:
     leases every reconcile interval, a desired-state read per held stream every check interval."""
 
     rules_class: type[Rules] = Rules
+    # The reconnect policy taken when the setting leaves it to the profile: a fixed delay, as published.
+    own_reconnect_policy = "none"
 
     def __init__(self, config: FleetConfig) -> None:
         self.config = config
@@ -143,6 +146,12 @@ class BlogProfile:
         """The SDK's defaults: its retries, its timeouts, its pool, eventually consistent reads (the published
         design names none of these)."""
         return ClientSettings.sdk_defaults()
+
+    @property
+    def reconnect_policy(self) -> str:
+        """The ``fleet.backoff`` policy between upstream sessions: the configured one, else the profile's own."""
+        configured = self.config.reconnect_policy
+        return self.own_reconnect_policy if configured == PROFILE_POLICY else configured
 
     # -- liveness and the fence ----------------------------------------------------------------------
     def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
@@ -276,6 +285,7 @@ class HardenedProfile(BlogProfile):
     """Ours: see ``fleet.lease``.  Worker liveness, a fence, skew detection, paced looks, handoffs."""
 
     rules_class = HardenedRules
+    own_reconnect_policy = "full"  # reconnect in place with full jitter (DESIGN §3)
 
     def __init__(self, config: FleetConfig) -> None:
         super().__init__(config)

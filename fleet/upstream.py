@@ -1,9 +1,11 @@
-"""The outbound WebSocket session to the upstream source, and the reconnect backoff.
+"""The outbound WebSocket session to the upstream source.
 
 ``UpstreamSession`` opens ``ws_url`` (rewritten to the worker's own proxy when ``upstream_via`` is set),
 asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id`` and its
 incarnation with ``X-Worker-Gen``, and yields parsed messages.  Keepalive pings come from the server; the
-client answers them as long as it reads.  Every websockets or socket error is translated here into ``UpstreamError``.
+client answers them as long as it reads.  Every websockets or socket error is translated here into
+``UpstreamError``; a handshake refused with 429 or 503 and a ``Retry-After`` in seconds carries that wait
+(``retry_after_s``).
 
 Hostile upstreams: given an ``Allowlist``, the session checks the URL against it, resolves the name once,
 refuses it when any address is not public and not allowlisted (``fleet.allowlist``), and dials that one
@@ -12,8 +14,7 @@ never through a proxy from the environment.  Redirects are refused, not followed
 ``MAX_FRAME_BYTES`` and at most ``MAX_QUEUED_FRAMES`` wait unread (a larger frame closes the session with
 1009); error messages carry URLs without their query or user information (``redact_urls``).
 
-``Backoff`` is exponential with full jitter (AWS architecture blog's "full jitter": a uniform draw in
-``[0, min(cap, base·2^n)]``) for ``hardened``; ``blog`` reconnects after a fixed delay.
+How long to wait before reconnecting is ``fleet.backoff``'s, which honours that ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -33,6 +33,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus, InvalidURI, WebSocketException
 from websockets.frames import CloseCode
+from websockets.http11 import Response
 
 from fleet.allowlist import Allowlist, ip_literal
 from fleet.errors import UpstreamError
@@ -42,6 +43,10 @@ from fleet.errors import UpstreamError
 MAX_FRAME_BYTES = 16 * 1024
 MAX_QUEUED_FRAMES = 16
 REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+# Refusals whose ``Retry-After`` says when to try again: in seconds (an HTTP date is not read), at most a day
+# (any reconnect cap is far below; this keeps the number finite).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+MAX_RETRY_AFTER_S = 86_400.0
 # A URL in free text: its query / fragment ends before whitespace, a quote, or punctuation that ends a
 # phrase (``cannot open ws://h/p?q: refused``).
 _URL = re.compile(
@@ -120,19 +125,20 @@ class UpstreamSession:
                 **dial,
             )
         except InvalidStatus as exc:
-            raise UpstreamError(self._refused_status(exc)) from exc
+            raise self._refused(exc) from exc
         except (OSError, TimeoutError, InvalidURI, WebSocketException) as exc:
             raise UpstreamError(redact_urls(f"cannot open {self.url}: {type(exc).__name__}: {exc}")) from exc
         return self
 
-    def _refused_status(self, exc: InvalidStatus) -> str:
+    def _refused(self, exc: InvalidStatus) -> UpstreamError:
         status = exc.response.status_code
         location = exc.response.headers.get("Location")
+        wait_s = retry_after_s(exc.response)
         if status in REDIRECT_STATUSES and location is not None:
             why = f"the upstream redirects ({status}) to {location}; redirects are refused"
         else:
-            why = f"the upstream answered HTTP {status}"
-        return redact_urls(f"cannot open {self.url}: {why}")
+            why = f"the upstream answered HTTP {status}" + ("" if wait_s is None else f", retry after {wait_s:g} s")
+        return UpstreamError(redact_urls(f"cannot open {self.url}: {why}"), retry_after_s=wait_s)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -171,6 +177,18 @@ class UpstreamSession:
         raise UpstreamError("upstream closed the session")
 
 
+def retry_after_s(response: Response) -> float | None:
+    """How long a 429 or 503 answer asks the client to wait: its one ``Retry-After`` header, in whole seconds
+    (at most ``MAX_RETRY_AFTER_S``); None for another status, or a header absent, repeated or not seconds."""
+    values = response.headers.get_all("Retry-After")
+    if response.status_code not in RETRY_AFTER_STATUSES or len(values) != 1:
+        return None
+    value = values[0].strip()
+    if not (value.isascii() and value.isdigit()):
+        return None
+    return min(float(value), MAX_RETRY_AFTER_S)
+
+
 async def pinned_target(url: str, allowlist: Allowlist) -> tuple[str, int]:
     """The address and port to dial for ``url``: the URL admitted by ``allowlist`` and every address its
     host resolves to permitted (public, or allowlisted); UpstreamError saying why not."""
@@ -197,24 +215,3 @@ async def pinned_target(url: str, allowlist: Allowlist) -> tuple[str, int]:
         )
     return str(addresses[0]), port
 
-
-class Backoff:
-    """Reconnect delays: full jitter over an exponential ceiling, or a fixed delay."""
-
-    def __init__(self, base_s: float, cap_s: float, jitter: bool, rng: random.Random | None = None) -> None:
-        self.base_s = base_s
-        self.cap_s = cap_s
-        self.jitter = jitter
-        self.attempt = 0
-        self._rng = rng or random.Random()
-
-    def next_delay(self) -> float:
-        if not self.jitter:
-            return self.base_s
-        # the exponent stops at 64: any cap is reached long before, and 2 ** 1024 overflows a float
-        ceiling = min(self.cap_s, self.base_s * (2 ** min(self.attempt, 64)))
-        self.attempt += 1
-        return self._rng.uniform(0.0, ceiling)
-
-    def reset(self) -> None:
-        self.attempt = 0

@@ -377,7 +377,8 @@ async def serve(config: FleetConfig) -> None:
         await reach_backend(store)
 
         def runner(w: Worker) -> ConnectionRunner:
-            return ConnectionRunner(config, w.rules, w.me, store, history, w.clock, w.fence, w.give_up)
+            return ConnectionRunner(config, w.rules, w.me, store, history, w.clock, w.fence, w.give_up,
+                                    reconnect_policy=w.profile.reconnect_policy)
 
         worker = Worker(config, store, history, runner)
         loop = asyncio.get_running_loop()

@@ -32,7 +32,10 @@ unknown, e.g. a timeout).
   ``lease.renew`` {pk (blog: one per connection; absent: the hardened worker-level lease covering all the
   worker's connections), worker, outcome, expires_ms};
   ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome};
-  ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason};
+  ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason, and when the
+  session is to be reopened: policy (``fleet.backoff``), attempt (retries since the last open, from 1),
+  retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After at the run's time scale,
+  when it sent one)};
   ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
 - upstream simulator (src ``upstream``):

@@ -37,3 +37,17 @@ def test_every_tunable_setting_is_a_field_and_no_wiring_is_tunable() -> None:
 def test_a_bad_assignment_says_what_is_wrong(assignment: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         tuning({}, [assignment])
+
+
+def test_the_reconnect_policy_is_tunable_and_left_to_the_profile_by_default() -> None:
+    assert FleetConfig(worker_id="t").reconnect_policy == "profile"
+    assert tuning({"WSFLEET_RECONNECT_POLICY": "equal"}) == {"reconnect_policy": "equal"}
+    values = tuning({"WSFLEET_RECONNECT_POLICY": "equal"}, ["reconnect_policy=decorrelated"])
+    assert FleetConfig(worker_id="t", **values).reconnect_policy == "decorrelated"  # type: ignore[arg-type]
+    assert FleetConfig.from_env({"WSFLEET_RECONNECT_POLICY": "none"}).reconnect_policy == "none"
+
+
+def test_an_unknown_reconnect_policy_is_refused_with_the_choices() -> None:
+    with pytest.raises(ConfigError, match="WSFLEET_RECONNECT_POLICY must be one of profile, none, exponential, "
+                                          "full, equal, decorrelated, not 'jittery'"):
+        FleetConfig(worker_id="t", **tuning({}, ["reconnect_policy=jittery"]))  # type: ignore[arg-type]

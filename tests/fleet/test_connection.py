@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
 
 from fleet.aws import AwsClients
 from fleet.clock import LeaseClock, monotonic_s
@@ -27,6 +29,7 @@ from fleet.errors import StoreUnavailable, UpstreamError
 from fleet.expr import Condition
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
+from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import LeaseStore
 from fleet.upstream import UpstreamMessage
 from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
@@ -38,7 +41,8 @@ def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, f
                me: Holder = ME) -> ConnectionRunner:
     async def give_up(held: HeldConnection, reason: str) -> None:
         raise AssertionError(f"gave up {held.pk}: {reason}")
-    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up)
+    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up,
+                            reconnect_policy=profile_for(config).reconnect_policy)
 
 
 def messages(*seqs: int) -> list[UpstreamMessage]:
@@ -269,7 +273,8 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
         given_up.append(reason)
 
     path = tmp_path / "w1.jsonl"
-    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up)
+    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up,
+                              reconnect_policy=HardenedProfile(config).reconnect_policy)
     async with serve(stub.handler, "127.0.0.1", 0) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease(pk, url, lease.epoch, 0), drain_until_ms=until_ms(int(time.time() * 1000)))
@@ -318,3 +323,85 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
         await again.submit(each)
     await again.drain()
     assert held.last_seq == 45
+
+
+class Refusing:
+    """An upstream that refuses every handshake with HTTP ``status`` and ``headers``."""
+
+    def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.headers = headers or {}
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response:
+        return Response(self.status, "Refused", Headers({**self.headers, "Content-Length": "0"}))
+
+    async def handler(self, ws: ServerConnection) -> None:
+        raise AssertionError("no handshake is accepted")
+
+
+class Closes(HistoryWriter):
+    """Keeps every ``ws.close`` event; ``enough`` is set once ``wanted`` were emitted."""
+
+    def __init__(self, wanted: int) -> None:
+        super().__init__(None, "w1")
+        self.wanted = wanted
+        self.events: list[dict[str, Any]] = []
+        self.enough = asyncio.Event()
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        event = super().emit(type, **fields)
+        if type == "ws.close":
+            self.events.append(event)
+            if len(self.events) >= self.wanted:
+                self.enough.set()
+        return event
+
+
+class NoHoles(RecordingStore):
+    """A store whose every message up to the checkpoint is stored (what a hardened owner asks at take-up)."""
+
+    async def contiguous_seq(self, pk: str, after: int) -> int:
+        return after
+
+
+async def reconnects(upstream: Refusing, config: FleetConfig, wanted: int) -> list[dict[str, Any]]:
+    """The first ``wanted`` ``ws.close`` events of a stream whose upstream is ``upstream``; stopped then."""
+    history = Closes(wanted)
+    runner = runner_for(config, cast(LeaseStore, NoHoles(transactions=False)), history)
+    async with serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
+        held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
+        consuming = asyncio.create_task(runner.consume(held))
+        await asyncio.wait_for(history.enough.wait(), 10)
+        held.stopping.set()  # ends the wait before the next attempt
+        await asyncio.wait_for(consuming, 10)
+    return history.events[:wanted]
+
+
+@pytest.mark.parametrize(("config", "policy", "delays_ms"), [
+    # the default: the profile's own policy, blog's fixed delay of the base (1 000 ms at scale 1)
+    (FleetConfig(profile="blog", timescale=0.1), "none", [100.0]),
+    # a configured policy: exponential from 1 ms, capped at 1.5 ms
+    (HARDENED.with_changes(reconnect_policy="exponential", reconnect_base_ms=10, reconnect_max_ms=15), "exponential",
+     [1.0, 1.5, 1.5]),
+])
+async def test_each_failed_attempt_records_its_policy_its_number_and_the_delay_chosen(
+        config: FleetConfig, policy: str, delays_ms: list[float]) -> None:
+    closes = await reconnects(Refusing(500), config, len(delays_ms))
+    assert [(e["policy"], e["attempt"], e["retry_in_ms"]) for e in closes] == [
+        (policy, n, delay) for n, delay in enumerate(delays_ms, 1)]
+    assert all("HTTP 500" in e["reason"] and "retry_after_ms" not in e for e in closes)
+
+
+@pytest.mark.parametrize(("config", "seconds", "retry_after_ms", "retry_in_ms"), [
+    # full jitter's first draw is at most the base, 1 000 ms: the upstream's 2 s stand
+    (FleetConfig(profile="hardened"), "2", 2000.0, 2000.0),
+    # at scale 0.1 the upstream's seconds are tenths, as the base (100 ms) and the cap (1 000 ms) are
+    (HARDENED, "2", 200.0, 200.0),
+    (HARDENED, "20", 2000.0, 1000.0),
+])
+async def test_a_refusal_with_retry_after_delays_the_next_attempt_up_to_the_cap(
+        config: FleetConfig, seconds: str, retry_after_ms: float, retry_in_ms: float) -> None:
+    [close] = await reconnects(Refusing(429, {"Retry-After": seconds}), config, 1)
+    assert (close["policy"], close["attempt"], close["retry_after_ms"], close["retry_in_ms"]) == (
+        "full", 1, retry_after_ms, retry_in_ms)

@@ -129,6 +129,16 @@ def test_profile_for_picks_the_strategy() -> None:
     assert BLOG.client_settings.max_attempts is None and not BLOG.client_settings.consistent_reads
 
 
+def test_each_profile_reconnects_by_its_own_policy_unless_another_is_configured() -> None:
+    """The default keeps what each profile did before the setting existed: blog a fixed delay, hardened
+    full jitter (unsafe is blog's); a configured policy applies to every profile."""
+    assert [profile_for(model_config(p)).reconnect_policy for p in ("blog", "hardened", "unsafe")] == [
+        "none", "full", "none"]
+    for p in ("blog", "hardened"):
+        config = model_config(p).with_changes(reconnect_policy="decorrelated")
+        assert profile_for(config).reconnect_policy == "decorrelated"
+
+
 # -- the STOP mailbox over every interleaving: a STOP is never lost ------------------------------------------
 class MailboxModel:
     """One stream ``p``, its owner worker, the router and the store, with the hardened profile settling the

@@ -17,18 +17,20 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from fleet.allowlist import Allowlist
+from fleet.backoff import Backoff
 from fleet.errors import UpstreamError
-from fleet.upstream import MAX_FRAME_BYTES, Backoff, UpstreamSession, pinned_target, redact_urls
+from fleet.upstream import MAX_FRAME_BYTES, UpstreamSession, pinned_target, redact_urls, retry_after_s
 
 FRAME = '{"seq": 1, "data": "c1:1", "ts": 1.0}'
 
 
 @dataclass
 class Upstream:
-    """A local upstream: ``redirect_to`` makes it answer 302; it sends ``frames`` to each session and
-    records the Host header of every request it gets."""
+    """A local upstream: ``redirect_to`` makes it answer 302, ``refusal`` answer that instead of every
+    handshake; it sends ``frames`` to each session and records the Host header of every request it gets."""
 
     redirect_to: str | None = None
+    refusal: Response | None = None
     frames: list[str] = field(default_factory=lambda: [FRAME])
     hosts: list[str] = field(default_factory=list)
     server: Server | None = None
@@ -41,6 +43,8 @@ class Upstream:
 
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         self.hosts.append(request.headers.get("Host", ""))
+        if self.refusal is not None:
+            return self.refusal
         if self.redirect_to is None:
             return None
         return Response(302, "Found", Headers({"Location": self.redirect_to, "Content-Length": "0"}))
@@ -211,7 +215,64 @@ async def test_urls_outside_the_allowlist_are_refused_before_resolving(url: str,
     assert "token=x" not in str(refused.value)
 
 
-def test_backoff_keeps_drawing_below_its_cap_after_thousands_of_attempts() -> None:
-    backoff = Backoff(base_s=0.1, cap_s=2.0, jitter=True, rng=random.Random(1))
-    delays = [backoff.next_delay() for _ in range(5000)]
-    assert max(delays) <= 2.0 and delays[-1] >= 0.0
+def refusal(status: int, *headers: tuple[str, str]) -> Response:
+    return Response(status, "Refused", Headers([*headers, ("Content-Length", "0")]))
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_refusal_with_retry_after_makes_the_next_attempt_wait_at_least_that_long(
+    start_upstream: Callable[..., Any], status: int
+) -> None:
+    upstream = await start_upstream(refusal=refusal(status, ("Retry-After", "2")))
+
+    with pytest.raises(UpstreamError) as refused:
+        await first_message(f"ws://127.0.0.1:{upstream.port}/s?token=secret")
+
+    assert refused.value.retry_after_s == 2.0
+    assert str(refused.value).endswith(f"/s?...: the upstream answered HTTP {status}, retry after 2 s")
+    wait_s = refused.value.retry_after_s
+    # full jitter's first draw is at most the base (1 s): the upstream's 2 s win, up to the cap
+    assert Backoff("full", base_s=1.0, cap_s=10.0, rng=random.Random(5)).next_delay(wait_s) == 2.0
+    assert Backoff("full", base_s=1.0, cap_s=1.5, rng=random.Random(5)).next_delay(wait_s) == 1.5
+    # a longer delay of the policy's own stands
+    assert Backoff("exponential", base_s=3.0, cap_s=10.0, rng=random.Random(5)).next_delay(wait_s) == 3.0
+
+
+@pytest.mark.parametrize(("response", "seconds"), [
+    (refusal(429, ("Retry-After", " 120 ")), 120.0),
+    (refusal(503, ("Retry-After", "0")), 0.0),
+    (refusal(429, ("Retry-After", "9" * 400)), 86_400.0),  # a day at most: finite however long it asks
+    (refusal(429), None),  # no header
+    (refusal(500, ("Retry-After", "2")), None),  # only 429 and 503 say when to come back
+    (refusal(429, ("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")), None),  # an HTTP date is not read
+    (refusal(429, ("Retry-After", "1.5")), None),  # delta-seconds are whole
+    (refusal(429, ("Retry-After", "-3")), None),
+    (refusal(429, ("Retry-After", "1"), ("Retry-After", "60")), None),  # which one?
+])
+def test_retry_after_is_read_only_as_one_header_of_whole_seconds_on_429_or_503(response: Response,
+                                                                               seconds: float | None) -> None:
+    assert retry_after_s(response) == seconds
+
+
+async def test_a_refusal_without_retry_after_carries_none(start_upstream: Callable[..., Any]) -> None:
+    upstream = await start_upstream(refusal=refusal(429))
+    with pytest.raises(UpstreamError, match=r"answered HTTP 429$") as refused:
+        await first_message(f"ws://127.0.0.1:{upstream.port}/s")
+    assert refused.value.retry_after_s is None
+
+
+async def test_a_retry_after_of_latin_1_digits_is_not_read() -> None:
+    """Header values arrive decoded as ISO-8859-1, where "\u00b2" (superscript two) is a digit to Python but
+    no number to ``float``: a raw upstream sends one, and the refusal is still an UpstreamError."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: \xb2\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async with await asyncio.start_server(answer, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        with pytest.raises(UpstreamError, match=r"answered HTTP 429$") as refused:
+            await first_message(f"ws://127.0.0.1:{port}/s")
+    assert refused.value.retry_after_s is None
