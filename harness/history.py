@@ -37,7 +37,8 @@ unknown, e.g. a timeout).
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
 - upstream simulator (src ``upstream``):
   ``sub.open`` {pk, session, worker, gen, from_seq}; ``sub.close`` {pk, session, worker, gen, reason:
-  client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error, last_pong_t, last_seq_sent};
+  client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error | max_age | idle_timeout,
+  last_pong_t, last_seq_sent};
   ``emit`` {pk, seq}.
 - router (src ``router``): ``event`` {kind: START | STOP, pk, status (HTTP status)}; an accepted (2xx)
   START / STOP is when desired state changed (the checkers prefer these to ``conn.*``).

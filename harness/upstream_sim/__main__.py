@@ -16,7 +16,7 @@ import signal
 import sys
 
 from harness.upstream_sim.control import MAX_RATE
-from harness.upstream_sim.server import UpstreamSimulator
+from harness.upstream_sim.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_AGE, UpstreamSimulator
 
 PROG = "python -m harness.upstream_sim"
 
@@ -36,6 +36,16 @@ def _rate(text: str) -> float:
     if value > MAX_RATE:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_RATE:g} messages per second, got {text!r}")
     return value
+
+
+def _limit(text: str) -> float | None:
+    """A gateway limit: a positive number, or 0 / none for off."""
+    if text.lower() in ("0", "none"):
+        return None
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, or 0 or none for off, got {text!r}") from None
 
 
 def _positive_int(text: str) -> int:
@@ -60,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
             "X-Worker-Id names the worker, X-Worker-Gen its incarnation); the same port answers the JSON control "
             "API (/health, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
             "/redirect?location=URL (a 302, for testing clients' redirect handling); browsers are refused. "
-            "Prints one JSON line with ws_url, "
+            "Like API Gateway, it closes a session at a maximum age and after an idle timeout (close code 1001, "
+            "'Going away'); these limits are given at time scale 1 and multiplied by --timescale, while the "
+            "keepalive and close timeouts are in real seconds. Prints one JSON line with ws_url, "
             "control_url and pid when ready; SIGTERM or SIGINT stops it."
         ),
     )
@@ -92,25 +104,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--ping-interval",
         type=_positive_float,
         default=0.5,
-        help="seconds between keepalive pings on each session (default: %(default)s)",
+        help="real seconds between keepalive pings on each session (default: %(default)s)",
     )
     parser.add_argument(
         "--ping-timeout",
         type=_positive_float,
         default=0.5,
-        help="seconds a ping may take to be sent and answered before the session is closed with reason "
+        help="real seconds a ping may take to be sent and answered before the session is closed with reason "
         "'keepalive_timeout' (default: %(default)s)",
     )
     parser.add_argument(
         "--close-timeout",
         type=_positive_float,
         default=1.0,
-        help="seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
+        help="real seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
     )
     parser.add_argument(
         "--evict-older",
         action="store_true",
         help="a new session of a stream closes that stream's older sessions with reason 'evicted'",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=_limit,
+        default=DEFAULT_MAX_AGE,
+        metavar="SECONDS",
+        help="close a session this long after it opened, with code 1001 'Going away' and reason 'max_age' in "
+        "the history; seconds at time scale 1, 0 or none: never (default: %(default)g, API Gateway's 2 hours)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_limit,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a session whose client sent no frame (data, ping, pong or close) for this long, with code "
+        "1001 'Going away' and reason 'idle_timeout'; a client that answers the keepalive pings is never idle; "
+        "seconds at time scale 1, 0 or none: never (default: %(default)g, API Gateway's 10 minutes)",
+    )
+    parser.add_argument(
+        "--timescale",
+        type=_positive_float,
+        default=1.0,
+        help="multiplies the gateway limits (--max-age, --idle-timeout), as the cluster's time scale "
+        "multiplies every fleet duration (default: %(default)s)",
     )
     parser.add_argument(
         "--history",
@@ -136,6 +172,9 @@ async def _serve(args: argparse.Namespace) -> int:
         close_timeout=args.close_timeout,
         evict_older=args.evict_older,
         history_path=args.history,
+        max_age=args.max_age,
+        idle_timeout=args.idle_timeout,
+        timescale=args.timescale,
     )
     try:
         ws_url, control_url = await simulator.start(args.host, args.port)

@@ -1,7 +1,10 @@
 """The simulated upstream WebSocket source (DESIGN §8) as an in-process asyncio server.
 
 ``UpstreamSimulator`` owns the streams, the listening port (WebSocket subscriptions and the plain-HTTP control
-API share it: see ``harness.upstream_sim.control``), the session ids, and the ``upstream`` history file.
+API share it: see ``harness.upstream_sim.control``), the session ids, the ``upstream`` history file, and the
+limits a real gateway puts on sessions (maximum connection age, idle timeout).  The limits are given at time
+scale 1, like every duration of the fleet (DESIGN §9), and multiplied by ``timescale``; the keepalive and close
+timeouts are given in real seconds.
 Usage inside a running event loop::
 
     simulator = UpstreamSimulator(rate=10, history_path="run/history/upstream.jsonl")
@@ -29,10 +32,24 @@ from harness.upstream_sim.control import (
     redirect_response,
     refuse_browser,
 )
-from harness.upstream_sim.session import Session, SessionSettings
+from harness.upstream_sim.session import Session, SessionSettings, SubscriberConnection
 from harness.upstream_sim.streams import Stream
 
 HISTORY_SRC = "upstream"
+DEFAULT_MAX_AGE = 7200.0  # seconds at time scale 1: API Gateway's maximum connection duration, 2 hours
+DEFAULT_IDLE_TIMEOUT = 600.0  # seconds at time scale 1: API Gateway's idle connection timeout, 10 minutes
+
+
+def positive_number(name: str, value: float) -> float:
+    """``value`` if it is a positive finite number; raises ValueError naming ``name`` otherwise."""
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def optional_limit(name: str, value: float | None) -> float | None:
+    """A limit that 0 or None turns off (None), else a positive finite number."""
+    return None if value is None or value == 0 else positive_number(name, value)
 
 
 class UpstreamSimulator:
@@ -43,7 +60,9 @@ class UpstreamSimulator:
     reason ``error`` (default twice ``replay_depth``, so a full replay always fits); ``ping_interval`` /
     ``ping_timeout``: the keepalive, in seconds; ``close_timeout``: seconds a close frame may take before the
     TCP connection is aborted; ``evict_older``: a new session of a stream closes its older ones (``evicted``);
-    ``history_path``: the JSON Lines history file (None: no history).
+    ``history_path``: the JSON Lines history file (None: no history).  Gateway limits, in seconds at time scale
+    1 (0 or None: off): ``max_age`` closes a session that long after it opened (``max_age``), ``idle_timeout``
+    one whose client sent no frame for that long (``idle_timeout``); ``timescale`` multiplies them.
     """
 
     def __init__(
@@ -57,15 +76,18 @@ class UpstreamSimulator:
         close_timeout: float = 1.0,
         evict_older: bool = False,
         history_path: str | None = None,
+        max_age: float | None = DEFAULT_MAX_AGE,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        timescale: float = 1.0,
     ) -> None:
         for name, value in (
             ("rate", rate),
             ("ping_interval", ping_interval),
             ("ping_timeout", ping_timeout),
             ("close_timeout", close_timeout),
+            ("timescale", timescale),
         ):
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            positive_number(name, value)
         if replay_depth < 1:
             raise ValueError(f"replay_depth must be at least 1, got {replay_depth!r}")
         backlog = 2 * replay_depth if max_backlog is None else max_backlog
@@ -74,11 +96,14 @@ class UpstreamSimulator:
         self.rate = rate
         self.replay_depth = replay_depth
         self.evict_older = evict_older
+        self.timescale = timescale
         self.settings = SessionSettings(
             ping_interval=ping_interval,
             ping_timeout=ping_timeout,
             close_timeout=close_timeout,
             max_backlog=backlog,
+            max_age=self._scaled(optional_limit("max_age", max_age)),
+            idle_timeout=self._scaled(optional_limit("idle_timeout", idle_timeout)),
         )
         self.streams: dict[str, Stream] = {}
         self._history_path = history_path
@@ -102,6 +127,7 @@ class UpstreamSimulator:
                 host,
                 port,
                 process_request=self._process_request,
+                create_connection=SubscriberConnection,
                 ping_interval=None,  # our own keepalive records last_pong_t (see session.py)
                 compression=None,
                 close_timeout=self.settings.close_timeout,
@@ -151,6 +177,9 @@ class UpstreamSimulator:
                 dropped += session.finish("server_reset")
         return dropped
 
+    def _scaled(self, seconds: float | None) -> float | None:
+        return None if seconds is None else seconds * self.timescale
+
     def _writer(self) -> HistoryWriter:
         if self._history is None:
             raise RuntimeError("the simulator is not started")
@@ -173,7 +202,8 @@ class UpstreamSimulator:
 
     async def _serve_session(self, connection: ServerConnection) -> None:
         request = connection.request
-        if request is None:  # the library only calls the handler after a handshake request
+        # The library only calls the handler after a handshake request, on the connection class it was given.
+        if request is None or not isinstance(connection, SubscriberConnection):
             return
         if self._stopping:
             await connection.close(1001, "server_shutdown")

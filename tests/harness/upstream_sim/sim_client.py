@@ -11,6 +11,8 @@ from typing import Any
 
 import aiohttp
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import Close
 
 from harness.upstream_sim import UpstreamSimulator
 
@@ -44,12 +46,24 @@ async def frames(client: ClientConnection, count: int) -> list[dict[str, Any]]:
     return [await next_frame(client) for _ in range(count)]
 
 
+async def server_close(client: ClientConnection, timeout: float = 5.0) -> Close | None:
+    """Read until the server ends the connection; its close frame (None: dropped without one)."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                await client.recv()
+    except ConnectionClosed as closed:
+        return closed.rcvd
+
+
 def subscribe(
     ws_url: str, connection_id: str, *, from_seq: int | None = None, worker: str | None = None,
-    gen: str | None = None,
+    gen: str | None = None, **options: Any,
 ) -> Any:
+    """A client connection to the stream (use it with ``async with``); ``options`` go to ``connect``."""
     query = "" if from_seq is None else f"?from_seq={from_seq}"
     headers = {} if worker is None else {"X-Worker-Id": worker}
     if gen is not None:
         headers["X-Worker-Gen"] = gen
-    return connect(f"{ws_url}/streams/{connection_id}{query}", additional_headers=headers, close_timeout=0.5)
+    return connect(f"{ws_url}/streams/{connection_id}{query}", additional_headers=headers,
+                   **{"close_timeout": 0.5, **options})

@@ -75,7 +75,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     stdout = capsys.readouterr().out
     for option in (
         "--host", "--port", "--rate", "--replay-depth", "--max-backlog", "--ping-interval", "--ping-timeout",
-        "--close-timeout", "--evict-older", "--history",
+        "--close-timeout", "--evict-older", "--max-age", "--idle-timeout", "--timescale", "--history",
     ):  # fmt: skip
         assert option in stdout
 
@@ -89,6 +89,9 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         (["--replay-depth", "0"], "--replay-depth"),
         (["--port", "70000"], "--port"),
         (["--replay-depth", "10", "--max-backlog", "5"], "--max-backlog"),
+        (["--max-age", "-5"], "--max-age"),
+        (["--idle-timeout", "later"], "--idle-timeout"),
+        (["--timescale", "0"], "--timescale"),
         (["--bogus"], "--bogus"),
     ],
 )
