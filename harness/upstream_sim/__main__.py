@@ -16,7 +16,12 @@ import signal
 import sys
 
 from harness.upstream_sim.control import MAX_RATE
-from harness.upstream_sim.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_AGE, UpstreamSimulator
+from harness.upstream_sim.server import (
+    DEFAULT_HANDSHAKE_QUOTA,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_AGE,
+    UpstreamSimulator,
+)
 
 PROG = "python -m harness.upstream_sim"
 
@@ -68,9 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
             '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether '
             "or not anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header "
             "X-Worker-Id names the worker, X-Worker-Gen its incarnation); the same port answers the JSON control "
-            "API (/health, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
+            "API (/health, /stats, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
             "/redirect?location=URL (a 302, for testing clients' redirect handling); browsers are refused. "
-            "Like API Gateway, it closes a session at a maximum age and after an idle timeout (close code 1001, "
+            "Like API Gateway, it meters new connections (a handshake over the quota is answered 429 with "
+            "Retry-After) and closes a session at a maximum age and after an idle timeout (close code 1001, "
             "'Going away'); these limits are given at time scale 1 and multiplied by --timescale, while the "
             "keepalive and close timeouts are in real seconds. Prints one JSON line with ws_url, "
             "control_url and pid when ready; SIGTERM or SIGINT stops it."
@@ -125,6 +131,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="a new session of a stream closes that stream's older sessions with reason 'evicted'",
     )
     parser.add_argument(
+        "--handshake-quota",
+        type=_limit,
+        default=DEFAULT_HANDSHAKE_QUOTA,
+        metavar="PER_SECOND",
+        help="new-connection quota: WebSocket handshakes accepted a second (a token bucket); one over it is "
+        "answered HTTP 429 with a Retry-After header in whole seconds (at least 1); handshakes a second at "
+        "time scale 1, 0 or none: no quota (default: %(default)g, API Gateway's)",
+    )
+    parser.add_argument(
+        "--handshake-burst",
+        type=_positive_int,
+        default=None,
+        metavar="HANDSHAKES",
+        help="handshakes the quota accepts at once after a quiet spell (the bucket's size) "
+        "(default: one second's worth of --handshake-quota)",
+    )
+    parser.add_argument(
         "--max-age",
         type=_limit,
         default=DEFAULT_MAX_AGE,
@@ -145,14 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--timescale",
         type=_positive_float,
         default=1.0,
-        help="multiplies the gateway limits (--max-age, --idle-timeout), as the cluster's time scale "
+        help="multiplies the gateway limits (--handshake-quota's second, --max-age, --idle-timeout, the "
+        "Retry-After a client is told, the one-second windows of the 'handshakes' history events), as the "
+        "cluster's time scale "
         "multiplies every fleet duration (default: %(default)s)",
     )
     parser.add_argument(
         "--history",
         metavar="FILE",
         default=None,
-        help="append the upstream's history events (sub.open, sub.close, emit) to this JSON Lines file "
+        help="append the upstream's history events (sub.open, sub.close, emit, handshakes) to this JSON Lines file "
         "(default: no history)",
     )
     return parser
@@ -174,6 +199,8 @@ async def _serve(args: argparse.Namespace) -> int:
         history_path=args.history,
         max_age=args.max_age,
         idle_timeout=args.idle_timeout,
+        handshake_quota=args.handshake_quota,
+        handshake_burst=args.handshake_burst,
         timescale=args.timescale,
     )
     try:

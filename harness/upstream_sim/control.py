@@ -4,6 +4,8 @@ WebSocket handshakes (requests with ``Upgrade: websocket``) go to ``/streams/{id
 request is the control API:
 
 - ``GET /health`` -> ``{"ok": true}``
+- ``GET /stats`` -> ``{"handshakes": {attempted, accepted, rejected}, "live_sessions": N}``: the running totals
+  of subscription handshakes (see ``harness.upstream_sim.handshakes``) and the sessions open now
 - ``GET /streams`` -> ``{"streams": [stream, ...]}``
 - ``GET /streams/{id}`` -> stream: ``{id, head_seq, oldest_seq, rate, created, sessions: [session, ...]}``
 - ``POST /streams/{id}[?rate=R]`` -> create the stream, emission starting now (201; 200 if it existed;
@@ -15,8 +17,9 @@ request is the control API:
   client's handling of redirects can be tested (an http, https, ws or wss URL of at most 2,048 characters)
 
 Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 403 (a browser), 404 (unknown stream
-or path), 405 (method), 409 (rate conflict) or 503 (shutting down).  Requests with a body are refused by the
-WebSocket library itself, so every parameter travels in the query string.
+or path), 405 (method), 409 (rate conflict), 429 (a handshake over the new-connection quota, with a
+``Retry-After`` header in whole seconds at time scale 1, at least 1) or 503 (shutting down).  Requests with a
+body are refused by the WebSocket library itself, so every parameter travels in the query string.
 
 Browsers must not be able to drive the simulator (a page the operator visits could otherwise start streams
 or reset sessions), so, like Toxiproxy, every request (control, redirect or subscription) whose
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import http
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -66,10 +70,11 @@ class Subscription:
     from_seq: int | None
 
 
-def json_response(status: int, payload: dict[str, Any]) -> Response:
+def json_response(status: int, payload: dict[str, Any], extra_headers: Iterable[tuple[str, str]] = ()) -> Response:
     body = json.dumps(payload, separators=(",", ":")).encode()
     headers = Headers(
         [
+            *extra_headers,
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(body))),
             ("Connection", "close"),
@@ -80,6 +85,15 @@ def json_response(status: int, payload: dict[str, Any]) -> Response:
 
 def error_response(status: int, message: str) -> Response:
     return json_response(status, {"error": message})
+
+
+def throttled_response(retry_after: int) -> Response:
+    """The new-connection quota's answer to a handshake over it: 429 with ``Retry-After`` in whole seconds."""
+    return json_response(
+        429,
+        {"error": f"new-connection quota exceeded: retry after {retry_after} s"},
+        [("Retry-After", str(retry_after))],
+    )
 
 
 def is_websocket_upgrade(request: Request) -> bool:
@@ -115,10 +129,7 @@ def redirect_response(target: str) -> Response | None:
     parts = urlsplit(location)
     if parts.scheme.lower() not in REDIRECT_SCHEMES or not parts.netloc:
         raise RequestError(400, f"location must be an absolute http, https, ws or wss URL, got {location!r}")
-    body = json.dumps({"location": location}).encode()
-    headers = Headers([("Location", location), ("Content-Type", "application/json"),
-                       ("Content-Length", str(len(body))), ("Connection", "close")])
-    return Response(302, http.HTTPStatus.FOUND.phrase, headers, body)
+    return json_response(302, {"location": location}, [("Location", location)])
 
 
 def parse_subscription(target: str) -> Subscription:
@@ -152,6 +163,9 @@ def _route(simulator: UpstreamSimulator, request: Request) -> Response:
     if url.path == "/health":
         _require_method(method, "GET")
         return json_response(200, {"ok": True})
+    if url.path == "/stats":
+        _require_method(method, "GET")
+        return json_response(200, simulator.stats())
     if url.path == "/streams":
         _require_method(method, "GET")
         return json_response(200, {"streams": [stream.to_json() for stream in simulator.streams.values()]})

@@ -2,9 +2,11 @@
 
 ``UpstreamSimulator`` owns the streams, the listening port (WebSocket subscriptions and the plain-HTTP control
 API share it: see ``harness.upstream_sim.control``), the session ids, the ``upstream`` history file, and the
-limits a real gateway puts on sessions (maximum connection age, idle timeout).  The limits are given at time
-scale 1, like every duration of the fleet (DESIGN §9), and multiplied by ``timescale``; the keepalive and close
-timeouts are given in real seconds.
+limits a real gateway puts on sessions: a new-connection quota (a handshake over it is answered 429 with
+``Retry-After``, see ``harness.upstream_sim.handshakes``), a maximum connection age and an idle timeout.  The
+limits are given at time scale 1, like every duration of the fleet (DESIGN §9), and multiplied by
+``timescale`` (so is the ``Retry-After`` a client is told: it is in seconds at time scale 1); the keepalive
+and close timeouts are given in real seconds.
 Usage inside a running event loop::
 
     simulator = UpstreamSimulator(rate=10, history_path="run/history/upstream.jsonl")
@@ -18,6 +20,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
@@ -31,13 +37,16 @@ from harness.upstream_sim.control import (
     parse_subscription,
     redirect_response,
     refuse_browser,
+    throttled_response,
 )
+from harness.upstream_sim.handshakes import HandshakeCounts, HandshakeOutcome, TokenBucket
 from harness.upstream_sim.session import Session, SessionSettings, SubscriberConnection
 from harness.upstream_sim.streams import Stream
 
 HISTORY_SRC = "upstream"
 DEFAULT_MAX_AGE = 7200.0  # seconds at time scale 1: API Gateway's maximum connection duration, 2 hours
 DEFAULT_IDLE_TIMEOUT = 600.0  # seconds at time scale 1: API Gateway's idle connection timeout, 10 minutes
+DEFAULT_HANDSHAKE_QUOTA = 500.0  # handshakes a second at time scale 1: API Gateway's new-connection quota
 
 
 def positive_number(name: str, value: float) -> float:
@@ -62,7 +71,9 @@ class UpstreamSimulator:
     TCP connection is aborted; ``evict_older``: a new session of a stream closes its older ones (``evicted``);
     ``history_path``: the JSON Lines history file (None: no history).  Gateway limits, in seconds at time scale
     1 (0 or None: off): ``max_age`` closes a session that long after it opened (``max_age``), ``idle_timeout``
-    one whose client sent no frame for that long (``idle_timeout``); ``timescale`` multiplies them.
+    one whose client sent no frame for that long (``idle_timeout``); ``handshake_quota``: accepted handshakes a
+    second (0 or None: no quota), ``handshake_burst`` of them at once (default: one second's worth), timed by
+    ``quota_clock`` (real monotonic seconds; tests inject one); ``timescale`` multiplies every limit.
     """
 
     def __init__(
@@ -78,6 +89,9 @@ class UpstreamSimulator:
         history_path: str | None = None,
         max_age: float | None = DEFAULT_MAX_AGE,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        handshake_quota: float | None = DEFAULT_HANDSHAKE_QUOTA,
+        handshake_burst: int | None = None,
+        quota_clock: Callable[[], float] = time.monotonic,
         timescale: float = 1.0,
     ) -> None:
         for name, value in (
@@ -105,10 +119,12 @@ class UpstreamSimulator:
             max_age=self._scaled(optional_limit("max_age", max_age)),
             idle_timeout=self._scaled(optional_limit("idle_timeout", idle_timeout)),
         )
+        self._quota_bucket = self._new_quota_bucket(handshake_quota, handshake_burst, quota_clock)
         self.streams: dict[str, Stream] = {}
         self._history_path = history_path
         self._history: HistoryWriter | None = None
         self._server: Server | None = None
+        self._handshakes: HandshakeCounts | None = None
         self._session_numbers = itertools.count(1)
         self._stopping = False
 
@@ -121,6 +137,8 @@ class UpstreamSimulator:
         if self._server is not None:
             raise RuntimeError("the simulator is already started")
         self._history = HistoryWriter(self._history_path, HISTORY_SRC)
+        self._handshakes = HandshakeCounts(window=self.timescale, history=self._history,
+                                           loop=asyncio.get_running_loop())
         try:
             self._server = await serve(
                 self._serve_session,
@@ -150,6 +168,8 @@ class UpstreamSimulator:
                 session.finish("server_shutdown")
         self._server.close()
         await self._server.wait_closed()
+        if self._handshakes is not None:
+            self._handshakes.flush()
         if self._history is not None:
             self._history.close()
 
@@ -177,6 +197,22 @@ class UpstreamSimulator:
                 dropped += session.finish("server_reset")
         return dropped
 
+    def stats(self) -> dict[str, Any]:
+        """The running handshake totals and how many sessions are live."""
+        return {
+            "handshakes": asdict(self._counts().totals),
+            "live_sessions": sum(len(stream.live_sessions()) for stream in self.streams.values()),
+        }
+
+    def _new_quota_bucket(
+        self, handshakes_a_second: float | None, burst: int | None, clock: Callable[[], float]
+    ) -> TokenBucket | None:
+        rate = optional_limit("handshake_quota", handshakes_a_second)
+        if rate is None:
+            return None
+        return TokenBucket(rate, max(1, math.ceil(rate)) if burst is None else burst,
+                           lambda: clock() / self.timescale)
+
     def _scaled(self, seconds: float | None) -> float | None:
         return None if seconds is None else seconds * self.timescale
 
@@ -184,6 +220,11 @@ class UpstreamSimulator:
         if self._history is None:
             raise RuntimeError("the simulator is not started")
         return self._history
+
+    def _counts(self) -> HandshakeCounts:
+        if self._handshakes is None:
+            raise RuntimeError("the simulator is not started")
+        return self._handshakes
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         try:
@@ -193,12 +234,25 @@ class UpstreamSimulator:
                 return redirect
             if not is_websocket_upgrade(request):
                 return handle_control(self, request)
-            parse_subscription(request.path)
         except RequestError as exc:
             return error_response(exc.status, str(exc))
+        outcome, refusal = self._admit_handshake(request)
+        self._counts().record(outcome)
+        return refusal  # None: go on with the WebSocket handshake
+
+    def _admit_handshake(self, request: Request) -> tuple[HandshakeOutcome, Response | None]:
+        """Whether a subscription handshake goes on, and the answer that refuses it if it does not."""
+        try:
+            parse_subscription(request.path)
+        except RequestError as exc:
+            return "refused", error_response(exc.status, str(exc))
         if self._stopping:
-            return error_response(503, "the simulator is shutting down")
-        return None  # go on with the WebSocket handshake
+            return "refused", error_response(503, "the simulator is shutting down")
+        if self._quota_bucket is not None:
+            wait = self._quota_bucket.take()
+            if wait > 0:
+                return "rejected", throttled_response(max(1, math.ceil(wait)))
+        return "accepted", None
 
     async def _serve_session(self, connection: ServerConnection) -> None:
         request = connection.request

@@ -1,17 +1,142 @@
-"""Tests of the limits the simulator puts on sessions as a real gateway does: maximum connection age and idle
-timeout (close code 1001 "Going away", reasons ``max_age`` / ``idle_timeout``), scaled by the time scale."""
+"""Tests of the limits the simulator puts on sessions as a real gateway does, each scaled by the time scale:
+the new-connection quota (429 with Retry-After; its clock is injected, so no test waits for a refill), the
+per-second ``handshakes`` history events and ``GET /stats``, maximum connection age and idle timeout (close
+code 1001 "Going away", reasons ``max_age`` / ``idle_timeout``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from harness.upstream_sim import UpstreamSimulator
-from tests.harness.upstream_sim.sim_client import MakeSimulator, frames, next_frame, server_close, subscribe
+from tests.harness.upstream_sim.sim_client import (
+    MakeSimulator,
+    control,
+    frames,
+    next_frame,
+    server_close,
+    subscribe,
+    wait_until,
+)
 
 GOING_AWAY = (1001, "Going away")
+
+
+class ManualClock:
+    """A monotonic clock that only moves when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def refusal(ws_url: str, path: str = "/streams/q") -> tuple[int, str | None] | None:
+    """Open and close one subscription: None when it was accepted, else the refusal's HTTP status and its
+    ``Retry-After`` header."""
+    try:
+        async with connect(ws_url + path):
+            return None
+    except InvalidStatus as refused:
+        response = refused.response
+        assert "error" in json.loads(response.body)
+        return response.status_code, response.headers.get("Retry-After")
+
+
+def history_events(path: Path, type: str) -> list[dict[str, Any]]:
+    return [event for event in map(json.loads, path.read_text().splitlines()) if event["type"] == type]
+
+
+async def test_over_the_quota_a_handshake_gets_429_with_retry_after_until_the_bucket_refills(
+    make_simulator: MakeSimulator,
+) -> None:
+    clock = ManualClock()
+    simulator, ws_url, control_url = await make_simulator(handshake_quota=0.4, handshake_burst=1, quota_clock=clock)
+    assert await refusal(ws_url) is None
+    assert await refusal(ws_url) == (429, "3")  # a token in 2.5 s, rounded up
+    clock.now += 2.0
+    assert await refusal(ws_url) == (429, "1")  # 0.5 s to go: never less than 1
+    clock.now += 0.5
+    assert await refusal(ws_url) is None
+    assert await refusal(ws_url) == (429, "3")
+    assert [session.close_reason for session in simulator.streams["q"].sessions] == ["client_close"] * 2
+    status, stats = await control("GET", f"{control_url}/stats")
+    assert status == 200
+    assert stats["handshakes"] == {"attempted": 5, "accepted": 2, "rejected": 3}
+
+
+async def test_the_quota_runs_at_the_time_scale(make_simulator: MakeSimulator) -> None:
+    clock = ManualClock()
+    _, ws_url, _ = await make_simulator(handshake_quota=1, handshake_burst=1, quota_clock=clock, timescale=0.5)
+    assert await refusal(ws_url) is None
+    assert await refusal(ws_url) == (429, "1")  # in seconds at time scale 1
+    clock.now += 0.5  # one second at time scale 0.5
+    assert await refusal(ws_url) is None
+
+
+@pytest.mark.parametrize(
+    ("quota", "burst", "accepted"), [(3, None, 3), (3, 5, 5), (0, None, 8), (None, 2, 8)]
+)
+async def test_the_burst_defaults_to_one_seconds_worth_and_zero_or_none_turns_the_quota_off(
+    make_simulator: MakeSimulator, quota: float | None, burst: int | None, accepted: int
+) -> None:
+    _, ws_url, _ = await make_simulator(handshake_quota=quota, handshake_burst=burst, quota_clock=ManualClock())
+    answers = [await refusal(ws_url) for _ in range(8)]
+    assert answers == [None] * accepted + [(429, "1")] * (8 - accepted)
+
+
+async def test_each_window_with_handshakes_is_one_handshakes_event(
+    make_simulator: MakeSimulator, tmp_path: Path
+) -> None:
+    history = tmp_path / "upstream.jsonl"
+    _, ws_url, control_url = await make_simulator(
+        handshake_quota=2, quota_clock=ManualClock(), timescale=0.1, history_path=str(history)
+    )
+    answers = [await refusal(ws_url, path) for path in ("/streams/h", "/streams/h", "/streams/h", "/x")]
+    assert answers == [None, None, (429, "1"), (404, None)]
+
+    def totals() -> tuple[int, ...]:
+        events = history_events(history, "handshakes")
+        return tuple(sum(event[key] for event in events) for key in ("attempted", "accepted", "rejected"))
+
+    await wait_until(lambda: totals() == (4, 2, 1))  # written when each 100 ms window ends, not at stop
+    events = history_events(history, "handshakes")
+    starts = [event["window_start"] for event in events]
+    assert starts == sorted(set(starts))  # one event per window, in order
+    for event in events:
+        assert event["src"] == "upstream" and event["window_ms"] == pytest.approx(100.0)
+        assert event["attempted"] >= max(1, event["accepted"] + event["rejected"])  # the 404 counts as attempted
+        assert event["t"] >= event["window_start"] + event["window_ms"] - 5  # written when the window ended
+        windows_later = (event["window_start"] - starts[0]) / 100.0
+        assert windows_later == pytest.approx(round(windows_later))  # windows are aligned
+    status, stats = await control("GET", f"{control_url}/stats")
+    assert (status, stats) == (200, {"handshakes": {"attempted": 4, "accepted": 2, "rejected": 1},
+                                     "live_sessions": 0})
+    assert (await control("POST", f"{control_url}/stats"))[0] == 405
+
+
+async def test_stop_writes_the_open_window_and_stats_count_live_sessions(
+    make_simulator: MakeSimulator, tmp_path: Path
+) -> None:
+    history = tmp_path / "upstream.jsonl"
+    simulator, ws_url, control_url = await make_simulator(timescale=100.0, history_path=str(history))  # 100 s
+    async with subscribe(ws_url, "s1") as one, subscribe(ws_url, "s2") as two:
+        await next_frame(one)
+        await next_frame(two)
+        status, stats = await control("GET", f"{control_url}/stats")
+        assert (status, stats["live_sessions"]) == (200, 2)
+    await wait_until(lambda: simulator.stats()["live_sessions"] == 0)
+    assert history_events(history, "handshakes") == []  # the window is still open
+    await simulator.stop()
+    [event] = history_events(history, "handshakes")
+    assert (event["attempted"], event["accepted"], event["rejected"]) == (2, 2, 0)
+    assert event["t"] < event["window_start"] + event["window_ms"]
 
 
 @pytest.mark.parametrize(("max_age", "timescale"), [(0.3, 1.0), (3.0, 0.1)])
@@ -29,7 +154,7 @@ async def test_max_age_closes_a_busy_session_going_away(
     assert session.closed is not None
     assert 290 <= session.closed - session.opened < 2000  # 300 ms of real time either way, never the 3 s unscaled
     await simulator.stop()
-    closes = [event for event in map(json.loads, history.read_text().splitlines()) if event["type"] == "sub.close"]
+    closes = history_events(history, "sub.close")
     assert [(event["session"], event["reason"]) for event in closes] == [(session.session_id, "max_age")]
 
 
