@@ -174,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         "multiplies every fleet duration (default: %(default)s)",
     )
     parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random choice of the sessions a POST /disconnect?fraction=F drops, so a run is "
+        "reproducible (default: %(default)s)",
+    )
+    parser.add_argument(
         "--history",
         metavar="FILE",
         default=None,
@@ -202,6 +209,7 @@ async def _serve(args: argparse.Namespace) -> int:
         handshake_quota=args.handshake_quota,
         handshake_burst=args.handshake_burst,
         timescale=args.timescale,
+        seed=args.seed,
     )
     try:
         ws_url, control_url = await simulator.start(args.host, args.port)

@@ -12,7 +12,8 @@ request is the control API:
   409 if it exists with another rate)
 - ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``):
   ``{id, disconnected}``
-- ``POST /disconnect`` -> the same for every stream: ``{disconnected}``
+- ``POST /disconnect[?fraction=F]`` -> the same for every stream, or for a share F in (0, 1] of the live
+  sessions, chosen at random with the simulator's seed (a mass disconnect): ``{disconnected}``
 - ``GET /redirect?location=URL`` (plain or WebSocket handshake) -> ``302 Found`` with ``Location: URL``, so a
   client's handling of redirects can be tested (an http, https, ws or wss URL of at most 2,048 characters)
 
@@ -25,13 +26,14 @@ Browsers must not be able to drive the simulator (a page the operator visits cou
 or reset sessions), so, like Toxiproxy, every request (control, redirect or subscription) whose
 ``User-Agent`` starts with ``Mozilla/``, that carries an ``Origin`` header, or whose ``Sec-Fetch-Site`` is
 other than ``same-origin`` or ``none`` is refused with 403.  Every parameter is bounded: ``rate`` in
-(0, ``MAX_RATE``], ``from_seq`` in [1, ``MAX_SEQ``].
+(0, ``MAX_RATE``], ``from_seq`` in [1, ``MAX_SEQ``], ``fraction`` in (0, 1].
 """
 
 from __future__ import annotations
 
 import http
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -171,7 +173,8 @@ def _route(simulator: UpstreamSimulator, request: Request) -> Response:
         return json_response(200, {"streams": [stream.to_json() for stream in simulator.streams.values()]})
     if url.path == "/disconnect":
         _require_method(method, "POST")
-        return json_response(200, {"disconnected": simulator.disconnect()})
+        fraction = _fraction(parse_qs(url.query, keep_blank_values=True))
+        return json_response(200, {"disconnected": simulator.disconnect(fraction=fraction)})
     segments = _stream_segments(url.path)
     if segments is None or len(segments) > 2 or (len(segments) == 2 and segments[1] != "disconnect"):
         raise RequestError(404, f"no endpoint at {url.path!r}")
@@ -223,16 +226,34 @@ def _require_stream(simulator: UpstreamSimulator, connection_id: str) -> Stream:
     return stream
 
 
-def _rate(query: dict[str, list[str]]) -> float | None:
-    if "rate" not in query:
+def _number(query: dict[str, list[str]], name: str) -> tuple[float, str] | None:
+    """The last value of parameter ``name`` as a number (NaN if it is none) and as given; None when absent."""
+    if name not in query:
         return None
-    raw = query["rate"][-1]
+    raw = query[name][-1]
     try:
-        rate = float(raw)
+        return float(raw), raw
     except ValueError:
-        rate = float("nan")
+        return math.nan, raw
+
+
+def _rate(query: dict[str, list[str]]) -> float | None:
+    given = _number(query, "rate")
+    if given is None:
+        return None
+    rate, raw = given
     if not (0 < rate <= MAX_RATE):  # NaN fails every comparison
         raise RequestError(
             400, f"rate must be a number of messages per second in (0, {MAX_RATE:g}], got {raw[:40]!r}"
         )
     return rate
+
+
+def _fraction(query: dict[str, list[str]]) -> float:
+    given = _number(query, "fraction")
+    if given is None:
+        return 1.0
+    fraction, raw = given
+    if not (0 < fraction <= 1):  # NaN fails every comparison
+        raise RequestError(400, f"fraction must be a number in (0, 1], got {raw[:40]!r}")
+    return fraction

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -74,6 +75,7 @@ class UpstreamSimulator:
     one whose client sent no frame for that long (``idle_timeout``); ``handshake_quota``: accepted handshakes a
     second (0 or None: no quota), ``handshake_burst`` of them at once (default: one second's worth), timed by
     ``quota_clock`` (real monotonic seconds; tests inject one); ``timescale`` multiplies every limit.
+    ``seed``: the random generator's (which sessions a partial ``disconnect`` drops).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class UpstreamSimulator:
         handshake_burst: int | None = None,
         quota_clock: Callable[[], float] = time.monotonic,
         timescale: float = 1.0,
+        seed: int = 0,
     ) -> None:
         for name, value in (
             ("rate", rate),
@@ -126,6 +129,7 @@ class UpstreamSimulator:
         self._server: Server | None = None
         self._handshakes: HandshakeCounts | None = None
         self._session_numbers = itertools.count(1)
+        self._random = random.Random(seed)
         self._stopping = False
 
     @property
@@ -187,15 +191,18 @@ class UpstreamSimulator:
             self.streams[connection_id] = stream
         return stream
 
-    def disconnect(self, connection_ids: list[str] | None = None) -> int:
-        """Drop every live session of these streams (all streams: None) abruptly, reason ``server_reset``;
-        returns how many were dropped."""
+    def disconnect(self, connection_ids: list[str] | None = None, fraction: float = 1.0) -> int:
+        """Drop live sessions of these streams (all streams: None) abruptly, reason ``server_reset``: every one,
+        or ``fraction`` of them (the nearest whole number, a half rounded up) chosen at random by the seeded
+        generator, so the same seed and the same calls on the same sessions drop the same ones.  Returns how
+        many were dropped."""
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
         ids = list(self.streams) if connection_ids is None else connection_ids
-        dropped = 0
-        for connection_id in ids:
-            for session in self.streams[connection_id].live_sessions():
-                dropped += session.finish("server_reset")
-        return dropped
+        live = [session for connection_id in ids for session in self.streams[connection_id].live_sessions()]
+        if fraction < 1:
+            live = self._random.sample(live, math.floor(fraction * len(live) + 0.5))
+        return sum(session.finish("server_reset") for session in live)
 
     def stats(self) -> dict[str, Any]:
         """The running handshake totals and how many sessions are live."""

@@ -1,11 +1,13 @@
 """Tests of the limits the simulator puts on sessions as a real gateway does, each scaled by the time scale:
 the new-connection quota (429 with Retry-After; its clock is injected, so no test waits for a refill), the
 per-second ``handshakes`` history events and ``GET /stats``, maximum connection age and idle timeout (close
-code 1001 "Going away", reasons ``max_age`` / ``idle_timeout``)."""
+code 1001 "Going away", reasons ``max_age`` / ``idle_timeout``), and the mass disconnect of a seeded random
+share of the sessions (``POST /disconnect?fraction=F``)."""
 
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +195,47 @@ def test_limits_scale_and_zero_or_none_turns_them_off() -> None:
     for bad in ({"max_age": -1.0}, {"idle_timeout": float("inf")}, {"timescale": 0.0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             UpstreamSimulator(**bad)
+
+
+async def open_sessions(stack: AsyncExitStack, ws_url: str, count: int) -> None:
+    """``count`` sessions on ``count // 2`` streams, each with its first frame received (so it is live)."""
+    for i in range(count):
+        await next_frame(await stack.enter_async_context(subscribe(ws_url, f"mass-{i // 2}")))
+
+
+def dropped_sessions(simulator: UpstreamSimulator) -> list[str]:
+    return [session.session_id for stream in simulator.streams.values() for session in stream.sessions
+            if session.close_reason == "server_reset"]
+
+
+async def test_a_fraction_disconnect_drops_that_share_of_the_live_sessions(make_simulator: MakeSimulator) -> None:
+    simulator, ws_url, control_url = await make_simulator()
+    async with AsyncExitStack() as stack:
+        await open_sessions(stack, ws_url, 10)
+        assert await control("POST", f"{control_url}/disconnect?fraction=0.3") == (200, {"disconnected": 3})
+        assert len(dropped_sessions(simulator)) == 3
+        assert simulator.stats()["live_sessions"] == 7
+        assert await control("POST", f"{control_url}/disconnect?fraction=0.5") == (200, {"disconnected": 4})  # 3.5
+        assert await control("POST", f"{control_url}/disconnect?fraction=1") == (200, {"disconnected": 3})
+        assert len(dropped_sessions(simulator)) == 10
+
+
+async def test_the_same_seed_drops_the_same_sessions(make_simulator: MakeSimulator) -> None:
+    dropped = []
+    for _ in range(2):
+        simulator, ws_url, control_url = await make_simulator(seed=42)
+        async with AsyncExitStack() as stack:
+            await open_sessions(stack, ws_url, 8)
+            assert await control("POST", f"{control_url}/disconnect?fraction=0.5") == (200, {"disconnected": 4})
+            dropped.append(dropped_sessions(simulator))
+    assert dropped[0] == dropped[1]
+
+
+@pytest.mark.parametrize("fraction", ["0", "-0.5", "1.5", "nan", "inf", "half", ""])
+async def test_a_bad_fraction_is_refused_and_drops_nothing(make_simulator: MakeSimulator, fraction: str) -> None:
+    simulator, ws_url, control_url = await make_simulator()
+    async with subscribe(ws_url, "kept") as client:
+        await next_frame(client)
+        status, error = await control("POST", f"{control_url}/disconnect?fraction={fraction}")
+        assert status == 400 and "fraction" in error["error"]
+        assert simulator.stats()["live_sessions"] == 1

@@ -76,7 +76,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     for option in (
         "--host", "--port", "--rate", "--replay-depth", "--max-backlog", "--ping-interval", "--ping-timeout",
         "--close-timeout", "--evict-older", "--handshake-quota", "--handshake-burst", "--max-age", "--idle-timeout",
-        "--timescale", "--history",
+        "--timescale", "--seed", "--history",
     ):  # fmt: skip
         assert option in stdout
 
@@ -104,6 +104,7 @@ def test_zero_or_none_turns_a_gateway_limit_off() -> None:
         (["--timescale", "0"], "--timescale"),
         (["--handshake-quota", "-500"], "--handshake-quota"),
         (["--handshake-burst", "0"], "--handshake-burst"),
+        (["--seed", "x"], "--seed"),
         (["--bogus"], "--bogus"),
     ],
 )
