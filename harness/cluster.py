@@ -130,6 +130,7 @@ class Cluster:
         argv = ["python", "-m", "harness.upstream_sim", "--host", "127.0.0.1", "--port", "0",
                 "--rate", str(self.spec.rate), "--replay-depth", str(self.spec.replay_depth),
                 "--ping-interval", f"{ping:.3f}", "--ping-timeout", f"{ping:.3f}",
+                "--timescale", str(self.spec.timescale), "--seed", str(self.spec.seed),
                 "--history", str(self.run_dir / "history" / "upstream.jsonl")]
         if self.spec.evict_older:
             argv.append("--evict-older")

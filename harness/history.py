@@ -40,8 +40,11 @@ unknown, e.g. a timeout).
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
 - upstream simulator (src ``upstream``):
   ``sub.open`` {pk, session, worker, gen, from_seq}; ``sub.close`` {pk, session, worker, gen, reason:
-  client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error, last_pong_t, last_seq_sent};
-  ``emit`` {pk, seq}.
+  client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error | max_age | idle_timeout,
+  last_pong_t, last_seq_sent};
+  ``emit`` {pk, seq}; ``handshakes`` {attempted, accepted, rejected (answered 429 by the new-connection quota),
+  window_start (Unix ms), window_ms}: one per window (a second at time scale 1) that saw a subscription
+  handshake.
 - router (src ``router``): ``event`` {kind: START | STOP, pk, status (HTTP status)}; an accepted (2xx)
   START / STOP is when desired state changed (the checkers prefer these to ``conn.*``).
 - nemesis (src ``nemesis``): ``fault.start`` / ``fault.stop`` {kind, target (a worker id, a list of them,

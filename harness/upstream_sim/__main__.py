@@ -16,7 +16,12 @@ import signal
 import sys
 
 from harness.upstream_sim.control import MAX_RATE
-from harness.upstream_sim.server import UpstreamSimulator
+from harness.upstream_sim.server import (
+    DEFAULT_HANDSHAKE_QUOTA,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_AGE,
+    UpstreamSimulator,
+)
 
 PROG = "python -m harness.upstream_sim"
 
@@ -36,6 +41,16 @@ def _rate(text: str) -> float:
     if value > MAX_RATE:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_RATE:g} messages per second, got {text!r}")
     return value
+
+
+def _limit(text: str) -> float | None:
+    """A gateway limit: a positive number, or 0 / none for off."""
+    if text.lower() in ("0", "none"):
+        return None
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, or 0 or none for off, got {text!r}") from None
 
 
 def _positive_int(text: str) -> int:
@@ -58,9 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
             '{"seq": n, "data": "<id>:<n>", "ts": <unix ms>} emitted at a set rate from seq 1, whether '
             "or not anyone listens. Subscribe at ws://HOST:PORT/streams/{id}?from_seq=N (header "
             "X-Worker-Id names the worker, X-Worker-Gen its incarnation); the same port answers the JSON control "
-            "API (/health, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
+            "API (/health, /stats, /streams, /streams/{id}, /streams/{id}/disconnect, /disconnect) and "
             "/redirect?location=URL (a 302, for testing clients' redirect handling); browsers are refused. "
-            "Prints one JSON line with ws_url, "
+            "Like API Gateway, it meters new connections (a handshake over the quota is answered 429 with "
+            "Retry-After) and closes a session at a maximum age and after an idle timeout (close code 1001, "
+            "'Going away'); these limits are given at time scale 1 and multiplied by --timescale, while the "
+            "keepalive and close timeouts are in real seconds. Prints one JSON line with ws_url, "
             "control_url and pid when ready; SIGTERM or SIGINT stops it."
         ),
     )
@@ -92,20 +110,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--ping-interval",
         type=_positive_float,
         default=0.5,
-        help="seconds between keepalive pings on each session (default: %(default)s)",
+        help="real seconds between keepalive pings on each session (default: %(default)s)",
     )
     parser.add_argument(
         "--ping-timeout",
         type=_positive_float,
         default=0.5,
-        help="seconds a ping may take to be sent and answered before the session is closed with reason "
+        help="real seconds a ping may take to be sent and answered before the session is closed with reason "
         "'keepalive_timeout' (default: %(default)s)",
     )
     parser.add_argument(
         "--close-timeout",
         type=_positive_float,
         default=1.0,
-        help="seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
+        help="real seconds a close frame may take before the TCP connection is aborted (default: %(default)s)",
     )
     parser.add_argument(
         "--evict-older",
@@ -113,10 +131,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="a new session of a stream closes that stream's older sessions with reason 'evicted'",
     )
     parser.add_argument(
+        "--handshake-quota",
+        type=_limit,
+        default=DEFAULT_HANDSHAKE_QUOTA,
+        metavar="PER_SECOND",
+        help="new-connection quota: WebSocket handshakes accepted a second (a token bucket); one over it is "
+        "answered HTTP 429 with a Retry-After header in whole seconds (at least 1); handshakes a second at "
+        "time scale 1, 0 or none: no quota (default: %(default)g, API Gateway's)",
+    )
+    parser.add_argument(
+        "--handshake-burst",
+        type=_positive_int,
+        default=None,
+        metavar="HANDSHAKES",
+        help="handshakes the quota accepts at once after a quiet spell (the bucket's size) "
+        "(default: one second's worth of --handshake-quota)",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=_limit,
+        default=DEFAULT_MAX_AGE,
+        metavar="SECONDS",
+        help="close a session this long after it opened, with code 1001 'Going away' and reason 'max_age' in "
+        "the history; seconds at time scale 1, 0 or none: never (default: %(default)g, API Gateway's 2 hours)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_limit,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a session whose client sent no frame (data, ping, pong or close) for this long, with code "
+        "1001 'Going away' and reason 'idle_timeout'; a client that answers the keepalive pings is never idle; "
+        "seconds at time scale 1, 0 or none: never (default: %(default)g, API Gateway's 10 minutes)",
+    )
+    parser.add_argument(
+        "--timescale",
+        type=_positive_float,
+        default=1.0,
+        help="multiplies the gateway limits (--handshake-quota's second, --max-age, --idle-timeout, the "
+        "Retry-After a client is told, the one-second windows of the 'handshakes' history events), as the "
+        "cluster's time scale "
+        "multiplies every fleet duration (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random choice of the sessions a POST /disconnect?fraction=F drops, so a run is "
+        "reproducible (default: %(default)s)",
+    )
+    parser.add_argument(
         "--history",
         metavar="FILE",
         default=None,
-        help="append the upstream's history events (sub.open, sub.close, emit) to this JSON Lines file "
+        help="append the upstream's history events (sub.open, sub.close, emit, handshakes) to this JSON Lines file "
         "(default: no history)",
     )
     return parser
@@ -136,6 +204,12 @@ async def _serve(args: argparse.Namespace) -> int:
         close_timeout=args.close_timeout,
         evict_older=args.evict_older,
         history_path=args.history,
+        max_age=args.max_age,
+        idle_timeout=args.idle_timeout,
+        handshake_quota=args.handshake_quota,
+        handshake_burst=args.handshake_burst,
+        timescale=args.timescale,
+        seed=args.seed,
     )
     try:
         ws_url, control_url = await simulator.start(args.host, args.port)

@@ -4,31 +4,37 @@ WebSocket handshakes (requests with ``Upgrade: websocket``) go to ``/streams/{id
 request is the control API:
 
 - ``GET /health`` -> ``{"ok": true}``
+- ``GET /stats`` -> ``{"handshakes": {attempted, accepted, rejected}, "live_sessions": N}``: the running totals
+  of subscription handshakes (see ``harness.upstream_sim.handshakes``) and the sessions open now
 - ``GET /streams`` -> ``{"streams": [stream, ...]}``
 - ``GET /streams/{id}`` -> stream: ``{id, head_seq, oldest_seq, rate, created, sessions: [session, ...]}``
 - ``POST /streams/{id}[?rate=R]`` -> create the stream, emission starting now (201; 200 if it existed;
   409 if it exists with another rate)
 - ``POST /streams/{id}/disconnect`` -> drop its live sessions (reason ``server_reset``):
   ``{id, disconnected}``
-- ``POST /disconnect`` -> the same for every stream: ``{disconnected}``
+- ``POST /disconnect[?fraction=F]`` -> the same for every stream, or for a share F in (0, 1] of the live
+  sessions, chosen at random with the simulator's seed (a mass disconnect): ``{disconnected}``
 - ``GET /redirect?location=URL`` (plain or WebSocket handshake) -> ``302 Found`` with ``Location: URL``, so a
   client's handling of redirects can be tested (an http, https, ws or wss URL of at most 2,048 characters)
 
 Errors are ``{"error": "..."}`` with status 400 (bad id or parameter), 403 (a browser), 404 (unknown stream
-or path), 405 (method), 409 (rate conflict) or 503 (shutting down).  Requests with a body are refused by the
-WebSocket library itself, so every parameter travels in the query string.
+or path), 405 (method), 409 (rate conflict), 429 (a handshake over the new-connection quota, with a
+``Retry-After`` header in whole seconds at time scale 1, at least 1) or 503 (shutting down).  Requests with a
+body are refused by the WebSocket library itself, so every parameter travels in the query string.
 
 Browsers must not be able to drive the simulator (a page the operator visits could otherwise start streams
 or reset sessions), so, like Toxiproxy, every request (control, redirect or subscription) whose
 ``User-Agent`` starts with ``Mozilla/``, that carries an ``Origin`` header, or whose ``Sec-Fetch-Site`` is
 other than ``same-origin`` or ``none`` is refused with 403.  Every parameter is bounded: ``rate`` in
-(0, ``MAX_RATE``], ``from_seq`` in [1, ``MAX_SEQ``].
+(0, ``MAX_RATE``], ``from_seq`` in [1, ``MAX_SEQ``], ``fraction`` in (0, 1].
 """
 
 from __future__ import annotations
 
 import http
 import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -66,10 +72,11 @@ class Subscription:
     from_seq: int | None
 
 
-def json_response(status: int, payload: dict[str, Any]) -> Response:
+def json_response(status: int, payload: dict[str, Any], extra_headers: Iterable[tuple[str, str]] = ()) -> Response:
     body = json.dumps(payload, separators=(",", ":")).encode()
     headers = Headers(
         [
+            *extra_headers,
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(body))),
             ("Connection", "close"),
@@ -80,6 +87,15 @@ def json_response(status: int, payload: dict[str, Any]) -> Response:
 
 def error_response(status: int, message: str) -> Response:
     return json_response(status, {"error": message})
+
+
+def throttled_response(retry_after: int) -> Response:
+    """The new-connection quota's answer to a handshake over it: 429 with ``Retry-After`` in whole seconds."""
+    return json_response(
+        429,
+        {"error": f"new-connection quota exceeded: retry after {retry_after} s"},
+        [("Retry-After", str(retry_after))],
+    )
 
 
 def is_websocket_upgrade(request: Request) -> bool:
@@ -115,10 +131,7 @@ def redirect_response(target: str) -> Response | None:
     parts = urlsplit(location)
     if parts.scheme.lower() not in REDIRECT_SCHEMES or not parts.netloc:
         raise RequestError(400, f"location must be an absolute http, https, ws or wss URL, got {location!r}")
-    body = json.dumps({"location": location}).encode()
-    headers = Headers([("Location", location), ("Content-Type", "application/json"),
-                       ("Content-Length", str(len(body))), ("Connection", "close")])
-    return Response(302, http.HTTPStatus.FOUND.phrase, headers, body)
+    return json_response(302, {"location": location}, [("Location", location)])
 
 
 def parse_subscription(target: str) -> Subscription:
@@ -152,12 +165,16 @@ def _route(simulator: UpstreamSimulator, request: Request) -> Response:
     if url.path == "/health":
         _require_method(method, "GET")
         return json_response(200, {"ok": True})
+    if url.path == "/stats":
+        _require_method(method, "GET")
+        return json_response(200, simulator.stats())
     if url.path == "/streams":
         _require_method(method, "GET")
         return json_response(200, {"streams": [stream.to_json() for stream in simulator.streams.values()]})
     if url.path == "/disconnect":
         _require_method(method, "POST")
-        return json_response(200, {"disconnected": simulator.disconnect()})
+        fraction = _fraction(parse_qs(url.query, keep_blank_values=True))
+        return json_response(200, {"disconnected": simulator.disconnect(fraction=fraction)})
     segments = _stream_segments(url.path)
     if segments is None or len(segments) > 2 or (len(segments) == 2 and segments[1] != "disconnect"):
         raise RequestError(404, f"no endpoint at {url.path!r}")
@@ -209,16 +226,34 @@ def _require_stream(simulator: UpstreamSimulator, connection_id: str) -> Stream:
     return stream
 
 
-def _rate(query: dict[str, list[str]]) -> float | None:
-    if "rate" not in query:
+def _number(query: dict[str, list[str]], name: str) -> tuple[float, str] | None:
+    """The last value of parameter ``name`` as a number (NaN if it is none) and as given; None when absent."""
+    if name not in query:
         return None
-    raw = query["rate"][-1]
+    raw = query[name][-1]
     try:
-        rate = float(raw)
+        return float(raw), raw
     except ValueError:
-        rate = float("nan")
+        return math.nan, raw
+
+
+def _rate(query: dict[str, list[str]]) -> float | None:
+    given = _number(query, "rate")
+    if given is None:
+        return None
+    rate, raw = given
     if not (0 < rate <= MAX_RATE):  # NaN fails every comparison
         raise RequestError(
             400, f"rate must be a number of messages per second in (0, {MAX_RATE:g}], got {raw[:40]!r}"
         )
     return rate
+
+
+def _fraction(query: dict[str, list[str]]) -> float:
+    given = _number(query, "fraction")
+    if given is None:
+        return 1.0
+    fraction, raw = given
+    if not (0 < fraction <= 1):  # NaN fails every comparison
+        raise RequestError(400, f"fraction must be a number in (0, 1], got {raw[:40]!r}")
+    return fraction

@@ -7,6 +7,9 @@ client through a bounded per-session backlog drained by one sender task, so a sl
 blocks itself; a backlog past ``max_backlog`` closes the session with reason ``error``. The keepalive is ours,
 not the library's, so that ``last_pong_t`` is known: a ping every ``ping_interval`` seconds must be answered
 within ``ping_timeout`` seconds (sending it included), or the session closes with ``keepalive_timeout``.
+Like a gateway, a session is also closed at ``max_age`` seconds after it opened, and after ``idle_timeout``
+seconds in which its client sent no frame (data, ping, pong or close: answering our pings keeps it alive);
+both are timers on the event loop, not tasks, and either may be off (None).
 
 Close reasons, and what the client sees:
 - ``client_close``: the client closed the connection, cleanly or not (nothing is sent).
@@ -16,6 +19,9 @@ Close reasons, and what the client sees:
 - ``server_reset``: the control API dropped the connection, simulating an upstream reset (TCP abort, no close
   frame: the client sees 1006).
 - ``error``: the session's unsent backlog overflowed ``max_backlog`` (close code 1011).
+- ``max_age``: the session reached the maximum connection age (close code 1001, reason "Going away", as API
+  Gateway closes it).
+- ``idle_timeout``: the client sent nothing for ``idle_timeout`` seconds (close code 1001, "Going away").
 A close frame that cannot be delivered within ``close_timeout`` seconds (frozen client) becomes a TCP abort.
 The session's ``closed`` time and its ``sub.close`` event are written when the decision is taken, before the
 close frame goes out.
@@ -30,28 +36,53 @@ from typing import Any, Literal
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import Event
 
 from fleet.history import HistoryWriter
 from harness.upstream_sim.streams import Stream, now_ms
 
 CloseReason = Literal[
-    "client_close", "keepalive_timeout", "evicted", "server_shutdown", "server_reset", "error"
+    "client_close", "keepalive_timeout", "evicted", "server_shutdown", "server_reset", "error", "max_age",
+    "idle_timeout",
 ]
 
-CLOSE_CODES: dict[CloseReason, int] = {
-    "keepalive_timeout": 1011,
-    "evicted": 4000,
-    "server_shutdown": 1001,
-    "error": 1011,
+GATEWAY_GOING_AWAY = (1001, "Going away")
+
+# The close frame (code, reason text) each reason sends; client_close and server_reset send none.
+CLOSE_FRAMES: dict[CloseReason, tuple[int, str]] = {
+    "keepalive_timeout": (1011, "keepalive_timeout"),
+    "evicted": (4000, "evicted"),
+    "server_shutdown": (1001, "server_shutdown"),
+    "error": (1011, "error"),
+    "max_age": GATEWAY_GOING_AWAY,
+    "idle_timeout": GATEWAY_GOING_AWAY,
 }
 
 
 @dataclass(frozen=True)
 class SessionSettings:
+    """Seconds of real time (the simulator has already applied its time scale) and a frame count; a limit
+    that is None is off."""
+
     ping_interval: float
     ping_timeout: float
     close_timeout: float
     max_backlog: int
+    max_age: float | None = None
+    idle_timeout: float | None = None
+
+
+class SubscriberConnection(ServerConnection):
+    """The server side of a subscriber's WebSocket connection, remembering when (event loop time) its client
+    last sent a frame of any kind, or its handshake: the clock of the idle timeout."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.last_received = self.loop.time()
+
+    def process_event(self, event: Event) -> None:
+        self.last_received = self.loop.time()
+        super().process_event(event)
 
 
 class Session:
@@ -62,7 +93,7 @@ class Session:
         self,
         session_id: str,
         stream: Stream,
-        connection: ServerConnection,
+        connection: SubscriberConnection,
         *,
         worker: str,
         gen: str = "",
@@ -89,6 +120,8 @@ class Session:
         self._next_seq = self.replay_from  # the sequence of the frame at the head of the backlog
         self._wake = asyncio.Event()
         self._closing: asyncio.Task[None] | None = None
+        self._max_age_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
     def is_open(self) -> bool:
@@ -113,6 +146,12 @@ class Session:
         for seq in range(self.replay_from, self.stream.head_seq + 1):
             self._backlog.append(self.stream.frame(seq))
         self.stream.attach(self)
+        loop = asyncio.get_running_loop()
+        max_age, idle_timeout = self._settings.max_age, self._settings.idle_timeout
+        if max_age is not None:
+            self._max_age_timer = loop.call_later(max_age, self.finish, "max_age")
+        if idle_timeout is not None:
+            self._idle_timer = loop.call_later(idle_timeout, self._check_idle, idle_timeout)
         self._history.emit(
             "sub.open",
             pk=self.stream.pk,
@@ -161,6 +200,9 @@ class Session:
         self.closed = now_ms()
         self.close_reason = reason
         self.stream.detach(self)
+        for timer in (self._max_age_timer, self._idle_timer):
+            if timer is not None:
+                timer.cancel()
         self._backlog.clear()
         self._wake.set()
         self._history.emit(
@@ -176,8 +218,18 @@ class Session:
         if reason == "server_reset":
             self._connection.transport.abort()
         elif reason != "client_close":
-            self._closing = asyncio.create_task(self._close(CLOSE_CODES[reason], reason))
+            self._closing = asyncio.create_task(self._close(*CLOSE_FRAMES[reason]))
         return True
+
+    def _check_idle(self, idle_timeout: float) -> None:
+        """Close the session if its client has been silent for ``idle_timeout`` seconds, else check again
+        when it would have been (one timer per session, moved only when it fires)."""
+        loop = asyncio.get_running_loop()
+        deadline = self._connection.last_received + idle_timeout
+        if loop.time() >= deadline:
+            self.finish("idle_timeout")
+        else:
+            self._idle_timer = loop.call_at(deadline, self._check_idle, idle_timeout)
 
     async def _close(self, code: int, reason: str) -> None:
         try:

@@ -1,5 +1,5 @@
-"""What a cluster's fleet processes are told, without starting them: the user's settings win over what the
-backend suggests."""
+"""What a cluster's processes are told, without starting them: the user's settings win over what the backend
+suggests, and the upstream simulator runs at the cluster's time scale and seed."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster import Cluster, ClusterSpec
+from harness.upstream_sim.__main__ import build_parser
 
 
 class SuggestsNoTransactions:
@@ -29,3 +30,14 @@ def test_set_wins_over_the_backends_suggestion(tmp_path: Path) -> None:
     told = fleet_env(tmp_path, transactions="on", max_connections=2000)
     assert (told["WSFLEET_TRANSACTIONS"], told["WSFLEET_MAX_CONNECTIONS"]) == ("on", "2000")
     assert told["WSFLEET_WORKER_ID"] == "worker-1"
+
+
+def test_the_simulator_runs_at_the_clusters_time_scale_and_seed(tmp_path: Path) -> None:
+    cluster = Cluster(ClusterSpec(run_dir=tmp_path, timescale=0.25, seed=7))
+    try:
+        argv = cluster._upstream_argv()
+    finally:
+        cluster.history.close()
+    assert argv[:3] == ["python", "-m", "harness.upstream_sim"]
+    args = build_parser().parse_args(argv[3:])
+    assert (args.timescale, args.seed) == (0.25, 7)

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from websockets.asyncio.client import connect
 
-from harness.upstream_sim.__main__ import main
+from harness.upstream_sim.__main__ import build_parser, main
 
 REPO = Path(__file__).resolve().parents[3]
 COMMAND = [sys.executable, "-m", "harness.upstream_sim"]
@@ -75,9 +75,19 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     stdout = capsys.readouterr().out
     for option in (
         "--host", "--port", "--rate", "--replay-depth", "--max-backlog", "--ping-interval", "--ping-timeout",
-        "--close-timeout", "--evict-older", "--history",
+        "--close-timeout", "--evict-older", "--handshake-quota", "--handshake-burst", "--max-age", "--idle-timeout",
+        "--timescale", "--seed", "--history",
     ):  # fmt: skip
         assert option in stdout
+
+
+def test_zero_or_none_turns_a_gateway_limit_off() -> None:
+    args = build_parser().parse_args(["--handshake-quota", "0", "--max-age", "none", "--idle-timeout", "NONE"])
+    assert (args.handshake_quota, args.max_age, args.idle_timeout) == (None, None, None)
+    defaults = build_parser().parse_args([])
+    assert (defaults.handshake_quota, defaults.handshake_burst, defaults.max_age, defaults.idle_timeout) == (
+        500.0, None, 7200.0, 600.0
+    )
 
 
 @pytest.mark.parametrize(
@@ -89,6 +99,12 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         (["--replay-depth", "0"], "--replay-depth"),
         (["--port", "70000"], "--port"),
         (["--replay-depth", "10", "--max-backlog", "5"], "--max-backlog"),
+        (["--max-age", "-5"], "--max-age"),
+        (["--idle-timeout", "later"], "--idle-timeout"),
+        (["--timescale", "0"], "--timescale"),
+        (["--handshake-quota", "-500"], "--handshake-quota"),
+        (["--handshake-burst", "0"], "--handshake-burst"),
+        (["--seed", "x"], "--seed"),
         (["--bogus"], "--bogus"),
     ],
 )

@@ -3,73 +3,23 @@ keepalive, eviction, resets, the control API and the history file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from harness.upstream_sim import UpstreamSimulator
-
-FAST = {"rate": 50.0, "ping_interval": 0.1, "ping_timeout": 0.5, "close_timeout": 0.5}
-
-Started = tuple[UpstreamSimulator, str, str]
-MakeSimulator = Callable[..., Awaitable[Started]]
-
-
-@pytest.fixture
-async def make_simulator() -> AsyncIterator[MakeSimulator]:
-    simulators: list[UpstreamSimulator] = []
-
-    async def make(**options: Any) -> Started:
-        simulator = UpstreamSimulator(**{**FAST, **options})
-        ws_url, control_url = await simulator.start("127.0.0.1", 0)
-        simulators.append(simulator)
-        return simulator, ws_url, control_url
-
-    yield make
-    for simulator in simulators:
-        await simulator.stop()
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.01)
-
-
-async def control(method: str, url: str) -> tuple[int, dict[str, Any]]:
-    async with aiohttp.ClientSession() as http, http.request(method, url) as response:
-        assert response.content_type == "application/json"
-        return response.status, await response.json()
-
-
-async def next_frame(client: ClientConnection) -> dict[str, Any]:
-    frame: dict[str, Any] = json.loads(await asyncio.wait_for(client.recv(), 2.0))
-    return frame
-
-
-async def frames(client: ClientConnection, count: int) -> list[dict[str, Any]]:
-    return [await next_frame(client) for _ in range(count)]
-
-
-def subscribe(
-    ws_url: str, connection_id: str, *, from_seq: int | None = None, worker: str | None = None,
-    gen: str | None = None,
-) -> Any:
-    query = "" if from_seq is None else f"?from_seq={from_seq}"
-    headers = {} if worker is None else {"X-Worker-Id": worker}
-    if gen is not None:
-        headers["X-Worker-Gen"] = gen
-    return connect(f"{ws_url}/streams/{connection_id}{query}", additional_headers=headers, close_timeout=0.5)
+from tests.harness.upstream_sim.sim_client import (
+    MakeSimulator,
+    control,
+    frames,
+    next_frame,
+    subscribe,
+    wait_until,
+)
 
 
 async def test_frames_are_consecutive_with_data_and_ts(make_simulator: MakeSimulator) -> None:
