@@ -152,7 +152,7 @@ class Session:
             self._max_age_timer = loop.call_later(max_age, self.finish, "max_age")
         if idle_timeout is not None:
             self._idle_timer = loop.call_later(idle_timeout, self._check_idle, idle_timeout)
-        self._history.emit(
+        opened = self._history.emit(
             "sub.open",
             pk=self.stream.pk,
             session=self.session_id,
@@ -160,7 +160,9 @@ class Session:
             gen=self.gen,
             from_seq=self.from_seq,
             replay_from=self.replay_from,
-        )
+        )["t"]
+        # the record's times are the history's: no pong can precede the session's own sub.open
+        self.opened = self.last_pong_t = max(self.opened, opened)
         self._wake.set()
 
     def on_emitted(self, first_seq: int, frames: list[str]) -> None:
