@@ -132,7 +132,8 @@ class UpstreamSession:
 
     def _refused(self, exc: InvalidStatus) -> UpstreamError:
         status = exc.response.status_code
-        location = exc.response.headers.get("Location")
+        # get_all: a response with two Location headers must not raise past this translation
+        location = next(iter(exc.response.headers.get_all("Location")), None)
         wait_s = retry_after_s(exc.response)
         if status in REDIRECT_STATUSES and location is not None:
             why = f"the upstream redirects ({status}) to {location}; redirects are refused"

@@ -98,6 +98,14 @@ async def test_redirects_are_refused_not_followed(start_upstream: Callable[..., 
     assert target.hosts == []
 
 
+async def test_a_redirect_with_two_locations_is_refused_like_any_other(start_upstream: Callable[..., Any]) -> None:
+    """A hostile upstream's duplicate header must not raise past the one place errors are translated."""
+    upstream = await start_upstream(refusal=refusal(302, ("Location", "ws://a/"), ("Location", "ws://b/")))
+
+    with pytest.raises(UpstreamError, match=r"redirects \(302\) to ws://a/; redirects are refused"):
+        await first_message(f"ws://127.0.0.1:{upstream.port}/streams/c1")
+
+
 async def test_an_oversized_frame_closes_the_session_with_a_clear_reason(
     start_upstream: Callable[..., Any]
 ) -> None:
