@@ -95,6 +95,9 @@ class FleetConfig:
         if self.reconnect_policy not in RECONNECT_POLICIES:
             raise ConfigError(f"WSFLEET_RECONNECT_POLICY must be one of {', '.join(RECONNECT_POLICIES)}, "
                               f"not {self.reconnect_policy!r}")
+        if not 0 < self.reconnect_base_ms <= self.reconnect_max_ms:
+            raise ConfigError("WSFLEET_RECONNECT_BASE_MS must be positive and at most WSFLEET_RECONNECT_MAX_MS, "
+                              f"not {self.reconnect_base_ms} (max {self.reconnect_max_ms})")
         if self.max_connections < 1:
             raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
         if not self.worker_id:

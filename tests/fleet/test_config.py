@@ -51,3 +51,9 @@ def test_an_unknown_reconnect_policy_is_refused_with_the_choices() -> None:
     with pytest.raises(ConfigError, match="WSFLEET_RECONNECT_POLICY must be one of profile, none, exponential, "
                                           "full, equal, decorrelated, not 'jittery'"):
         FleetConfig(worker_id="t", **tuning({}, ["reconnect_policy=jittery"]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("base", "cap"), [(0, 10_000), (20_000, 10_000)])
+def test_a_reconnect_base_of_zero_or_above_the_cap_is_refused(base: int, cap: int) -> None:
+    with pytest.raises(ConfigError, match="WSFLEET_RECONNECT_BASE_MS must be positive and at most"):
+        FleetConfig(worker_id="t", reconnect_base_ms=base, reconnect_max_ms=cap)
