@@ -52,6 +52,8 @@ class ClusterSpec:
     # FleetConfig fields to override (at scale 1, like every *_ms setting)
     overrides: dict[str, Any] = field(default_factory=dict)
     evict_older: bool = False
+    # The simulator's gateway limits (``scenario_file.UPSTREAM_SETTINGS``: handshake_quota, handshake_burst)
+    upstream: dict[str, float] = field(default_factory=dict)
     # Run against the LocalStack at this endpoint instead of the embedded backend (its data is cleared first).
     localstack_url: str = ""
     # Run the worker and router processes from this checkout (e.g. a worktree of an older commit); the
@@ -134,6 +136,8 @@ class Cluster:
                 "--history", str(self.run_dir / "history" / "upstream.jsonl")]
         if self.spec.evict_older:
             argv.append("--evict-older")
+        for name, value in sorted(self.spec.upstream.items()):
+            argv += [f"--{name.replace('_', '-')}", f"{value:g}"]
         return argv
 
     @property

@@ -21,7 +21,7 @@ import pandas as pd
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
-    "head_seq", "status", "sent", "written_ms",
+    "head_seq", "status", "sent", "written_ms", "attempted", "accepted", "rejected",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
@@ -148,6 +148,7 @@ class RunInfo:
     stop_bound_ms: float | None = None
     seed: Any = None
     fault_model: str | None = None
+    upstream: dict[str, Any] = field(default_factory=dict)  # the simulator's gateway limits (scenario file)
     start_t: float | None = None
     stop_t: float | None = None
     first_t: float = 0.0
@@ -182,7 +183,7 @@ def run_info(history: History) -> RunInfo:
     stops = select(history, "run.stop", ["t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model"]
+              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
@@ -202,8 +203,9 @@ def run_info(history: History) -> RunInfo:
         value = number(name)
         return int(value) if value is not None else None
 
-    config = get("config")
+    config, upstream = get("config"), get("upstream")
     return RunInfo(
+        upstream=dict(upstream) if isinstance(upstream, dict) else {},
         scenario=get("scenario"),
         profile=get("profile"),
         timescale=number("timescale"),

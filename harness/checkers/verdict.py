@@ -33,6 +33,7 @@ from harness.checkers.duplicates import (
     check_duplicate_claims,
 )
 from harness.checkers.events import History, RunInfo, as_events, run_info
+from harness.checkers.handshakes import check_handshakes
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
@@ -120,6 +121,7 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
             check_bounds(history, recovery=recovery, info=info),
             check_stop(history, info=info, consumed=consumed),
             check_zombie_writes(history, info=info, writes=consumed.writes),
+            check_handshakes(history, info=info),
         )
     }
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))

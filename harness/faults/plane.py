@@ -104,10 +104,15 @@ class PartitionUpstream(Partition):
 
 
 class ResetUpstream(Fault):
-    """The simulator drops live sessions: every stream (target ``all``) or one connection id."""
+    """The simulator drops live sessions: every stream (target ``all``; param ``fraction`` in (0, 1]: that
+    share of them, a gateway's mass disconnect) or one connection id."""
 
     def start(self, cluster: Cluster) -> None:
-        path = "/disconnect" if self.target == "all" else f"/streams/{self.target}/disconnect"
+        fraction = self.params.get("fraction")
+        if self.target == "all":
+            path = "/disconnect" if fraction is None else f"/disconnect?fraction={float(fraction)!r}"
+        else:
+            path = f"/streams/{self.target}/disconnect"
         status, payload = http_json("POST", cluster.upstream_control_url + path)
         if status != 200:
             raise FaultError(f"reset_upstream: the simulator answered {status}: {payload}")

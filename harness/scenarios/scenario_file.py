@@ -56,7 +56,10 @@ OPS = ("start", "stop")
 ANY_KIND = "any"
 DEFAULT_PROFILE = "default"
 TOP_LEVEL = {"name", "description", "profile", "workers", "connections", "rate", "timescale", "seed", "vars",
-             "workload", "faults", "bounds", "xfail"}
+             "workload", "faults", "bounds", "xfail", "upstream"}
+# The simulated upstream's gateway limits a scenario may set (``python -m harness.upstream_sim --help``):
+# handshakes a second at scale 1, and the bucket's size.
+UPSTREAM_SETTINGS = ("handshake_quota", "handshake_burst")
 DEFAULTS: dict[str, Any] = {"profile": "hardened", "workers": 3, "connections": 30, "rate": 5.0,
                             "timescale": 0.1, "seed": 1}
 
@@ -113,12 +116,13 @@ class ScenarioSpec:
     faults: list[dict[str, Any]] = field(default_factory=list)
     bounds: dict[str, Any] = field(default_factory=dict)
     xfail: str | None = None
+    upstream: dict[str, float] = field(default_factory=dict)  # UPSTREAM_SETTINGS
     path: str = "<scenario>"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {k: getattr(self, k) for k in (
             "name", "description", "profile", "workers", "connections", "rate", "timescale", "seed")}
-        for key in ("vars", "workload", "faults", "bounds"):
+        for key in ("vars", "upstream", "workload", "faults", "bounds"):
             if getattr(self, key) or key in ("faults", "bounds"):
                 data[key] = getattr(self, key)
         if self.xfail:
@@ -251,7 +255,7 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
         workers=values["workers"], connections=values["connections"], rate=float(values["rate"]),
         timescale=float(values["timescale"]), seed=values["seed"], vars=_mapping(data, "vars", fail),
         workload=_list(data, "workload", fail), faults=_list(data, "faults", fail),
-        bounds=_mapping(data, "bounds", fail), xfail=data.get("xfail"), path=path,
+        bounds=_mapping(data, "bounds", fail), xfail=data.get("xfail"), upstream=_upstream(data, fail), path=path,
     )
     _validate_entries(spec, fail)
     for profile in PROFILES:  # every expression must evaluate, for every profile
@@ -261,6 +265,16 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
         except ValueError as exc:
             raise ScenarioFileError(str(exc)) from None
     return spec
+
+
+def _upstream(data: dict[str, Any], fail: Any) -> dict[str, float]:
+    settings = _mapping(data, "upstream", fail)
+    for key, value in settings.items():
+        if key not in UPSTREAM_SETTINGS:
+            raise fail(f"upstream.{key}", f"unknown setting (known: {', '.join(UPSTREAM_SETTINGS)})")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise fail(f"upstream.{key}", "must be a number above 0")
+    return {key: float(value) for key, value in settings.items()}
 
 
 def _mapping(data: dict[str, Any], key: str, fail: Any) -> dict[str, Any]:

@@ -56,8 +56,9 @@ def _assert_valid(verdict: dict[str, Any]) -> None:
 def _check_blog(name: str, verdict: dict[str, Any]) -> None:
     assert set(verdict["checkers"]) >= {"duplicate_claims", "sequences", "recovery", "bounds", "stop"}
     events = _history(verdict["run_dir"])
-    if name in ("crash", "aws_5xx"):
-        # the published worker subscribes live: what was emitted while nobody owned the stream is gone
+    if name in ("crash", "aws_5xx", "reconnect_storm"):
+        # the published worker subscribes live: what was emitted while nobody owned the stream (or while it
+        # waited to reconnect) is gone
         assert verdict["lost_sequences"] > 0
         assert verdict["recovery_ms"]["max"] is not None
     elif name == "graceful":

@@ -70,6 +70,15 @@ def test_json_and_yaml_round_trip(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "again.json").read_text())["name"] == "stop-during-pause"
 
 
+def test_the_upstreams_limits_round_trip(tmp_path: Path) -> None:
+    data = {"name": "storm", "upstream": {"handshake_quota": 50, "handshake_burst": 10},
+            "faults": [{"kind": "reset_upstream", "target": "all", "params": {"fraction": 0.5}}]}
+    spec = from_data(data)
+    assert spec.upstream == {"handshake_quota": 50.0, "handshake_burst": 10.0}
+    assert load(dump(spec, tmp_path / "storm.yaml")).upstream == spec.upstream
+    assert "upstream" not in from_data({"name": "bare", "faults": []}).to_json()
+
+
 def test_settings_default_when_absent() -> None:
     spec = from_data({"name": "bare", "faults": [{"kind": "kill", "target": "busiest"}]})
     assert (spec.profile, spec.workers, spec.connections, spec.timescale, spec.seed) == ("hardened", 3, 30, 0.1, 1)
@@ -102,6 +111,8 @@ def mutated(change: dict[str, Any], path: tuple[str | int, ...] = ()) -> dict[st
     (mutated({"explode": 1}, ("bounds",)), "bounds.explode: not a fault kind"),
     (mutated({"pause": "lease +"}, ("bounds",)), "bounds.pause: cannot parse"),
     (mutated({"start": "uniform(0, heartbeat) * x"}, ("vars",)), "vars.start: .*unknown name 'x'"),
+    (mutated({"upstream": {"quota": 5}}), "upstream.quota: unknown setting .known: handshake_quota"),
+    (mutated({"upstream": {"handshake_quota": 0}}), "upstream.handshake_quota: must be a number above 0"),
     ([1, 2], "the file must hold a mapping"),
 ])
 def test_bad_files_are_refused_with_the_field_and_the_problem(data: Any, message: str) -> None:
