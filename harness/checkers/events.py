@@ -149,6 +149,7 @@ class RunInfo:
     seed: Any = None
     fault_model: str | None = None
     upstream: dict[str, Any] = field(default_factory=dict)  # the simulator's gateway limits (scenario file)
+    settings: dict[str, Any] = field(default_factory=dict)  # the fleet settings the run set (--set)
     start_t: float | None = None
     stop_t: float | None = None
     first_t: float = 0.0
@@ -183,7 +184,7 @@ def run_info(history: History) -> RunInfo:
     stops = select(history, "run.stop", ["t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream"]
+              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
@@ -203,9 +204,10 @@ def run_info(history: History) -> RunInfo:
         value = number(name)
         return int(value) if value is not None else None
 
-    config, upstream = get("config"), get("upstream")
+    config, upstream, settings = get("config"), get("upstream"), get("settings")
     return RunInfo(
         upstream=dict(upstream) if isinstance(upstream, dict) else {},
+        settings=dict(settings) if isinstance(settings, dict) else {},
         scenario=get("scenario"),
         profile=get("profile"),
         timescale=number("timescale"),

@@ -178,6 +178,20 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
             Section("Sequences", stream, f"{anchor}sequences")]
 
 
+def _handshake_blocks(runs: list[RunData]) -> list[Block]:
+    """The new-connection quota, where a run's simulator metered one: handshakes a window and the totals."""
+    metered = figures.handshake_runs(runs)
+    if not metered:
+        return []
+    columns = ("quota_per_s", "peak_accepted_per_s", "accepted", "rejected", "saturated_windows", "utilisation")
+    rows = pd.DataFrame([{"run": run.label, "profile": run.profile,
+                          **{k: run.analysis.checks["handshakes"].details.get(k) for k in columns}}
+                         for run in metered])
+    return [_image("handshakes", "Handshakes accepted (green) and refused with 429 (red) per one-second window "
+                   "(scaled), against the quota (dashed); shaded/dashed = fault.", figures.handshake_rate(metered)),
+            Table("New connections against the quota (saturated: a window with a 429)", rows)]
+
+
 def single_run_document(run: RunData, files: list[str]) -> Document:
     colours = figures.worker_colours([run])
     details = run_details(run, colours)
@@ -187,6 +201,7 @@ def single_run_document(run: RunData, files: list[str]) -> Document:
         _image("phases", "Time from the fault to each phase, p50 and max, stacked (detect, claim, connect, "
                "resume, caught up).", figures.phase_bars([run])),
     ]
+    recovery += _handshake_blocks([run])
     details[1] = Section(details[1].title, [*recovery, *details[1].blocks], details[1].anchor)
     top = Section("", [run_headline(run),
                        Table("Checkers", summary.checker_table(run)),
@@ -230,6 +245,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
                "published lease + reconcile bound (dashed).", figures.recovery_cdf(runs)),
         _image("phases", "Time from the fault to each phase, p50 and max over every affected connection of "
                "every run, stacked.", figures.phase_bars(runs)),
+        *_handshake_blocks(runs),
     ], "compare")
     aggregate = Section("Aggregate over trials and seeds", [
         Table("Per scenario and profile", summary.aggregate_table(runs),

@@ -7,6 +7,8 @@ by Agg), so tests can inspect the axes and artists a figure holds; ``png`` rende
 - ``recovery_cdf(runs)``: the recovery-time CDF per profile (one panel per scenario), with the published
   bound (lease + reconcile from the config) and each profile's own bound.
 - ``phase_bars(runs)``: per profile, p50 and max of the time from the fault to each phase, stacked.
+- ``handshake_rate(runs)``: per run that met a new-connection quota, the handshakes the simulator accepted
+  and refused (429) in each one-second window (scaled), against the quota line.
 - ``sequence_progress(run)``: persisted sequence against time for a readable subset of the connections
   (each write a dot at its ``seq_to`` and, for a batch, a vertical bar down to its ``seq_from``), lost
   sequences and duplicates marked.
@@ -463,3 +465,31 @@ def _duplicate_points(stored: pd.DataFrame, emitted: pd.DataFrame,
     times = np.repeat(stored["t"].to_numpy(dtype="float64"), counts)
     offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
     return times, duplicated[np.repeat(low, counts) + offsets].astype("float64")
+
+
+def handshake_runs(runs: Sequence[RunData]) -> list[RunData]:
+    """The runs whose simulator metered new connections (a quota and ``handshakes`` events)."""
+    return [run for run in runs if run.info.upstream.get("handshake_quota") and run.events.rows(["handshakes"]).size]
+
+
+def handshake_rate(runs: Sequence[RunData]) -> Figure:
+    """One panel per run (``handshake_runs``): accepted and refused handshakes a window, the quota line."""
+    figure, axes = _panels(len(runs), 3.0)
+    for ax, run in zip(axes, runs, strict=True):
+        windows = run.events.frame.iloc[run.events.rows(["handshakes"])]
+        x = run.seconds(windows["t"].to_numpy(dtype="float64"))
+        width = float(windows["window_ms"].astype(float).median()) / 1000.0 if "window_ms" in windows else 0.1
+        accepted = windows["accepted"].astype(float).to_numpy()
+        rejected = windows["rejected"].astype(float).to_numpy()
+        ax.bar(x, accepted, width=width * 0.9, align="edge", color="#2ca02c", label="accepted")
+        ax.bar(x, rejected, width=width * 0.9, align="edge", bottom=accepted, color=OVERLAP_COLOUR,
+               label="refused (429)")
+        quota = float(run.info.upstream["handshake_quota"])
+        ax.axhline(quota, color="black", linestyle="--", linewidth=1.2, label=f"quota {quota:g}/s (scale 1)")
+        _draw_faults(ax, run, label=False)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("handshakes a window")
+        ax.set_title(f"Handshakes: {run.label} ({run.profile})", loc="left")
+        ax.grid(color="#dddddd", linewidth=0.5)
+        ax.legend(fontsize=8, loc="upper right")
+    return figure

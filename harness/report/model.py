@@ -55,7 +55,11 @@ class RunData:
 
     @property
     def profile(self) -> str:
-        return self.info.profile or "?"
+        """The profile, with the reconnect policy when the run chose one (``hardened/none``), so runs that
+        differ only in their policy are compared side by side."""
+        policy = self.info.settings.get("reconnect_policy")
+        base = self.info.profile or "?"
+        return f"{base}/{policy}" if policy and policy != "profile" else base
 
     @property
     def origin_t(self) -> float:

@@ -116,7 +116,7 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
                 bound_ms=plan.bound_ms, bound_scale1_ms=plan.bound_scale1_ms, seed=seed,
                 schedule=[s.to_json() for s in plan.steps], workload=[o.to_json() for o in plan.ops],
                 fault_model=fault_model(plan.steps, config), scenario_file=run.scenario.path,
-                upstream=run.scenario.upstream or None,
+                upstream=run.scenario.upstream or None, settings=run.overrides or None,
                 # hardened: the owner reads its STOP mailbox with the next renewal (a heartbeat), whose answer
                 # may take the request timeout, and a failed renewal is retried within another heartbeat
                 stop_bound_ms=config.scaled_ms(2 * config.heartbeat_ms + config.aws_timeout_ms if profile == "hardened"

@@ -241,3 +241,20 @@ def write_large_history(run_dir: Path, connections: int = 100, seconds: int = 60
         (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
         count += len(lines)
     return count
+
+
+def add_storm(run_dir: Path, policy: str | None = None) -> None:
+    """Make a small run a storm against a quota of 10 handshakes a second (scale 1): ``run.start`` names the
+    quota (and ``policy`` as a --set reconnect_policy), and the simulator's windows saw 30 refused."""
+    events = read_events(run_dir)
+    start = next(e for e in events if e["type"] == "run.start")
+    start["upstream"] = {"handshake_quota": 10}
+    if policy is not None:
+        start["settings"] = {"reconnect_policy": policy}
+    for i, (accepted, rejected) in enumerate(((18, 22), (10, 8), (9, 0))):
+        events.append({"t": start["t"] + 5000 + 100 * (i + 1), "src": "upstream", "type": "handshakes",
+                       "attempted": accepted + rejected, "accepted": accepted, "rejected": rejected,
+                       "window_start": start["t"] + 5000 + 100 * i, "window_ms": 100})
+    for path in (run_dir / "history").glob("*.jsonl"):
+        path.unlink()
+    write_history(run_dir, events)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.report import ReportError, build_report
-from tests.harness.report.histories import SmallRun, add_zombie_writes, small_run, write_history
+from tests.harness.report.histories import SmallRun, add_storm, add_zombie_writes, small_run, write_history
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -209,6 +209,25 @@ def test_several_runs_say_which_were_outside_the_fault_model(tmp_path: Path) -> 
     markdown = (tmp_path / "compare" / "report.md").read_text()
     assert "(0 valid, 2 invalid)" in markdown and "; 1 of them OUTSIDE the fault model" in markdown
     assert "| fault_model |" in markdown and "| within |" in markdown and "| OUTSIDE |" in markdown
+
+
+def test_storm_runs_show_their_handshakes_against_the_quota_policy_by_policy(tmp_path: Path) -> None:
+    runs = []
+    for policy in ("full", "none"):
+        run_dir = tmp_path / f"storm-{policy}"
+        small_run(run_dir, scenario="reconnect_storm")
+        add_storm(run_dir, policy)
+        runs.append(run_dir)
+    out = tmp_path / "compare"
+    build_report(runs, out, lambda _: None)
+    markdown = (out / "report.md").read_text()
+    assert "(figures/handshakes.png)" in markdown and (out / "figures" / "handshakes.png").exists()
+    assert "| storm-full | hardened/full | 10.0 | 18.0 | 37 | 30 | 2 |" in markdown
+    assert "| reconnect_storm | hardened/none |" in markdown  # the policies compared side by side
+    single = tmp_path / "plain"
+    small_run(single)
+    build_report([single], None, lambda _: None)
+    assert "handshakes.png" not in (single / "report.md").read_text()  # no quota, no figure
 
 
 def test_several_runs_need_an_output_folder(tmp_path: Path) -> None:
