@@ -167,13 +167,16 @@ class ConnectionRunner:
         """The connection's task: subscribe, persist, reconnect, until stopped, fenced or given up; a drain
         until drained, then released."""
         me = self.me  # the incarnation that took it up, for every event of this task (a renewal may replace it)
-        await self._consume(held, me)
+        gave_up = await self._consume(held, me)
         if held.drained:
             self.history.emit("drain.done", pk=held.pk, worker=me.worker_id, gen=me.gen,
                               epoch=held.lease.epoch, seq=held.last_seq, until_ms=held.drain_until_ms)
-            await self.give_up(held, "drained")
+            gave_up = "drained"
+        if gave_up is not None:
+            await self.give_up(held, gave_up)
 
-    async def _consume(self, held: HeldConnection, me: Holder) -> None:
+    async def _consume(self, held: HeldConnection, me: Holder) -> str | None:
+        """Consume until stopped, fenced, drained (then ``held.drained``), or given up: then the reason."""
         backoff = self._backoff(self.reconnect_policy)
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
@@ -207,7 +210,7 @@ class ConnectionRunner:
                         held.drained, reason = True, "drained"
             except Fenced:
                 self._closed(held, me, "fenced")
-                return
+                return None
             except UpstreamError as exc:
                 reason = str(exc)
                 # a Retry-After is at time scale 1, as every duration of a run (the simulated upstream's is)
@@ -218,17 +221,17 @@ class ConnectionRunner:
             why = held.stop_reason or reason
             if held.stopping.is_set() or held.drained:
                 self._closed(held, me, why)
-                return
+                return None
             now = monotonic_s()
             down_since = down_since if down_since is not None else now
             if self.rules.resumes and now - down_since > budget_s:
                 self._closed(held, me, why)
-                await self.give_up(held, "upstream unreachable past budget")
-                return
+                return "upstream unreachable past budget"
             delay_s = backoff.next_delay(retry_after_s)
             self._closed(held, me, why, policy=backoff.name, attempt=backoff.attempt, retry_in_ms=as_ms(delay_s),
                          retry_after_ms=as_ms(retry_after_s))
             await wait_until_set(held.stopping, delay_s)
+        return None
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
         """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is

@@ -485,10 +485,14 @@ class HardenedRules(Rules):
         is recorded as drained (``drained_epoch``: a repeated STOP does not mark it for a drain again), as a
         finished drain records it.  ``behind``: the holder could not read or store what the stream emitted
         before the STOP (its session was down, or its writes did not finish), so the expiry is 1, the drain
-        mark (``mark_undrained``), and a worker drains it."""
+        mark (``mark_undrained``), and a worker drains it.  Any other release (a handoff: a shutdown, a
+        give-up) only while STARTED: a STOP its holder has not seen yet must not lose its drain (the holder
+        repeats the release for that STOP)."""
         held = self.held(lease, me)
         if stopped_at_ms is not None:
             held = all_of(held, Eq("desired_state", STOPPED), Eq("stopped_at_ms", stopped_at_ms))
+        elif not drained:
+            held = all_of(held, Eq("desired_state", STARTED))
         return Write(
             key={"pk": lease.pk},
             update=Update(set={

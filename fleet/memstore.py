@@ -1,11 +1,12 @@
 """An in-memory ``fleet.ports.WorkerStore``: tables of plain items on which ``fleet.expr.Write`` values are
 applied by the pure interpreter, so every condition is the real one, with no AWS.
 
-For tests: ``before_write`` can delay or fail a write before it applies, ``after_write`` delays its answer
-once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies a write then
-reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the state index
-answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports, and ``returned``
-lists notifications handed back.
+Every write suspends its caller once before it applies, as a request on the network does (a task cancelled
+then loses it).  For tests: ``before_write`` can delay or fail a write before it applies, ``after_write``
+delays its answer once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies
+a write then reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the
+state index answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports, and
+``returned`` lists notifications handed back.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class MemoryStore:
     # -- WorkerStore ---------------------------------------------------------------------------------
     async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
         self.aws.requests[purpose] += 1
+        await asyncio.sleep(0)  # a store's answer is never synchronous: the caller's task is suspended here
         if self.before_write is not None:
             await self.before_write(table, write)
         key = "#".join(str(v) for v in write.key.values())

@@ -46,6 +46,7 @@ from fleet.notices import Notices
 from fleet.ports import StreamConsumer, WorkerStore
 from fleet.profiles import profile_for
 from fleet.reconcile import Reconciler
+from fleet.release import Releases
 from fleet.store import LeaseStore
 from fleet.tasks import TaskSet
 
@@ -73,6 +74,7 @@ class Worker:
         self.liveness = Liveness(self)
         self.reconciler = Reconciler(self)
         self.notices = Notices(self)
+        self.releases = Releases(self)
         self.consumer = consumer(self)
 
     def emit(self, type: str, **fields: Any) -> None:
@@ -272,13 +274,19 @@ class Worker:
             log("notify.error", error=str(exc), streams=len(handoffs))
 
     async def give_up(self, held: HeldConnection, reason: str) -> None:
+        """The consume task's last act: hand ``held`` off (drained, or its upstream out of reach).  The task's
+        work is over, so the release must not wait for the task that runs it: it would wait a heartbeat,
+        then cancel that task and the release with it (the lease stayed held and unannounced: every drained
+        release until explore seed 3231)."""
+        held.task = None
         log("lease.give_up", pk=held.pk, reason=reason)
         await self.hand_off([held], reason)
 
     async def drop(self, held: HeldConnection, reason: str, release: bool, stopped_at_ms: int | None = None) -> bool:
         """Stop consuming ``held``; with ``release`` give the lease back: for the STOP at ``stopped_at_ms``
         when given (a finished drain: for the STOP it drained to), and taken up again (``_retake``) when that
-        is no longer the stream's latest STOP.  Whether a release was accepted."""
+        is no longer the stream's latest STOP; else a handoff, repeated for a STOP that landed unseen
+        (``fleet.release.Releases.after_refused_handoff``).  Whether a release was accepted."""
         if self.held.get(held.pk) is not held or held.dropping:
             return False
         held.dropping = True
@@ -287,7 +295,7 @@ class Worker:
         held.stopping.set()
         if held.session is not None:
             await held.session.close()
-        if held.task is not None and held.task is not asyncio.current_task():
+        if held.task is not None:  # None once the task itself gives up (``give_up``)
             try:
                 await asyncio.wait_for(asyncio.shield(held.task), self.config.heartbeat_s)
             except TimeoutError:
@@ -306,22 +314,11 @@ class Worker:
             return False
         for_stop = held.stopped_at_ms if held.drained else stopped_at_ms
         behind = unread and not held.drained and for_stop is not None  # released for a STOP, left to drain
-        write = self.rules.release(held.lease, self.me, self.clock.now_ms(), held.last_seq, drained=held.drained,
-                                   stopped_at_ms=for_stop, behind=behind)
-        try:
-            await self.store.execute(self.config.connections_table, write)
-            outcome = "ok"
-        except ConditionFailed:
-            outcome = "fail"
-        except StoreError:
-            outcome = "info"
-        self.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
-                  reason=reason)
+        outcome = await self.releases.release(held, reason, for_stop, behind)
         if outcome == "fail" and for_stop is not None:
             await self._retake(held)
-        elif outcome == "ok" and behind:  # say so, or nobody drains it before the next sweep
-            with contextlib.suppress(StoreError):
-                await self.store.notify([(held.pk, None)])
+        elif outcome == "fail":
+            outcome = await self.releases.after_refused_handoff(held, reason)
         return outcome == "ok"
 
     async def honour_stop(self, pk: str, stopped_at_ms: int | None = None) -> None:

@@ -532,3 +532,26 @@ async def test_issue_10_a_stop_superseded_during_its_release_is_drained_to_the_n
         assert [e["epoch"] for e in drain] == [2]
     item = store.connection(PK)
     assert (item.lease_owner, item.drained_epoch, item.stopped_at_ms) == ("", 2, 30)
+
+
+@pytest.mark.parametrize("cause", ["upstream unreachable past budget", "shutdown"])
+async def test_a_stop_landing_before_a_handoff_release_leaves_the_stream_to_drain(cause: str) -> None:
+    """Explore seed 3231: the owner, cut off from the upstream, gave the stream up (or shut down) just after a
+    STOP landed that it had not yet read from its mailbox.  Its plain release cleared the lease with no drain
+    mark, and what the stream emitted between its last read and the STOP was stored by nobody.  A release
+    that is not for a STOP holds only while the stream is STARTED; refused, it is repeated for the STOP found,
+    with the drain mark, and the stream is drained."""
+    async with holding() as (store, worker):
+        held = worker.held[PK]
+        held.reading = False  # its session dropped and has not come back
+        table = store.tables[CONNS]
+        table[PK] = store_rules(store).stop_connection(PK, 10).apply(table[PK])  # its mailbox is not read yet
+        if cause == "shutdown":
+            await worker.hand_off([held], cause)
+        else:
+            await worker.give_up(held, cause)
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+    released = history(worker).of("lease.release", pk=PK)
+    assert [(e["reason"], e["outcome"]) for e in released] == [(cause, "fail"), (cause, "ok"), ("drained", "ok")]
+    item = store.connection(PK)
+    assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch, item.stopped_at_ms) == ("", 0, 2, 10)

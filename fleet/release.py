@@ -1,0 +1,69 @@
+"""Giving a lease back: the release write, its outcome in the history, and what follows a refusal that the
+holder can settle by itself.
+
+A release for a STOP (``stopped_at_ms``) holds only while the stream is STOPPED at that time; any other release
+(a handoff: shutdown, give-up) only while it is STARTED.  A handoff refused because a STOP landed that the
+holder has not read from its mailbox yet is repeated for that STOP with the drain mark: the holder may not
+have read what the stream emitted before it, and a worker drains it (``fleet.lease.HardenedRules.release``).
+A refused release for a STOP is the worker's to settle (``fleet.worker.Worker._retake``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from fleet.connection import HeldConnection
+from fleet.errors import ConditionFailed, StoreError
+from fleet.lease import STOPPED
+from fleet.logline import log
+
+if TYPE_CHECKING:
+    from fleet.worker import Worker
+
+# reads and releases after a refused handoff, each refused by a newer STOP or START
+RELEASE_ATTEMPTS = 3
+
+
+class Releases:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def release(self, held: HeldConnection, reason: str, for_stop: int | None, behind: bool) -> str:
+        """One release write (``fleet.lease.Rules.release``): its outcome (``ok``, ``fail``, ``info``), in the
+        history.  Left to drain (``behind``), it is announced, or nobody drains it before the next sweep."""
+        w = self.w
+        write = w.rules.release(held.lease, w.me, w.clock.now_ms(), held.last_seq, drained=held.drained,
+                                stopped_at_ms=for_stop, behind=behind)
+        try:
+            await w.store.execute(w.config.connections_table, write)
+            outcome = "ok"
+        except ConditionFailed:
+            outcome = "fail"
+        except StoreError:
+            outcome = "info"
+        w.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
+               reason=reason)
+        if outcome == "ok" and behind:
+            with contextlib.suppress(StoreError):
+                await w.store.notify([(held.pk, None)])
+        return outcome
+
+    async def after_refused_handoff(self, held: HeldConnection, reason: str) -> str:
+        """A handoff's release was refused: unless the lease is no longer ours, the stream was STOPPED since.
+        Released again for that STOP with the drain mark (or plainly, STARTED again since).  The outcome of
+        the last release sent (``fail`` when the lease is not ours any more)."""
+        w, outcome = self.w, "fail"
+        for _ in range(RELEASE_ATTEMPTS):
+            try:
+                seen = await w.store.get_connection(held.pk)
+            except StoreError as exc:
+                log("lease.release_error", pk=held.pk, error=str(exc))
+                return "info"
+            if seen is None or not w.profile.adoptable(seen, w.me) or seen.epoch != held.lease.epoch:
+                return "fail"
+            stopped_at = seen.stopped_at_ms if seen.desired_state == STOPPED else None
+            outcome = await self.release(held, reason, stopped_at, behind=stopped_at is not None)
+            if outcome != "fail":
+                return outcome
+        return outcome
