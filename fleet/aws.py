@@ -1,6 +1,6 @@
 """AWS clients for fleet processes, and the one place botocore errors become fleet errors.
 
-``AwsClients`` opens the DynamoDB, SQS and CloudWatch clients of one aioboto3 session with the profile's
+``AwsClients`` opens the DynamoDB, SQS, CloudWatch and ECS clients of one aioboto3 session with the profile's
 ``ClientSettings``: ``hardened`` bounds every request (no SDK retries, a request that cannot finish
 inside ``aws_timeout_ms`` is abandoned and its outcome is unknown); the published design keeps the SDK's
 own retries and timeouts.  Endpoints come from the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>``
@@ -11,7 +11,7 @@ counts each error it translates by its code in ``AwsClients.errors`` (``error_co
 Every DynamoDB answer's ``Date`` header is fed, with the request's send and receive times on the lease
 clock, to ``AwsClients.skew`` (``fleet.clock.SkewEstimator``): how far the lease clock is from the server's.
 
-Operation names called on ``AwsClients.ddb`` / ``.sqs`` / ``.cloudwatch`` anywhere in ``fleet/`` are what the
+Operation names called on ``AwsClients.ddb`` / ``.sqs`` / ``.cloudwatch`` / ``.ecs`` anywhere in ``fleet/`` are what the
 terraform IAM policies must grant; the deployment tests derive that set from the code, so always call AWS
 through these attribute names.
 """
@@ -37,6 +37,7 @@ from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 if TYPE_CHECKING:
     from types_aiobotocore_cloudwatch import CloudWatchClient
     from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_ecs import ECSClient
     from types_aiobotocore_sqs import SQSClient
 
 _UNAVAILABLE_CODES = {
@@ -89,11 +90,12 @@ class ClientSettings:
 
 
 class AwsClients:
-    """The three clients a fleet process uses, opened together and closed together.
+    """The four clients a fleet process uses, opened together and closed together (ECS: only to confirm a
+    death notice, ``fleet.deathnotice``).
 
     ``requests`` counts every DynamoDB request by purpose (``coordination`` or ``messages``) so benchmarks
     can compare profiles' coordination cost from the adapter's own count; ``errors`` counts every error
-    answer of any of the three services by its code (``error_code``), as ``aws_errors`` translates it.
+    answer of any of the four services by its code (``error_code``), as ``aws_errors`` translates it.
     Both are cumulative over the process's life (the worker's ``requests`` history events carry them).
     Under the SDK's own retries (``ClientSettings.sdk_defaults``) an error counts only when the last
     attempt fails: the attempts the SDK retried away are not seen here.  ``settings`` defaults to
@@ -113,6 +115,7 @@ class AwsClients:
         self.ddb: DynamoDBClient
         self.sqs: SQSClient
         self.cloudwatch: CloudWatchClient
+        self.ecs: ECSClient
 
     async def __aenter__(self) -> AwsClients:
         client_config = self.settings.client_config()
@@ -126,6 +129,7 @@ class AwsClients:
         self.cloudwatch = await self._stack.enter_async_context(
             session.client("cloudwatch", config=client_config)
         )
+        self.ecs = await self._stack.enter_async_context(session.client("ecs", config=client_config))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -79,6 +79,9 @@ class FleetConfig:
     # Clock fault: a file holding an offset in ms added to this process's lease clock (re-read live).
     clock_offset_file: str = ""
     clock_offset_ms: int = 0
+    # Worker: the ECS task running it (a death notice names it).  On ECS, left empty, it is read from the
+    # task metadata endpoint; the harness sets its stand-in's.
+    task_arn: str = ""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:

@@ -133,6 +133,7 @@ class WorkerRecord:
     gen: str
     expires_at_ms: int
     stop_requests: frozenset[str] = frozenset()
+    task_arn: str = ""  # the ECS task (or the harness's stand-in) running it, named by death notices
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> WorkerRecord:
@@ -141,6 +142,7 @@ class WorkerRecord:
             gen=str(item.get("gen", "")),
             expires_at_ms=_int(item.get("expires_at_ms")),
             stop_requests=frozenset(str(s) for s in item.get("stop_requests", set()) or ()),
+            task_arn=str(item.get("task_arn", "")),
         )
 
 
@@ -338,13 +340,17 @@ class Rules:
         return None
 
     # -- workers (profiles with worker liveness) -----------------------------------------------------
-    def register(self, me: Holder, now_ms: int) -> Write | None:
+    def register(self, me: Holder, now_ms: int, task_arn: str = "") -> Write | None:
         return None
 
     def renew_worker(self, me: Holder, now_ms: int, handled_stops: frozenset[str]) -> Write | None:
         return None
 
     def retire(self, me: Holder) -> Write | None:
+        return None
+
+    def bury(self, dead: WorkerRecord) -> Write | None:
+        """After a confirmed death notice for ``dead``'s task (only profiles with worker liveness)."""
         return None
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
@@ -529,14 +535,17 @@ class HardenedRules(Rules):
             replace=True,
         )
 
-    def register(self, me: Holder, now_ms: int) -> Write:
+    def register(self, me: Holder, now_ms: int, task_arn: str = "") -> Write:
         """A conditional update, never a blind put: a new incarnation only over a missing or dead item; a
         retry of this incarnation's own registration only if it moves the expiry forward.  The STOP mailbox
-        of the replaced incarnation (whose streams are all abandoned) is emptied."""
+        of the replaced incarnation (whose streams are all abandoned) is emptied, and its task replaced by
+        this one's (none: removed, so a late death notice for the old task never names this one)."""
         expires = now_ms + int(self.lease_ms)
+        task = {"task_arn": task_arn} if task_arn else {}
         return Write(
             key={"pk": me.worker_id},
-            update=Update(set={"gen": me.gen, "expires_at_ms": expires}, remove=frozenset({"stop_requests"})),
+            update=Update(set={"gen": me.gen, "expires_at_ms": expires, **task},
+                          remove=frozenset({"stop_requests", *(() if task_arn else ("task_arn",))})),
             condition=any_of(
                 NotExists("pk"),
                 Lt("expires_at_ms", now_ms - int(self.tolerance_ms)),
@@ -567,6 +576,16 @@ class HardenedRules(Rules):
             key={"pk": me.worker_id},
             update=Update(set={"expires_at_ms": 0}),
             condition=Eq("gen", me.gen),
+        )
+
+    def bury(self, dead: WorkerRecord) -> Write:
+        """The task running ``dead`` has stopped (ECS said so): the incarnation expires now, as a clean exit
+        does, so its streams are claimable at once (``_owner_gone``) and any renewal of it is refused.  Only
+        that generation on that task: a new incarnation registered since is untouched."""
+        return Write(
+            key={"pk": dead.worker_id},
+            update=Update(set={"expires_at_ms": 0}),
+            condition=all_of(Eq("gen", dead.gen), Eq("task_arn", dead.task_arn)),
         )
 
 

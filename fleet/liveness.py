@@ -58,7 +58,7 @@ class Liveness:
             with contextlib.suppress(StoreError):
                 await w.store.get_worker(w.me.worker_id)
             return
-        write = w.rules.register(w.me, w.clock.now_ms())
+        write = w.rules.register(w.me, w.clock.now_ms(), w.config.task_arn)
         if write is None:
             self.registered = True
             return

@@ -5,8 +5,9 @@ Every write suspends its caller once before it applies, as a request on the netw
 then loses it).  For tests: ``before_write`` can delay or fail a write before it applies, ``after_write``
 delays its answer once it applied (a request cancelled then has landed anyway), ``lose_answer_for`` applies
 a write then reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the
-state index answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports, and
-``returned`` lists notifications handed back.
+state index answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports,
+``returned`` lists notifications handed back, and ``stopped_tasks`` holds the tasks ECS would report
+STOPPED (``task_stopped``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from fleet.config import FleetConfig
+from fleet.deathnotice import DeathNotice
 from fleet.errors import ConditionFailed, StoreUnavailable
 from fleet.expr import Item, Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
@@ -46,6 +48,7 @@ class MemoryStore:
         self.returned: list[Notification] = []
         self.lose_answer_for: Callable[[str, Write], bool] = lambda table, write: False
         self.index_snapshot: list[ConnectionRecord] | None = None
+        self.stopped_tasks: set[str] = set()
         self._receipts = 0
 
     # -- helpers for tests ---------------------------------------------------------------------------
@@ -114,9 +117,10 @@ class MemoryStore:
         for pk, epoch in handoffs:
             self.send(pk, epoch)
 
-    def send(self, pk: str, released_epoch: int | None = None) -> None:
+    def send(self, pk: str, released_epoch: int | None = None, death: DeathNotice | None = None) -> None:
         self._receipts += 1
-        self.queue.append(Notification(pk=pk, receipt=str(self._receipts), released_epoch=released_epoch))
+        self.queue.append(Notification(pk=pk, receipt=str(self._receipts), released_epoch=released_epoch,
+                                       death=death))
         self.queue_changed.set()
 
     async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
@@ -143,3 +147,7 @@ class MemoryStore:
 
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         return self.skew
+
+    async def task_stopped(self, cluster: str, task_arn: str) -> bool:
+        self.aws.requests["ecs"] += 1
+        return task_arn in self.stopped_tasks

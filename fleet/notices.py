@@ -1,5 +1,6 @@
-"""How a worker hears about changes: the SQS notification loop (a hint to examine one connection, or a
-handoff naming the epoch it released) and, where the profile polls, the desired-state check of held streams.
+"""How a worker hears about changes: the SQS notification loop (a hint to examine one connection, a
+handoff naming the epoch it released, or a death notice: ``fleet.deathnotice``) and, where the profile
+polls, the desired-state check of held streams.
 
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
@@ -51,6 +52,8 @@ class Notices:
     async def on_notification(self, note: Notification) -> bool:
         """Act on one notification; False when this worker cannot (it goes back to the queue)."""
         w, pk = self.w, note.pk
+        if note.death is not None:
+            return await w.death_notices.on_notice(note.death)
         if not pk:
             return True  # malformed: nothing anyone could act on
         held = pk in w.held

@@ -196,6 +196,12 @@ class BlogProfile:
         """Whether STOPPED streams whose owner died are drained (their listing is read with each sweep)."""
         return False
 
+    @property
+    def buries(self) -> bool:
+        """Whether a confirmed death notice expires the dead incarnation (``fleet.deathnotice``): only with
+        worker liveness, where a worker's streams lapse with its worker item."""
+        return False
+
     def drainable(self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]) -> bool:
         return self.rules.drainable(seen, me, now_ms, workers)
 
@@ -348,6 +354,10 @@ class HardenedProfile(BlogProfile):
 
     @property
     def drains(self) -> bool:
+        return True
+
+    @property
+    def buries(self) -> bool:
         return True
 
     def settles_unknown_acquire(self) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.aws import AwsClients, aws_errors
+from fleet.deathnotice import DeathNotice, parse_death_notice
 from fleet.errors import StoreError, StoreUnavailable
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
@@ -39,11 +40,35 @@ def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Notification:
-    """``{"pk": ...}`` from the queue; a handoff also names the epoch it released (``released_epoch``)."""
+    """``{"pk": ...}`` from the queue; a handoff also names the epoch it released (``released_epoch``).  An
+    ECS task state change event (``fleet.deathnotice``) carries ``death`` instead of a pk."""
 
     pk: str
     receipt: str
     released_epoch: int | None = None
+    death: DeathNotice | None = None
+
+
+# A received notification stays hidden this long, not the queue's 30 s: one handed to a worker that died
+# before acting on it (its long poll was still waiting when the process was killed, and the queue answered
+# it anyway) is seen by another worker a second later.  That matters most for the death notice of that very
+# worker.  A live worker acts within it; if not, a second delivery is harmless (every action is conditional).
+RECEIVED_VISIBILITY_S = 1
+
+
+def _notification(text: str, receipt: str) -> Notification:
+    """A queue message as a notification; a malformed one has no pk and no notice (deleted unread)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return Notification(pk="", receipt=receipt)
+    if "pk" not in body:
+        return Notification(pk="", receipt=receipt, death=parse_death_notice(body))
+    epoch = body.get("released_epoch")
+    return Notification(pk=str(body["pk"]), receipt=receipt,
+                        released_epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None)
 
 
 class LeaseStore:
@@ -258,19 +283,20 @@ class LeaseStore:
                 QueueUrl=self.config.queue_url,
                 MaxNumberOfMessages=max_messages,
                 WaitTimeSeconds=self.config.notify_wait_s,
+                VisibilityTimeout=RECEIVED_VISIBILITY_S,
             )
         found = []
         for message in response.get("Messages", []):
             receipt = message.get("ReceiptHandle", "")
-            try:
-                body = json.loads(message.get("Body", ""))
-                pk = str(body["pk"])
-                epoch = body.get("released_epoch")
-                released = int(epoch) if isinstance(epoch, int) else None
-            except (ValueError, KeyError, TypeError):
-                pk, released = "", None  # malformed: deleted by the caller without acting on it
-            found.append(Notification(pk=pk, receipt=receipt, released_epoch=released))
+            found.append(_notification(message.get("Body", ""), receipt))
         return found
+
+    async def task_stopped(self, cluster: str, task_arn: str) -> bool:
+        """Whether ECS reports the task STOPPED (False when it is running or unknown)."""
+        async with aws_errors("describe the task", self.aws.errors):
+            response = await self.aws.ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
+        return any(t.get("taskArn") == task_arn and t.get("lastStatus") == "STOPPED"
+                   for t in response.get("tasks", []))
 
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:

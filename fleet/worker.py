@@ -36,6 +36,7 @@ from fleet.aws import AwsClients
 from fleet.clock import LeaseClock
 from fleet.config import PROFILES, FleetConfig
 from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until_set
+from fleet.deathnotice import DeathNotices, task_arn_from_metadata
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable
 from fleet.history import HistoryWriter
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, StopRequest, optional_int
@@ -75,6 +76,7 @@ class Worker:
         self.reconciler = Reconciler(self)
         self.notices = Notices(self)
         self.releases = Releases(self)
+        self.death_notices = DeathNotices(self)
         self.consumer = consumer(self)
 
     def emit(self, type: str, **fields: Any) -> None:
@@ -367,6 +369,8 @@ async def reach_backend(store: LeaseStore) -> None:
 
 
 async def serve(config: FleetConfig) -> None:
+    if not config.task_arn:
+        config = config.with_changes(task_arn=await task_arn_from_metadata())
     history = HistoryWriter(config.history_path, config.worker_id)
     profile = profile_for(config)
     async with AwsClients(config, profile.client_settings) as aws:

@@ -30,6 +30,7 @@ from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data,
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
+from harness.tasks import LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
 EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
@@ -59,6 +60,9 @@ class ClusterSpec:
     # Run the worker and router processes from this checkout (e.g. a worktree of an older commit); the
     # harness processes (backend, Toxiproxy, simulator) stay ours.
     fleet_root: Path | None = None
+    # Run each worker as a local ECS task whose exit sends a death notice (``harness.tasks``; embedded
+    # backend only).
+    death_notices: bool = False
 
     def fleet_config(self) -> FleetConfig:
         return FleetConfig(profile=self.profile, timescale=self.timescale,  # type: ignore[arg-type]
@@ -71,6 +75,7 @@ class WorkerHandle:
     child: Child | None
     env: dict[str, str]
     proxies: dict[str, str]  # service -> proxy name
+    task_arn: str = ""  # the local ECS task of the running process (``ClusterSpec.death_notices``)
 
     @property
     def pid(self) -> int:
@@ -90,6 +95,7 @@ class Cluster:
         self.router: Child | None = None
         self.workers: dict[str, WorkerHandle] = {}
         self.history = HistoryWriter(str(self.run_dir / "history" / "harness.jsonl"), "harness")
+        self.tasks: LocalTasks | None = None
 
     # -- start ---------------------------------------------------------------------------------------
     def __enter__(self) -> Cluster:
@@ -115,6 +121,12 @@ class Cluster:
             elif self.backend is None:
                 self.backend = start_embedded(self.spec.dynamodb, config=self.config,
                                               log_dir=self.run_dir / "logs")
+            if self.spec.death_notices:
+                if not isinstance(self.backend, EmbeddedBackend):
+                    raise ClusterError("death notices need the embedded backend (its ECS stands in for the "
+                                       "tasks); on AWS they come from EventBridge")
+                self.tasks = LocalTasks(self.backend.env(), self.backend.queue_url, self.history)
+                self.tasks.start()
             self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
             self.upstream = spawn("upstream", self._upstream_argv(), self.run_dir / "logs" / "upstream.log")
             self.router = spawn(
@@ -205,12 +217,17 @@ class Cluster:
                 "AWS_ENDPOINT_URL_DYNAMODB": f"http://{listen['dynamodb']}",
                 "AWS_ENDPOINT_URL_SQS": f"http://{listen['services']}",
                 "AWS_ENDPOINT_URL_CLOUDWATCH": f"http://{listen['services']}",
+                "AWS_ENDPOINT_URL_ECS": f"http://{listen['services']}",
             })
             handle = WorkerHandle(worker_id, None, env, {s: f"{worker_id}-{s}" for s in SERVICE_PROXIES})
             self.workers[worker_id] = handle
+        handle.task_arn = self.tasks.launch(worker_id) if self.tasks is not None else ""
         handle.child = spawn(worker_id, ["python", "-m", "fleet.worker"],
-                             self.run_dir / "logs" / f"{worker_id}.log", env=handle.env, ready_line=False,
+                             self.run_dir / "logs" / f"{worker_id}.log",
+                             env={**handle.env, ENV_VARS["task_arn"]: handle.task_arn}, ready_line=False,
                              cwd=self.fleet_root)
+        if self.tasks is not None:
+            self.tasks.watch(worker_id, handle.child, handle.task_arn)
         if wait:
             self.wait_workers_ready([worker_id])
         return handle
@@ -290,6 +307,8 @@ class Cluster:
     # -- stop ----------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Heal and stop everything started; safe to call twice and after a partial start."""
+        if self.tasks is not None:
+            self.tasks.close()  # the workers stopped now hand off: their exits announce nothing
         if self.toxiproxy is not None:
             with contextlib.suppress(Exception):  # stopping goes on whatever the proxy says
                 self.toxiproxy.reset()

@@ -25,7 +25,9 @@ unknown, e.g. a timeout).
   gen, epoch, sent_ms}], null where unknown}: the store's ground truth, written at the end
   (``harness.ground_truth``); ``final.connection`` {pk, desired_state, lease_owner, owner_gen, epoch,
   last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection item at the end;
-  ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end.
+  ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end;
+  ``task.stopped`` {worker, task, exit_code, outcome}: with death notices on, a worker process exited and
+  its task's STOPPED event was sent to the queue (``harness.tasks``).
 - workers (src = worker id, e.g. ``worker-1``):
   ``worker.start`` {worker, profile, pid}; ``worker.stop`` {worker, reason};
   ``lease.acquire`` {pk, worker, epoch, outcome, expires_ms, via: notify | reconcile | start};
@@ -37,7 +39,9 @@ unknown, e.g. a timeout).
   retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After at the run's time scale,
   when it sent one)};
   ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
-  ``checkpoint`` {pk, worker, epoch, seq, outcome, sent}.
+  ``checkpoint`` {pk, worker, epoch, seq, outcome, sent};
+  ``death.notice`` {worker, task, outcome: confirmed (ECS says the task stopped) | refuted, buried: the
+  incarnations expired by it, ``worker@gen``, reason}.
 - upstream simulator (src ``upstream``):
   ``sub.open`` {pk, session, worker, gen, from_seq}; ``sub.close`` {pk, session, worker, gen, reason:
   client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error | max_age | idle_timeout,

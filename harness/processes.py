@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,15 +127,16 @@ def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     try:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if ready_line else log,
-            stderr=log,
-            env=env if env is not None else python_env(),
-            start_new_session=True,
-            cwd=cwd,
-        )
+        with signals_unblocked():
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if ready_line else log,
+                stderr=log,
+                env=env if env is not None else python_env(),
+                start_new_session=True,
+                cwd=cwd,
+            )
     except OSError as exc:
         raise ProcessError(f"{name}: cannot run {argv[0]}: {exc}") from exc
     finally:
@@ -192,6 +194,18 @@ def _drain_to_log(child: Child) -> None:
                 log.flush()
 
     start_thread(threading.Thread(target=copy, name=f"drain-{child.name}", daemon=True))
+
+
+@contextlib.contextmanager
+def signals_unblocked() -> Iterator[None]:
+    """SIGINT and SIGTERM unblocked in this thread for the block: a child inherits its creator's signal mask,
+    so one started from a ``start_thread`` thread (a worker restarted by a fault) would otherwise never see a
+    SIGTERM, and every stop of it would wait the whole grace period and end in SIGKILL."""
+    previous = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def start_thread(thread: threading.Thread) -> threading.Thread:

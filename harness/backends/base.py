@@ -19,6 +19,8 @@ ENDPOINT_ENV_VARS: dict[str, str] = {
     "sqs": "AWS_ENDPOINT_URL_SQS",
     "cloudwatch": "AWS_ENDPOINT_URL_CLOUDWATCH",
     "route53": "AWS_ENDPOINT_URL_ROUTE_53",
+    "ecs": "AWS_ENDPOINT_URL_ECS",
+    "ec2": "AWS_ENDPOINT_URL_EC2",
 }
 
 # Local emulators accept any credentials; these keep the SDK from looking for real ones.

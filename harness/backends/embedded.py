@@ -99,6 +99,8 @@ def start_embedded(
             "sqs": services.url,
             "cloudwatch": services.url,
             "route53": services.url,
+            "ecs": services.url,  # the local stand-in for ECS tasks (harness.tasks)
+            "ec2": services.url,
         }
         if dynamodb == "moto":
             backend.endpoints["dynamodbstreams"] = ddb_server.url

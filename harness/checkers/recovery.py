@@ -16,7 +16,8 @@ The old owner ``W`` is that part's worker, ``old_end`` its end.
 - ``detect``: when the old lease became claimable: the earlier of W's ``lease.release`` ok and the expiry
   W's last ok lease events before the takeover promised (blog: per-pk ``expires_ms``; hardened:
   worker-level ``lease.renew`` ``expires_ms`` + ``config.clock_tolerance_ms``; the later of both when both
-  exist); None without lease events, or when the lease never lapsed before the end.
+  exist), or when a confirmed death notice buried W's incarnation (``death.notice``, hardened) if earlier;
+  None without lease events, or when the lease never lapsed before the end.
 - ``connect``: the new owner's first ``sub.open`` after t0 (and after its claim).
 - ``resume``: its first ``msg.persist`` ok from then on.
 - ``caught_up``: its first ``msg.persist`` ok whose ``seq_to`` reaches the highest seq emitted before its
@@ -182,7 +183,7 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
         resume_t = _first_after(persisted[0] if persisted else None, t0)
         head_ref = fault.stop_t if fault.stop_t is not None else t0
         caught_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
-    detect_t = _detect(look, pk, old, t0, claim_t, restart, info)
+    detect_t = _detect(look, pk, old, old_consumer, t0, claim_t, restart, info)
     stop_t = _first_after(look.stops.get(pk), t0)
     stopped = look.stopped_at(pk, t0) or (
         stop_t is not None and stop_t <= (caught_up_t if caught_up_t is not None else info.last_t))
@@ -247,8 +248,8 @@ def _recovery_by(look: _Lookups, pk: str, new: str, after: float) -> tuple[float
     return connect_t, resume_t, _caught_up(persisted, connect_t, look.head_before(pk, connect_t))
 
 
-def _detect(look: _Lookups, pk: str, old: str, t0: float, claim_t: float | None, restart: float | None,
-            info: RunInfo) -> float | None:
+def _detect(look: _Lookups, pk: str, old: str, old_consumer: str, t0: float, claim_t: float | None,
+            restart: float | None, info: RunInfo) -> float | None:
     limit = claim_t if claim_t is not None else info.last_t
     if restart is not None:
         limit = min(limit, restart)
@@ -260,11 +261,11 @@ def _detect(look: _Lookups, pk: str, old: str, t0: float, claim_t: float | None,
     if worker_level is not None:
         expiries.append(worker_level + (info.duration("clock_tolerance_ms") or 0.0))
     candidates = [max(expiries)] if expiries else []
-    released = look.releases.get((pk, old))
-    if released is not None:
-        later = released[(released >= t0) & (released < limit)]
-        if later.size:
-            candidates.append(float(later[0]))
+    for ended in (look.releases.get((pk, old)), look.burials.get(old_consumer)):
+        if ended is not None:
+            later = ended[(ended >= t0) & (ended < limit)]
+            if later.size:
+                candidates.append(float(later[0]))
     if not candidates:
         return None
     detect = min(candidates)
@@ -307,6 +308,7 @@ class _Lookups:
     pk_expiry: dict[Any, Arrays]
     worker_expiry: dict[Any, Arrays]
     releases: dict[Any, np.ndarray]
+    burials: dict[Any, np.ndarray]
     losses: dict[Any, np.ndarray]
     starts: dict[Any, np.ndarray]
     stops: dict[Any, np.ndarray]
@@ -334,6 +336,8 @@ class _Lookups:
         emits["seq"] = emits.groupby("pk", sort=False)["seq"].cummax()
         states = desired_states(history)
         stops = states.loc[states["type"] == STOPPED]
+        notices = select(history, "death.notice", ["t", "outcome", "buried"], raw=("buried",))
+        buried = notices.loc[notices["outcome"] == "confirmed"].explode("buried").dropna(subset=["buried"])
         return cls(
             opens=_times(opens, ["pk", "worker"]),
             pk_opens=_pairs(opens, ["pk"], "worker"),
@@ -343,6 +347,7 @@ class _Lookups:
             worker_expiry=_pairs(promised.loc[promised["pk"].isna() & (promised["type"] == "lease.renew")],
                                  ["worker"], "expires_ms"),
             releases=_times(lease.loc[ok & (lease["type"] == "lease.release")], ["pk", "worker"]),
+            burials=_times(buried, ["buried"]),
             losses=_times(lease.loc[lease["type"].isin(["lease.lost", "lease.release"])], ["pk", "worker"]),
             starts=_times(workers, ["worker"]),
             stops=_times(stops, ["pk"]),

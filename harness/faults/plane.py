@@ -12,8 +12,9 @@ worker's proxies disabled: every live connection closed, new ones refused), ``re
 simulator drops live sessions mid-stream), ``aws_reset`` / ``aws_timeout`` (Toxiproxy ``reset_peer`` /
 ``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``toxic`` (any
 toxic, either direction, on any of the worker's proxies, with a partial toxicity drawn afresh every
-``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock), and
-the AWS API failures of ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
+``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock),
+``forged_death_notice`` (a death notice for a running worker's task), and the AWS API failures of
+``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
 Faults may overlap: the runner starts and stops them from several threads, so a fault keeps its own state
 and ``Nemesis`` only appends to and removes from its list of active faults.
@@ -197,6 +198,17 @@ class AwsTimeout(ToxicFault):
     defaults: ClassVar[dict[str, Any]] = {**ToxicFault.defaults, "type": "timeout", "attributes": {"timeout": 0}}
 
 
+class ForgedDeathNotice(Fault):
+    """A death notice for the target's task while its process runs (``harness.tasks``): what a wrong, late
+    or malicious sender could put on the queue.  The fleet must confirm with ECS and change nothing."""
+
+    def start(self, cluster: Cluster) -> None:
+        handle = self._worker(cluster)
+        if cluster.tasks is None or not handle.task_arn:
+            raise FaultError("forged_death_notice: the run has no death notices (scenario death_notices: true)")
+        cluster.tasks.send_notice(handle.task_arn, "forged: the task is running")
+
+
 class ClockSkew(Fault):
     def start(self, cluster: Cluster) -> None:
         self._worker(cluster)
@@ -213,7 +225,7 @@ REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
     "kill": Kill, "term": Term, "restart": Restart, "pause": Pause,
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
-    "clock_skew": ClockSkew,
+    "clock_skew": ClockSkew, "forged_death_notice": ForgedDeathNotice,
     **AWS_API_FAULTS,
 }
 

@@ -27,7 +27,8 @@ def load_dir(folder: Path) -> dict[str, ScenarioSpec]:
 
 
 # the order the catalog is listed and tested in; files not named here follow in file-name order
-LISTED = ("crash", "graceful", "pause", "partition_aws", "partition_upstream", "mid_op_drop", "clock_skew")
+LISTED = ("crash", "crash_notice", "graceful", "pause", "partition_aws", "partition_upstream", "mid_op_drop",
+          "clock_skew")
 _LOADED = load_dir(CATALOG_DIR)
 SCENARIOS: dict[str, ScenarioSpec] = {name: _LOADED[name] for name in (
     *(n for n in LISTED if n in _LOADED), *(n for n in _LOADED if n not in LISTED))}

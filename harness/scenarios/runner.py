@@ -96,7 +96,7 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
     spec = ClusterSpec(workers=workers, profile=profile, timescale=float(run.setting("timescale")),
                        run_dir=run.run_dir, dynamodb=run.dynamodb, rate=float(run.setting("rate")), seed=seed,
                        localstack_url=run.localstack_url, fleet_root=run.fleet_root, overrides=run.overrides,
-                       upstream=run.scenario.upstream)
+                       upstream=run.scenario.upstream, death_notices=run.scenario.death_notices)
     config = spec.fleet_config()
     plan = run.scenario.expand(profile, seed, config, workers)
     started = time.monotonic()
@@ -117,6 +117,7 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
                 schedule=[s.to_json() for s in plan.steps], workload=[o.to_json() for o in plan.ops],
                 fault_model=fault_model(plan.steps, config), scenario_file=run.scenario.path,
                 upstream=run.scenario.upstream or None, settings=run.overrides or None,
+                death_notices=run.scenario.death_notices or None,
                 # hardened: the owner reads its STOP mailbox with the next renewal (a heartbeat), whose answer
                 # may take the request timeout, and a failed renewal is retried within another heartbeat
                 stop_bound_ms=config.scaled_ms(2 * config.heartbeat_ms + config.aws_timeout_ms if profile == "hardened"

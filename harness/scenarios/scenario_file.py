@@ -20,6 +20,8 @@ regression scenarios and every generated or shrunk schedule are written in this 
     bounds:                          # recovery bound per fault kind (``any``: every other kind), in ms
       pause: {hardened: 1.1*lease + 500, default: lease + reconcile}
     xfail: "why it is known to fail" # optional (regression scenarios): a strict expected failure
+    death_notices: true              # optional: a worker process that exits sends a death notice
+                                     # (``harness.tasks``), as ECS and EventBridge do on AWS
 
 Numbers may be expressions (``harness.scenarios.expressions``): names are the configured durations at
 the run's time scale, in seconds in ``*_s`` fields and in ms in bounds, ``*_ms`` params and toxic
@@ -56,7 +58,7 @@ OPS = ("start", "stop")
 ANY_KIND = "any"
 DEFAULT_PROFILE = "default"
 TOP_LEVEL = {"name", "description", "profile", "workers", "connections", "rate", "timescale", "seed", "vars",
-             "workload", "faults", "bounds", "xfail", "upstream"}
+             "workload", "faults", "bounds", "xfail", "upstream", "death_notices"}
 # The simulated upstream's gateway limits a scenario may set (``python -m harness.upstream_sim --help``):
 # handshakes a second at scale 1, and the bucket's size.
 UPSTREAM_SETTINGS = ("handshake_quota", "handshake_burst")
@@ -117,6 +119,7 @@ class ScenarioSpec:
     bounds: dict[str, Any] = field(default_factory=dict)
     xfail: str | None = None
     upstream: dict[str, float] = field(default_factory=dict)  # UPSTREAM_SETTINGS
+    death_notices: bool = False
     path: str = "<scenario>"
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +130,8 @@ class ScenarioSpec:
                 data[key] = getattr(self, key)
         if self.xfail:
             data["xfail"] = self.xfail
+        if self.death_notices:
+            data["death_notices"] = True
         return data
 
     def expand(self, profile: str, seed: int, config: FleetConfig, workers: int) -> Plan:
@@ -250,12 +255,15 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
     for key, kind in (("description", str), ("xfail", str)):
         if key in data and data[key] is not None and not isinstance(data[key], kind):
             raise fail(key, "must be text")
+    if not isinstance(data.get("death_notices", False), bool):
+        raise fail("death_notices", "must be true or false")
     spec = ScenarioSpec(
         name=name, description=data.get("description") or "", profile=values["profile"],
         workers=values["workers"], connections=values["connections"], rate=float(values["rate"]),
         timescale=float(values["timescale"]), seed=values["seed"], vars=_mapping(data, "vars", fail),
         workload=_list(data, "workload", fail), faults=_list(data, "faults", fail),
-        bounds=_mapping(data, "bounds", fail), xfail=data.get("xfail"), upstream=_upstream(data, fail), path=path,
+        bounds=_mapping(data, "bounds", fail), xfail=data.get("xfail"), upstream=_upstream(data, fail),
+        death_notices=bool(data.get("death_notices", False)), path=path,
     )
     _validate_entries(spec, fail)
     for profile in PROFILES:  # every expression must evaluate, for every profile

@@ -3,7 +3,8 @@
 
 * the catalog: every scenario on ``hardened`` and ``blog``.  ``hardened`` must be valid: no duplicate claim,
   no lost sequence, recovery within its bound.  ``blog`` is measured; where the published design is known
-  to break an invariant the test asserts that the checkers report that specific finding;
+  to break an invariant the test asserts that the checkers report that specific finding.  A scenario with
+  death notices runs on ``hardened`` only (``blog`` drops notices: its run would be the one without);
 * ``unsafe`` shows the duplicate-claims checker catches double ownership;
 * a short exploration: a few generated schedules (fixed seeds) on ``hardened``, each a test ``explore-<seed>``;
 * the regression scenarios (``harness/scenarios/regressions/*.yaml``), each a test named after its file; a
@@ -74,11 +75,30 @@ def _check_blog(name: str, verdict: dict[str, Any]) -> None:
         assert verdict["duplicate_claims"] > 0
 
 
-@pytest.mark.parametrize(("name", "profile"), [(n, p) for n in SCENARIOS for p in ("hardened", "blog")])
+def _check_notices(verdict: dict[str, Any]) -> None:
+    """The forged notice was refuted and changed nothing; the killed worker's was confirmed, and its streams
+    were taken on it, not at its lease's expiry."""
+    events = _history(verdict["run_dir"])
+    notices = [e for e in events if e["type"] == "death.notice"]
+    forged = next(e for e in events if e["type"] == "fault.start" and e["kind"] == "forged_death_notice")
+    killed = next(e for e in events if e["type"] == "fault.start" and e["kind"] == "kill")
+    assert [n["buried"] for n in notices if n["outcome"] == "refuted"] == [[]]
+    assert not [e for e in events if e["type"] == "lease.acquire" and e.get("outcome") == "ok"
+                and forged["t"] < e["t"] < killed["t"]]
+    [confirmed] = [n for n in notices if n["outcome"] == "confirmed"]
+    assert [b.split("@")[0] for b in confirmed["buried"]] == [killed["target"]]
+    lease_ms = verdict["config"]["lease_ms"]
+    assert verdict["phases_ms"]["detect"]["max"] < lease_ms / 2
+
+
+@pytest.mark.parametrize(("name", "profile"), [
+    (n, p) for n in SCENARIOS for p in (("hardened",) if SCENARIOS[n].death_notices else ("hardened", "blog"))])
 def test_scenario(scenario: RunScenario, name: str, profile: str) -> None:
     verdict = scenario(SCENARIOS[name], profile)
     if profile == "hardened":
         _assert_valid(verdict)
+        if SCENARIOS[name].death_notices:
+            _check_notices(verdict)
     else:
         _check_blog(name, verdict)
 

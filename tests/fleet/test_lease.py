@@ -362,6 +362,22 @@ def test_register_is_conditional_and_never_lowers_the_expiry() -> None:
         "pk": "w1", "gen": "gen-z", "expires_at_ms": dead + int(rules.lease_ms)}
 
 
+def test_a_death_notice_buries_only_the_incarnation_on_the_stopped_task() -> None:
+    """Registered on a task, an incarnation names it; re-registered without one (or on another), the old
+    task is gone from the item, so a late notice for it matches nothing.  Buried, the incarnation is dead
+    at once and can never renew."""
+    rules = HardenedRules(model_config("hardened"))
+    item = rules.register(ME, 1_000, task_arn="task/a").apply(None)
+    assert item["task_arn"] == "task/a"
+    bury = rules.bury(WorkerRecord.from_item(item))
+    assert not bury.allowed({**item, "gen": "gen-z"}) and not bury.allowed({**item, "task_arn": "task/b"})
+    buried = bury.apply(item)
+    assert rules.dead(WorkerRecord.from_item(buried), int(rules.tolerance_ms) + 1)  # any time from now on
+    assert not rules.renew_worker(ME, 1_500, frozenset()).allowed(buried)
+    dead = 1_000 + int(rules.lease_ms + rules.tolerance_ms) + 1
+    assert "task_arn" not in rules.register(OTHER_GEN, dead).apply(item)
+
+
 
 # -- issue 10, I2 vs I5: a STOPPED stream whose owner died is drained once --------------------------------
 HARDENED = HardenedRules(model_config("hardened"))

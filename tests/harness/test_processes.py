@@ -44,3 +44,24 @@ def test_a_harness_thread_leaves_ctrl_c_to_the_main_thread() -> None:
     thread.join()
     assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_a_child_started_from_a_harness_thread_still_answers_sigterm(tmp_path: Path) -> None:
+    """A fault restarts a worker from a runner thread, whose SIGINT and SIGTERM are blocked; the child
+    inherited that mask, ignored every SIGTERM, and each stop of it waited the whole grace, then killed it
+    (the graceful scenario's 25 s teardown)."""
+    import signal
+    import threading
+
+    from harness.processes import start_thread
+
+    script = ("import json, signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+              "print(json.dumps({'ready': True}), flush=True)\n"
+              "time.sleep(60)\n")
+    started = []
+    start_thread(threading.Thread(target=lambda: started.append(
+        spawn("sleeper", ["python", "-c", script], tmp_path / "sleeper.log")))).join()
+    [child] = started
+    child.signal(signal.SIGTERM)
+    assert child.wait(10.0) == 0

@@ -61,6 +61,8 @@ locals {
     WSFLEET_HISTORY_PATH       = ""
     WSFLEET_CLOCK_OFFSET_FILE  = ""
     WSFLEET_CLOCK_OFFSET_MS    = ""
+    # Read from the task metadata endpoint (death notices name the task).
+    WSFLEET_TASK_ARN = ""
   }
   fleet_environment = merge(local.fleet_settable, var.fleet_settings, local.fleet_deployment)
 }
@@ -129,4 +131,47 @@ module "alarms" {
   metric_namespace       = local.metric_namespace
   dead_letter_queue_name = var.dead_letter_queue_name
   alarm_actions          = var.alarm_actions
+}
+
+# Death notices: ECS reports a worker task STOPPED (its process has exited); EventBridge puts the event on
+# the workers' queue, where a worker confirms it with DescribeTasks and takes that task's streams at once
+# instead of at lease expiry (fleet/deathnotice.py).  The queue accepts these events from this rule only.
+resource "aws_cloudwatch_event_rule" "worker_stopped" {
+  name        = "${var.name}-worker-stopped"
+  description = "wsfleet: a worker task stopped; its streams can be taken at once"
+  event_pattern = jsonencode({
+    source        = ["aws.ecs"]
+    "detail-type" = ["ECS Task State Change"]
+    detail = {
+      clusterArn = ["arn:${data.aws_partition.current.partition}:ecs:${local.region}:${data.aws_caller_identity.current.account_id}:cluster/${module.workers.cluster_name}"]
+      lastStatus = ["STOPPED"]
+    }
+  })
+}
+
+resource "aws_cloudwatch_event_target" "worker_stopped" {
+  rule = aws_cloudwatch_event_rule.worker_stopped.name
+  arn  = module.queue.queue_arn
+}
+
+data "aws_iam_policy_document" "queue_death_notices" {
+  statement {
+    sid       = "DeathNotices"
+    actions   = ["sqs:SendMessage"]
+    resources = [module.queue.queue_arn]
+    principals {
+      type        = "Service"
+      identifiers = ["events.amazonaws.com"]
+    }
+    condition {
+      test     = "ArnEquals"
+      variable = "aws:SourceArn"
+      values   = [aws_cloudwatch_event_rule.worker_stopped.arn]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "death_notices" {
+  queue_url = module.queue.queue_url
+  policy    = data.aws_iam_policy_document.queue_death_notices.json
 }

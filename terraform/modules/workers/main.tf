@@ -1,6 +1,6 @@
 # The workers in one region: an ECS cluster and a Fargate service running `python -m fleet.worker` from
 # the repository's image, with its logs in CloudWatch Logs, a task role that grants exactly the DynamoDB,
-# SQS and CloudWatch operations the worker's code calls (tests/deploy derives them from fleet/ with `ast`),
+# SQS, CloudWatch and ECS operations the worker's code calls (tests/deploy derives them from fleet/ with `ast`),
 # and an execution role that may only pull the image and write the log group.
 
 data "aws_partition" "current" {}
@@ -12,6 +12,7 @@ locals {
   region         = data.aws_region.current.name
   account_id     = data.aws_caller_identity.current.account_id
   container_name = "worker"
+  cluster_name   = "${var.name}-fleet"
   # The one writable path of the read-only container: a task volume (Fargate ephemeral storage) at /tmp.
   scratch_volume = "tmp"
   log_group_name = "/ecs/${var.name}-worker"
@@ -113,6 +114,13 @@ data "aws_iam_policy_document" "task_fleet" {
     resources = [var.queue_arn]
   }
 
+  # A death notice is believed only once ECS itself says the task stopped (fleet/deathnotice.py).
+  statement {
+    sid       = "DeathNotices"
+    actions   = ["ecs:DescribeTasks"]
+    resources = ["arn:${local.partition}:ecs:${local.region}:${local.account_id}:task/${local.cluster_name}/*"]
+  }
+
   statement {
     sid       = "Metrics"
     actions   = ["cloudwatch:PutMetricData"]
@@ -179,7 +187,7 @@ resource "aws_cloudwatch_log_group" "worker" {
 }
 
 resource "aws_ecs_cluster" "fleet" {
-  name = "${var.name}-fleet"
+  name = local.cluster_name
 
   setting {
     name  = "containerInsights"

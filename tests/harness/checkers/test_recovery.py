@@ -92,6 +92,22 @@ def test_a_release_detects_at_once(build) -> None:
     assert (row["detect_t"], row["claim_t"], row["step_claim_ms"]) == (5100, 5300, 200)
 
 
+def test_a_confirmed_death_notice_detects_at_the_burial(build) -> None:
+    """A death notice buried worker-1's incarnation 100 ms after the kill, long before its lease lapsed (6600):
+    detected then.  A refuted notice, or one burying someone else, detects nothing."""
+    owned_by_worker_1(build, worker_level=True, renew_until=4500).fault(5000, "kill", "worker-1")
+    build.at(5050, "death.notice", "worker-3", worker="worker-3", task="t/other", outcome="refuted", buried=[])
+    build.at(5080, "death.notice", "worker-3", worker="worker-3", task="t/x", outcome="confirmed",
+             buried=["worker-3@old"])
+    build.at(5100, "death.notice", "worker-2", worker="worker-2", task="t/1", outcome="confirmed",
+             buried=["worker-1"])
+    taken_over_by_worker_2(build, claim_t=5300)
+
+    row = only_row(check_recovery(build.frame()))
+
+    assert (row["detect_t"], row["claim_t"]) == (5100, 5300)
+
+
 def test_a_reconnect_in_place_has_no_claim(build) -> None:
     owned_by_worker_1(build, renew_until=12000).fault(5000, "partition_upstream", "worker-1", stop_t=5400)
     build.session(PK, "worker-1", 5500)

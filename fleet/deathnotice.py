@@ -1,0 +1,119 @@
+"""Death notices: ECS says a task has stopped, so the worker incarnation it ran has exited and can never
+write again; its streams are taken at once instead of when its lease lapses.
+
+A notice is the EventBridge event ``ECS Task State Change`` with ``lastStatus`` STOPPED, delivered to the
+workers' queue (terraform: an EventBridge rule; locally the harness's supervisor sends the same shape when a
+worker process exits).  Nothing in a queue message is trusted: before acting, the receiver asks ECS itself
+(``DescribeTasks``, through the store) whether the task has stopped.  A forged, wrong or early notice (the
+task RUNNING, or unknown to ECS) changes nothing.  Confirmed, every incarnation registered with that task
+(``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
+conditioned on its generation and task), so its streams are claimable (the owner can never renew) and the
+receiver sweeps at once.  A late notice for a worker id registered since by a new incarnation touches only
+the dead one.  A paused or partitioned worker's task is RUNNING: no notice, and its streams wait for its
+lease to lapse, as before.
+
+If the store cannot answer (ECS or DynamoDB down) the notice goes back to the queue; a profile without
+worker liveness (``blog``) has nothing to bury and drops it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from fleet.errors import ConditionFailed, StoreError
+from fleet.logline import log
+
+if TYPE_CHECKING:
+    from fleet.worker import Worker
+
+TASK_STATE_CHANGE = "ECS Task State Change"
+METADATA_URI = "ECS_CONTAINER_METADATA_URI_V4"  # set by ECS in every container
+
+
+async def task_arn_from_metadata(environ: Mapping[str, str] = os.environ, timeout_s: float = 2.0) -> str:
+    """On ECS, the ARN of the task running this process, from the task metadata endpoint; elsewhere, or if
+    the endpoint does not answer (then logged), "": the worker runs, and death notices cannot name it."""
+    base = environ.get(METADATA_URI)
+    if not base:
+        return ""
+    try:
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(f"{base}/task") as response:
+            task = await response.json(content_type=None)
+        return str(task["TaskARN"])
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+        log("task_metadata.error", error=f"{type(exc).__name__}: {exc}")
+        return ""
+
+
+@dataclass(frozen=True)
+class DeathNotice:
+    """A task of ``cluster`` reported STOPPED (``reason``: ECS's ``stoppedReason``)."""
+
+    task_arn: str
+    cluster: str
+    reason: str = ""
+
+    def event(self) -> dict[str, Any]:
+        """The EventBridge event that says so (the body a notice arrives with)."""
+        return {
+            "version": "0",
+            "source": "aws.ecs",
+            "detail-type": TASK_STATE_CHANGE,
+            "detail": {"taskArn": self.task_arn, "clusterArn": self.cluster, "lastStatus": "STOPPED",
+                       "desiredStatus": "STOPPED", "stoppedReason": self.reason},
+        }
+
+
+def parse_death_notice(body: Mapping[str, Any]) -> DeathNotice | None:
+    """The notice an ECS task state change event carries: None unless the task is STOPPED and named."""
+    detail = body.get("detail")
+    if body.get("detail-type") != TASK_STATE_CHANGE or not isinstance(detail, Mapping):
+        return None
+    arn, cluster = detail.get("taskArn"), detail.get("clusterArn")
+    if detail.get("lastStatus") != "STOPPED" or not isinstance(arn, str) or not isinstance(cluster, str):
+        return None
+    if not arn or not cluster:
+        return None
+    return DeathNotice(arn, cluster, str(detail.get("stoppedReason", "")))
+
+
+class DeathNotices:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def on_notice(self, notice: DeathNotice) -> bool:
+        """Verify and act on one notice; False when it could not be settled (it goes back to the queue)."""
+        w = self.w
+        if not w.profile.buries:
+            return True
+        try:
+            stopped = await w.store.task_stopped(notice.cluster, notice.task_arn)
+            registered = await w.store.workers() if stopped else {}
+        except StoreError as exc:
+            log("death_notice.error", task=notice.task_arn, error=str(exc))
+            return False
+        buried: list[str] = []
+        for record in registered.values():
+            write = w.rules.bury(record)
+            if record.task_arn != notice.task_arn or write is None:
+                continue
+            try:
+                await w.store.execute(w.config.workers_table, write)
+            except ConditionFailed:
+                continue  # replaced, or buried by another receiver
+            except StoreError as exc:
+                log("death_notice.error", task=notice.task_arn, error=str(exc))
+                return False
+            buried.append(f"{record.worker_id}@{record.gen}")
+        w.emit("death.notice", task=notice.task_arn, outcome="confirmed" if stopped else "refuted",
+               buried=buried, reason=notice.reason[:200])
+        log("death_notice", task=notice.task_arn, stopped=stopped, buried=buried)
+        if buried:
+            w.reconciler.request_sweep()
+        return True

@@ -1,0 +1,120 @@
+"""Worker processes as ECS tasks, locally: what makes a death notice (``fleet.deathnotice``) real here.
+
+Each worker process runs as a task registered in the embedded backend's ECS (moto server): the task is
+started with the process (``LocalTasks.launch``: its ARN goes to the worker as ``WSFLEET_TASK_ARN``) and a
+supervisor thread watches every process.  When one exits, for whatever reason (a kill fault, a crash, a
+graceful stop), the supervisor does what ECS and EventBridge do on AWS: the task is stopped (``StopTask``,
+so ``DescribeTasks`` reports it STOPPED to a worker that checks) and the ``ECS Task State Change`` event is
+sent to the workers' queue.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history
+when the notice is sent.  A paused or partitioned worker's process is still running: no notice.
+
+The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
+network path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from fleet.deathnotice import DeathNotice
+from fleet.history import HistoryWriter
+from harness.backends.base import BackendError
+from harness.backends.resources import client
+from harness.processes import Child
+
+CLUSTER = "wsfleet"
+TASK_FAMILY = "wsfleet-worker"
+POLL_S = 0.01  # how often the supervisor looks at the processes: a notice leaves this long after the exit
+_AMI = "ami-12c6146b"  # any image id: moto's EC2 only records it
+
+
+@dataclass
+class _Watched:
+    worker_id: str
+    child: Child
+    task_arn: str
+
+
+class LocalTasks:
+    """The ECS cluster of one topology and the supervisor of its worker processes."""
+
+    def __init__(self, env: Mapping[str, str], queue_url: str, history: HistoryWriter) -> None:
+        self.queue_url = queue_url
+        self.history = history
+        self._ecs = client(env, "ecs")
+        self._sqs = client(env, "sqs")
+        self._ec2 = client(env, "ec2")
+        self.cluster_arn = ""
+        self._watched: list[_Watched] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Create the cluster (one container instance, the worker task definition) and the supervisor."""
+        try:
+            self.cluster_arn = self._ecs.create_cluster(clusterName=CLUSTER)["cluster"]["clusterArn"]
+            instance = self._ec2.run_instances(ImageId=_AMI, MinCount=1, MaxCount=1)["Instances"][0]
+            document = json.dumps({"instanceId": instance["InstanceId"], "region": self._ecs.meta.region_name,
+                                   "availabilityZone": instance["Placement"]["AvailabilityZone"]})
+            self._ecs.register_container_instance(cluster=CLUSTER, instanceIdentityDocument=document)
+            self._ecs.register_task_definition(
+                family=TASK_FAMILY, containerDefinitions=[{"name": "worker", "image": "wsfleet", "memory": 4}])
+        except (BotoCoreError, ClientError) as exc:
+            raise BackendError(f"preparing the local ECS cluster at {self._ecs.meta.endpoint_url}: {exc}") from exc
+        self._thread = threading.Thread(target=self._supervise, name="task-supervisor", daemon=True)
+        self._thread.start()
+
+    def launch(self, worker_id: str) -> str:
+        """A new task for a worker process about to start: its ARN."""
+        try:
+            answer = self._ecs.run_task(cluster=CLUSTER, taskDefinition=TASK_FAMILY, count=1, startedBy=worker_id)
+        except (BotoCoreError, ClientError) as exc:
+            raise BackendError(f"starting a task for {worker_id}: {exc}") from exc
+        tasks = answer.get("tasks", [])
+        if not tasks:
+            raise BackendError(f"starting a task for {worker_id}: {answer.get('failures')}")
+        return str(tasks[0]["taskArn"])
+
+    def watch(self, worker_id: str, child: Child, task_arn: str) -> None:
+        """Supervise ``child``, running as ``task_arn``, until it exits."""
+        with self._lock:
+            self._watched.append(_Watched(worker_id, child, task_arn))
+
+    def close(self) -> None:
+        """Stop supervising: the processes still running are being stopped by their owner."""
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _supervise(self) -> None:
+        while not self._closed.wait(POLL_S):
+            with self._lock:
+                exited = [w for w in self._watched if not w.child.running()]
+                self._watched = [w for w in self._watched if w not in exited]
+            for watched in exited:
+                self._notify(watched)
+
+    def send_notice(self, task_arn: str, reason: str) -> None:
+        """Send the ``ECS Task State Change`` event saying ``task_arn`` STOPPED to the workers' queue, as
+        EventBridge would (whether or not it did stop: a forged notice is this alone)."""
+        notice = DeathNotice(task_arn, self.cluster_arn, reason)
+        self._sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(notice.event()))
+
+    def _notify(self, watched: _Watched) -> None:
+        code = watched.child.process.returncode
+        reason = f"Essential container in task exited (exit code {code})"
+        try:
+            self._ecs.stop_task(cluster=CLUSTER, task=watched.task_arn, reason=reason)
+            self.send_notice(watched.task_arn, reason)
+        except (BotoCoreError, ClientError) as exc:  # the run goes on: its streams lapse as without notices
+            self.history.emit("task.stopped", worker=watched.worker_id, task=watched.task_arn, exit_code=code,
+                              outcome="fail", note=str(exc)[:200])
+            return
+        self.history.emit("task.stopped", worker=watched.worker_id, task=watched.task_arn, exit_code=code,
+                          outcome="ok")
