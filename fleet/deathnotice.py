@@ -1,10 +1,11 @@
 """Death notices: ECS says a task has stopped, so the worker incarnation it ran has exited and can never
 write again; its streams are taken at once instead of when its lease lapses.
 
-A notice is the EventBridge event ``ECS Task State Change`` with ``lastStatus`` STOPPED, delivered to the
-workers' queue (terraform: an EventBridge rule; locally the harness's supervisor sends the same shape when a
-worker process exits).  Nothing in a queue message is trusted: before acting, the receiver asks ECS itself
-(``DescribeTasks``, through the store) whether the task has stopped.  A forged, wrong or early notice (the
+A notice is the EventBridge event ``ECS Task State Change`` of a task whose process exited (the task
+STOPPED, or its containers STOPPED while the task deprovisions), delivered to the workers' queue (terraform:
+an EventBridge rule; locally the harness's supervisor sends the same events when a worker process exits).
+Nothing in a queue message is trusted: before acting, the receiver asks ECS itself (``DescribeTasks``,
+through the store) whether the task's process has exited.  A forged, wrong or early notice (the
 task RUNNING, or unknown to ECS) changes nothing.  Confirmed, every incarnation registered with that task
 (``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
 conditioned on its generation and task), so its streams are claimable (the owner can never renew) and the
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from fleet.worker import Worker
 
 TASK_STATE_CHANGE = "ECS Task State Change"
+STOPPED = "STOPPED"
 METADATA_URI = "ECS_CONTAINER_METADATA_URI_V4"  # set by ECS in every container
 
 
@@ -51,36 +53,55 @@ async def task_arn_from_metadata(environ: Mapping[str, str] = os.environ, timeou
         return ""
 
 
+def _exited(task: Mapping[str, Any]) -> bool:
+    """Whether an ECS task (an event's ``detail``, or a DescribeTasks entry) says its process has exited:
+    the task is STOPPED, or every container of it is (Fargate reports the container STOPPED at once, then
+    the task STOPPING, DEPROVISIONING and, often tens of seconds later, STOPPED; each is an event)."""
+    if task.get("lastStatus") == STOPPED:
+        return True
+    containers = task.get("containers")
+    return (isinstance(containers, list) and bool(containers)
+            and all(isinstance(c, Mapping) and c.get("lastStatus") == STOPPED for c in containers))
+
+
 @dataclass(frozen=True)
 class DeathNotice:
-    """A task of ``cluster`` reported STOPPED (``reason``: ECS's ``stoppedReason``)."""
+    """A task of ``cluster`` whose process exited (``reason``: ECS's ``stoppedReason``)."""
 
     task_arn: str
     cluster: str
     reason: str = ""
 
-    def event(self) -> dict[str, Any]:
-        """The EventBridge event that says so (the body a notice arrives with)."""
+    def event(self, task_status: str = STOPPED, exit_code: int | None = None) -> dict[str, Any]:
+        """The EventBridge event that says so (the body a notice arrives with): the task at ``task_status``,
+        its container STOPPED with ``exit_code``."""
+        container: dict[str, Any] = {"name": "worker", "lastStatus": STOPPED}
+        if exit_code is not None:
+            container["exitCode"] = exit_code
         return {
             "version": "0",
             "source": "aws.ecs",
             "detail-type": TASK_STATE_CHANGE,
-            "detail": {"taskArn": self.task_arn, "clusterArn": self.cluster, "lastStatus": "STOPPED",
-                       "desiredStatus": "STOPPED", "stoppedReason": self.reason},
+            "detail": {"taskArn": self.task_arn, "clusterArn": self.cluster, "lastStatus": task_status,
+                       "desiredStatus": STOPPED, "stoppedReason": self.reason, "containers": [container]},
         }
 
 
 def parse_death_notice(body: Mapping[str, Any]) -> DeathNotice | None:
-    """The notice an ECS task state change event carries: None unless the task is STOPPED and named."""
+    """The notice an ECS task state change event carries: None unless its process exited and it is named."""
     detail = body.get("detail")
-    if body.get("detail-type") != TASK_STATE_CHANGE or not isinstance(detail, Mapping):
+    if body.get("detail-type") != TASK_STATE_CHANGE or not isinstance(detail, Mapping) or not _exited(detail):
         return None
     arn, cluster = detail.get("taskArn"), detail.get("clusterArn")
-    if detail.get("lastStatus") != "STOPPED" or not isinstance(arn, str) or not isinstance(cluster, str):
-        return None
-    if not arn or not cluster:
+    if not isinstance(arn, str) or not isinstance(cluster, str) or not arn or not cluster:
         return None
     return DeathNotice(arn, cluster, str(detail.get("stoppedReason", "")))
+
+
+def exited_in(described: Mapping[str, Any], task_arn: str) -> bool:
+    """Whether a DescribeTasks answer says the process of ``task_arn`` has exited (unknown: no)."""
+    return any(isinstance(t, Mapping) and t.get("taskArn") == task_arn and _exited(t)
+               for t in described.get("tasks", []))
 
 
 class DeathNotices:
@@ -99,10 +120,11 @@ class DeathNotices:
             log("death_notice.error", task=notice.task_arn, error=str(exc))
             return False
         buried: list[str] = []
+        now = w.clock.now_ms()
         for record in registered.values():
             write = w.rules.bury(record)
-            if record.task_arn != notice.task_arn or write is None:
-                continue
+            if record.task_arn != notice.task_arn or write is None or w.rules.dead(record, now):
+                continue  # not that task's, or dead already (buried by an earlier notice of the same exit)
             try:
                 await w.store.execute(w.config.workers_table, write)
             except ConditionFailed:

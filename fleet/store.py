@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.aws import AwsClients, aws_errors
-from fleet.deathnotice import DeathNotice, parse_death_notice
+from fleet.deathnotice import DeathNotice, exited_in, parse_death_notice
 from fleet.errors import StoreError, StoreUnavailable
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
@@ -292,11 +292,11 @@ class LeaseStore:
         return found
 
     async def task_stopped(self, cluster: str, task_arn: str) -> bool:
-        """Whether ECS reports the task STOPPED (False when it is running or unknown)."""
+        """Whether ECS reports the task's process exited (``fleet.deathnotice.exited_in``; False when it runs
+        or ECS does not know the task)."""
         async with aws_errors("describe the task", self.aws.errors):
             response = await self.aws.ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
-        return any(t.get("taskArn") == task_arn and t.get("lastStatus") == "STOPPED"
-                   for t in response.get("tasks", []))
+        return exited_in(response, task_arn)
 
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:

@@ -4,9 +4,10 @@ Each worker process runs as a task registered in the embedded backend's ECS (mot
 started with the process (``LocalTasks.launch``: its ARN goes to the worker as ``WSFLEET_TASK_ARN``) and a
 supervisor thread watches every process.  When one exits, for whatever reason (a kill fault, a crash, a
 graceful stop), the supervisor does what ECS and EventBridge do on AWS: the task is stopped (``StopTask``,
-so ``DescribeTasks`` reports it STOPPED to a worker that checks) and the ``ECS Task State Change`` event is
-sent to the workers' queue.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history
-when the notice is sent.  A paused or partitioned worker's process is still running: no notice.
+so ``DescribeTasks`` reports it STOPPED to a worker that checks) and ``ECS Task State Change`` events go to
+the workers' queue: the container STOPPED (the task deprovisioning) at once, the task STOPPED
+``DEPROVISION_S`` later.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history when
+the first is sent.  A paused or partitioned worker's process is still running: no notice.
 
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
 network path.
@@ -14,8 +15,10 @@ network path.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,6 +33,10 @@ from harness.processes import Child
 CLUSTER = "wsfleet"
 TASK_FAMILY = "wsfleet-worker"
 POLL_S = 0.01  # how often the supervisor looks at the processes: a notice leaves this long after the exit
+# From the container's STOPPED event to the task's (Fargate deprovisions the task in between, often for tens
+# of seconds; here one second, so a first event taken by the dead worker's own last long poll is followed
+# soon by another).
+DEPROVISION_S = 1.0
 _AMI = "ami-12c6146b"  # any image id: moto's EC2 only records it
 
 
@@ -92,29 +99,42 @@ class LocalTasks:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 
+    def send_notice(self, task_arn: str, reason: str, task_status: str = "STOPPED",
+                    exit_code: int | None = None) -> None:
+        """Send an ``ECS Task State Change`` event for ``task_arn`` (at ``task_status``, its container
+        STOPPED) to the workers' queue, as EventBridge would, whether or not the task did stop: a forged
+        notice is this alone."""
+        event = DeathNotice(task_arn, self.cluster_arn, reason).event(task_status, exit_code)
+        self._sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(event))
+
     def _supervise(self) -> None:
+        later: list[tuple[float, _Watched, str]] = []  # (when, task, reason): the task's STOPPED event
         while not self._closed.wait(POLL_S):
             with self._lock:
                 exited = [w for w in self._watched if not w.child.running()]
                 self._watched = [w for w in self._watched if w not in exited]
             for watched in exited:
-                self._notify(watched)
+                reason = self._exited(watched)
+                if reason is not None:
+                    later.append((time.monotonic() + DEPROVISION_S, watched, reason))
+            due = [entry for entry in later if entry[0] <= time.monotonic()]
+            later = [entry for entry in later if entry not in due]
+            for _, watched, reason in due:
+                with contextlib.suppress(BotoCoreError, ClientError):  # the first event was sent
+                    self.send_notice(watched.task_arn, reason)
 
-    def send_notice(self, task_arn: str, reason: str) -> None:
-        """Send the ``ECS Task State Change`` event saying ``task_arn`` STOPPED to the workers' queue, as
-        EventBridge would (whether or not it did stop: a forged notice is this alone)."""
-        notice = DeathNotice(task_arn, self.cluster_arn, reason)
-        self._sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(notice.event()))
-
-    def _notify(self, watched: _Watched) -> None:
+    def _exited(self, watched: _Watched) -> str | None:
+        """The process exited: stop its task, send the event of its container STOPPED (the task now
+        deprovisioning) and say so in the history; the reason, or None if the backend refused."""
         code = watched.child.process.returncode
         reason = f"Essential container in task exited (exit code {code})"
         try:
             self._ecs.stop_task(cluster=CLUSTER, task=watched.task_arn, reason=reason)
-            self.send_notice(watched.task_arn, reason)
+            self.send_notice(watched.task_arn, reason, task_status="DEPROVISIONING", exit_code=code)
         except (BotoCoreError, ClientError) as exc:  # the run goes on: its streams lapse as without notices
             self.history.emit("task.stopped", worker=watched.worker_id, task=watched.task_arn, exit_code=code,
                               outcome="fail", note=str(exc)[:200])
-            return
+            return None
         self.history.emit("task.stopped", worker=watched.worker_id, task=watched.task_arn, exit_code=code,
                           outcome="ok")
+        return reason

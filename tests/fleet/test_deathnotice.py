@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleet.deathnotice import DeathNotice, parse_death_notice
+from fleet.deathnotice import DeathNotice, exited_in, parse_death_notice
 from fleet.lease import WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import profile_for
@@ -22,23 +22,37 @@ DEAD_TASK = "arn:aws:ecs:us-east-1:123456789012:task/wsfleet/dead"
 FAR_FUTURE_MS = 10**13  # a worker item that would not lapse during the test
 
 
-def test_a_stopped_task_event_is_a_notice_and_round_trips() -> None:
+@pytest.mark.parametrize("task_status", ["STOPPED", "DEPROVISIONING", "STOPPING"])
+def test_a_task_whose_container_stopped_is_a_notice_and_round_trips(task_status: str) -> None:
+    """Fargate reports the container STOPPED at once and the task STOPPED often tens of seconds later:
+    each event says the process exited."""
     notice = DeathNotice(DEAD_TASK, CLUSTER, "Essential container in task exited")
-    assert parse_death_notice(notice.event()) == notice
-    assert parse_death_notice(json.loads(json.dumps(notice.event()))) == notice
+    event = notice.event(task_status, exit_code=137)
+    assert parse_death_notice(event) == notice
+    assert parse_death_notice(json.loads(json.dumps(event))) == notice
+    assert exited_in({"tasks": [{**event["detail"]}]}, DEAD_TASK)
 
 
 @pytest.mark.parametrize("change", [
-    {"lastStatus": "RUNNING"},
-    {"lastStatus": "DEPROVISIONING"},
+    {"lastStatus": "RUNNING", "containers": [{"name": "worker", "lastStatus": "RUNNING"}]},
+    {"lastStatus": "DEPROVISIONING", "containers": []},
+    {"lastStatus": "STOPPING", "containers": [{"lastStatus": "STOPPED"}, {"lastStatus": "RUNNING"}]},
     {"taskArn": ""},
     {"taskArn": 7},
     {"clusterArn": None},
 ])
-def test_anything_but_a_stopped_named_task_is_no_notice(change: dict[str, Any]) -> None:
+def test_anything_but_a_named_task_whose_process_exited_is_no_notice(change: dict[str, Any]) -> None:
     event = DeathNotice(DEAD_TASK, CLUSTER).event()
     event["detail"].update(change)
     assert parse_death_notice(event) is None
+
+
+def test_describe_tasks_confirms_only_the_task_asked_about_once_it_exited() -> None:
+    running = {"taskArn": DEAD_TASK, "lastStatus": "RUNNING", "containers": [{"lastStatus": "RUNNING"}]}
+    assert not exited_in({"tasks": [running]}, DEAD_TASK)
+    assert not exited_in({"tasks": [], "failures": [{"arn": DEAD_TASK, "reason": "MISSING"}]}, DEAD_TASK)
+    assert not exited_in({"tasks": [{"taskArn": "other", "lastStatus": "STOPPED"}]}, DEAD_TASK)
+    assert exited_in({"tasks": [{"taskArn": DEAD_TASK, "lastStatus": "STOPPED"}]}, DEAD_TASK)
 
 
 def test_queue_bodies_become_hints_notices_or_nothing() -> None:
@@ -64,9 +78,12 @@ async def test_a_confirmed_notice_buries_the_incarnation_and_its_streams_are_tak
     store.stopped_tasks.add(DEAD_TASK)
     async with running(store) as worker:
         store.send("", death=DeathNotice(DEAD_TASK, CLUSTER))
-        await until(lambda: PK in worker.held)
-        [notice] = history(worker).of("death.notice")
+        await until(lambda: (PK, worker.me.gen) in consumer(worker).consumed)
+        store.send("", death=DeathNotice(DEAD_TASK, CLUSTER))  # the same exit's next event: nothing left to do
+        await until(lambda: len(history(worker).of("death.notice")) == 2)
+        notice, again = history(worker).of("death.notice")
     assert (notice["outcome"], notice["buried"]) == ("confirmed", ["w2@gen-b"])
+    assert (again["outcome"], again["buried"]) == ("confirmed", [])
     assert consumer(worker).consumed == [(PK, worker.me.gen)]
     assert history(worker).of("lease.acquire", pk=PK, outcome="ok")[0]["epoch"] == 4
     assert WorkerRecord.from_item(store.tables[WORKERS]["w2"]).expires_at_ms == 0

@@ -37,12 +37,18 @@ def hold_acquire_answers(store: MemoryStore) -> asyncio.Event:
 
 @contextlib.asynccontextmanager
 async def holding(store: MemoryStore | None = None) -> AsyncIterator[tuple[MemoryStore, Worker]]:
-    """A worker running on ``store`` (a new one by default) with ``PK`` STARTED, once it holds ``PK``."""
+    """A worker running on ``store`` (a new one by default) with ``PK`` STARTED, once it consumes ``PK`` (its
+    consume task has begun: held alone, the task may not have run yet)."""
     store = store or MemoryStore(config())
     add_stream(store, PK)
     async with running(store) as worker:
-        await until(lambda: PK in worker.held)
+        await until(lambda: consuming(worker))
         yield store, worker
+
+
+def consuming(worker: Worker) -> bool:
+    """Whether the worker's current incarnation holds ``PK`` and its consume task has begun."""
+    return PK in worker.held and (PK, worker.me.gen) in consumer(worker).consumed
 
 
 def is_acquire(table: str, write: Write) -> bool:
@@ -260,7 +266,7 @@ async def test_skew_beyond_the_tolerance_fences_the_worker_and_is_reported(skew_
         [reported] = history(worker).of("clock.skew")
         assert reported["fences"] is True and reported["low_ms"] == skew_ms - 2
         store.skew = (-5.0, 5.0)
-        await until(lambda: worker.liveness.registered and PK in worker.held)
+        await until(lambda: worker.liveness.registered and consuming(worker))
         assert worker.me.gen != first.gen
         assert [c for c in consumer(worker).consumed if c[0] == PK] == [(PK, first.gen), (PK, worker.me.gen)]
 
@@ -282,7 +288,7 @@ async def test_a_worker_fenced_by_a_stale_skew_estimate_keeps_sampling_and_comes
         first = worker.me
         store.skew = (45.0, 49.0)
         await until(lambda: worker.me != first)
-        await until(lambda: worker.liveness.registered and PK in worker.held)
+        await until(lambda: worker.liveness.registered and consuming(worker))
     assert history(worker).of("clock.skew")[0]["fences"] is True
 
 
@@ -454,7 +460,7 @@ async def test_issue_10_a_second_stop_after_a_restart_is_not_lost_to_the_first()
             renewals_allowed.clear()  # the next renewal (deleting STOP1's entry) waits for STOP2
 
     async with running(store) as worker:
-        await until(lambda: PK in worker.held)
+        await until(lambda: consuming(worker))
         store.before_write, store.after_write = hold_renewals, close_after_the_first_stop_is_read
         stop(store, PK)
         await until(lambda: PK not in worker.held and not renewals_allowed.is_set())

@@ -133,9 +133,11 @@ module "alarms" {
   alarm_actions          = var.alarm_actions
 }
 
-# Death notices: ECS reports a worker task STOPPED (its process has exited); EventBridge puts the event on
-# the workers' queue, where a worker confirms it with DescribeTasks and takes that task's streams at once
-# instead of at lease expiry (fleet/deathnotice.py).  The queue accepts these events from this rule only.
+# Death notices: ECS reports a worker task's container STOPPED (its process has exited; Fargate then
+# deprovisions the task, often for tens of seconds, before the task itself is STOPPED, another event).
+# EventBridge puts each such event on the workers' queue, where a worker confirms it with DescribeTasks and
+# takes that task's streams at once instead of at lease expiry (fleet/deathnotice.py).  The queue accepts
+# these events from this rule only.
 resource "aws_cloudwatch_event_rule" "worker_stopped" {
   name        = "${var.name}-worker-stopped"
   description = "wsfleet: a worker task stopped; its streams can be taken at once"
@@ -144,7 +146,10 @@ resource "aws_cloudwatch_event_rule" "worker_stopped" {
     "detail-type" = ["ECS Task State Change"]
     detail = {
       clusterArn = ["arn:${data.aws_partition.current.partition}:ecs:${local.region}:${data.aws_caller_identity.current.account_id}:cluster/${module.workers.cluster_name}"]
-      lastStatus = ["STOPPED"]
+      "$or" = [
+        { lastStatus = ["STOPPED"] },
+        { containers = { lastStatus = ["STOPPED"] } },
+      ]
     }
   })
 }
