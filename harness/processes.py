@@ -9,7 +9,6 @@ reaper (``harness.reaper``).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import reaper
+from harness.reaper import signal_group
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,14 +64,13 @@ class Child:
 
     def stop(self, grace_s: float = 10.0) -> int:
         """SIGCONT + SIGTERM, wait ``grace_s``, then SIGKILL the group; returns the exit status."""
-        _LIVE.discard(self)
         if self.process.poll() is None:
-            _signal_group(self.pid, signal.SIGCONT)
-            _signal_group(self.pid, signal.SIGTERM)
+            signal_group(self.pid, signal.SIGCONT)
+            signal_group(self.pid, signal.SIGTERM)
             if self.wait(grace_s) is None:
-                _signal_group(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
                 self.process.wait()
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
         reaper.forget(self.pid)
         self.paused = False
         return int(self.process.returncode)
@@ -82,20 +81,6 @@ class Child:
         except OSError:
             return "(no log)"
         return "\n".join(text[-lines:]) or "(log empty)"
-
-
-_LIVE: set[Child] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for child in list(_LIVE):
-        child.stop(grace_s=2.0)
-
-
-def _signal_group(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
 
 
 def python_env(extra: dict[str, str] | None = None, root: Path = REPO_ROOT) -> dict[str, str]:
@@ -142,8 +127,7 @@ def spawn(
     finally:
         log.close()
     child = Child(name, process, log_path)
-    _LIVE.add(child)
-    reaper.watch(process.pid)
+    reaper.watch(process.pid, lambda: child.stop(grace_s=2.0))
     if ready_line:
         try:
             child.ready = _read_ready(child, timeout_s)

@@ -17,6 +17,7 @@ protection, not the run, and says so once on stderr.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -33,16 +35,37 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 _lock = threading.Lock()
 _pipe: IO[bytes] | None = None
 _broken = False
+_stops: dict[int, Callable[[], object]] = {}  # pid -> how this process stops that child when it exits
 
 
-def watch(pid: int) -> None:
-    """Register the group of child ``pid`` (its leader) to be stopped if this process dies first."""
+def watch(pid: int, stop: Callable[[], object]) -> None:
+    """Register the group of child ``pid`` (its leader): ``stop`` stops it when this process exits normally
+    (the last started first, so workers hand off before the backends they hand off through go), and the
+    reaper stops it if this process dies first."""
+    with _lock:
+        _stops[pid] = stop
     _send(f"+{pid}\n")
 
 
 def forget(pid: int) -> None:
     """Child ``pid`` was stopped and reaped: its group id may soon name somebody else's group."""
+    with _lock:
+        _stops.pop(pid, None)
     _send(f"-{pid}\n")
+
+
+@atexit.register
+def _stop_watched() -> None:
+    with _lock:
+        stops = list(_stops.values())
+    for stop in reversed(stops):
+        stop()
+
+
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Send ``signum`` to process group ``pgid``; a group already gone (or not ours) is left alone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
 
 
 def _send(line: str) -> None:
@@ -68,11 +91,6 @@ def _start() -> IO[bytes]:
     return reaper.stdin
 
 
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -86,15 +104,15 @@ def _group_alive(pgid: int) -> bool:
 def reap(groups: set[int], grace_s: float = GRACE_S) -> None:
     """SIGCONT + SIGTERM every group, wait up to ``grace_s`` for them to end, SIGKILL those still there."""
     for pgid in groups:
-        _signal_group(pgid, signal.SIGCONT)
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGCONT)
+        signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     alive = {pgid for pgid in groups if _group_alive(pgid)}
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)  # nothing to await: the groups are not our children
         alive = {pgid for pgid in alive if _group_alive(pgid)}
     for pgid in alive:
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
 
 
 def main() -> int:

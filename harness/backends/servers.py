@@ -10,8 +10,6 @@ exit if still running, and exit by themselves if their parent dies without stopp
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import select
@@ -27,6 +25,7 @@ from pathlib import Path
 
 from harness import reaper
 from harness.backends.base import BackendError
+from harness.reaper import signal_group
 
 START_DEADLINE_S = 30.0
 STOP_GRACE_S = 5.0
@@ -58,35 +57,20 @@ class ServerProcess:
         if self.stopped:
             return
         self.stopped = True
-        _LIVE.discard(self)
         if self.process.poll() is None:
-            _signal_group(self.process.pid, signal.SIGTERM)
+            signal_group(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(grace_s)
             except subprocess.TimeoutExpired:
-                _signal_group(self.process.pid, signal.SIGKILL)
+                signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         # Anything the server started in its group goes too, even when the leader exited by itself.  Done
         # once, right after reaping the leader: later the group id could name somebody else's group.
-        _signal_group(self.process.pid, signal.SIGKILL)
+        signal_group(self.process.pid, signal.SIGKILL)
         reaper.forget(self.process.pid)
 
     def stderr_tail(self, lines: int = _TAIL_LINES) -> str:
         return stderr_tail(self.log_path, lines)
-
-
-_LIVE: set[ServerProcess] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for server in list(_LIVE):
-        server.stop(grace_s=1.0)
-
-
-def _signal_group(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
 
 
 def stderr_tail(log_path: Path, lines: int = _TAIL_LINES) -> str:
@@ -122,8 +106,7 @@ def spawn_server(
         except OSError as exc:
             raise BackendError(f"{name}: cannot run {argv[0]}: {exc}") from exc
     server = ServerProcess(name, process, "", log_path)
-    _LIVE.add(server)
-    reaper.watch(process.pid)
+    reaper.watch(process.pid, lambda: server.stop(grace_s=1.0))
     try:
         port = _read_port(server, deadline)
         server.url = f"http://{HOST}:{port}"
