@@ -62,16 +62,6 @@ def record_final(history: EventSink, dynamodb_client: Any, tables: Mapping[str, 
         history.emit("final.connection", pk=pk, **{name: fields.get(name) for name in CONNECTION_ATTRIBUTES[1:]})
 
 
-def stored_head(dynamodb_client: Any, table: str, connection_id: str) -> int | None:
-    """The seq of the stream's last-keyed stored message (consistent read): its highest stored seq where
-    messages are keyed by seq, its latest write where they are keyed by time (``blog``); None when none."""
-    page = dynamodb_client.query(
-        TableName=table, KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1, ConsistentRead=True,
-        ExpressionAttributeValues={":pk": {"S": _pk(connection_id)}}, ProjectionExpression="message_data")
-    items = page.get("Items", [])
-    return _seq(_value(items[0].get("message_data"))) if items else None
-
-
 def _pk(connection_id: str) -> str:
     return f"CONN#{connection_id}"
 

@@ -18,7 +18,8 @@ unknown, e.g. a timeout).
   ``run.start`` {scenario, profile, timescale, config (effective durations in ms: lease_ms, heartbeat_ms,
   reconcile_ms, desired_check_ms, clock_tolerance_ms, ...), connections, workers, bound_ms (a number, or
   {fault kind: ms}), seed, optional stop_bound_ms, optional fault_model ("within" or "outside: <why>")};
-  ``run.stop`` {};
+  ``run.stop`` {settled_t: when the settle phase began (Unix ms): it waited, up to a bound, until what every
+  stream had emitted by then was stored, and the sequences checker judges what was emitted before it};
   ``conn.started`` {pk} / ``conn.stopped`` {pk}: when the harness made desired state STARTED / STOPPED;
   ``final.persisted`` {pk, seqs: list of every seq found in the messages table at the end, one entry per
   stored item, so a seq stored twice appears twice; items: the same items with their writer, [{seq, worker,
@@ -60,6 +61,7 @@ ends at ``last_pong_t`` (the client stopped reading then; the rest is zombie-con
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -70,7 +72,7 @@ import pandas as pd
 
 from fleet.history import HistoryWriter
 
-__all__ = ["HistoryError", "HistoryWriter", "history_frame", "read_history"]
+__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "history_frame", "read_history"]
 
 REQUIRED_FIELDS = ("t", "src", "type")
 
@@ -99,6 +101,33 @@ def read_history(run_dir: str | Path) -> pd.DataFrame:
     merged.attrs["dropped_lines"] = dropped
     merged.attrs["files"] = [str(path) for path in files]
     return merged
+
+
+class HistoryTail:
+    """The events appended to a run's history files since the last look (``new_events``), for a runner that
+    waits for what the processes report.  ``pattern`` picks the files, ``matching`` (a substring of the
+    wanted lines, e.g. ``"type":"msg.persist"``) skips the rest unparsed; only whole lines are read."""
+
+    def __init__(self, run_dir: str | Path, pattern: str = "*.jsonl", matching: str = "") -> None:
+        self.folder = Path(run_dir) / "history"
+        self.pattern = pattern
+        self.matching = matching.encode()
+        self.offsets: dict[Path, int] = {}
+
+    def new_events(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for path in sorted(self.folder.glob(self.pattern)):
+            start = self.offsets.get(path, 0)
+            with path.open("rb") as file:
+                file.seek(start)
+                data = file.read()
+            whole = data.rfind(b"\n") + 1
+            self.offsets[path] = start + whole
+            for line in data[:whole].splitlines():
+                if self.matching in line:
+                    with contextlib.suppress(ValueError):
+                        events.append(json.loads(line))
+        return events
 
 
 def history_frame(events: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -152,6 +152,8 @@ class RunInfo:
     settings: dict[str, Any] = field(default_factory=dict)  # the fleet settings the run set (--set)
     start_t: float | None = None
     stop_t: float | None = None
+    # ``run.stop``'s ``settled_t``: the runner waited until what every stream emitted before it was stored
+    settled_t: float | None = None
     first_t: float = 0.0
     last_t: float = 0.0
 
@@ -181,13 +183,16 @@ def run_info(history: History) -> RunInfo:
         return RunInfo()
     times = frame["t"].to_numpy(dtype="float64")
     first_t, last_t = float(np.nanmin(times)), float(np.nanmax(times))
-    stops = select(history, "run.stop", ["t"])
+    stops = select(history, "run.stop", ["t", "settled_t"], raw=["settled_t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
+    settled = stops["settled_t"].iloc[0] if len(stops) else None
+    settled_t = (float(settled) if isinstance(settled, int | float) and not isinstance(settled, bool)
+                 and not np.isnan(settled) else None)
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
               "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
-        return RunInfo(stop_t=stop_t, first_t=first_t, last_t=last_t)
+        return RunInfo(stop_t=stop_t, settled_t=settled_t, first_t=first_t, last_t=last_t)
     row = starts.iloc[0]
 
     def get(name: str) -> Any:
@@ -221,6 +226,7 @@ def run_info(history: History) -> RunInfo:
         fault_model=str(get("fault_model")) if get("fault_model") is not None else None,
         start_t=float(row["t"]),
         stop_t=stop_t,
+        settled_t=settled_t,
         first_t=first_t,
         last_t=last_t,
     )

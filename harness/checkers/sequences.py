@@ -6,9 +6,12 @@
   such event is a STOP was STARTED until then).
 - Persisted: ``final.persisted`` (the store's contents at the end, one entry per stored item) when the history
   has any (then a pk without one stored nothing), else the ranges of ``msg.persist`` events with outcome ok.
-- Lost: emitted while STARTED and never persisted, up to a horizon: seqs emitted in the last ``settle_ms``
-  before the end (``run.stop``, else the last event) are *unseen at the end*, reported apart.
-  ``settle_ms`` defaults to one lease (``config.lease_ms`` of ``run.start``).  Without ``final.persisted``,
+- Lost: emitted while STARTED and never persisted, up to a horizon; seqs emitted after it are *unseen at the
+  end*, reported apart.  The horizon is ``run.stop``'s ``settled_t`` when the runner recorded one (its
+  settle phase waited, up to a bound, until everything emitted before that instant was stored: a stream
+  still catching up after its last fault is lagging, not losing), else ``settle_ms`` before the end
+  (``run.stop``, else the last event); ``settle_ms`` defaults to one lease (``config.lease_ms`` of
+  ``run.start``).  Without ``final.persisted``,
   a lost seq that an ``msg.persist`` with outcome info covers may have been stored: it makes the verdict
   unknown, not false.
 - Duplicated: extra copies stored (a seq stored twice counts once); from ``msg.persist`` alone, a seq written
@@ -48,6 +51,7 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     history = as_events(history)
     info = info if info is not None else run_info(history)
     settle = settle_ms if settle_ms is not None else (info.duration("lease_ms") or 0.0)
+    horizon = info.settled_t if info.settled_t is not None and settle_ms is None else info.end_t - settle
     emits = select(history, "emit", ["t", "pk", "seq"]).dropna(subset=["pk", "seq"])
     final = select(history, "final.persisted", ["pk", "seqs"], raw=["seqs"]).dropna(subset=["pk"])
     persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "gen", "epoch", "seq_from", "seq_to",
@@ -60,7 +64,7 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     emitted_keys = _keys(pk_names, emits["pk"], emits["seq"].to_numpy())
     emitted_keys, first = np.unique(emitted_keys, return_index=True)
     started = _started(history, emits)[first]
-    unseen = emits["t"].to_numpy()[first] > info.end_t - settle
+    unseen = emits["t"].to_numpy()[first] > horizon
 
     ok = persists.loc[persists["outcome"] == "ok"]
     if source == "final.persisted":
@@ -121,7 +125,7 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
         "reason": reason,
         "source": source,
         "settle_ms": settle,
-        "horizon_t": info.end_t - settle,
+        "horizon_t": horizon,
         "emitted": totals["emitted"],
         "persisted": totals["persisted"],
         "lost_sequences": totals["lost"],

@@ -20,7 +20,6 @@ clock past the configured tolerance (the one fault the design does not promise t
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
@@ -36,7 +35,8 @@ from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError, Nemesis
-from harness.ground_truth import record_final, stored_head
+from harness.ground_truth import record_final
+from harness.history import HistoryTail
 from harness.processes import start_thread
 from harness.scenarios.scenario_file import Op, ScenarioSpec, Step
 
@@ -134,13 +134,13 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
             recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
             owned = _await_owned(cluster, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
-            behind = _settle(cluster, workload.started(), config.lease_s, timeout_s=4 * config.lease_s)
+            settled_t, behind = _settle(cluster, workload.started(), config.lease_s, timeout_s=4 * config.lease_s)
             if behind:
                 say(f"{len(behind)} streams had not stored their backlog after {5 * config.lease_s:.1f} s "
                     f"(e.g. {', '.join(behind[:3])})")
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
-            cluster.history.emit("run.stop")
+            cluster.history.emit("run.stop", settled_t=settled_t)
             _record_final(cluster, list(workload.desired))
         finally:
             nemesis.heal_all()
@@ -175,22 +175,27 @@ def _await_owned(cluster: Cluster, ids: list[str], timeout_s: float, raise_on_ti
         time.sleep(0.05)
 
 
-def _settle(cluster: Cluster, ids: list[str], minimum_s: float, timeout_s: float) -> list[str]:
+def _settle(cluster: Cluster, ids: list[str], minimum_s: float, timeout_s: float) -> tuple[float, list[str]]:
     """Wait ``minimum_s``, then until each stream of ``ids`` has stored everything it had emitted when
-    settling began (the last backlog persisted), at most ``timeout_s`` more; the streams still behind."""
-    assert cluster.backend is not None
+    settling began (the last backlog persisted), at most ``timeout_s`` more.  Stored means a worker reported
+    the write answered (``msg.persist`` ok up to that seq): the recovery checker, which reads the same
+    events, then sees every stream caught up before ``run.stop``.  When settling began (wall clock, ms: the
+    sequences checker's horizon), and the streams still behind."""
+    began_t = time.time() * 1000.0
     heads = {i: s.get("head_seq") or 0 for i, s in cluster.streams().items() if i in ids}
     time.sleep(minimum_s)
-    dynamodb = client(cluster.backend.env(), "dynamodb")
-    table = cluster.backend.tables["messages"]
+    reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
+    answered: dict[str, float] = {}
     deadline = time.monotonic() + timeout_s
-    behind = sorted(heads)
     while True:
-        with contextlib.suppress(BotoCoreError, ClientError):  # the final scan says what is wrong with it
-            behind = [i for i in behind if (stored_head(dynamodb, table, i) or 0) < heads[i]]
+        for event in reports.new_events():
+            if event.get("outcome") == "ok" and isinstance(event.get("pk"), str):
+                connection_id = event["pk"].removeprefix("CONN#")
+                answered[connection_id] = max(answered.get(connection_id, 0), float(event.get("seq_to") or 0))
+        behind = sorted(i for i in heads if answered.get(i, 0) < heads[i])
         if not behind or time.monotonic() > deadline:
-            return behind
-        time.sleep(0.1)  # polling the table: nothing to await
+            return began_t, behind
+        time.sleep(0.05)  # polling the workers' history files: what they report has no other signal
 
 
 def _busiest(cluster: Cluster) -> str:

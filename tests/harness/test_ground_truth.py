@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from fleet.schema import connections_table, messages_table
-from harness.ground_truth import record_final, stored_head
+from harness.ground_truth import record_final
 
 TABLES = {"messages": "msgs", "connections": "conns"}
 
@@ -88,12 +88,3 @@ def test_every_page_is_read(dynamodb: Any) -> None:
     record_final(recorder, dynamodb, TABLES, {}, ["big"])
 
     assert recorder.of("final.persisted")["CONN#big"]["seqs"] == list(range(1, 401))
-
-
-def test_the_stored_head_is_the_last_keyed_message(dynamodb: Any) -> None:
-    assert stored_head(dynamodb, TABLES["messages"], "c1") is None
-    for seq in (1, 2, 5):  # keyed by seq (hardened): a hole below the head does not matter here
-        put_message(dynamodb, "CONN#c1", seq, seq)
-    for sk, seq in ((1000, 7), (1001, 8)):  # keyed by time (blog): the latest write
-        put_message(dynamodb, "CONN#c2", sk, seq)
-    assert (stored_head(dynamodb, TABLES["messages"], "c1"), stored_head(dynamodb, TABLES["messages"], "c2")) == (5, 8)

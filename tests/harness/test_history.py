@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.history import HistoryError, HistoryWriter, history_frame, read_history
+from harness.history import HistoryError, HistoryTail, HistoryWriter, history_frame, read_history
 
 
 def write_lines(run_dir: Path, name: str, lines: list[str], end: str = "\n") -> Path:
@@ -120,3 +120,20 @@ def test_history_frame_of_no_events_has_the_required_columns() -> None:
     frame = history_frame([])
 
     assert list(frame.columns) == ["t", "src", "type"] and frame.empty
+
+
+def test_a_tail_reads_only_whole_new_lines_of_the_files_it_matches(tmp_path: Path) -> None:
+    """What a runner waits on (the workers' msg.persist reports): each look returns what was appended since
+    the last, a line still being written waits for its end, and other files and lines are skipped."""
+    folder = tmp_path / "history"
+    folder.mkdir()
+    worker, router = folder / "worker-1.jsonl", folder / "router.jsonl"
+    worker.write_text('{"t":1,"type":"msg.persist","seq_to":3}\n{"t":2,"type":"lease.renew"}\n{"t":3,"ty')
+    router.write_text('{"t":1,"type":"msg.persist","seq_to":99}\n')
+    tail = HistoryTail(tmp_path, "worker-*.jsonl", matching='"type":"msg.persist"')
+
+    assert [e["seq_to"] for e in tail.new_events()] == [3]
+    with worker.open("a") as file:
+        file.write('pe":"msg.persist","seq_to":4}\n')
+    assert [e["seq_to"] for e in tail.new_events()] == [4]
+    assert tail.new_events() == []

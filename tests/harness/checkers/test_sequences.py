@@ -117,6 +117,30 @@ def test_seqs_emitted_within_the_settle_time_are_unseen_at_the_end_not_lost(buil
     assert short.details["lost_ranges"] == {PK: [[9, 10]]} and short.details["unseen_at_end"] == 0
 
 
+def test_the_runners_settle_start_is_the_horizon_when_it_recorded_one(build) -> None:
+    """Explore seed 4045: a survivor still catching up after its last fault took longer than a lease to
+    settle; the runner waited until what was emitted before its settle began (650 here) was stored, and
+    only that is judged.  A hole before it is still a loss."""
+    emitted(build.run_start())
+    build.persist(605, PK, "worker-1", 1, 6).at(5000, "run.stop", "harness", settled_t=650)
+
+    settled = check_sequences(build.frame())
+
+    assert settled.valid is True and settled.details["horizon_t"] == 650
+    assert settled.details["unseen_at_end"] == 4 and settled.details["lost_sequences"] == 0
+    assert check_sequences(build.frame(), settle_ms=2000).details["lost_ranges"] == {PK: [[7, 10]]}
+
+
+def test_a_hole_before_the_settle_start_is_lost(build) -> None:
+    emitted(build.run_start())
+    build.persist(305, PK, "worker-1", 1, 2).persist(605, PK, "worker-1", 4, 6)
+    build.at(5000, "run.stop", "harness", settled_t=650)
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[3, 3]]}
+
+
 def test_a_missing_seq_an_unknown_write_may_have_stored_makes_it_unknown(build) -> None:
     emitted(build.run_start(), seqs=range(1, 4))
     build.persist(305, PK, "worker-1", 1, 2).persist(310, PK, "worker-1", 3, outcome="info")
