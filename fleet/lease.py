@@ -581,11 +581,12 @@ class HardenedRules(Rules):
     def bury(self, dead: WorkerRecord) -> Write:
         """The task running ``dead`` has stopped (ECS said so): the incarnation expires now, as a clean exit
         does, so its streams are claimable at once (``_owner_gone``) and any renewal of it is refused.  Only
-        that generation on that task: a new incarnation registered since is untouched."""
+        that generation on that task (a new incarnation registered since is untouched), and only once (two
+        notices of one exit handled at once bury it once)."""
         return Write(
             key={"pk": dead.worker_id},
             update=Update(set={"expires_at_ms": 0}),
-            condition=all_of(Eq("gen", dead.gen), Eq("task_arn", dead.task_arn)),
+            condition=all_of(Eq("gen", dead.gen), Eq("task_arn", dead.task_arn), Gt("expires_at_ms", 0)),
         )
 
 

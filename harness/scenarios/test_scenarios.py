@@ -82,7 +82,8 @@ def _check_notices(verdict: dict[str, Any]) -> None:
     notices = [e for e in events if e["type"] == "death.notice"]
     forged = next(e for e in events if e["type"] == "fault.start" and e["kind"] == "forged_death_notice")
     killed = next(e for e in events if e["type"] == "fault.start" and e["kind"] == "kill")
-    assert [n["buried"] for n in notices if n["outcome"] == "refuted"] == [[]]
+    refuted = [n for n in notices if n["outcome"] == "refuted"]  # (a slow answer may see it delivered twice)
+    assert refuted and all(n["buried"] == [] for n in refuted)
     assert not [e for e in events if e["type"] == "lease.acquire" and e.get("outcome") == "ok"
                 and forged["t"] < e["t"] < killed["t"]]
     # the exit's events (container STOPPED, then task STOPPED): the first to arrive buries, the next finds

@@ -373,6 +373,7 @@ def test_a_death_notice_buries_only_the_incarnation_on_the_stopped_task() -> Non
     assert not bury.allowed({**item, "gen": "gen-z"}) and not bury.allowed({**item, "task_arn": "task/b"})
     buried = bury.apply(item)
     assert rules.dead(WorkerRecord.from_item(buried), int(rules.tolerance_ms) + 1)  # any time from now on
+    assert not bury.allowed(buried)  # a second notice of the same exit, handled at once, buries nothing more
     assert not rules.renew_worker(ME, 1_500, frozenset()).allowed(buried)
     dead = 1_000 + int(rules.lease_ms + rules.tolerance_ms) + 1
     assert "task_arn" not in rules.register(OTHER_GEN, dead).apply(item)
