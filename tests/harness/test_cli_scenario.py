@@ -44,7 +44,7 @@ def test_scenario_list(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["scenario"], "name a scenario or give --from FILE"),
-    (["scenario", "earthquake"], "unknown scenario 'earthquake'; known: crash, graceful"),
+    (["scenario", "earthquake"], "unknown scenario 'earthquake'; known: crash, crash_notice, graceful"),
     (["scenario", "crash", "--from", "x.yaml"], "give a scenario name or --from FILE, not both"),
     (["scenario", "--from", "missing.yaml"], "missing.yaml: cannot read"),
     (["scenario", "--from", "{bad}"], "bad.yaml: faults[0].duration_s: 'leese' is neither"),
