@@ -122,9 +122,11 @@ class DeathNotices:
         buried: list[str] = []
         now = w.clock.now_ms()
         for record in registered.values():
-            write = w.rules.bury(record)
-            if record.task_arn != notice.task_arn or write is None or w.rules.dead(record, now):
+            if record.task_arn != notice.task_arn or w.rules.dead(record, now):
                 continue  # not that task's, or dead already (buried by an earlier notice of the same exit)
+            write = w.rules.bury(record)
+            if write is None:
+                continue
             try:
                 await w.store.execute(w.config.workers_table, write)
             except ConditionFailed:
