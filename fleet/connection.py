@@ -85,6 +85,7 @@ class HeldConnection:
     stopped_at_ms: int | None = None  # a drain: the time of the STOP it drains to
     gap_at: int | None = None  # the sequence missing from the last session that skipped one
     reading: bool = False  # a session is open: what the stream emits reaches the holder
+    last_ts_ms: float | None = None  # when the upstream emitted the last message a session delivered
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
 
     @property
@@ -246,6 +247,7 @@ class ConnectionRunner:
                                                                self.clock.now_ms()):
                     return True
                 if message is not None:
+                    held.last_ts_ms = message.ts
                     await sink.submit(message)
                 if held.stopping.is_set():
                     break

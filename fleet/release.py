@@ -29,6 +29,16 @@ class Releases:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
 
+    def read_past(self, held: HeldConnection, stopped_at_ms: int | None) -> bool:
+        """Whether ``held``'s sessions delivered everything the stream emitted before the STOP at
+        ``stopped_at_ms``: a message emitted past it by the clock tolerance arrived (a session delivers in
+        order).  An open session may have died silently: a half-open connection delivers nothing and closes
+        nothing (explore seed 4239), so its holder released as having read through the STOP, and what the
+        stream emitted since the session died was drained by nobody.  Not a STOP: nothing to read past."""
+        if stopped_at_ms is None:
+            return True
+        return held.last_ts_ms is not None and held.last_ts_ms >= stopped_at_ms + self.w.rules.tolerance_ms
+
     async def release(self, held: HeldConnection, reason: str, for_stop: int | None, behind: bool) -> str:
         """One release write (``fleet.lease.Rules.release``): its outcome (``ok``, ``fail``, ``info``), in the
         history.  Left to drain (``behind``), it is announced, or nobody drains it before the next sweep."""

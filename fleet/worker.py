@@ -292,7 +292,8 @@ class Worker:
         if self.held.get(held.pk) is not held or held.dropping:
             return False
         held.dropping = True
-        unread = not held.reading  # no session open: what was emitted before the STOP was not read
+        # no session open, or one that delivered nothing from past the STOP (it may have died silently)
+        unread = not held.reading or not self.releases.read_past(held, stopped_at_ms)
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:

@@ -58,6 +58,7 @@ class RecordingConsumer:
             return
         self.consumed.append((held.pk, self.me.gen))
         held.reading = True
+        held.last_ts_ms = float("inf")  # it reads everything the stream emits, up to any STOP
         await held.stopping.wait()
         if held.pk in self.stuck:
             await asyncio.Event().wait()

@@ -395,6 +395,20 @@ async def test_a_stop_honoured_while_the_upstream_was_unreachable_leaves_the_str
     assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 2)
 
 
+async def test_a_stop_over_a_session_that_died_silently_leaves_the_stream_to_drain() -> None:
+    """Explore seed 4239: a half-open connection (a proxy that stopped forwarding) kept the owner's session
+    open while it delivered nothing.  Released as read through the STOP, what the stream emitted since the
+    session died was drained by nobody.  Nothing delivered from past the STOP: released with the drain mark,
+    and drained."""
+    async with holding() as (store, worker):
+        worker.held[PK].last_ts_ms = 5.0  # the last message delivered, long before the STOP
+        stop(store, PK, at_ms=10)
+        await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [e["reason"] for e in released] == ["STOP", "drained"]
+    assert store.connection(PK).drained_epoch == 2
+
+
 async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -> None:
     """The owner read up to the STOP, but its task did not end within a heartbeat of being stopped (writes
     still queued at a slow backend) and was cancelled: what it read may not all be stored, so it is
