@@ -86,6 +86,7 @@ class HeldConnection:
     gap_at: int | None = None  # the sequence missing from the last session that skipped one
     reading: bool = False  # a session is open: what the stream emits reaches the holder
     last_ts_ms: float | None = None  # when the upstream emitted the last message a session delivered
+    delivered: asyncio.Event = field(default_factory=asyncio.Event)  # set at each message a session delivers
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
 
     @property
@@ -248,6 +249,7 @@ class ConnectionRunner:
                     return True
                 if message is not None:
                     held.last_ts_ms = message.ts
+                    held.delivered.set()
                     await sink.submit(message)
                 if held.stopping.is_set():
                     break

@@ -296,6 +296,13 @@ class Rules:
         time (its ``ts``, upstream clock), nothing later.  None: the item is not to be drained."""
         return None
 
+    def stop_reach_ms(self, stopped_at_ms: int) -> int:
+        """For the STOP at ``stopped_at_ms``: what the upstream emitted before this time (its clock) is owed to
+        the store.  The stop time plus the clock tolerance (the router's and the upstream's clocks may differ
+        by that much) plus the request timeout (the router reads the stop time before its write goes out,
+        and an accepted STOP's write was answered, so applied, within the timeout)."""
+        return stopped_at_ms + int(self.tolerance_ms + self.timeout_ms)
+
     def drain_ends(self, until_ms: int, message_ts_ms: float | None, now_ms: int) -> bool:
         """Whether a drain is over: at the first message emitted at or after ``until_ms`` (not persisted), or,
         with no message arriving (``message_ts_ms`` None), once this worker's clock is past ``until_ms`` by
@@ -439,13 +446,11 @@ class HardenedRules(Rules):
         return seen.drained_epoch is not None and seen.drained_epoch == seen.epoch
 
     def drain_until_ms(self, seen: ConnectionRecord) -> int | None:
-        """The stop time plus the clock tolerance (the router's and the upstream's clocks may differ by that
-        much) plus the request timeout (the router reads the stop time before its write goes out, and an
-        accepted STOP's write was answered, so applied, within the timeout): everything emitted before the
-        STOP took effect is persisted, at most that much more."""
+        """The STOP's reach (``stop_reach_ms``): everything emitted before the STOP took effect is persisted, at
+        most that much more."""
         if seen.desired_state != STOPPED or seen.stopped_at_ms is None or self._drained(seen):
             return None
-        return seen.stopped_at_ms + int(self.tolerance_ms + self.timeout_ms)
+        return self.stop_reach_ms(seen.stopped_at_ms)
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Past its expiry by more than the clock tolerance: it can never renew again."""

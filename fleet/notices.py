@@ -83,8 +83,8 @@ class Notices:
         if seen is None:
             return True
         decision = w.profile.on_seen(seen, pk in w.held, pk in w.acquiring, w.me, w.clock.now_ms(), owners)
-        if decision is SeenAction.DROP:
-            await w.honour_stop(pk, seen.stopped_at_ms)
+        if decision is SeenAction.DROP:  # not waited for: reading through the STOP takes a while
+            w.chores.spawn(w.honour_stop(pk, seen.stopped_at_ms))
         elif decision is SeenAction.STOP_PENDING:
             w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch, seen.stopped_at_ms))  # the STOP found that lease
         elif decision is SeenAction.CLAIM:

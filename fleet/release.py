@@ -10,6 +10,7 @@ A refused release for a STOP is the worker's to settle (``fleet.worker.Worker._r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -29,15 +30,26 @@ class Releases:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
 
-    def read_past(self, held: HeldConnection, stopped_at_ms: int | None) -> bool:
-        """Whether ``held``'s sessions delivered everything the stream emitted before the STOP at
-        ``stopped_at_ms``: a message emitted past it by the clock tolerance arrived (a session delivers in
-        order).  An open session may have died silently: a half-open connection delivers nothing and closes
-        nothing (explore seed 4239), so its holder released as having read through the STOP, and what the
-        stream emitted since the session died was drained by nobody.  Not a STOP: nothing to read past."""
+    async def read_through(self, held: HeldConnection, stopped_at_ms: int | None) -> bool:
+        """Whether ``held``'s open session delivered everything the stream owes the store for the STOP at
+        ``stopped_at_ms`` (``fleet.lease.Rules.stop_reach_ms``): a message emitted at or past that reach
+        arrived (a session delivers in order).  A live session delivers one soon; waited for until this
+        worker's clock is past the reach by the tolerance, as a drain would (``Rules.drain_ends``).  An open
+        session may have died silently: a half-open connection delivers nothing and closes nothing (explore
+        seed 4239), and its holder released as having read through the STOP, so what the stream emitted
+        since the session died was drained by nobody.  Not a STOP: nothing to read through."""
         if stopped_at_ms is None:
             return True
-        return held.last_ts_ms is not None and held.last_ts_ms >= stopped_at_ms + self.w.rules.tolerance_ms
+        rules, clock = self.w.rules, self.w.clock
+        reach = rules.stop_reach_ms(stopped_at_ms)
+        while held.last_ts_ms is None or held.last_ts_ms < reach:
+            left_s = (reach + rules.tolerance_ms - clock.now_ms()) / 1000.0
+            if left_s <= 0 or not held.reading:
+                return False
+            held.delivered.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held.delivered.wait(), left_s)
+        return True
 
     async def release(self, held: HeldConnection, reason: str, for_stop: int | None, behind: bool) -> str:
         """One release write (``fleet.lease.Rules.release``): its outcome (``ok``, ``fail``, ``info``), in the
@@ -53,7 +65,7 @@ class Releases:
         except StoreError:
             outcome = "info"
         w.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
-               reason=reason)
+               reason=reason, behind=behind)
         if outcome == "ok" and behind:
             with contextlib.suppress(StoreError):
                 await w.store.notify([(held.pk, None)])

@@ -293,7 +293,7 @@ class Worker:
             return False
         held.dropping = True
         # no session open, or one that delivered nothing from past the STOP (it may have died silently)
-        unread = not held.reading or not self.releases.read_past(held, stopped_at_ms)
+        unread = not held.reading or not await self.releases.read_through(held, stopped_at_ms)
         held.stop_reason = reason
         held.stopping.set()
         if held.session is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -409,6 +410,25 @@ async def test_a_stop_over_a_session_that_died_silently_leaves_the_stream_to_dra
     assert store.connection(PK).drained_epoch == 2
 
 
+async def test_a_stop_over_a_live_session_waits_for_a_message_past_its_reach_and_leaves_nothing_to_drain() -> None:
+    """A live session delivers what the stream emits past the STOP's reach soon after the STOP: the holder
+    waits for it, then releases as read through the STOP, with nothing left to drain."""
+    async with holding() as (store, worker):
+        held = worker.held[PK]
+        held.last_ts_ms = 5.0
+        at_ms = int(time.time() * 1000) + 60_000  # the router's clock ahead: the wait lasts until the message
+        stop(store, PK, at_ms=at_ms)
+        await until(lambda: held.dropping)  # waiting for a message past the STOP's reach
+        assert not history(worker).of("lease.release", pk=PK)
+        held.last_ts_ms = float(store_rules(store).stop_reach_ms(at_ms))
+        held.delivered.set()
+        await until(lambda: PK not in worker.held)
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [e["reason"] for e in released] == ["STOP"]
+    assert store.connection(PK).drained_epoch == held.lease.epoch  # released as read through: nothing owed
+    assert not consumer(worker).drained
+
+
 async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -> None:
     """The owner read up to the STOP, but its task did not end within a heartbeat of being stopped (writes
     still queued at a slow backend) and was cancelled: what it read may not all be stored, so it is
@@ -484,7 +504,8 @@ async def test_issue_10_a_second_stop_after_a_restart_is_not_lost_to_the_first()
         await until(lambda: PK in worker.held and worker.held[PK].lease.epoch == 2)
         stop(store, PK)
         renewals_allowed.set()
-        await until(lambda: PK not in worker.held, timeout_s=2.0)
+        # dropped from ``held`` before its release is sent: wait for the release itself
+        await until(lambda: len(history(worker).of("lease.release", reason="STOP")) > 1, timeout_s=2.0)
         assert [e["epoch"] for e in history(worker).of("lease.release", reason="STOP")] == [1, 2]
     assert store.connection(PK).desired_state == STOPPED
 
