@@ -88,7 +88,9 @@ class UpstreamSession:
     """One open subscription; use as ``async with UpstreamSession(...) as s: async for m in s: ...``.
 
     ``allowlist``: check the URL and pin its resolved address (leave it None when dialing the operator's
-    own proxy, ``upstream_via``)."""
+    own proxy, ``upstream_via``).  ``ping_every_s``: ping this often, and close a session whose pong has not
+    come ``pong_within_s`` after its ping: a half-open connection (a peer or proxy that stopped forwarding)
+    delivers nothing and closes nothing, and would hold its stream unread for as long as the lease lasts."""
 
     def __init__(
         self,
@@ -98,12 +100,15 @@ class UpstreamSession:
         gen: str = "",
         *,
         allowlist: Allowlist | None = None,
+        ping_every_s: float | None = None,
+        pong_within_s: float | None = None,
     ) -> None:
         self.url = url
         self.worker_id = worker_id
         self.gen = gen
         self.open_timeout_s = open_timeout_s
         self.allowlist = allowlist
+        self.ping_every_s, self.pong_within_s = ping_every_s, pong_within_s
         self._ws: ClientConnection | None = None
 
     async def __aenter__(self) -> UpstreamSession:
@@ -117,7 +122,8 @@ class UpstreamSession:
                 additional_headers={"X-Worker-Id": self.worker_id,
                                     **({"X-Worker-Gen": self.gen} if self.gen else {})},
                 open_timeout=self.open_timeout_s,
-                ping_interval=None,
+                ping_interval=self.ping_every_s,
+                ping_timeout=self.pong_within_s,
                 close_timeout=1.0,
                 max_size=MAX_FRAME_BYTES,
                 max_queue=MAX_QUEUED_FRAMES,
@@ -151,6 +157,18 @@ class UpstreamSession:
             ws, self._ws = self._ws, None
             with contextlib.suppress(OSError, WebSocketException):
                 await ws.close()
+
+    async def answers(self, timeout_s: float) -> bool:
+        """Whether the upstream answers a ping within ``timeout_s``: then every frame it sent before it read
+        the ping has arrived (a connection delivers in order).  False for a session that died silently."""
+        if self._ws is None:
+            return False
+        try:
+            pong = await self._ws.ping()
+            await asyncio.wait_for(pong, timeout_s)
+        except (TimeoutError, OSError, WebSocketException):
+            return False
+        return True
 
     def abort(self) -> None:
         """Drop the connection at once, without a closing handshake (self-fencing)."""

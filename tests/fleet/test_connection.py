@@ -304,6 +304,38 @@ async def test_a_drain_with_nothing_arriving_ends_once_the_clock_is_past_the_cut
     assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4]
 
 
+class SilencedStub(BacklogStub):
+    """Its first session sends the backlog's first frame, then dies silently: it reads nothing more (pings
+    unanswered) and sends nothing, like a proxy that stopped forwarding.  Later sessions are ``BacklogStub``'s."""
+
+    def __init__(self, seqs: range, ts_of: Callable[[int], float]) -> None:
+        super().__init__(seqs, ts_of)
+        self.sessions: list[ServerConnection] = []
+
+    async def handler(self, ws: ServerConnection) -> None:
+        self.sessions.append(ws)
+        if len(self.sessions) > 1:
+            self.sessions[0].transport.abort()  # its client has gone: let the server see it
+            await super().handler(ws)
+            return
+        first = self.seqs[0]
+        await ws.send(json.dumps({"seq": first, "data": f"data-{first}", "ts": self.ts_of(first)}))
+        ws.transport.pause_reading()
+        await ws.wait_closed()
+
+
+async def test_a_drain_whose_session_died_silently_does_not_end_on_that_silence(
+        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+    """Silence past the cutoff ends a drain only on a session that answers a ping: the first session died
+    after one frame, so the drain reopens from the next sequence and stores the rest before it ends."""
+    tolerance = int(HardenedRules(engine_config).tolerance_ms)
+    stub = SilencedStub(range(3, 6), lambda seq: 0.0)
+    held, given_up, path = await drain(store, engine_config, stub, lambda now: now - 2 * tolerance, tmp_path)
+    assert held.drained and given_up == ["drained"]
+    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4, 5]
+    assert [e["from_seq"] for e in events(path, "ws.open")] == [1, 4]  # the first from the checkpoint
+
+
 async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_missing_one() -> None:
     """A frame lost on the way (a proxy dropping data mid-stream, as a timeout toxic does): at seed 1060 of
     the explore benchmark the worker stored 42, 44, 45 and advanced past 43 for good.  Now the gap ends the

@@ -284,3 +284,36 @@ async def test_a_retry_after_of_latin_1_digits_is_not_read() -> None:
         with pytest.raises(UpstreamError, match=r"answered HTTP 429$") as refused:
             await first_message(f"ws://127.0.0.1:{port}/s")
     assert refused.value.retry_after_s is None
+
+
+async def test_a_session_that_died_silently_is_closed_by_its_keepalive() -> None:
+    """After its first frame the upstream reads nothing (a half-open connection: pings go unanswered) and
+    sends nothing: the keepalive closes the session with an error instead of leaving it open and silent."""
+
+    class Silenced(Upstream):
+        async def handler(self, connection: ServerConnection) -> None:
+            await connection.send(FRAME)
+            connection.transport.pause_reading()
+            await connection.wait_closed()
+
+    upstream = Silenced()
+    upstream.server = await serve(upstream.handler, "127.0.0.1", 0)
+    try:
+        async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0, ping_every_s=0.2,
+                                   pong_within_s=0.2) as session:
+            assert await session.answers(0.5) is False
+            received = aiter(session)
+            assert (await anext(received)).seq == 1
+            with pytest.raises(UpstreamError, match="upstream dropped"):
+                await asyncio.wait_for(anext(received), 10)
+    finally:
+        for connection in upstream.server.connections:
+            connection.transport.abort()  # it reads nothing: it would never see the client leave
+        upstream.server.close()
+        await upstream.server.wait_closed()
+
+
+async def test_a_live_session_answers_a_ping(start_upstream: Callable[..., Any]) -> None:
+    upstream = await start_upstream()
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        assert await session.answers(2.0) is True
