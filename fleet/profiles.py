@@ -176,6 +176,10 @@ class BlogProfile:
     def skew_worth_reporting(self, reported: tuple[float, float] | None, bounds: tuple[float, float] | None) -> bool:
         return False
 
+    def judges_expiry(self, bounds: tuple[float, float] | None) -> bool:
+        """Whether this worker may judge another's lease gone on its own clock now (blog: always)."""
+        return True
+
     # -- finding streams -----------------------------------------------------------------------------
     def pacer(self, rng: random.Random) -> Pacer:
         return Pacer(self, rng)
@@ -326,6 +330,12 @@ class HardenedProfile(BlogProfile):
         low, high = bounds
         least = low if low > 0 else -high if high < 0 else 0.0
         return least > SKEW_FENCE_SHARE * self.rules.tolerance_ms
+
+    def judges_expiry(self, bounds: tuple[float, float] | None) -> bool:
+        """Only while the newest answers agree on the skew, within the model.  Right after a step of a clock
+        the estimate is unsettled until enough answers agree: explore seed 4148 woke from a freeze with its
+        clock 1.9 s ahead and took over a live worker's streams before the answers showed the skew."""
+        return bounds is not None and not self.skew_fences(bounds)
 
     def skew_worth_reporting(self, reported: tuple[float, float] | None, bounds: tuple[float, float] | None) -> bool:
         if bounds is None:
