@@ -149,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("connection_id", type=_connection_id,
                        help="connection id ([A-Za-z0-9._:-], at most 128 characters)")
         p.add_argument("--router", help="router base URL (default: from the running `wsfleet up`)")
+        p.add_argument("--sign", action=argparse.BooleanOptionalAction, default=None,
+                       help="sign the request with SigV4 (execute-api), as a deployed API Gateway requires "
+                            "(default: only for an <api>.execute-api.<region>.amazonaws.com URL)")
+        p.add_argument("--region", help="the API's region for signing (default: from the URL's host)")
+        p.add_argument("--aws-profile", metavar="NAME",
+                       help="sign with this shared-credentials profile (default: the standard chain)")
         if name == "start":
             p.add_argument("--ws-url", help="upstream URL (default: the simulator's stream for this id)")
 
@@ -311,8 +317,13 @@ def _running() -> dict[str, Any]:
 # -- start / stop ----------------------------------------------------------------------------------------
 def cmd_event(args: argparse.Namespace) -> int:
     from harness.cluster import ClusterError, http_json
+    from harness.router_client import SigningError, error_text, signer_for
 
     router = args.router or _running()["router_url"]
+    try:
+        signer = signer_for(router, args.sign, args.region, args.aws_profile)
+    except SigningError as exc:
+        raise CliError(str(exc), 2) from None
     body: dict[str, Any] = {"event_type": args.command.upper(), "connection_id": args.connection_id}
     if args.command == "start":
         if args.ws_url:
@@ -325,13 +336,12 @@ def cmd_event(args: argparse.Namespace) -> int:
             except ClusterError as exc:
                 raise CliError(str(exc), 1) from None
     try:
-        status, payload = http_json("POST", router.rstrip("/") + "/events", body)
+        status, payload = http_json("POST", router.rstrip("/") + "/events", body, signer=signer)
     except ClusterError as exc:
         raise CliError(str(exc), 1) from None
     print(json.dumps(payload))
     if status != 200:
-        error = payload.get("error") if isinstance(payload, dict) else payload
-        raise CliError(f"router answered {status}: {error}", 2 if 400 <= status < 500 else 1)
+        raise CliError(f"router answered {status}: {error_text(payload)}", 2 if 400 <= status < 500 else 1)
     return 0
 
 
