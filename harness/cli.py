@@ -4,7 +4,8 @@ Subcommands: ``up`` (backend, simulator, router and N workers in the foreground)
 (post an event to the router), ``status`` (each connection's desired state, owner, ``last_seq`` and lag),
 ``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario, built in or
 from a file, with a verdict; ``--repeat`` measures how often it fails), ``explore`` (generated schedules
-until one fails, then shrunk), ``report`` (reports from run folders).  Errors are one line on stderr and a
+until one fails, then shrunk), ``report`` (reports from run folders), ``aws-preflight`` (a deployed fleet's
+guardrails, checked before a run).  Errors are one line on stderr and a
 non-zero exit: 2 for bad input, 1 for a failed check or an unreachable service.
 """
 
@@ -226,6 +227,22 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(several: a comparison and an aggregate).")
     report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
     report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+
+    preflight = sub.add_parser(
+        "aws-preflight", help="check a deployed fleet's guardrails before a run may touch it",
+        description="Read the deployment from terraform's outputs and check, changing nothing: the outputs' "
+                    "region and the credentials' account are the ones named here, and every resource a run "
+                    "may touch (tables, queue, ECS cluster and service) carries the allowlisted tag. "
+                    "Exit 0: all pass; 1: a check failed; 2: the outputs could not be read.")
+    named = preflight.add_mutually_exclusive_group(required=True)
+    named.add_argument("--outputs", type=Path, metavar="FILE", help="a file of `terraform output -json`")
+    named.add_argument("--terraform-dir", type=Path, metavar="DIR", help="run `terraform output -json` there")
+    preflight.add_argument("--account", required=True, help="the only AWS account id a run may touch")
+    preflight.add_argument("--region", required=True, help="the only region a run may touch")
+    preflight.add_argument("--aws-profile", metavar="NAME", help="credentials profile (default: the standard chain)")
+    preflight.add_argument("--tag", metavar="KEY=VALUE",
+                           help="the tag every touched resource must carry (default: wsfleet:chaos=allowed, "
+                                "which terraform adds with chaos_target = true)")
     return parser
 
 
@@ -505,6 +522,32 @@ def _report(run_dirs: list[Path], out: Path | None) -> Path:
     return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
+def cmd_aws_preflight(args: argparse.Namespace) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    from harness.backends.aws import CHAOS_TAG, DeploymentError, Guardrails, preflight, read_outputs
+
+    key, value = str(args.tag).partition("=")[::2] if args.tag else CHAOS_TAG
+    if not key or not value:
+        raise CliError(f"--tag must be KEY=VALUE, not {args.tag!r}", 2)
+    try:
+        deployment = read_outputs(args.outputs, args.terraform_dir)
+        session = boto3.Session(profile_name=args.aws_profile)
+    except DeploymentError as exc:
+        raise CliError(str(exc), 2) from None
+    except BotoCoreError as exc:  # e.g. a profile that does not exist
+        raise CliError(str(exc), 2) from None
+    checks = preflight(deployment, Guardrails(args.account, args.region, (key, value)), session)
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+    failed = [check.name for check in checks if not check.ok]
+    if failed:
+        raise CliError(f"{len(failed)} of {len(checks)} checks failed ({', '.join(failed)}): nothing may run", 1)
+    print(f"wsfleet aws-preflight: all {len(checks)} checks passed", file=sys.stderr)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.history import HistoryError
 
@@ -518,7 +561,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
-    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report,
+    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, "aws-preflight": cmd_aws_preflight,
 }
 
 if __name__ == "__main__":
