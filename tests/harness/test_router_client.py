@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ import pytest
 from harness.cli import main
 from harness.cluster import http_json
 from harness.router_client import SigningError, error_text, execute_api_region, signer_for
+from tests.harness.threaded import serving
 
 KEY_ID, SECRET, REGION = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "eu-west-1"
 
@@ -72,12 +72,8 @@ class SignedApi(BaseHTTPRequestHandler):
 @pytest.fixture
 def api() -> Iterator[str]:
     SignedApi.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SignedApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), SignedApi)) as address:
+        yield f"http://{address}"
 
 
 @pytest.fixture
