@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
+from harness.cli_aws import AWS_COMMANDS, add_aws_commands
+from harness.cli_errors import CliError
 
 if TYPE_CHECKING:
     from harness.scenarios.scenario_file import ScenarioSpec
@@ -34,12 +36,6 @@ if TYPE_CHECKING:
 HARNESS_EXTRAS = "pip install 'wsfleet[harness]'"
 
 STATE_FILE = Path(".wsfleet") / "up.json"
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _positive_int(text: str) -> int:
@@ -228,21 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
     report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
 
-    preflight = sub.add_parser(
-        "aws-preflight", help="check a deployed fleet's guardrails before a run may touch it",
-        description="Read the deployment from terraform's outputs and check, changing nothing: the outputs' "
-                    "region and the credentials' account are the ones named here, and every resource a run "
-                    "may touch (tables, queue, ECS cluster and service) carries the allowlisted tag. "
-                    "Exit 0: all pass; 1: a check failed; 2: the outputs could not be read.")
-    named = preflight.add_mutually_exclusive_group(required=True)
-    named.add_argument("--outputs", type=Path, metavar="FILE", help="a file of `terraform output -json`")
-    named.add_argument("--terraform-dir", type=Path, metavar="DIR", help="run `terraform output -json` there")
-    preflight.add_argument("--account", required=True, help="the only AWS account id a run may touch")
-    preflight.add_argument("--region", required=True, help="the only region a run may touch")
-    preflight.add_argument("--aws-profile", metavar="NAME", help="credentials profile (default: the standard chain)")
-    preflight.add_argument("--tag", metavar="KEY=VALUE",
-                           help="the tag every touched resource must carry (default: wsfleet:chaos=allowed, "
-                                "which terraform adds with chaos_target = true)")
+    add_aws_commands(sub)
     return parser
 
 
@@ -522,32 +504,6 @@ def _report(run_dirs: list[Path], out: Path | None) -> Path:
     return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-def cmd_aws_preflight(args: argparse.Namespace) -> int:
-    import boto3
-    from botocore.exceptions import BotoCoreError
-
-    from harness.backends.aws import CHAOS_TAG, DeploymentError, Guardrails, preflight, read_outputs
-
-    key, value = str(args.tag).partition("=")[::2] if args.tag else CHAOS_TAG
-    if not key or not value:
-        raise CliError(f"--tag must be KEY=VALUE, not {args.tag!r}", 2)
-    try:
-        deployment = read_outputs(args.outputs, args.terraform_dir)
-        session = boto3.Session(profile_name=args.aws_profile)
-    except DeploymentError as exc:
-        raise CliError(str(exc), 2) from None
-    except BotoCoreError as exc:  # e.g. a profile that does not exist
-        raise CliError(str(exc), 2) from None
-    checks = preflight(deployment, Guardrails(args.account, args.region, (key, value)), session)
-    for check in checks:
-        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
-    failed = [check.name for check in checks if not check.ok]
-    if failed:
-        raise CliError(f"{len(failed)} of {len(checks)} checks failed ({', '.join(failed)}): nothing may run", 1)
-    print(f"wsfleet aws-preflight: all {len(checks)} checks passed", file=sys.stderr)
-    return 0
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.history import HistoryError
 
@@ -561,7 +517,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
-    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, "aws-preflight": cmd_aws_preflight,
+    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, **AWS_COMMANDS,
 }
 
 if __name__ == "__main__":

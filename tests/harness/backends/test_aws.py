@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,33 +12,12 @@ import boto3
 import pytest
 
 from harness.backends.aws import DeploymentError, read_outputs
-from harness.backends.servers import start_moto
 from harness.cli import main
 
 REGION, ACCOUNT = "eu-west-1", "123456789012"  # moto's account
 ALLOWED = {"wsfleet:chaos": "allowed"}
 TABLES = {"connections_table": "fleet-connections", "messages_table": "fleet-messages",
           "workers_table": "fleet-workers"}
-
-
-@pytest.fixture(scope="module")
-def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = start_moto(tmp_path_factory.mktemp("moto"))
-    yield server.url
-    server.stop()
-
-
-@pytest.fixture
-def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Every SDK client of this process at the moto server, with its test credentials; state reset after."""
-    for name, value in {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                        "AWS_MAX_ATTEMPTS": "1"}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    yield moto_url
-    import urllib.request
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).close()
 
 
 def deploy(untagged: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -78,7 +56,7 @@ def preflight(path: Path, *extra: str, account: str = ACCOUNT, region: str = REG
     return ["aws-preflight", "--outputs", str(path), "--account", account, "--region", region, *extra]
 
 
-def test_a_tagged_deployment_in_the_named_account_and_region_passes(aws: str, tmp_path: Path,
+def test_a_tagged_deployment_in_the_named_account_and_region_passes(moto_aws: str, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     path = outputs_file(tmp_path, deploy())
     assert main(preflight(path)) == 0
@@ -93,7 +71,7 @@ def test_a_tagged_deployment_in_the_named_account_and_region_passes(aws: str, tm
 
 
 @pytest.mark.parametrize("untagged", ["fleet-messages", "fleet-notify", "fleet", "workers"])
-def test_a_resource_without_the_tag_is_refused(aws: str, tmp_path: Path, untagged: str,
+def test_a_resource_without_the_tag_is_refused(moto_aws: str, tmp_path: Path, untagged: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert main(preflight(outputs_file(tmp_path, deploy(untagged=(untagged,))))) == 1
     out, err = capsys.readouterr()
@@ -102,7 +80,8 @@ def test_a_resource_without_the_tag_is_refused(aws: str, tmp_path: Path, untagge
     assert "1 of 8 checks failed" in err and "nothing may run" in err
 
 
-def test_another_account_or_region_is_refused(aws: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_another_account_or_region_is_refused(moto_aws: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     path = outputs_file(tmp_path, deploy())
     assert main(preflight(path, account="210987654321")) == 1
     assert "FAIL  account: the credentials are account 123456789012, the command names 210987654321" in (
@@ -111,7 +90,7 @@ def test_another_account_or_region_is_refused(aws: str, tmp_path: Path, capsys: 
     assert "FAIL  region: the outputs' region is eu-west-1, the command names us-east-1" in capsys.readouterr().out
 
 
-def test_a_custom_tag_is_checked_instead(aws: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_custom_tag_is_checked_instead(moto_aws: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = outputs_file(tmp_path, deploy())
     assert main(preflight(path, "--tag", "Project=wsfleet")) == 0
     assert main(preflight(path, "--tag", "Project")) == 2
@@ -119,7 +98,7 @@ def test_a_custom_tag_is_checked_instead(aws: str, tmp_path: Path, capsys: pytes
 
 
 def test_missing_resources_and_an_unreachable_endpoint_fail_their_checks_with_the_reason(
-        aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        moto_aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     path = outputs_file(tmp_path, deploy())
     boto3.client("ecs", region_name=REGION).delete_service(cluster="fleet", service="workers", force=True)
     boto3.client("dynamodb", region_name=REGION).delete_table(TableName="fleet-workers")
