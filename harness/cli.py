@@ -4,7 +4,8 @@ Subcommands: ``up`` (backend, simulator, router and N workers in the foreground)
 (post an event to the router), ``status`` (each connection's desired state, owner, ``last_seq`` and lag),
 ``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario, built in or
 from a file, with a verdict; ``--repeat`` measures how often it fails), ``explore`` (generated schedules
-until one fails, then shrunk), ``report`` (reports from run folders).  Errors are one line on stderr and a
+until one fails, then shrunk), ``report`` (reports from run folders), ``aws-preflight`` (a deployed fleet's
+guardrails, checked before a run).  Errors are one line on stderr and a
 non-zero exit: 2 for bad input, 1 for a failed check or an unreachable service.
 """
 
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
+from harness.cli_aws import AWS_COMMANDS, add_aws_commands
+from harness.cli_errors import CliError
 
 if TYPE_CHECKING:
     from harness.scenarios.scenario_file import ScenarioSpec
@@ -33,12 +36,6 @@ if TYPE_CHECKING:
 HARNESS_EXTRAS = "pip install 'wsfleet[harness]'"
 
 STATE_FILE = Path(".wsfleet") / "up.json"
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _positive_int(text: str) -> int:
@@ -149,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("connection_id", type=_connection_id,
                        help="connection id ([A-Za-z0-9._:-], at most 128 characters)")
         p.add_argument("--router", help="router base URL (default: from the running `wsfleet up`)")
+        p.add_argument("--sign", action=argparse.BooleanOptionalAction, default=None,
+                       help="sign the request with SigV4 (execute-api), as a deployed API Gateway requires "
+                            "(default: only for an <api>.execute-api.<region>.amazonaws.com URL)")
+        p.add_argument("--region", help="the API's region for signing (default: from the URL's host)")
+        p.add_argument("--aws-profile", metavar="NAME",
+                       help="sign with this shared-credentials profile (default: the standard chain)")
         if name == "start":
             p.add_argument("--ws-url", help="upstream URL (default: the simulator's stream for this id)")
 
@@ -220,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(several: a comparison and an aggregate).")
     report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
     report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+
+    add_aws_commands(sub)
     return parser
 
 
@@ -311,8 +316,13 @@ def _running() -> dict[str, Any]:
 # -- start / stop ----------------------------------------------------------------------------------------
 def cmd_event(args: argparse.Namespace) -> int:
     from harness.cluster import ClusterError, http_json
+    from harness.router_client import SigningError, error_text, signer_for
 
     router = args.router or _running()["router_url"]
+    try:
+        signer = signer_for(router, args.sign, args.region, args.aws_profile)
+    except SigningError as exc:
+        raise CliError(str(exc), 2) from None
     body: dict[str, Any] = {"event_type": args.command.upper(), "connection_id": args.connection_id}
     if args.command == "start":
         if args.ws_url:
@@ -325,13 +335,12 @@ def cmd_event(args: argparse.Namespace) -> int:
             except ClusterError as exc:
                 raise CliError(str(exc), 1) from None
     try:
-        status, payload = http_json("POST", router.rstrip("/") + "/events", body)
+        status, payload = http_json("POST", router.rstrip("/") + "/events", body, signer=signer)
     except ClusterError as exc:
         raise CliError(str(exc), 1) from None
     print(json.dumps(payload))
     if status != 200:
-        error = payload.get("error") if isinstance(payload, dict) else payload
-        raise CliError(f"router answered {status}: {error}", 2 if 400 <= status < 500 else 1)
+        raise CliError(f"router answered {status}: {error_text(payload)}", 2 if 400 <= status < 500 else 1)
     return 0
 
 
@@ -508,7 +517,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
-    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report,
+    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, **AWS_COMMANDS,
 }
 
 if __name__ == "__main__":

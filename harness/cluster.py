@@ -30,6 +30,7 @@ from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data,
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
+from harness.router_client import Signer
 from harness.tasks import LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
@@ -326,11 +327,15 @@ class Cluster:
         self.history.close()
 
 
-def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) -> tuple[int, Any]:
-    """One JSON request; returns (status, decoded body).  Connection errors raise ``ClusterError``."""
+def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0,
+              signer: Signer | None = None) -> tuple[int, Any]:
+    """One JSON request (signed by ``signer`` when given); returns (status, decoded body).  Connection errors
+    raise ``ClusterError``."""
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if signer is not None:
+        headers = signer.headers(method, url, data, headers)
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.status, json.loads(response.read() or b"null")

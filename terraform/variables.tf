@@ -22,6 +22,12 @@ variable "tags" {
   default     = { Project = "wsfleet" }
 }
 
+variable "chaos_target" {
+  description = "Tag every resource wsfleet:chaos=allowed, the tag `wsfleet aws-preflight` requires before a harness run may touch the deployment. Leave false for a fleet nobody may break on purpose."
+  type        = bool
+  default     = false
+}
+
 # -- the fleet ------------------------------------------------------------------------------------------
 variable "profile" {
   description = "WSFLEET_PROFILE of the router and workers: blog (the published algorithm, flaws included) or hardened (ours)."

@@ -15,7 +15,7 @@ terraform {
 provider "aws" {
   region = var.region
   default_tags {
-    tags = var.tags
+    tags = merge(var.tags, var.chaos_target ? { "wsfleet:chaos" = "allowed" } : {})
   }
 }
 
@@ -24,6 +24,6 @@ provider "aws" {
   alias  = "standby"
   region = var.standby_region != "" ? var.standby_region : var.region
   default_tags {
-    tags = var.tags
+    tags = merge(var.tags, var.chaos_target ? { "wsfleet:chaos" = "allowed" } : {})
   }
 }

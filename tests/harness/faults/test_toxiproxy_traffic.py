@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.faults.network import Proxy, ToxiproxyClient, start_embedded_toxiproxy
+from tests.harness.threaded import serving
 
 SEED = 1234
 
@@ -35,13 +36,8 @@ class EchoServer(socketserver.ThreadingTCPServer):
 
 @pytest.fixture(scope="module")
 def echo_address() -> Iterator[str]:
-    server = EchoServer(("127.0.0.1", 0), EchoHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(EchoServer(("127.0.0.1", 0), EchoHandler)) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")

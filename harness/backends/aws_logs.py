@@ -1,0 +1,68 @@
+"""A deployed fleet's history, read back from CloudWatch Logs into a run folder the checkers read.
+
+On AWS the workers and the router write their history events to standard output (``WSFLEET_HISTORY_PATH``
+``/dev/stdout``, in terraform's ``fleet_settings``), so they land in the log groups beside the processes'
+log lines.  ``fetch_history`` reads the log groups between two times (``FilterLogEvents``, every
+page), keeps the lines that are history events (a JSON object with a numeric ``t``, a ``src`` and a
+``type``; log lines have ``event`` instead), and writes them as ``history/<src>.jsonl`` under the run
+folder, in time order, next to what the harness wrote itself.  The same checkers then run on it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SAFE_SRC = str.maketrans({c: "_" for c in "/\\:. "})
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What ``fetch_history`` wrote: events per source, and the log lines that were not history."""
+
+    events: dict[str, int]
+    other_lines: int
+
+
+def history_event(message: str) -> dict[str, Any] | None:
+    """The history event in one log line, or None for any other line (a log line, a stack trace, ...)."""
+    try:
+        event = json.loads(message)
+    except ValueError:
+        return None
+    if (isinstance(event, dict) and isinstance(event.get("t"), int | float) and not isinstance(event["t"], bool)
+            and isinstance(event.get("src"), str) and event["src"] and isinstance(event.get("type"), str)):
+        return event
+    return None
+
+
+def log_messages(logs: Any, group: str, start_ms: int, end_ms: int) -> Iterator[str]:
+    """Every message of ``group`` stamped from ``start_ms`` to ``end_ms``, across all its streams and pages."""
+    for page in logs.get_paginator("filter_log_events").paginate(logGroupName=group, startTime=start_ms,
+                                                                 endTime=end_ms):
+        for event in page.get("events", []):
+            yield str(event.get("message", ""))
+
+
+def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, run_dir: Path) -> Fetched:
+    """Write the history events of ``groups`` between the two times (Unix ms) to ``run_dir/history``."""
+    by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    other = 0
+    for group in groups:
+        for message in log_messages(logs, group, start_ms, end_ms):
+            event = history_event(message.strip())
+            if event is None:
+                other += 1
+            else:
+                by_src[event["src"]].append(event)
+    history = run_dir / "history"
+    history.mkdir(parents=True, exist_ok=True)
+    for src, events in by_src.items():
+        events.sort(key=lambda event: event["t"])
+        with (history / f"{src.translate(SAFE_SRC)}.jsonl").open("a") as out:
+            out.writelines(json.dumps(event, separators=(",", ":")) + "\n" for event in events)
+    return Fetched({src: len(events) for src, events in sorted(by_src.items())}, other)
