@@ -34,7 +34,8 @@ unknown, e.g. a timeout).
   ``lease.acquire`` {pk, worker, epoch, outcome, expires_ms, via: notify | reconcile | start};
   ``lease.renew`` {pk (blog: one per connection; absent: the hardened worker-level lease covering all the
   worker's connections), worker, outcome, expires_ms};
-  ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome};
+  ``lease.lost`` {pk, worker, epoch, reason}; ``lease.release`` {pk, worker, epoch, outcome, seq, reason,
+  behind: released with the drain mark, what the stream emitted before its STOP not all read or stored};
   ``ws.open`` {pk, worker, epoch, from_seq, outcome}; ``ws.close`` {pk, worker, reason, and when the
   session is to be reopened: policy (``fleet.backoff``), attempt (retries since the last open, from 1),
   retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After at the run's time scale,
