@@ -22,19 +22,28 @@ if TYPE_CHECKING:
     from fleet.worker import Worker
 
 
+IDLE_RECEIVE = 1  # messages asked for by a long poll after one that found none
+BACKLOG_RECEIVE = 10  # after one that found some (SQS's most)
+
+
 class Notices:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
 
     async def loop(self) -> None:
         w = self.w
+        backlog = False
         while not w.stopping.is_set():
             try:
-                notes = await w.store.receive_notifications()
+                # Idle, ask for one message: if this worker dies during the long poll, the poll may still
+                # take what arrives, which stays invisible to the others for a while (a death notice's other
+                # copy, ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).
+                notes = await w.store.receive_notifications(IDLE_RECEIVE if not backlog else BACKLOG_RECEIVE)
             except StoreError as exc:
                 log("notify.receive_error", error=str(exc))
                 await w.pause(w.config.heartbeat_s)
                 continue
+            backlog = bool(notes)
             try:
                 if w.stopping.is_set():
                     await w.store.return_notifications(notes)

@@ -20,6 +20,10 @@ QUEUE_NAME = "wsfleet-notify"
 DLQ_NAME = "wsfleet-notify-dlq"
 # A notification received this many times without being deleted moves to the dead-letter queue.
 MAX_RECEIVES = 5
+# EventBridge puts each worker-stopped event on the queue this many times (one rule, as many targets): the
+# dead worker's own last long poll may take a copy (it asks for one message while idle, fleet.notices),
+# which stays invisible for a while; another copy reaches a live worker at once.
+DEATH_NOTICE_COPIES = 2
 
 
 def conn_pk(connection_id: str) -> str:

@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.deathnotice import DeathNotice
 from fleet.history import HistoryWriter
+from fleet.schema import DEATH_NOTICE_COPIES
 from harness.backends.base import BackendError
 from harness.backends.resources import client
 from harness.processes import Child
@@ -102,10 +103,11 @@ class LocalTasks:
     def send_notice(self, task_arn: str, reason: str, task_status: str = "STOPPED",
                     exit_code: int | None = None) -> None:
         """Send an ``ECS Task State Change`` event for ``task_arn`` (at ``task_status``, its container
-        STOPPED) to the workers' queue, as EventBridge would, whether or not the task did stop: a forged
-        notice is this alone."""
-        event = DeathNotice(task_arn, self.cluster_arn, reason).event(task_status, exit_code)
-        self._sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(event))
+        STOPPED) to the workers' queue, as EventBridge would (once per target of the rule:
+        ``DEATH_NOTICE_COPIES``), whether or not the task did stop: a forged notice is this alone."""
+        body = json.dumps(DeathNotice(task_arn, self.cluster_arn, reason).event(task_status, exit_code))
+        self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=[
+            {"Id": str(copy), "MessageBody": body} for copy in range(DEATH_NOTICE_COPIES)])
 
     def _supervise(self) -> None:
         later: list[tuple[float, _Watched, str]] = []  # (when, task, reason): the task's STOPPED event

@@ -530,6 +530,24 @@ def alarm_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
 
 
 # -- standby region ----------------------------------------------------------------------------------
+def death_notice_problems(terraform_dir: Path) -> list[str]:
+    """The worker-stopped rule puts each event on the queue schema.DEATH_NOTICE_COPIES times: as many targets,
+    each the queue, each with its own target id (two targets with one id are one target)."""
+    region = Instance.root(terraform_dir).descendant(*REGION_PATH)
+    targets = region.module.resource("aws_cloudwatch_event_target").get("worker_stopped")
+    if targets is None:
+        return ["no aws_cloudwatch_event_target.worker_stopped"]
+    problems = []
+    if str(targets.get("count")) != str(schema.DEATH_NOTICE_COPIES):
+        problems.append(f"worker_stopped has count {targets.get('count')!r}, schema.DEATH_NOTICE_COPIES is "
+                        f"{schema.DEATH_NOTICE_COPIES}")
+    if "count.index" not in str(targets.get("target_id")):
+        problems.append(f"worker_stopped target_id {targets.get('target_id')!r} is not one per copy (count.index)")
+    if "module.queue.queue_arn" not in str(targets.get("arn")):
+        problems.append(f"worker_stopped arn {targets.get('arn')!r} is not the queue")
+    return problems
+
+
 def failover_problems(terraform_dir: Path) -> list[str]:
     """With a standby region: the tables replicate to it, and Route 53 has one PRIMARY and one SECONDARY
     record for the router, each gated by an HTTPS health check."""

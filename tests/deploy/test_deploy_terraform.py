@@ -10,6 +10,7 @@ import pytest
 
 from tests.deploy.deploy_checks import (
     alarm_problems,
+    death_notice_problems,
     environment_problems,
     failover_problems,
     iam_problems,
@@ -33,6 +34,7 @@ CHECKERS: dict[str, Checker] = {
     "scaling": scaling_problems,
     "alarms": alarm_problems,
     "failover": lambda terraform, fleet: failover_problems(terraform),
+    "death notices": lambda terraform, fleet: death_notice_problems(terraform),
 }
 
 
@@ -65,6 +67,10 @@ def fleet_with_alarm_events(fleet_copy: tuple[Path, Edit]) -> Path:
 
 # (check, file in terraform/, text, replacement, what the problem must mention)
 BREAKAGES = [
+    ("death notices", "modules/region/main.tf", "  count     = 2\n  rule      = aws_cloudwatch_event_rule",
+     "  count     = 1\n  rule      = aws_cloudwatch_event_rule", "DEATH_NOTICE_COPIES is 2"),
+    ("death notices", "modules/region/main.tf", 'target_id = "death-notice-${count.index}"',
+     'target_id = "death-notice"', "not one per copy"),
     ("parse", "modules/queue/main.tf", 'resource "aws_sqs_queue" "notify" {', 'resource "aws_sqs_queue" {{',
      "modules/queue/main.tf"),
     ("tables", "modules/tables/main.tf",

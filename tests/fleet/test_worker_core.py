@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from fleet.config import FleetConfig
 from fleet.connection import HeldConnection
 from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, Rules, StopRequest, WorkerRecord
 from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
+from fleet.store import Notification
 from fleet.worker import Worker
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
@@ -296,6 +298,35 @@ async def test_a_lease_judged_gone_on_a_clock_not_known_within_the_model_is_not_
         worker.reconciler.request_sweep()
         await until(lambda: consuming(worker))
     assert store.connection(PK).epoch == 4
+
+
+class ReceiveRecordingStore(MemoryStore):
+    """Records how many messages each receive asked for."""
+
+    def __init__(self, config: FleetConfig) -> None:
+        super().__init__(config)
+        self.receives: list[tuple[int, int]] = []  # (messages asked for, messages received)
+
+    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
+        received = await super().receive_notifications(max_messages)
+        self.receives.append((max_messages, len(received)))
+        return received
+
+
+async def test_an_idle_worker_asks_for_one_notification_at_a_time() -> None:
+    """A worker that dies during a long poll may still take what arrives: asking for one message while idle,
+    it takes at most one copy of a death notice (``fleet.schema.DEATH_NOTICE_COPIES``), and another reaches a
+    live worker at once.  Once a receive finds messages, the next asks for a full batch."""
+    store = ReceiveRecordingStore(config())
+    async with running(store):
+        await until(lambda: len(store.receives) >= 2)
+        for pk in (PK, "CONN#c2", "CONN#c3"):
+            add_stream(store, pk)
+            store.send(pk)
+        await until(lambda: sum(got for _, got in store.receives) == 3 and store.receives[-1][1] == 0)
+    asked = [ask for ask, _ in store.receives]
+    assert asked[1:] == [10 if got else 1 for _, got in store.receives[:-1]]
+    assert (1, 1) in store.receives  # three waiting, one taken
 
 
 class DateSampledStore(MemoryStore):

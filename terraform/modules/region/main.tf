@@ -137,7 +137,9 @@ module "alarms" {
 # deprovisions the task, often for tens of seconds, before the task itself is STOPPED, another event).
 # EventBridge puts each such event on the workers' queue, where a worker confirms it with DescribeTasks and
 # takes that task's streams at once instead of at lease expiry (fleet/deathnotice.py).  The queue accepts
-# these events from this rule only.
+# these events from this rule only.  The rule has fleet.schema.DEATH_NOTICE_COPIES targets, all the queue, so
+# each event arrives that many times: the dead worker's own last long poll may take one copy, which stays
+# invisible for a while, and another reaches a live worker at once.
 resource "aws_cloudwatch_event_rule" "worker_stopped" {
   name        = "${var.name}-worker-stopped"
   description = "wsfleet: a worker task stopped; its streams can be taken at once"
@@ -155,8 +157,10 @@ resource "aws_cloudwatch_event_rule" "worker_stopped" {
 }
 
 resource "aws_cloudwatch_event_target" "worker_stopped" {
-  rule = aws_cloudwatch_event_rule.worker_stopped.name
-  arn  = module.queue.queue_arn
+  count     = 2
+  rule      = aws_cloudwatch_event_rule.worker_stopped.name
+  target_id = "death-notice-${count.index}"
+  arn       = module.queue.queue_arn
 }
 
 data "aws_iam_policy_document" "queue_death_notices" {
