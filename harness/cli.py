@@ -470,7 +470,7 @@ def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:
 
 # -- explore ---------------------------------------------------------------------------------------------
 def cmd_explore(args: argparse.Namespace) -> int:
-    from harness.explore.explore import ExploreOptions, explore
+    from harness.explore.explore import ExploreOptions, condensed_mix, explore
 
     if args.workers < 2:
         raise CliError("--workers must be at least 2 (someone must take over)")
@@ -481,9 +481,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
                              shrink_repeat=args.shrink_repeat, keep_going=args.keep_going)
     result = explore(options, progress=lambda line: print(line, flush=True))
     ran = [v for v in result.verdicts.values() if v is not None]
-    mix = ", ".join(f"{kind} {count}" for kind, count in result.fault_mix.most_common())
-    print(f"wsfleet explore: {len(result.verdicts)} runs ({len(ran)} ran, {result.invalid} invalid) in "
+    mix = ", ".join(f"{kind} {count}" for kind, count in condensed_mix(result.fault_mix).most_common())
+    outside = f", {len(result.outside)} invalid outside the fault model" if result.outside else ""
+    print(f"wsfleet explore: {len(result.verdicts)} runs ({len(ran)} ran, {result.invalid} invalid{outside}) in "
           f"{result.elapsed_s:.0f} s; fault mix: {mix or 'none'}; summary {args.out / 'summary.json'}")
+    for finding in result.outside:
+        print(f"wsfleet explore: outside the fault model, seed {finding.seed} fails "
+              f"{', '.join(finding.invariants)} ({finding.outside}); schedule {finding.schedule}")
     root = f" --fleet-root {args.fleet_root}" if args.fleet_root else ""
     for invariant, found in result.classes().items():
         first = found[0]
@@ -492,7 +496,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
               f"{', '.join(str(f.seed) for f in found)}; schedule {first.schedule}"
               f"{f', shrunk {first.minimal}' if first.minimal else ''}\n"
               f"replay: wsfleet scenario --from {replay} --profile {args.profile}{root}")
-    if result.findings:
+    if result.classes():
         return 1
     return 0 if ran else 2
 

@@ -11,6 +11,10 @@ as ``OUT/explore-<n>-min.yaml``.  Without ``keep_going`` the first invalid run e
 run that could not run (the topology did not start, a step could not be applied) is reported and skipped.
 ``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, and each class
 with its seeds and files.
+
+A run whose schedule left the fault model on purpose (the generator draws a clock skew beyond the tolerance
+now and then: ``run.start``'s ``fault_model``) is no finding when it fails: its schedule is written and it is
+counted and named apart (``outside``), never shrunk, and it does not end the exploration.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Finding:
     invariants: list[str]
     schedule: Path
     minimal: Path | None = None
+    outside: str | None = None  # why the schedule is outside the fault model, when it is
 
     @property
     def invariant(self) -> str:
@@ -79,13 +84,20 @@ class ExploreResult:
 
     @property
     def invalid(self) -> int:
-        return sum(1 for v in self.verdicts.values() if v is not None and v["valid"] is False)
+        """Invalid runs within the fault model."""
+        return sum(1 for v in self.verdicts.values() if outcome(v) == "invalid")
+
+    @property
+    def outside(self) -> list[Finding]:
+        """The invalid runs whose schedules were outside the fault model."""
+        return [f for f in self.findings if f.outside is not None]
 
     def classes(self) -> dict[str, list[Finding]]:
-        """The findings by the invariant they fail, in the order the classes were found."""
+        """The findings within the fault model by the invariant they fail, in the order the classes were found."""
         classes: dict[str, list[Finding]] = {}
         for finding in self.findings:
-            classes.setdefault(finding.invariant, []).append(finding)
+            if finding.outside is None:
+                classes.setdefault(finding.invariant, []).append(finding)
         return classes
 
     def summary(self, options: ExploreOptions) -> dict[str, Any]:
@@ -97,6 +109,11 @@ class ExploreResult:
             "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
                         for invariant, found in self.classes().items()},
+            "outside_model": {
+                "runs": sum(1 for v in self.verdicts.values() if outside_model(v) is not None),
+                "invalid": [{"seed": f.seed, "fails": f.invariants, "why": f.outside, "schedule": str(f.schedule)}
+                            for f in self.outside],
+            },
         }
 
 
@@ -107,11 +124,29 @@ def failing_invariants(verdict: dict[str, Any]) -> list[str]:
     return sorted(failing, key=lambda n: (rank.get(n, len(rank)), n))
 
 
+def outside_model(verdict: dict[str, Any] | None) -> str | None:
+    """Why the run's schedule was outside the fault model, as its ``run.start`` stated; None when it was not
+    (or did not say)."""
+    stated = ((verdict or {}).get("fault_model") or {})
+    return str(stated.get("stated")) if stated.get("within") is False else None
+
+
 def outcome(verdict: dict[str, Any] | None) -> str:
-    """``valid``, ``invalid`` or ``unknown``; ``could not run`` without a verdict."""
+    """``valid``, ``invalid``, ``invalid outside the model`` or ``unknown``; ``could not run`` without a
+    verdict."""
     if verdict is None:
         return "could not run"
-    return {True: "valid", False: "invalid"}.get(verdict["valid"], "unknown")
+    said = {True: "valid", False: "invalid"}.get(verdict["valid"], "unknown")
+    return f"{said} outside the model" if said == "invalid" and outside_model(verdict) else said
+
+
+def condensed_mix(mix: Counter[str]) -> Counter[str]:
+    """The fault mix with each toxic counted by its type alone (``toxic:latency``), not by service, direction
+    and toxicity: what one line can show."""
+    condensed: Counter[str] = Counter()
+    for label, count in mix.items():
+        condensed[label.split("/", 1)[0]] += count
+    return condensed
 
 
 def describe_fault(step: dict[str, Any]) -> str:
@@ -154,26 +189,32 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
         verdict = run_once(spec, options.out / f"seed-{seed}", options)
         result.verdicts[seed] = verdict
         said = outcome(verdict).upper()
-        if said == "INVALID":
-            said += f" ({', '.join(failing_invariants(verdict or {}))})"
+        if said.startswith("INVALID"):
+            why = outside_model(verdict)
+            said += f" ({', '.join(failing_invariants(verdict or {}))}{f'; {why}' if why else ''})"
         progress(f"run {k + 1}/{options.runs} seed {seed}: {load}, faults [{', '.join(kinds)}], "
                  f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
         if verdict is not None and verdict["valid"] is False:
             _record(spec, verdict, options, result, progress)
         result.elapsed_s = time.monotonic() - started
         (options.out / "summary.json").write_text(json.dumps(result.summary(options), indent=1) + "\n")
-        if result.findings and not options.keep_going:
+        if result.classes() and not options.keep_going:
             break
     return result
 
 
 def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions, result: ExploreResult,
             progress: Progress) -> None:
-    """Save an invalid run's schedule; shrink it if it is the first of its class."""
+    """Save an invalid run's schedule; shrink it if it is the first of its class (and within the model)."""
     invariants = failing_invariants(verdict)
     new_class = invariants[0] not in result.classes()
-    finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"))
+    finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"),
+                      outside=outside_model(verdict))
     result.findings.append(finding)
+    if finding.outside is not None:
+        progress(f"seed {spec.seed} fails {finding.invariant} outside the fault model ({finding.outside}); "
+                 f"schedule written to {finding.schedule}")
+        return
     if not new_class or options.shrink_runs <= 0:
         progress(f"seed {spec.seed} fails {finding.invariant}; schedule written to {finding.schedule}")
         return

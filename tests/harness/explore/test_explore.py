@@ -5,13 +5,14 @@ re-running a candidate up to ``shrink_repeat`` times; ``summary.json`` says all 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.explore import explore as explore_module
-from harness.explore.explore import ExploreOptions, explore
+from harness.explore.explore import ExploreOptions, condensed_mix, explore
 from harness.scenarios.scenario_file import ScenarioSpec, load
 
 FAILS = {3: ["sequences"], 5: ["duplicate_claims", "sequences"], 6: ["sequences"]}  # by seed
@@ -70,3 +71,38 @@ def test_keep_going_classifies_every_invalid_run_and_shrinks_the_first_of_each_c
     assert sum(summary["fault_mix"].values()) > 0
     shrunk = {seed for seed, name in runs if name != f"seed-{seed}"}
     assert shrunk == {3, 5}  # the first of each class only
+
+
+OUTSIDE = "outside: clock skew 1920 ms > tolerance 100 ms"
+
+
+def test_a_run_failing_outside_the_fault_model_is_named_apart_never_a_finding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 2's schedule left the model (a skew beyond the tolerance) and fails; seed 3 left it and passes;
+    seed 4 fails within it.  Seed 2 neither ends the exploration nor is shrunk nor classed; it is counted and
+    named apart, with why."""
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+        failing = {2: ["duplicate_claims"], 4: ["sequences"]}.get(spec.seed, []) if run_dir.name.startswith(
+            "seed-") else []
+        stated = OUTSIDE if spec.seed in (2, 3) else "within"
+        return {**verdict(failing), "fault_model": {"stated": stated, "within": stated == "within"}}
+
+    monkeypatch.setattr(explore_module, "run_once", run_once)
+    lines: list[str] = []
+    result = explore(options(tmp_path, shrink_runs=0), progress=lines.append)
+    assert sorted(result.verdicts) == [1, 2, 3, 4]  # seed 2 did not end it; seed 4 did
+    assert result.invalid == 1 and list(result.classes()) == ["sequences"]
+    [outside] = result.outside
+    assert (outside.seed, outside.invariants, outside.outside) == (2, ["duplicate_claims"], OUTSIDE)
+    assert "INVALID OUTSIDE THE MODEL (duplicate_claims; outside: clock skew" in lines[1]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["outcomes"] == {"valid": 2, "invalid outside the model": 1, "invalid": 1}
+    assert summary["outside_model"]["runs"] == 2
+    assert [(r["seed"], r["why"]) for r in summary["outside_model"]["invalid"]] == [(2, OUTSIDE)]
+    assert list(summary["classes"]) == ["sequences"]
+
+
+def test_the_condensed_mix_counts_toxics_by_type() -> None:
+    mix = Counter({"pause": 3, "toxic:latency/dynamodb/upstream": 2, "toxic:latency/upstream/downstream@0.3": 1,
+                   "toxic:timeout/services/upstream": 1})
+    assert condensed_mix(mix) == Counter({"pause": 3, "toxic:latency": 3, "toxic:timeout": 1})
