@@ -37,18 +37,23 @@ class Releases:
         worker's clock is past the reach by the tolerance, as a drain would (``Rules.drain_ends``).  An open
         session may have died silently: a half-open connection delivers nothing and closes nothing (explore
         seed 4239), and its holder released as having read through the STOP, so what the stream emitted
-        since the session died was drained by nobody.  Not a STOP: nothing to read through."""
+        since the session died was drained by nobody.  Not a STOP: nothing to read through.  A shutdown ends the
+        wait (the release then carries the drain mark): the handoff of every other stream waits for it."""
         if stopped_at_ms is None:
             return True
-        rules, clock = self.w.rules, self.w.clock
-        reach = rules.stop_reach_ms(stopped_at_ms)
+        w = self.w
+        reach = w.rules.stop_reach_ms(stopped_at_ms)
         while held.last_ts_ms is None or held.last_ts_ms < reach:
-            left_s = (reach + rules.tolerance_ms - clock.now_ms()) / 1000.0
-            if left_s <= 0 or not held.reading:
+            left_s = (reach + w.rules.tolerance_ms - w.clock.now_ms()) / 1000.0
+            if left_s <= 0 or not held.reading or w.stopping.is_set():
                 return False
             held.delivered.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(held.delivered.wait(), left_s)
+            waits = [asyncio.ensure_future(event.wait()) for event in (held.delivered, w.stopping)]
+            try:
+                await asyncio.wait(waits, timeout=left_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
         return True
 
     async def release(self, held: HeldConnection, reason: str, for_stop: int | None, behind: bool) -> str:

@@ -486,6 +486,22 @@ async def test_a_stop_over_a_live_session_waits_for_a_message_past_its_reach_and
     assert not consumer(worker).drained
 
 
+async def test_a_shutdown_ends_the_wait_for_a_message_past_the_stops_reach() -> None:
+    """The wait holds up the handoff of every other stream (a shutdown finishes its chores first): a shutdown
+    ends it, and the STOP's release carries the drain mark."""
+    store = MemoryStore(config())
+    add_stream(store, PK)
+    async with asyncio.timeout(10):  # the wait alone would last past a minute
+        async with running(store) as worker:
+            await until(lambda: consuming(worker))
+            held = worker.held[PK]
+            held.last_ts_ms = 5.0
+            stop(store, PK, at_ms=int(time.time() * 1000) + 60_000)
+            await until(lambda: held.dropping)
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [(e["reason"], e["behind"]) for e in released] == [("STOP", True)]
+
+
 async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -> None:
     """The owner read up to the STOP, but its task did not end within a heartbeat of being stopped (writes
     still queued at a slow backend) and was cancelled: what it read may not all be stored, so it is
