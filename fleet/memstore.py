@@ -123,7 +123,9 @@ class MemoryStore:
                                        death=death))
         self.queue_changed.set()
 
-    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        if not self.queue and not wait:
+            return []
         if not self.queue:
             self.queue_changed.clear()
             try:

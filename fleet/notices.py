@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from fleet.worker import Worker
 
 
-IDLE_RECEIVE = 1  # messages asked for by a long poll after one that found none
-BACKLOG_RECEIVE = 10  # after one that found some (SQS's most)
+LONG_POLL_RECEIVE = 1  # messages a long poll asks for
+BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)
 
 
 class Notices:
@@ -35,10 +35,12 @@ class Notices:
         backlog = False
         while not w.stopping.is_set():
             try:
-                # Idle, ask for one message: if this worker dies during the long poll, the poll may still
-                # take what arrives, which stays invisible to the others for a while (a death notice's other
-                # copy, ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).
-                notes = await w.store.receive_notifications(IDLE_RECEIVE if not backlog else BACKLOG_RECEIVE)
+                # A long poll asks for one message: if this worker dies while it waits, the poll may still take
+                # what arrives, which stays invisible to the others for a while (a death notice's other copy,
+                # ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).  A backlog is read
+                # with short polls, which never wait, until one finds nothing.
+                notes = await (w.store.receive_notifications(BACKLOG_RECEIVE, wait=False) if backlog
+                               else w.store.receive_notifications(LONG_POLL_RECEIVE))
             except StoreError as exc:
                 log("notify.receive_error", error=str(exc))
                 await w.pause(w.config.heartbeat_s)

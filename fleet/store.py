@@ -277,12 +277,13 @@ class LeaseStore:
             async with aws_errors("send notifications", self.aws.errors):
                 await self.aws.sqs.send_message_batch(QueueUrl=self.config.queue_url, Entries=entries)
 
-    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        """Up to ``max_messages``; with ``wait`` a long poll, else whatever the queue has now (a short poll)."""
         async with aws_errors("receive notifications", self.aws.errors):
             response = await self.aws.sqs.receive_message(
                 QueueUrl=self.config.queue_url,
                 MaxNumberOfMessages=max_messages,
-                WaitTimeSeconds=self.config.notify_wait_s,
+                WaitTimeSeconds=self.config.notify_wait_s if wait else 0,
                 VisibilityTimeout=RECEIVED_VISIBILITY_S,
             )
         found = []

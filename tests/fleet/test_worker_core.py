@@ -305,28 +305,29 @@ class ReceiveRecordingStore(MemoryStore):
 
     def __init__(self, config: FleetConfig) -> None:
         super().__init__(config)
-        self.receives: list[tuple[int, int]] = []  # (messages asked for, messages received)
+        self.receives: list[tuple[int, bool, int]] = []  # (messages asked for, long poll, messages received)
 
-    async def receive_notifications(self, max_messages: int = 10) -> list[Notification]:
-        received = await super().receive_notifications(max_messages)
-        self.receives.append((max_messages, len(received)))
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        received = await super().receive_notifications(max_messages, wait)
+        self.receives.append((max_messages, wait, len(received)))
         return received
 
 
-async def test_an_idle_worker_asks_for_one_notification_at_a_time() -> None:
-    """A worker that dies during a long poll may still take what arrives: asking for one message while idle,
-    it takes at most one copy of a death notice (``fleet.schema.DEATH_NOTICE_COPIES``), and another reaches a
-    live worker at once.  Once a receive finds messages, the next asks for a full batch."""
+async def test_a_long_poll_asks_for_one_notification_and_a_backlog_is_read_with_short_polls() -> None:
+    """A worker that dies during a long poll may still take what arrives: asking for one message, it takes at
+    most one copy of a death notice (``fleet.schema.DEATH_NOTICE_COPIES``), and another reaches a live worker
+    at once.  Once a poll finds messages, the backlog is read ten at a time with polls that never wait, so no
+    poll asking for more than one is ever left waiting."""
     store = ReceiveRecordingStore(config())
     async with running(store):
         await until(lambda: len(store.receives) >= 2)
         for pk in (PK, "CONN#c2", "CONN#c3"):
             add_stream(store, pk)
             store.send(pk)
-        await until(lambda: sum(got for _, got in store.receives) == 3 and store.receives[-1][1] == 0)
-    asked = [ask for ask, _ in store.receives]
-    assert asked[1:] == [10 if got else 1 for _, got in store.receives[:-1]]
-    assert (1, 1) in store.receives  # three waiting, one taken
+        await until(lambda: sum(got for *_, got in store.receives) == 3 and store.receives[-1][2] == 0)
+    asked = [(ask, long) for ask, long, _ in store.receives]
+    assert asked[1:] == [(10, False) if got else (1, True) for *_, got in store.receives[:-1]]
+    assert (1, True, 1) in store.receives  # three waiting, one taken
 
 
 class DateSampledStore(MemoryStore):
