@@ -93,7 +93,7 @@ class Notices:
             return False
         if seen is None:
             return True
-        if seen.lease_owner not in ("", w.me.worker_id) and not w.profile.judges_expiry(w.store.clock_skew_bounds()):
+        if not w.profile.may_judge(seen, w.me, w.store.clock_skew_bounds()):
             return False  # another's lease, and our clock not known to be within the model: back it goes
         decision = w.profile.on_seen(seen, pk in w.held, pk in w.acquiring, w.me, w.clock.now_ms(), owners)
         if decision is SeenAction.DROP:  # not waited for: reading through the STOP takes a while

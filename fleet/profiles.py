@@ -180,6 +180,11 @@ class BlogProfile:
         """Whether this worker may judge another's lease gone on its own clock now (blog: always)."""
         return True
 
+    def may_judge(self, seen: ConnectionRecord, me: Holder, bounds: tuple[float, float] | None) -> bool:
+        """Whether ``seen`` may be judged on this worker's clock now: a stream nobody holds or this worker's
+        own always; another's lease only while ``judges_expiry``."""
+        return seen.lease_owner in ("", me.worker_id) or self.judges_expiry(bounds)
+
     # -- finding streams -----------------------------------------------------------------------------
     def pacer(self, rng: random.Random) -> Pacer:
         return Pacer(self, rng)

@@ -70,13 +70,13 @@ class Reconciler:
         # owners read after their connections, so no generation is judged from an older read
         workers = await w.store.workers() if w.profile.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
-        judges = w.profile.judges_expiry(w.store.clock_skew_bounds())  # the listings' answers sampled it too
+        bounds = w.store.clock_skew_bounds()  # the listings' answers sampled it too
         claims: set[asyncio.Task[bool]] = set()
         claimable = 0
         for seen in listed:
             if seen.pk in w.held or seen.pk in w.acquiring:
                 continue
-            if not judges and seen.lease_owner and seen.lease_owner != w.me.worker_id:
+            if not w.profile.may_judge(seen, w.me, bounds):
                 continue  # another's lease, judged on a clock not known to be within the model
             if w.capacity() - len(claims) <= 0:
                 break

@@ -88,6 +88,7 @@ def cmd_aws_preflight(args: argparse.Namespace) -> int:
 def cmd_aws_history(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from harness.backends.aws import aws_error_text
     from harness.backends.aws_logs import fetch_history
 
     if args.until <= args.since:
@@ -97,11 +98,8 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
     groups = (deployment.worker_log_group, deployment.router_log_group)
     try:
         fetched = fetch_history(logs, groups, args.since, args.until, args.run_dir)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise CliError(f"reading {', '.join(groups)}: {error.get('Code')}: {error.get('Message')}", 1) from None
-    except BotoCoreError as exc:
-        raise CliError(f"reading {', '.join(groups)}: {exc}", 1) from None
+    except (ClientError, BotoCoreError) as exc:
+        raise CliError(f"reading {', '.join(groups)}: {aws_error_text(exc)}", 1) from None
     for src, count in fetched.events.items():
         print(f"{src}: {count} events")
     print(f"wsfleet aws-history: {sum(fetched.events.values())} events from {len(fetched.events)} processes "

@@ -121,16 +121,24 @@ def preflight(deployment: Deployment, guardrails: Guardrails, session: Any) -> l
     return checks
 
 
+def aws_error_text(exc: Exception) -> str:
+    """One line for a botocore error: "Code: Message" for an AWS answer, the error's text otherwise
+    (no credentials, an endpoint down, ...)."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'error')}: {error.get('Message', exc)}"
+    return str(exc)
+
+
 def _checked(name: str, check: Callable[[], tuple[bool, str]]) -> Check:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         ok, detail = check()
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        ok, detail = False, f"{error.get('Code', 'error')}: {error.get('Message', exc)}"
-    except BotoCoreError as exc:  # no credentials, an endpoint down, ...
-        ok, detail = False, str(exc)
+    except (ClientError, BotoCoreError) as exc:
+        ok, detail = False, aws_error_text(exc)
     except LookupError as exc:
         ok, detail = False, str(exc.args[0]) if exc.args else type(exc).__name__
     return Check(name, ok, detail)

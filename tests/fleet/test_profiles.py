@@ -42,6 +42,17 @@ def test_skew_is_reported_when_it_first_appears_moves_or_crosses_the_fence() -> 
     assert not HARDENED.skew_worth_reporting((1.0, 5.0), None)
 
 
+def test_another_s_lease_is_judged_only_on_a_clock_known_within_the_model() -> None:
+    others = ConnectionRecord("p", STARTED, "ws://u", lease_owner="w2", owner_gen="g", epoch=3)
+    nobodys = ConnectionRecord("p", STARTED, "ws://u")
+    ours = ConnectionRecord("p", STARTED, "ws://u", lease_owner="w1", owner_gen="gen-a", epoch=2)
+    unsettled, fenced, settled = None, (2.0 * TOLERANCE, 3.0 * TOLERANCE), (-1.0, 1.0)
+    assert HARDENED.may_judge(others, ME, settled)
+    assert not HARDENED.may_judge(others, ME, unsettled) and not HARDENED.may_judge(others, ME, fenced)
+    assert all(HARDENED.may_judge(seen, ME, unsettled) for seen in (nobodys, ours))
+    assert BLOG.may_judge(others, ME, unsettled)  # the published design never looks
+
+
 def test_a_stop_mailbox_drops_the_leases_it_stops_keeps_what_is_being_acquired_and_clears_the_rest() -> None:
     mailbox = frozenset({"a@1", "b@3", "c@2", "d@1", "e", "f@4", "g@x"})
     plan = HARDENED.settle_stops(mailbox, held={"a": 1, "b": 2, "d": 2, "e": 5}, acquiring=["c"])

@@ -440,6 +440,14 @@ async def test_a_stop_of_a_stream_nobody_held_is_drained_once_marked() -> None:
     assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 1)
 
 
+def assert_released_for_the_stop_then_drained(store: MemoryStore, worker: Worker) -> None:
+    """The STOP's release carried the drain mark, then a drain read the rest and released the stream."""
+    released = history(worker).of("lease.release", pk=PK, outcome="ok")
+    assert [e["reason"] for e in released] == ["STOP", "drained"]
+    item = store.connection(PK)
+    assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 2)
+
+
 async def test_a_stop_honoured_while_the_upstream_was_unreachable_leaves_the_stream_to_drain() -> None:
     """The owner cut off from the upstream (explore benchmark seed 1060's sibling 1063: a partition) still
     honours the STOP, but it read nothing the stream emitted meanwhile: released as done, that was lost.
@@ -448,10 +456,7 @@ async def test_a_stop_honoured_while_the_upstream_was_unreachable_leaves_the_str
         worker.held[PK].reading = False  # its session dropped and has not come back
         stop(store, PK, at_ms=10)
         await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
-    released = history(worker).of("lease.release", pk=PK, outcome="ok")
-    assert [e["reason"] for e in released] == ["STOP", "drained"]
-    item = store.connection(PK)
-    assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch) == ("", 0, 2)
+    assert_released_for_the_stop_then_drained(store, worker)
 
 
 async def test_a_stop_over_a_session_that_died_silently_leaves_the_stream_to_drain() -> None:
@@ -463,9 +468,7 @@ async def test_a_stop_over_a_session_that_died_silently_leaves_the_stream_to_dra
         worker.held[PK].last_ts_ms = 5.0  # the last message delivered, long before the STOP
         stop(store, PK, at_ms=10)
         await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
-    released = history(worker).of("lease.release", pk=PK, outcome="ok")
-    assert [e["reason"] for e in released] == ["STOP", "drained"]
-    assert store.connection(PK).drained_epoch == 2
+    assert_released_for_the_stop_then_drained(store, worker)
 
 
 async def test_a_stop_over_a_live_session_waits_for_a_message_past_its_reach_and_leaves_nothing_to_drain() -> None:
@@ -511,9 +514,7 @@ async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -
         consumer(worker).stuck.add(PK)
         stop(store, PK, at_ms=10)
         await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
-    released = history(worker).of("lease.release", pk=PK, outcome="ok")
-    assert [e["reason"] for e in released] == ["STOP", "drained"]
-    assert store.connection(PK).drained_epoch == 2
+    assert_released_for_the_stop_then_drained(store, worker)
 
 
 async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:
