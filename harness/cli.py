@@ -391,7 +391,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 # -- scenario --------------------------------------------------------------------------------------------
-def _scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
+def scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
+    """The scenario named by ``args.name`` or read from ``args.from_file``; ``CliError`` says what is wrong."""
     from harness.scenarios.catalog import SCENARIOS
     from harness.scenarios.scenario_file import ScenarioFileError, load
 
@@ -416,7 +417,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
         for name, scenario in SCENARIOS.items():
             print(f"{name:<20} {scenario.description}")
         return 0
-    spec = _scenario_spec(args)
+    spec = scenario_spec(args)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)
     from harness.cluster import ClusterError

@@ -1,6 +1,8 @@
 """The ``wsfleet`` subcommands for a fleet deployed on AWS (``terraform/``), named by terraform's outputs:
-``aws-preflight`` (its guardrails, checked before a run may touch it, changing nothing) and ``aws-history``
-(its history, read back from CloudWatch Logs into a run folder).  boto3 is imported only when one runs."""
+``aws-preflight`` (its guardrails, checked before a run may touch it, changing nothing), ``aws-plan`` (a dry
+run of a scenario: each action and its target, the FIS experiment template, the cost at most) and
+``aws-history`` (its history, read back from CloudWatch Logs into a run folder).  boto3 is imported only when
+one runs."""
 
 from __future__ import annotations
 
@@ -23,37 +25,121 @@ def _instant(text: str) -> int:
     return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
-def _deployment_options(parser: argparse.ArgumentParser) -> None:
+def _command(sub: Any, name: str, summary: str, description: str, credentials: bool = True) -> Any:
+    """A subcommand of a deployment named by terraform's outputs (``--outputs`` or ``--terraform-dir``)."""
+    parser = sub.add_parser(name, help=summary, description=description)
     named = parser.add_mutually_exclusive_group(required=True)
     named.add_argument("--outputs", type=Path, metavar="FILE", help="a file of `terraform output -json`")
     named.add_argument("--terraform-dir", type=Path, metavar="DIR", help="run `terraform output -json` there")
-    parser.add_argument("--aws-profile", metavar="NAME", help="credentials profile (default: the standard chain)")
+    if credentials:
+        parser.add_argument("--aws-profile", metavar="NAME", help="credentials profile (default: the standard chain)")
+    return parser
 
 
 def add_aws_commands(sub: Any) -> None:
-    preflight = sub.add_parser(
-        "aws-preflight", help="check a deployed fleet's guardrails before a run may touch it",
-        description="Read the deployment from terraform's outputs and check, changing nothing: the outputs' "
-                    "region and the credentials' account are the ones named here, and every resource a run "
-                    "may touch (tables, queue, ECS cluster and service) carries the allowlisted tag. "
-                    "Exit 0: all pass; 1: a check failed; 2: the outputs could not be read.")
-    _deployment_options(preflight)
+    preflight = _command(
+        sub, "aws-preflight", "check a deployed fleet's guardrails before a run may touch it",
+        "Read the deployment from terraform's outputs and check, changing nothing: the outputs' region and the "
+        "credentials' account are the ones named here, and every resource a run may touch (tables, queue, ECS "
+        "cluster and service) carries the allowlisted tag. Exit 0: all pass; 1: a check failed; 2: the outputs "
+        "could not be read.")
     preflight.add_argument("--account", required=True, help="the only AWS account id a run may touch")
     preflight.add_argument("--region", required=True, help="the only region a run may touch")
     preflight.add_argument("--tag", metavar="KEY=VALUE",
                            help="the tag every touched resource must carry (default: wsfleet:chaos=allowed, "
                                 "which terraform adds with chaos_target = true)")
 
-    history = sub.add_parser(
-        "aws-history", help="read a deployed fleet's history back from CloudWatch Logs",
-        description="Write the history events the deployment's workers and router logged between two times "
-                    "(set WSFLEET_HISTORY_PATH=/dev/stdout in terraform's fleet_settings) to RUN_DIR/history, "
-                    "one file per process, for the checkers and `wsfleet report`.")
-    _deployment_options(history)
+    plan = _command(
+        sub, "aws-plan", "dry run: what a scenario would do to a deployed fleet, its FIS template and its cost",
+        "Print, changing nothing and calling no AWS API, every action a scenario would take against the "
+        "deployment (router calls, and each fault step as the AWS Fault Injection Service action that runs it, "
+        "the harness act, or why it cannot run on AWS), with the cost of the run at most; --fis-template writes "
+        "the FIS experiment template. The durations are the deployment's (terraform's fleet_environment). "
+        "Exit 0: every step can run; 1: some cannot; 2: bad input.", credentials=False)
+    plan.add_argument("name", nargs="?", help="built-in scenario name (`wsfleet scenario --list`)")
+    plan.add_argument("--from", dest="from_file", type=Path, metavar="FILE", help="a scenario file instead")
+    plan.add_argument("--seed", type=int, help="seed of the schedule's draws (default: the file's)")
+    plan.add_argument("--role-arn", required=True, metavar="ARN", help="the IAM role FIS assumes for the experiment")
+    plan.add_argument("--stop-alarm", action="append", default=[], metavar="ARN",
+                      help="a CloudWatch alarm that stops the experiment (repeat; at least one)")
+    plan.add_argument("--tag", metavar="KEY=VALUE", help="the tag a target task must carry "
+                                                         "(default: wsfleet:chaos=allowed)")
+    plan.add_argument("--upstream-host", default="", metavar="HOST", help="the upstream's host (latency toward it)")
+    plan.add_argument("--upstream-port", type=int, default=443, metavar="PORT",
+                      help="the upstream's port (partition_upstream black-holes it; default 443)")
+    plan.add_argument("--fis-template", type=Path, metavar="FILE", help="write the FIS experiment template here")
+
+    history = _command(
+        sub, "aws-history", "read a deployed fleet's history back from CloudWatch Logs",
+        "Write the history events the deployment's workers and router logged between two times (set "
+        "WSFLEET_HISTORY_PATH=/dev/stdout in terraform's fleet_settings) to RUN_DIR/history, one file per "
+        "process, for the checkers and `wsfleet report`.")
     history.add_argument("--since", type=_instant, required=True, metavar="TIME",
                          help="ISO 8601, UTC unless it says otherwise (e.g. 2026-12-01T17:00:00Z)")
     history.add_argument("--until", type=_instant, required=True, metavar="TIME", help="ISO 8601, as --since")
     history.add_argument("--run-dir", type=Path, required=True, metavar="DIR", help="where history/ goes")
+
+
+def _tag(text: str | None) -> tuple[str, str]:
+    from harness.backends.aws import CHAOS_TAG
+
+    key, value = str(text).partition("=")[::2] if text else CHAOS_TAG
+    if not key or not value:
+        raise CliError(f"--tag must be KEY=VALUE, not {text!r}", 2)
+    return key, value
+
+
+def cmd_aws_plan(args: argparse.Namespace) -> int:
+    import json
+
+    from fleet.config import FleetConfig
+    from fleet.errors import ConfigError
+    from harness.backends.aws import DeploymentError, read_outputs
+    from harness.backends.aws_cost import PRICES_AS_OF, RunLoad, estimate, run_ceiling_s
+    from harness.backends.aws_fis import FIS, FisError, FisOptions, fis_plan
+    from harness.cli import scenario_spec
+
+    spec = scenario_spec(args)
+    try:
+        deployment = read_outputs(args.outputs, args.terraform_dir)
+        config = FleetConfig.from_env({**deployment.fleet_environment, "WSFLEET_WORKER_ID": "harness"})
+    except (DeploymentError, ConfigError) as exc:
+        raise CliError(str(exc), 2) from None
+    seed = spec.seed if args.seed is None else args.seed
+    plan = spec.expand(config.profile, seed, config, spec.workers)
+    options = FisOptions(args.role_arn, tuple(args.stop_alarm), _tag(args.tag), args.upstream_host, args.upstream_port)
+    try:
+        fis = fis_plan(spec.name, plan.steps, deployment, options)
+    except FisError as exc:
+        raise CliError(str(exc), 2) from None
+    print(f"wsfleet aws-plan: {spec.name} against {deployment.cluster}/{deployment.service} in {deployment.region} "
+          f"(profile {config.profile}, time scale {config.timescale:g}, seed {seed}); nothing is changed")
+    print(f"  router {deployment.router_url} (SigV4-signed): START {spec.connections} streams, "
+          f"then {len(plan.ops)} operations")
+    for op in plan.ops:
+        print(f"  at {op.at_s:7.2f} s  {op.op.upper()} {op.target}")
+    tag = "=".join(options.tag)
+    for fault in fis.faults:
+        step = fault.step
+        on = f"{'every task' if step.target == 'all' else 'one task'} of the service tagged {tag}"
+        print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: {fault.how.upper()}"
+              + (f" {fault.action['actionId']} on {on}: " if fault.how == FIS and fault.action else ": ")
+              + fault.detail)
+    load = RunLoad(run_ceiling_s(plan, config), spec.workers, spec.connections, spec.rate,
+                   spec.connections + len(plan.ops), fis.action_minutes, config)
+    lines = estimate(load)
+    print(f"  cost at most, for {load.seconds:.0f} s of load ({PRICES_AS_OF}; no free tier, no data transfer):")
+    for line in lines:
+        print(f"    {line.item:<16} {line.quantity:>14,.4f} {line.unit:<22} ${line.usd:.4f}")
+    print(f"    {'total':<16} {'':>14} {'':<22} ${sum(line.usd for line in lines):.4f}")
+    if fis.refused:
+        raise CliError(f"{len(fis.refused)} of {len(fis.faults)} steps cannot run on AWS "
+                       f"({', '.join(sorted({f.step.kind for f in fis.refused}))}): no template written", 1)
+    if args.fis_template is not None:
+        args.fis_template.write_text(json.dumps(fis.template, indent=2) + "\n")
+        print(f"wsfleet aws-plan: FIS template in {args.fis_template}; create it with `aws fis "
+              f"create-experiment-template --cli-input-json file://{args.fis_template}`", file=sys.stderr)
+    return 0
 
 
 def _deployment_and_session(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -69,13 +155,10 @@ def _deployment_and_session(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_aws_preflight(args: argparse.Namespace) -> int:
-    from harness.backends.aws import CHAOS_TAG, Guardrails, preflight
+    from harness.backends.aws import Guardrails, preflight
 
-    key, value = str(args.tag).partition("=")[::2] if args.tag else CHAOS_TAG
-    if not key or not value:
-        raise CliError(f"--tag must be KEY=VALUE, not {args.tag!r}", 2)
     deployment, session = _deployment_and_session(args)
-    checks = preflight(deployment, Guardrails(args.account, args.region, (key, value)), session)
+    checks = preflight(deployment, Guardrails(args.account, args.region, _tag(args.tag)), session)
     for check in checks:
         print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
     failed = [check.name for check in checks if not check.ok]
@@ -110,5 +193,5 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
 
 
 AWS_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "aws-preflight": cmd_aws_preflight, "aws-history": cmd_aws_history,
+    "aws-preflight": cmd_aws_preflight, "aws-history": cmd_aws_history, "aws-plan": cmd_aws_plan,
 }
