@@ -59,7 +59,8 @@ def add_aws_commands(sub: Any) -> None:
     plan.add_argument("name", nargs="?", help="built-in scenario name (`wsfleet scenario --list`)")
     plan.add_argument("--from", dest="from_file", type=Path, metavar="FILE", help="a scenario file instead")
     plan.add_argument("--seed", type=int, help="seed of the schedule's draws (default: the file's)")
-    plan.add_argument("--role-arn", required=True, metavar="ARN", help="the IAM role FIS assumes for the experiment")
+    plan.add_argument("--role-arn", metavar="ARN", help="the IAM role FIS assumes for the experiment (default: the "
+                                                        "outputs' fis_role_arn, made with chaos_target = true)")
     plan.add_argument("--stop-alarm", action="append", default=[], metavar="ARN",
                       help="a CloudWatch alarm that stops the experiment (repeat; at least one)")
     plan.add_argument("--tag", metavar="KEY=VALUE", help="the tag a target task must carry "
@@ -107,7 +108,11 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from None
     seed = spec.seed if args.seed is None else args.seed
     plan = spec.expand(config.profile, seed, config, spec.workers)
-    options = FisOptions(args.role_arn, tuple(args.stop_alarm), _tag(args.tag), args.upstream_host, args.upstream_port)
+    role_arn = args.role_arn or deployment.fis_role_arn
+    if not role_arn:
+        raise CliError("no --role-arn, and the outputs name no fis_role_arn (terraform makes one with "
+                       "chaos_target = true)", 2)
+    options = FisOptions(role_arn, tuple(args.stop_alarm), _tag(args.tag), args.upstream_host, args.upstream_port)
     try:
         fis = fis_plan(spec.name, plan.steps, deployment, options)
     except FisError as exc:

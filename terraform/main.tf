@@ -6,6 +6,7 @@
 #   modules/package     the router's code zip (fleet/) and dependencies layer zip
 #   modules/region      queue + router + workers + autoscaling + alarms of one region
 #   modules/failover    health checks and PRIMARY / SECONDARY records for the router's domain
+#   modules/chaos       with chaos_target: the FIS experiment role and the harness operator's policy
 # tests/deploy checks these files against fleet/schema.py, fleet/config.py and the AWS calls in fleet/.
 
 locals {
@@ -64,8 +65,22 @@ module "primary" {
   scale_out_cooldown_s        = var.scale_out_cooldown_s
   scale_in_cooldown_s         = var.scale_in_cooldown_s
   stop_timeout_s              = var.stop_timeout_s
+  fault_injection             = var.chaos_target
   log_retention_days          = var.log_retention_days
   alarm_actions               = var.alarm_actions
+}
+
+# With chaos_target: the FIS experiment role and the harness operator's policy (modules/chaos).
+module "chaos" {
+  source           = "./modules/chaos"
+  count            = var.chaos_target ? 1 : 0
+  name             = var.name
+  table_names      = [module.tables.connections_table_name, module.tables.messages_table_name, module.tables.workers_table_name]
+  queue_url        = module.primary.queue_url
+  cluster          = module.primary.cluster
+  service          = module.primary.service
+  log_groups       = [module.primary.worker_log_group, module.primary.router_log_group]
+  router_route_arn = module.primary.router_events_route_arn
 }
 
 module "standby" {
@@ -104,6 +119,7 @@ module "standby" {
   scale_out_cooldown_s        = var.scale_out_cooldown_s
   scale_in_cooldown_s         = var.scale_in_cooldown_s
   stop_timeout_s              = var.stop_timeout_s
+  fault_injection             = var.chaos_target
   log_retention_days          = var.log_retention_days
   alarm_actions               = var.alarm_actions
 }

@@ -100,3 +100,13 @@ output "standby_fleet_environment" {
   description = "The WSFLEET_* variables of the standby region's fleet, or null."
   value       = local.standby ? module.standby[0].fleet_environment : null
 }
+
+output "fis_role_arn" {
+  description = "With chaos_target: the role FIS experiments assume (`wsfleet aws-plan` takes it from here)."
+  value       = var.chaos_target ? module.chaos[0].fis_role_arn : null
+}
+
+output "harness_policy_arn" {
+  description = "With chaos_target: the policy to attach to whoever runs the harness against this deployment."
+  value       = var.chaos_target ? module.chaos[0].harness_policy_arn : null
+}

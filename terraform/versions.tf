@@ -3,7 +3,7 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 5.60, < 6.0"
+      version = ">= 5.80, < 6.0"
     }
     archive = {
       source  = "hashicorp/archive"

@@ -46,6 +46,7 @@ class Deployment:
     worker_log_group: str
     router_log_group: str
     fleet_environment: dict[str, str] = field(default_factory=dict)
+    fis_role_arn: str = ""  # with chaos_target: the role FIS experiments assume
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any], source: str) -> Deployment:
@@ -63,7 +64,8 @@ class Deployment:
                    tables={role: values[name] for role, name in TABLE_OUTPUTS.items()},
                    queue_url=values["queue_url"], cluster=values["cluster"], service=values["service"],
                    worker_log_group=values["worker_log_group"], router_log_group=values["router_log_group"],
-                   fleet_environment={str(k): str(v) for k, v in environment.items()})
+                   fleet_environment={str(k): str(v) for k, v in environment.items()},
+                   fis_role_arn=str(values.get("fis_role_arn") or ""))
 
 
 def read_outputs(outputs_file: Path | None = None, terraform_dir: Path | None = None) -> Deployment:

@@ -59,6 +59,10 @@ run "single_region" {
     error_message = "Without standby_region there is no standby stack and no failover."
   }
   assert {
+    condition     = length(module.chaos) == 0 && output.fis_role_arn == null && !module.primary.fault_injection
+    error_message = "Without chaos_target, nothing lets FIS or the harness touch the fleet."
+  }
+  assert {
     condition     = output.standby_region == null && output.region == "us-east-1"
     error_message = "The region outputs do not describe a single-region deployment."
   }
@@ -69,6 +73,23 @@ run "single_region" {
   assert {
     condition     = output.fleet_environment["WSFLEET_LEASE_MS"] == ""
     error_message = "Unset durations must stay empty (FleetConfig's defaults)."
+  }
+}
+
+run "chaos_target" {
+  command = plan
+
+  variables {
+    chaos_target = true
+  }
+
+  assert {
+    condition     = length(module.chaos) == 1
+    error_message = "chaos_target creates the FIS role and the harness operator's policy."
+  }
+  assert {
+    condition     = module.primary.fault_injection
+    error_message = "chaos_target must let FIS reach the worker tasks (enableFaultInjection)."
   }
 }
 

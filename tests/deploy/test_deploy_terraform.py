@@ -20,7 +20,8 @@ from tests.deploy.deploy_checks import (
     table_problems,
     task_definition_problems,
 )
-from tests.deploy.deploy_tree import DOCKERFILE, FLEET, TERRAFORM, Edit
+from tests.deploy.deploy_harness_iam import HARNESS_AWS_MODULES, SIGNER_MODULE, harness_iam_problems
+from tests.deploy.deploy_tree import DOCKERFILE, FLEET, REPO, TERRAFORM, Edit, editor
 
 Checker = Callable[[Path, Path], list[str]]
 
@@ -35,6 +36,7 @@ CHECKERS: dict[str, Checker] = {
     "alarms": alarm_problems,
     "failover": lambda terraform, fleet: failover_problems(terraform),
     "death notices": lambda terraform, fleet: death_notice_problems(terraform),
+    "harness iam": lambda terraform, fleet: harness_iam_problems(terraform, REPO),
 }
 
 
@@ -153,6 +155,11 @@ BREAKAGES = [
      "has no health check"),
     ("failover", "main.tf", "replica_regions        = local.standby ? [var.standby_region] : []",
      "replica_regions        = []", "replica_regions"),
+    ("harness iam", "modules/chaos/main.tf", '"dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"',
+     '"dynamodb:DescribeTable"', "the harness calls dynamodb:ListTagsOfResource but modules/chaos does not grant"),
+    ("harness iam", "modules/chaos/main.tf", '["logs:FilterLogEvents"]',
+     '["logs:FilterLogEvents", "logs:GetLogEvents"]',
+     "modules/chaos grants logs:GetLogEvents but the harness never calls it"),
 ]
 
 
@@ -251,3 +258,16 @@ def test_alarm_check_reports_a_field_the_worker_does_not_log(fleet_copy: tuple[P
     problems = alarm_problems(TERRAFORM, root)
     assert any("'lease.acquire'" in p and "'outcome'" in p for p in problems), problems
     assert not any("reconcile" in p for p in problems), problems
+
+
+def test_harness_iam_check_follows_the_harness_code(tmp_path: Path) -> None:
+    """A new AWS call in the harness (here: the preflight listing the service's tasks) must be granted."""
+    for name in (*HARNESS_AWS_MODULES, SIGNER_MODULE):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((REPO / name).read_text(encoding="utf-8"), encoding="utf-8")
+    assert harness_iam_problems(TERRAFORM, tmp_path) == []
+    editor(tmp_path)("harness/backends/aws.py", 'found = session.client("ecs", region_name=region).describe_services(',
+                     'session.client("ecs").list_tasks(cluster=deployment.cluster)\n'
+                     '        found = session.client("ecs", region_name=region).describe_services(')
+    assert harness_iam_problems(TERRAFORM, tmp_path) == [
+        "the harness calls ecs:ListTasks but modules/chaos does not grant it"]

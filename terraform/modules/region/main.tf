@@ -109,6 +109,7 @@ module "workers" {
   memory_mb             = var.worker_memory_mb
   desired_count         = var.min_tasks
   stop_timeout_s        = var.stop_timeout_s
+  fault_injection       = var.fault_injection
   log_retention_days    = var.log_retention_days
 }
 

@@ -57,3 +57,8 @@ output "fleet_environment" {
   description = "The WSFLEET_* variables this region's fleet runs with (empty values: FleetConfig defaults)."
   value       = local.fleet_environment
 }
+
+output "fault_injection" {
+  description = "Whether FIS may inject network faults into this region's worker tasks."
+  value       = module.workers.fault_injection
+}

@@ -165,3 +165,9 @@ variable "alarm_actions" {
   type        = list(string)
   default     = []
 }
+
+variable "fault_injection" {
+  description = "Let AWS FIS inject network faults into the worker tasks (the root sets it with chaos_target)."
+  type        = bool
+  default     = false
+}

@@ -203,6 +203,8 @@ resource "aws_ecs_task_definition" "worker" {
   memory                   = var.memory_mb
   execution_role_arn       = aws_iam_role.execution.arn
   task_role_arn            = aws_iam_role.task.arn
+  # FIS's aws:ecs:task-network-* actions reach a Fargate task through the ECS agent's fault endpoints
+  enable_fault_injection = var.fault_injection
 
   runtime_platform {
     operating_system_family = "LINUX"

@@ -17,3 +17,8 @@ output "task_role_arn" {
   description = "ARN of the worker task role."
   value       = aws_iam_role.task.arn
 }
+
+output "fault_injection" {
+  description = "Whether the task definition enables fault injection."
+  value       = aws_ecs_task_definition.worker.enable_fault_injection
+}

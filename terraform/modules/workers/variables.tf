@@ -111,3 +111,9 @@ variable "container_insights" {
   type        = bool
   default     = false
 }
+
+variable "fault_injection" {
+  description = "Let AWS FIS inject network faults into the tasks (enableFaultInjection); chaos_target sets it."
+  type        = bool
+  default     = false
+}

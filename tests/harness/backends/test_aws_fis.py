@@ -97,6 +97,18 @@ def plan_args(tmp_path: Path, *extra: str) -> list[str]:
     return ["aws-plan", "--outputs", str(outputs(tmp_path)), "--role-arn", ROLE, "--stop-alarm", ALARM, *extra]
 
 
+def test_the_role_comes_from_the_outputs_unless_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = outputs(tmp_path)
+    args = ["aws-plan", "--outputs", str(path), "--stop-alarm", ALARM, "crash", "--fis-template",
+            str(tmp_path / "fis.json")]
+    assert main(args) == 2
+    assert "no --role-arn, and the outputs name no fis_role_arn" in capsys.readouterr().err
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "fis_role_arn": {"value": ROLE}}))
+    assert main(args) == 0
+    assert json.loads((tmp_path / "fis.json").read_text())["roleArn"] == ROLE
+
+
 def test_the_dry_run_prints_each_action_and_target_and_the_cost_and_writes_only_the_template(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     template = tmp_path / "fis.json"

@@ -1,0 +1,77 @@
+# What a chaos run against the deployment needs in IAM (created only with chaos_target = true):
+#   - the role AWS Fault Injection Service assumes for the experiments `wsfleet aws-plan` writes: AWS's
+#     managed policy for the aws:ecs:* actions (ECS StopTask, and the task actions' SSM commands);
+#   - the policy of whoever runs the harness: exactly the calls its AWS backend makes (harness/backends/
+#     aws.py, aws_logs.py, harness/cli_aws.py and the signed router calls of harness/router_client.py),
+#     each on this deployment's resources only.  tests/deploy derives those calls with `ast` and compares.
+#     sts:GetCallerIdentity needs no permission.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  prefix     = "arn:${data.aws_partition.current.partition}"
+  region     = data.aws_region.current.name
+  account    = data.aws_caller_identity.current.account_id
+  queue_name = element(split("/", var.queue_url), length(split("/", var.queue_url)) - 1)
+}
+
+data "aws_iam_policy_document" "fis_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["fis.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "fis" {
+  name_prefix        = "${var.name}-fis-"
+  assume_role_policy = data.aws_iam_policy_document.fis_assume.json
+}
+
+resource "aws_iam_role_policy_attachment" "fis_ecs" {
+  role       = aws_iam_role.fis.name
+  policy_arn = "${local.prefix}:iam::aws:policy/service-role/AWSFaultInjectionSimulatorECSAccess"
+}
+
+data "aws_iam_policy_document" "harness" {
+  statement {
+    sid       = "PreflightTables"
+    actions   = ["dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"]
+    resources = [for table in var.table_names : "${local.prefix}:dynamodb:${local.region}:${local.account}:table/${table}"]
+  }
+  statement {
+    sid       = "PreflightQueue"
+    actions   = ["sqs:ListQueueTags"]
+    resources = ["${local.prefix}:sqs:${local.region}:${local.account}:${local.queue_name}"]
+  }
+  statement {
+    sid       = "PreflightCluster"
+    actions   = ["ecs:DescribeClusters"]
+    resources = ["${local.prefix}:ecs:${local.region}:${local.account}:cluster/${var.cluster}"]
+  }
+  statement {
+    sid       = "PreflightService"
+    actions   = ["ecs:DescribeServices"]
+    resources = ["${local.prefix}:ecs:${local.region}:${local.account}:service/${var.cluster}/${var.service}"]
+  }
+  statement {
+    sid       = "History"
+    actions   = ["logs:FilterLogEvents"]
+    resources = [for group in var.log_groups : "${local.prefix}:logs:${local.region}:${local.account}:log-group:${group}:*"]
+  }
+  statement {
+    sid       = "Router"
+    actions   = ["execute-api:Invoke"]
+    resources = [var.router_route_arn]
+  }
+}
+
+resource "aws_iam_policy" "harness" {
+  name_prefix = "${var.name}-harness-"
+  description = "What wsfleet's harness calls on this deployment (aws-preflight, aws-history, start/stop)."
+  policy      = data.aws_iam_policy_document.harness.json
+}

@@ -1,0 +1,34 @@
+variable "name" {
+  description = "Prefix of the role and policy names."
+  type        = string
+}
+
+variable "table_names" {
+  description = "The fleet's DynamoDB tables (connections, messages, workers)."
+  type        = list(string)
+}
+
+variable "queue_url" {
+  description = "URL of the notification queue."
+  type        = string
+}
+
+variable "cluster" {
+  description = "ECS cluster of the workers."
+  type        = string
+}
+
+variable "service" {
+  description = "ECS service of the workers."
+  type        = string
+}
+
+variable "log_groups" {
+  description = "The workers' and the router's log groups, which `wsfleet aws-history` reads."
+  type        = list(string)
+}
+
+variable "router_route_arn" {
+  description = "execute-api ARN of the router's POST /events, which signed `wsfleet start` / `stop` call."
+  type        = string
+}

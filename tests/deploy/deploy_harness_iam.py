@@ -1,0 +1,71 @@
+"""The harness operator's IAM (terraform/modules/chaos, ``aws_iam_policy_document.harness``) against the calls
+the harness's AWS backend makes, read with ``ast``: every call granted, nothing granted that is never called.
+
+A call is a method called on a boto3 client: ``<x>.client("<service>", ...).<operation>(...)``, or on a name
+bound to such a client anywhere in the scanned modules (``aws_logs.fetch_history`` takes the ``logs`` client
+``cli_aws`` made); ``get_paginator("<operation>")`` counts as that operation.  Router calls are signed for
+``execute-api`` (``harness/router_client.py``): ``execute-api:Invoke``.  ``sts:GetCallerIdentity`` needs no
+permission."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.deploy.deploy_hcl import Instance
+
+HARNESS_AWS_MODULES = ("harness/backends/aws.py", "harness/backends/aws_logs.py", "harness/cli_aws.py")
+SIGNER_MODULE = "harness/router_client.py"
+NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
+
+
+def _client_service(node: ast.expr) -> str | None:
+    """``"svc"`` when ``node`` is a ``<x>.client("svc", ...)`` call."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "client"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return node.args[0].value
+    return None
+
+
+def _operation(call: ast.Call) -> str:
+    assert isinstance(call.func, ast.Attribute)
+    name = call.func.attr
+    if name == "get_paginator" and call.args and isinstance(call.args[0], ast.Constant):
+        name = str(call.args[0].value)
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def harness_actions(repo: Path) -> set[str]:
+    """The IAM actions the harness's AWS calls need."""
+    trees = [ast.parse((repo / name).read_text(encoding="utf-8"), filename=name) for name in HARNESS_AWS_MODULES]
+    clients = {node.targets[0].id: service for tree in trees for node in ast.walk(tree)
+               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+               and (service := _client_service(node.value)) is not None}
+    actions: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.func.attr == "client":
+                continue
+            receiver = node.func.value
+            service = _client_service(receiver) or (clients.get(receiver.id) if isinstance(receiver, ast.Name)
+                                                    else None)
+            if service is not None:
+                actions.add(f"{service}:{_operation(node)}")
+    signer = ast.parse((repo / SIGNER_MODULE).read_text(encoding="utf-8"))
+    if any(isinstance(n, ast.Constant) and n.value == "execute-api" for n in ast.walk(signer)):
+        actions.add("execute-api:Invoke")
+    return actions - NEEDS_NO_PERMISSION
+
+
+def harness_iam_problems(terraform_dir: Path, repo: Path) -> list[str]:
+    chaos = Instance.root(terraform_dir).child("chaos")
+    document = chaos.module.data_source("aws_iam_policy_document").get("harness")
+    if document is None:
+        return ["modules/chaos has no aws_iam_policy_document.harness (the harness operator's policy)"]
+    granted: set[str] = set()
+    for statement in chaos.resolve(document).get("statement", []):
+        listed = statement.get("actions", [])
+        granted.update(listed if isinstance(listed, list) else [listed])
+    needed = harness_actions(repo)
+    return ([f"the harness calls {action} but modules/chaos does not grant it" for action in sorted(needed - granted)]
+            + [f"modules/chaos grants {action} but the harness never calls it" for action in sorted(granted - needed)])
