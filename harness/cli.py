@@ -82,6 +82,10 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
                    help="AWS backend: embedded servers (default) or a running LocalStack (see --localstack-url)")
     p.add_argument("--localstack-url", default="http://localhost:4566",
                    help="LocalStack edge endpoint for --backend localstack (default http://localhost:4566)")
+    p.add_argument("--start", action="store_true",
+                   help="with --backend localstack: start a throwaway LocalStack container (testcontainers, "
+                        "`pip install 'wsfleet[localstack]'`, and a Docker engine), create the resources in "
+                        "it, and remove it at the end, instead of using --localstack-url")
     p.add_argument("--death-notices", action="store_true",
                    help="run each worker as a task of the embedded backend's ECS: when its process exits, ECS's "
                         "task state change goes to the queue (as EventBridge sends it on AWS) and the fleet "
@@ -274,11 +278,16 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- up ---------------------------------------------------------------------------------------------------
 def cmd_up(args: argparse.Namespace) -> int:
+    with _localstack(args) as localstack_url:
+        return _run_up(args, localstack_url)
+
+
+def _run_up(args: argparse.Namespace, localstack_url: str) -> int:
     from harness.cluster import Cluster, ClusterError, ClusterSpec
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
                        run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
-                       localstack_url=_localstack(args), overrides=_tuning(args),
+                       localstack_url=localstack_url, overrides=_tuning(args),
                        death_notices=args.death_notices)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -302,8 +311,24 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _localstack(args: argparse.Namespace) -> str:
-    return str(args.localstack_url) if args.backend == "localstack" else ""
+@contextlib.contextmanager
+def _localstack(args: argparse.Namespace) -> Iterator[str]:
+    """The LocalStack endpoint of ``--backend localstack`` ("" for the embedded backend); with ``--start``, a
+    container's, removed when the block ends."""
+    if args.start and args.backend != "localstack":
+        raise CliError("--start starts a LocalStack container: it needs --backend localstack", 2)
+    if not args.start:
+        yield str(args.localstack_url) if args.backend == "localstack" else ""
+        return
+    from harness.backends.base import BackendError
+    from harness.backends.localstack import start_localstack
+
+    try:
+        with start_localstack() as backend:
+            print(f"wsfleet: LocalStack container started at {backend.endpoints['dynamodb']}", file=sys.stderr)
+            yield backend.endpoints["dynamodb"]
+    except BackendError as exc:
+        raise CliError(str(exc), 2) from None
 
 
 def _running() -> dict[str, Any]:
@@ -420,36 +445,40 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     spec = scenario_spec(args)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)
+    if args.workers is not None and args.workers < 2:
+        raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
+    overrides = _tuning(args)
+    with _localstack(args) as localstack_url:
+        verdicts = [_run_scenario_once(args, spec, i, localstack_url, overrides) for i in range(args.repeat)]
+    if args.repeat > 1:
+        _print_reproduction(verdicts)
+    return 0 if all(v["valid"] is True for v in verdicts) else 1
+
+
+def _run_scenario_once(args: argparse.Namespace, spec: ScenarioSpec, i: int, localstack_url: str,
+                       overrides: dict[str, object]) -> dict[str, Any]:
     from harness.cluster import ClusterError
     from harness.faults.plane import FaultError
     from harness.processes import ProcessError
     from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 
-    if args.workers is not None and args.workers < 2:
-        raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
-    overrides = _tuning(args)
-    verdicts = []
-    for i in range(args.repeat):
-        run_dir = args.run_dir if args.repeat == 1 else args.run_dir / f"run-{i + 1}"
-        run = ScenarioRun(spec, profile=args.profile, timescale=args.timescale, workers=args.workers,
-                          connections=args.connections, seed=args.seed, run_dir=run_dir, rate=args.rate,
-                          dynamodb=args.dynamodb, localstack_url=_localstack(args), fleet_root=args.fleet_root,
-                          overrides=overrides)
-        started = time.monotonic()
-        try:
-            verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
-        except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
-            raise CliError(str(exc), 2) from None
-        if not args.no_report:
-            _report([run_dir], None)
-        print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
-                                                  "lost_sequences", "recovery_ms", "bound_ms")}))
-        print(f"wsfleet scenario: {spec.name}/{run.setting('profile')} in {time.monotonic() - started:.0f} s: "
-              f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
-        verdicts.append(verdict)
-    if args.repeat > 1:
-        _print_reproduction(verdicts)
-    return 0 if all(v["valid"] is True for v in verdicts) else 1
+    run_dir = args.run_dir if args.repeat == 1 else args.run_dir / f"run-{i + 1}"
+    run = ScenarioRun(spec, profile=args.profile, timescale=args.timescale, workers=args.workers,
+                      connections=args.connections, seed=args.seed, run_dir=run_dir, rate=args.rate,
+                      dynamodb=args.dynamodb, localstack_url=localstack_url, fleet_root=args.fleet_root,
+                      overrides=overrides)
+    started = time.monotonic()
+    try:
+        verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
+        raise CliError(str(exc), 2) from None
+    if not args.no_report:
+        _report([run_dir], None)
+    print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
+                                              "lost_sequences", "recovery_ms", "bound_ms")}))
+    print(f"wsfleet scenario: {spec.name}/{run.setting('profile')} in {time.monotonic() - started:.0f} s: "
+          f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
+    return verdict
 
 
 def _outcome(verdict: dict[str, Any]) -> str:

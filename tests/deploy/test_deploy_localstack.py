@@ -177,6 +177,46 @@ def test_unavailable_without_a_docker_engine(monkeypatch: pytest.MonkeyPatch, tm
     assert "no Docker engine" in str(localstack_unavailable())
 
 
+def test_start_localstack_starts_the_container_prepares_it_and_removes_it(
+        stand_in: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything up to the container itself: testcontainers' LocalStackContainer (a stand-in here, whose
+    endpoint is the moto server) is asked for the pinned image, the region and the services, started, its
+    endpoint prepared as any LocalStack's, and stopped when the block ends, also on an error."""
+    calls: list[tuple[str, Any]] = []
+
+    class Container:
+        def __init__(self, image: str, region_name: str) -> None:
+            calls.append(("new", (image, region_name)))
+
+        def with_services(self, *services: str) -> Container:
+            calls.append(("services", services))
+            return self
+
+        def start(self) -> None:
+            calls.append(("start", None))
+
+        def get_url(self) -> str:
+            return stand_in.url
+
+        def stop(self) -> None:
+            calls.append(("stop", None))
+
+    stub = types.ModuleType("testcontainers.localstack")
+    stub.LocalStackContainer = Container  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "testcontainers.localstack", stub)
+    monkeypatch.setattr(localstack_module, "_docker_engine_problem", lambda: None)
+    with localstack_module.start_localstack(region=STANDBY_REGION) as backend:
+        assert calls == [("new", (localstack_module.LOCALSTACK_IMAGE, STANDBY_REGION)),
+                         ("services", LOCALSTACK_SERVICES), ("start", None)]
+        env = backend.env()
+        tables = set(client(env, "dynamodb").list_tables()["TableNames"])
+        assert {d["TableName"] for d in schema.tables(FleetConfig.from_env(env))} <= tables
+    assert calls[-1] == ("stop", None)
+    with pytest.raises(RuntimeError), localstack_module.start_localstack():
+        raise RuntimeError("the run failed")
+    assert calls[-1] == ("stop", None) and calls.count(("stop", None)) == 2
+
+
 def test_a_localstack_container_gets_the_schema(localstack: Backend) -> None:
     env = localstack.env()
     for definition in schema.tables(FleetConfig.from_env(env)):

@@ -53,6 +53,7 @@ def test_scenario_list(capsys: pytest.CaptureFixture[str]) -> None:
     (["scenario", "crash", "--set", "lease_ms=20s"], "--set lease_ms=20s: must be a number"),
     (["scenario", "crash", "--set", "queue_url=x"], "--set queue_url: is set by the launcher"),
     (["up", "--set", "heartbeat_ms=30000"], "WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS"),
+    (["scenario", "crash", "--start"], "--start starts a LocalStack container: it needs --backend localstack"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                           argv: list[str], message: str) -> None:
@@ -63,6 +64,16 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
     assert code == 2
     assert message.replace("bad.yaml", str(bad)).replace("missing.yaml", str(tmp_path / "missing.yaml")) \
         .split("'leese'")[0] in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["up"], ["scenario", "crash"]])
+def test_a_localstack_that_cannot_start_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    monkeypatch.setitem(sys.modules, "testcontainers.localstack", None)  # as where it is not installed
+    code, _, err = run(capsys, *command, "--backend", "localstack", "--start")
+    assert code == 2
+    assert "cannot start LocalStack: testcontainers is not installed" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
