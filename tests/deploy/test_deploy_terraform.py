@@ -21,6 +21,7 @@ from tests.deploy.deploy_checks import (
     task_definition_problems,
 )
 from tests.deploy.deploy_harness_iam import HARNESS_AWS_MODULES, SIGNER_MODULE, harness_iam_problems
+from tests.deploy.deploy_route53 import route53_problems
 from tests.deploy.deploy_tree import DOCKERFILE, FLEET, REPO, TERRAFORM, Edit, editor
 
 Checker = Callable[[Path, Path], list[str]]
@@ -37,6 +38,7 @@ CHECKERS: dict[str, Checker] = {
     "failover": lambda terraform, fleet: failover_problems(terraform),
     "death notices": lambda terraform, fleet: death_notice_problems(terraform),
     "harness iam": lambda terraform, fleet: harness_iam_problems(terraform, REPO),
+    "route53": lambda terraform, fleet: route53_problems(terraform),
 }
 
 
@@ -155,6 +157,11 @@ BREAKAGES = [
      "has no health check"),
     ("failover", "main.tf", "replica_regions        = local.standby ? [var.standby_region] : []",
      "replica_regions        = []", "replica_regions"),
+    ("route53", "modules/failover/variables.tf", "default     = 3\n", "default     = 2\n",
+     "failure_threshold is 2, the harness creates FailureThreshold=3"),
+    ("route53", "modules/failover/main.tf", 'set_identifier  = "standby"', 'set_identifier  = "secondary"',
+     "SECONDARY is set_identifier 'secondary', the harness names it 'standby'"),
+    ("route53", "variables.tf", 'default     = "/health"', 'default     = "/healthz"', "resource_path is '/healthz'"),
     ("harness iam", "modules/chaos/main.tf", '"dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"',
      '"dynamodb:DescribeTable"', "the harness calls dynamodb:ListTagsOfResource but modules/chaos does not grant"),
     ("harness iam", "modules/chaos/main.tf", '["logs:FilterLogEvents"]',

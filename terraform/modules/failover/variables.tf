@@ -25,7 +25,7 @@ variable "standby" {
 }
 
 variable "health_check_path" {
-  description = "Path the health checks request with GET over HTTPS; any 2xx or 3xx answer within 4 s (2 s to connect) counts as healthy."
+  description = "Path the health checks request with GET over HTTPS; healthy when the connection opens within 4 s and a 2xx or 3xx status arrives within 2 s after it."
   type        = string
 }
 
