@@ -121,15 +121,18 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
           f"(profile {config.profile}, time scale {config.timescale:g}, seed {seed}); nothing is changed")
     print(f"  router {deployment.router_url} (SigV4-signed): START {spec.connections} streams, "
           f"then {len(plan.ops)} operations")
-    for op in plan.ops:
-        print(f"  at {op.at_s:7.2f} s  {op.op.upper()} {op.target}")
     tag = "=".join(options.tag)
+    actions = [(op.at_s, f"{op.op.upper()} {op.target}") for op in plan.ops]
     for fault in fis.faults:
         step = fault.step
-        on = f"{'every task' if step.target == 'all' else 'one task'} of the service tagged {tag}"
-        print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: {fault.how.upper()}"
-              + (f" {fault.action['actionId']} on {on}: " if fault.how == FIS and fault.action else ": ")
-              + fault.detail)
+        on = (f"every task of the service tagged {tag}" if step.target == "all" else
+              f"one task of the service tagged {tag}, drawn by FIS"
+              + ("" if step.target == "random" else f" ({step.target} cannot be named before the run)"))
+        actions.append((step.at_s, f"{step.kind} -> {step.target}: {fault.how.upper()}"
+                        + (f" {fault.action['actionId']} on {on}: " if fault.how == FIS and fault.action else ": ")
+                        + fault.detail))
+    for at_s, action in sorted(actions, key=lambda a: a[0]):
+        print(f"  at {at_s:7.2f} s  {action}")
     load = RunLoad(run_ceiling_s(plan, config), spec.workers, spec.connections, spec.rate,
                    spec.connections + len(plan.ops), fis.action_minutes, config)
     lines = estimate(load)
