@@ -1,0 +1,68 @@
+"""Tests of harness.region.replication: the lag, the pause, last-writer-wins, conflicts counted once per pair,
+and every region converging on the same item whatever the order of writes."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.region.replication import Replication
+
+ITEM = ("connections", "CONN#c001")
+A, B = "us-east-1", "us-west-2"
+
+
+def test_a_write_reaches_the_other_region_after_the_lag_and_not_before() -> None:
+    replication = Replication((A, B), lag_ms=500)
+    version = replication.written(A, ITEM, {"v": 1}, written_ms=1000)
+    assert replication.due(1499) == [] and replication.backlog() == 1
+    [delivery] = replication.due(1500)
+    assert (delivery.region, delivery.version) == (B, version)
+    assert replication.held[(B, ITEM)] == version and replication.backlog() == 0
+
+
+def test_nothing_is_delivered_while_paused_and_everything_in_order_after() -> None:
+    replication = Replication((A, B), lag_ms=100, paused=True)
+    first = replication.written(A, ITEM, {"v": 1}, 0)
+    second = replication.written(A, ITEM, None, 50)
+    assert replication.due(10_000) == [] and replication.backlog() == 2
+    replication.paused = False
+    assert [d.version for d in replication.due(10_000)] == [first, second]
+    assert replication.held[(B, ITEM)].image is None  # the deletion replicated
+
+
+def test_writes_made_without_seeing_each_other_conflict_once_and_the_later_wins_everywhere() -> None:
+    replication = Replication((A, B), lag_ms=100)
+    replication.written(A, ITEM, {"owner": "a"}, 0)
+    later = replication.written(B, ITEM, {"owner": "b"}, 10)
+    replication.due(1000)
+    assert replication.conflicts == 1
+    assert replication.held[(A, ITEM)] == replication.held[(B, ITEM)] == later
+
+
+def test_a_write_made_after_the_other_regions_write_arrived_is_no_conflict() -> None:
+    replication = Replication((A, B), lag_ms=100)
+    replication.written(A, ITEM, {"owner": "a"}, 0)
+    replication.due(100)  # it reached B
+    replication.written(B, ITEM, {"owner": "b"}, 150)
+    replication.due(1000)
+    assert replication.conflicts == 0
+    assert replication.held[(A, ITEM)].image == {"owner": "b"}
+
+
+writes = st.lists(st.tuples(st.sampled_from([A, B]), st.sampled_from(["k1", "k2"]), st.integers(0, 1000)),
+                  max_size=30)
+
+
+@given(writes, st.integers(0, 300))
+def test_every_region_converges_on_the_latest_write_of_each_item(
+        schedule: list[tuple[str, str, int]], lag_ms: int) -> None:
+    replication = Replication((A, B), lag_ms=lag_ms)
+    made = []
+    for region, key, at in sorted(schedule, key=lambda w: w[2]):
+        replication.due(at)  # what arrived before this write
+        made.append(replication.written(region, ("t", key), {"at": at}, at))
+    replication.due(10_000)
+    for key in {key for _, key, _ in schedule}:
+        latest = max((v for v in made if v.item == ("t", key)), key=lambda v: (v.written_ms, v.origin, v.number))
+        assert replication.held[(A, ("t", key))] == replication.held[(B, ("t", key))] == latest
