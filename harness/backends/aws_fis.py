@@ -2,17 +2,19 @@
 experiment template ``aws fis create-experiment-template`` takes, built from the same scenario files the
 local harness runs, and for each step what runs it (FIS, the harness itself, or nothing, with why).
 
-How each fault kind maps (the local kind's meaning is kept, or the step is refused, never approximated):
+How each fault kind maps (to the closest FIS action; where its meaning differs from the local kind's, the
+step's detail says how, and where no action comes close the step is refused):
 
 - ``kill`` -> ``aws:ecs:task-kill-process`` with ``SIGKILL`` on the worker's process (the task needs the
   SSM agent sidecar FIS documents for it); ECS then stops the task, and the death notice follows.
 - ``term`` and ``restart`` -> ``aws:ecs:stop-task``: ECS sends SIGTERM, then SIGKILL after the stop
   timeout, and the service starts a replacement (a new incarnation, as ``restart`` is locally).
 - ``partition_aws`` -> ``aws:ecs:task-network-blackhole-port`` on egress TCP 443 (every AWS endpoint);
-  ``partition_upstream`` -> the same on the upstream's port.
+  ``partition_upstream`` -> the same on the upstream's port.  Connections hang, where the local proxies
+  close them.
 - ``aws_timeout`` (DynamoDB requests hang) -> ``aws:ecs:task-network-packet-loss`` of 100 % toward
-  DynamoDB only; a ``latency`` toxic on the request direction -> ``aws:ecs:task-network-latency`` toward
-  that service only.
+  DynamoDB only; a ``latency`` toxic on the request direction, on every connection (toxicity 1) ->
+  ``aws:ecs:task-network-latency`` toward that service only.
 - ``reset_upstream`` and ``forged_death_notice`` are the harness's own acts (the simulator's control API,
   a message on the queue): no FIS action.
 - Refused, with the reason: ``pause`` (FIS sends no SIGSTOP), ``clock_skew`` (no FIS action moves a
@@ -108,6 +110,8 @@ def _network(step: Step, options: FisOptions, region: str) -> tuple[str, dict[st
         return f"FIS shapes latency, loss and black holes only, not a {params.get('type')!r} toxic"
     if params.get("stream", "upstream") != "upstream":
         return "FIS delays the task's outgoing packets only, not the answer direction (stream=downstream)"
+    if float(params.get("toxicity", 1.0)) < 1.0:
+        return "FIS delays every packet: a toxicity below 1 cannot be kept"
     sources = {"dynamodb": "DYNAMODB", "services": f"sqs.{region}.amazonaws.com,monitoring.{region}.amazonaws.com",
                "upstream": options.upstream_host}[str(params.get("service", "dynamodb"))]
     if not sources:
@@ -135,7 +139,8 @@ def _planned(step: Step, options: FisOptions, region: str) -> PlannedFault:
         if isinstance(network, str):
             return PlannedFault(step, REFUSED, network)
         action_id, parameters = network
-        return PlannedFault(step, FIS, f"{action_id.rsplit(':', 1)[1]} for {parameters['duration']}",
+        differs = "; connections hang, where locally they are closed" if "blackhole" in action_id else ""
+        return PlannedFault(step, FIS, f"{action_id.rsplit(':', 1)[1]} for {parameters['duration']}{differs}",
                             {"actionId": action_id, "parameters": parameters})
     return PlannedFault(step, REFUSED, "an AWS API fault (errors, slow or repeated answers) is the local proxy's; "
                                        "FIS injects API faults into EC2 calls only"

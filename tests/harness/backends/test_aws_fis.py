@@ -31,6 +31,7 @@ def latency(stream: str = "upstream", service: str = "dynamodb", at_s: float = 1
 def test_each_kind_is_run_by_fis_or_the_harness_or_refused_with_why() -> None:
     steps = [Step(0.0, "kill", "busiest"), Step(2.0, "term", "all"), Step(3.0, "partition_upstream", "random", 5.0),
              Step(9.0, "aws_timeout", "worker-2", 2.0), latency(at_s=12.0), latency("downstream", at_s=20.0),
+             Step(30.0, "toxic", "worker-1", 1.0, {"type": "latency", "toxicity": 0.5}),
              Step(1.0, "pause", "worker-1", 2.0), Step(1.0, "clock_skew", "worker-1", 2.0, {"offset_ms": 50}),
              Step(1.0, "aws_throttle", "worker-1", 2.0), Step(1.0, "reset_upstream", "all")]
     plan = fis_plan("mix", steps, DEPLOYMENT, OPTIONS)
@@ -38,10 +39,11 @@ def test_each_kind_is_run_by_fis_or_the_harness_or_refused_with_why() -> None:
     assert how == [("kill", FIS, "aws:ecs:task-kill-process"), ("term", FIS, "aws:ecs:stop-task"),
                    ("partition_upstream", FIS, "aws:ecs:task-network-blackhole-port"),
                    ("aws_timeout", FIS, "aws:ecs:task-network-packet-loss"),
-                   ("toxic", FIS, "aws:ecs:task-network-latency"), ("toxic", REFUSED, None),
+                   ("toxic", FIS, "aws:ecs:task-network-latency"), ("toxic", REFUSED, None), ("toxic", REFUSED, None),
                    ("pause", REFUSED, None), ("clock_skew", REFUSED, None), ("aws_throttle", REFUSED, None),
                    ("reset_upstream", HARNESS, None)]
-    assert "answer direction" in plan.faults[5].detail and "SIGSTOP" in plan.faults[6].detail
+    assert "answer direction" in plan.faults[5].detail and "toxicity below 1" in plan.faults[6].detail
+    assert "SIGSTOP" in plan.faults[7].detail and "connections hang" in plan.faults[2].detail
     actions = plan.template["actions"]
     assert actions["step-2-partition_upstream"]["parameters"] == {
         "duration": "PT5S", "useEcsFaultInjectionEndpoints": "true", "port": "9443", "protocol": "tcp",
