@@ -1,19 +1,20 @@
-"""Tests of harness.router_client and ``wsfleet start/stop`` against an API that requires SigV4: a local
-server checks every request's signature with its own implementation of the algorithm (not botocore's), and
-answers a bad one as API Gateway does (403, ``{"message": ...}``)."""
+"""Tests of harness.router_client and ``wsfleet start/stop`` against an API that requires SigV4: the API
+Gateway stand-in (``harness.backends.apigw_local``) checks every request's signature with its own
+implementation of the algorithm (not botocore's), answers a bad one as API Gateway does (403,
+``{"message": ...}``), and passes a good one to the router (here, one that echoes the event)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from harness.backends.apigw_local import api_gateway, forward_to, signature_problem
 from harness.cli import main
 from harness.cluster import http_json
 from harness.router_client import SigningError, error_text, execute_api_region, signer_for
@@ -22,57 +23,23 @@ from tests.harness.threaded import serving
 KEY_ID, SECRET, REGION = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "eu-west-1"
 
 
-def _hmac(key: bytes, text: str) -> bytes:
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
-
 def signature_valid(method: str, path: str, headers: dict[str, str], body: bytes, secret: str = SECRET) -> bool:
-    """SigV4 as the AWS documentation defines it, for a request without a query string."""
-    auth = headers.get("authorization", "")
-    if not auth.startswith("AWS4-HMAC-SHA256 "):
-        return False
-    fields = dict(part.strip().split("=", 1) for part in auth[len("AWS4-HMAC-SHA256 "):].split(","))
-    key_id, day, region, service, terminal = fields["Credential"].split("/")
-    signed = fields["SignedHeaders"].split(";")
-    if key_id != KEY_ID or service != "execute-api" or terminal != "aws4_request" or "host" not in signed:
-        return False
-    canonical_headers = "".join(f"{name}:{' '.join(headers[name].split())}\n" for name in signed)
-    canonical = "\n".join([method, quote(path, safe="/-_.~"), "", canonical_headers, ";".join(signed),
-                           hashlib.sha256(body).hexdigest()])
-    stamp = headers["x-amz-date"]
-    scope = f"{day}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = _hmac(_hmac(_hmac(_hmac(f"AWS4{secret}".encode(), day), region), service), "aws4_request")
-    return hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), fields["Signature"])
+    return signature_problem(method, path, headers, body, {KEY_ID: secret}) is None
 
 
-class SignedApi(BaseHTTPRequestHandler):
-    """Answers 200 with the event to a request signed with ``KEY_ID``/``SECRET``, else 403 as API Gateway."""
+def echo(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    """The router behind the stand-in: answers with the event it got."""
+    received.append(json.loads(body))
+    return 200, body
 
-    received: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        valid = signature_valid("POST", urlsplit(self.path).path, headers, body)
-        self.received.append({"path": self.path, "headers": headers, "valid": valid})
-        status, answer = (200, json.loads(body)) if valid else (403, {"message": "The request signature we "
-                                                                              "calculated does not match"})
-        raw = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+received: list[dict[str, Any]] = []
 
 
 @pytest.fixture
 def api() -> Iterator[str]:
-    SignedApi.received = []
-    with serving(ThreadingHTTPServer(("127.0.0.1", 0), SignedApi)) as address:
+    received.clear()
+    with serving(api_gateway(echo, {KEY_ID: SECRET})) as address:
         yield f"http://{address}"
 
 
@@ -91,10 +58,9 @@ def test_a_signed_request_passes_the_check_and_an_unsigned_or_altered_one_does_n
     signer = signer_for(api, sign=True, region=REGION)
     assert signer is not None
     assert http_json("POST", f"{api}/events", EVENT, signer=signer) == (200, EVENT)
-    assert http_json("POST", f"{api}/events", EVENT)[0] == 403
-    [signed, unsigned] = SignedApi.received
-    assert signed["valid"] and f"/{REGION}/execute-api/" in signed["headers"]["authorization"]
-    assert not unsigned["valid"]
+    assert http_json("POST", f"{api}/events", EVENT) == (403, {"message": "Missing Authentication Token"})
+    assert http_json("POST", f"{api}/events?x=1", EVENT, signer=signer)[0] == 403
+    assert received == [EVENT]  # only the signed request reached the router
     # the checker can fail: the same signature over another body, or under another secret, is refused
     headers = signer.headers("POST", f"{api}/events", json.dumps(EVENT).encode(), {})
     lowered = {name.lower(): value for name, value in headers.items()}
@@ -102,6 +68,8 @@ def test_a_signed_request_passes_the_check_and_an_unsigned_or_altered_one_does_n
     assert signature_valid("POST", "/events", lowered, json.dumps(EVENT).encode())
     assert not signature_valid("POST", "/events", lowered, json.dumps({**EVENT, "connection_id": "c2"}).encode())
     assert not signature_valid("POST", "/events", lowered, json.dumps(EVENT).encode(), secret="other")
+    assert signature_problem("POST", "/events", lowered, json.dumps(EVENT).encode(), {KEY_ID: SECRET},
+                             now_s=time.time() + 301) == "Signature expired"
 
 
 @pytest.mark.parametrize(("url", "region"), [
@@ -156,6 +124,32 @@ def test_the_cli_signs_its_event_and_prints_api_gateways_refusal(api: str, crede
     assert json.loads(capsys.readouterr().out) == EVENT
     assert main(["stop", "c1", "--router", api]) == 2  # not signed: refused
     err = capsys.readouterr().err
-    assert "router answered 403: The request signature we calculated does not match" in err
+    assert "router answered 403: Missing Authentication Token" in err
     assert main(["stop", "c1", "--router", "https://api.example.com", "--sign"]) == 2
     assert "give --region" in capsys.readouterr().err
+
+
+
+class Router(BaseHTTPRequestHandler):
+    """A router answering 202 with the event it got."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(202)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_stand_in_forwards_a_signed_request_to_the_router_and_says_502_when_it_is_down(
+        credentials: None) -> None:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Router)) as router, \
+            serving(api_gateway(forward_to(f"http://{router}"), {KEY_ID: SECRET})) as api:
+        signer = signer_for(f"http://{api}", sign=True, region=REGION)
+        assert http_json("POST", f"http://{api}/events", EVENT, signer=signer) == (202, EVENT)
+    with serving(api_gateway(forward_to("http://127.0.0.1:9"), {KEY_ID: SECRET})) as down:
+        signer = signer_for(f"http://{down}", sign=True, region=REGION)
+        assert http_json("POST", f"http://{down}/events", EVENT, signer=signer)[0] == 502

@@ -1,0 +1,113 @@
+"""API Gateway's IAM authorisation, locally: a proxy in front of the local router that lets through only the
+requests SigV4-signed for ``execute-api`` with a known key, and refuses the rest as API Gateway does (403,
+``{"message": ...}``).  With moto standing in for AWS, a local fleet's router is reached through it, so the
+harness's signed router calls (``harness.router_client``) are checked end to end.
+
+The signature is checked with our own implementation of the documented algorithm, not botocore's, so a bug
+in the signer cannot pass its own check.  A signature older than five minutes is refused, as AWS does.
+Requests with a query string are refused: the router takes none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+SERVICE = "execute-api"
+MAX_AGE_S = 300
+MISSING = "Missing Authentication Token"
+MISMATCH = ("The request signature we calculated does not match the signature you provided. Check your AWS "
+            "Secret Access Key and signing method.")
+EXPIRED = "Signature expired"
+Forward = Callable[[str, str, bytes], tuple[int, bytes]]  # method, path, body -> status, body
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def signature_problem(method: str, path: str, headers: Mapping[str, str], body: bytes,
+                      secrets: Mapping[str, str], now_s: float | None = None) -> str | None:
+    """Why API Gateway would refuse this request (``headers`` with lower-case names), or None if it is
+    signed for ``execute-api`` by a key of ``secrets`` (key id -> secret) within the last five minutes."""
+    auth = headers.get("authorization", "")
+    if not auth.startswith(ALGORITHM + " "):
+        return MISSING
+    try:
+        fields = dict(part.strip().split("=", 1) for part in auth[len(ALGORITHM) + 1:].split(","))
+        key_id, day, region, service, terminal = fields["Credential"].split("/")
+        signed = fields["SignedHeaders"].split(";")
+        stamp = headers["x-amz-date"]
+        signed_at = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+        canonical_headers = "".join(f"{name}:{' '.join(headers[name].split())}\n" for name in signed)
+    except (KeyError, ValueError):
+        return MISMATCH
+    secret = secrets.get(key_id)
+    if secret is None or service != SERVICE or terminal != "aws4_request" or "host" not in signed:
+        return MISMATCH
+    if abs((time.time() if now_s is None else now_s) - signed_at) > MAX_AGE_S:
+        return EXPIRED
+    canonical = "\n".join([method, quote(path, safe="/-_.~"), "", canonical_headers, ";".join(signed),
+                           hashlib.sha256(body).hexdigest()])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join([ALGORITHM, stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = _hmac(_hmac(_hmac(_hmac(f"AWS4{secret}".encode(), day), region), service), "aws4_request")
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return None if hmac.compare_digest(expected, fields.get("Signature", "")) else MISMATCH
+
+
+def forward_to(url: str) -> Forward:
+    """Pass a checked request on to the router at ``url``."""
+    parts = urlsplit(url)
+
+    def forward(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+        try:
+            connection.request(method, path, body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()
+
+    return forward
+
+
+def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> ThreadingHTTPServer:
+    """A server (not yet serving) that checks each request's signature, then ``forward``s it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _handle(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            parts = urlsplit(self.path)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            problem = MISSING if parts.query else signature_problem(self.command, parts.path, headers, body, secrets)
+            if problem is not None:
+                self._answer(403, json.dumps({"message": problem}).encode())
+                return
+            try:
+                self._answer(*forward(self.command, parts.path, body))
+            except OSError:
+                self._answer(502, json.dumps({"message": "Internal server error"}).encode())
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
