@@ -31,7 +31,7 @@ from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
 from harness.router_client import Signer
-from harness.tasks import LocalTasks
+from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
 EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
@@ -126,7 +126,8 @@ class Cluster:
                 if not isinstance(self.backend, EmbeddedBackend):
                     raise ClusterError("death notices need the embedded backend (its ECS stands in for the "
                                        "tasks); on AWS they come from EventBridge")
-                self.tasks = LocalTasks(self.backend.env(), self.backend.queue_url, self.history)
+                self.tasks = LocalTasks(self.backend.env(), self.backend.queue_url, self.history,
+                                        stop_timeout_s=self.config.scaled_s(ECS_STOP_TIMEOUT_MS))
                 self.tasks.start()
             self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
             self.upstream = spawn("upstream", self._upstream_argv(), self.run_dir / "logs" / "upstream.log")

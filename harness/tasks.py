@@ -9,6 +9,10 @@ the workers' queue: the container STOPPED (the task deprovisioning) at once, the
 ``DEPROVISION_S`` later.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history when
 the first is sent.  A paused or partitioned worker's process is still running: no notice.
 
+The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
+its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
+exit is then handled as any other.  The supervisor asks ECS every ``DESCRIBE_EVERY_S``.
+
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
 network path.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -38,6 +43,8 @@ POLL_S = 0.01  # how often the supervisor looks at the processes: a notice leave
 # of seconds; here one second, so a first event taken by the dead worker's own last long poll is followed
 # soon by another).
 DEPROVISION_S = 1.0
+DESCRIBE_EVERY_S = 0.2
+ECS_STOP_TIMEOUT_MS = 30_000  # ECS's default between a task's SIGTERM and SIGKILL, at scale 1
 _AMI = "ami-12c6146b"  # any image id: moto's EC2 only records it
 
 
@@ -46,13 +53,16 @@ class _Watched:
     worker_id: str
     child: Child
     task_arn: str
+    kill_at: float | None = None  # told to stop through the ECS API: SIGKILL then, if still running
 
 
 class LocalTasks:
     """The ECS cluster of one topology and the supervisor of its worker processes."""
 
-    def __init__(self, env: Mapping[str, str], queue_url: str, history: HistoryWriter) -> None:
+    def __init__(self, env: Mapping[str, str], queue_url: str, history: HistoryWriter,
+                 stop_timeout_s: float = 30.0) -> None:
         self.queue_url = queue_url
+        self.stop_timeout_s = stop_timeout_s
         self.history = history
         self._ecs = client(env, "ecs")
         self._sqs = client(env, "sqs")
@@ -111,7 +121,11 @@ class LocalTasks:
 
     def _supervise(self) -> None:
         later: list[tuple[float, _Watched, str]] = []  # (when, task, reason): the task's STOPPED event
+        described = 0.0
         while not self._closed.wait(POLL_S):
+            if time.monotonic() - described >= DESCRIBE_EVERY_S:
+                described = time.monotonic()
+                self._stop_what_ecs_stopped()
             with self._lock:
                 exited = [w for w in self._watched if not w.child.running()]
                 self._watched = [w for w in self._watched if w not in exited]
@@ -124,6 +138,28 @@ class LocalTasks:
             for _, watched, reason in due:
                 with contextlib.suppress(BotoCoreError, ClientError):  # the first event was sent
                     self.send_notice(watched.task_arn, reason)
+
+    def _stop_what_ecs_stopped(self) -> None:
+        """SIGTERM the processes whose task someone stopped through the ECS API; SIGKILL them after the
+        stop timeout."""
+        with self._lock:
+            running = [w for w in self._watched if w.child.running()]
+        for watched in running:
+            if watched.kill_at is not None and time.monotonic() >= watched.kill_at:
+                watched.child.signal(signal.SIGKILL)
+        asked = [w for w in running if w.kill_at is None]
+        if not asked:
+            return
+        try:
+            tasks = self._ecs.describe_tasks(cluster=CLUSTER, tasks=[w.task_arn for w in asked])["tasks"]
+        except (BotoCoreError, ClientError):
+            return  # asked again next time
+        stopped = {task["taskArn"] for task in tasks if task.get("desiredStatus") == "STOPPED"}
+        for watched in asked:
+            if watched.task_arn in stopped:
+                watched.kill_at = time.monotonic() + self.stop_timeout_s
+                watched.child.signal(signal.SIGCONT)
+                watched.child.signal(signal.SIGTERM)
 
     def _exited(self, watched: _Watched) -> str | None:
         """The process exited: stop its task, send the event of its container STOPPED (the task now

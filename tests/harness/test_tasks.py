@@ -4,11 +4,13 @@ workers' queue as many times as terraform's rule has targets (``fleet.schema.DEA
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 from fleet.history import HistoryWriter
 from fleet.schema import DEATH_NOTICE_COPIES
 from harness.backends.resources import client
+from harness.processes import spawn
 from harness.tasks import LocalTasks
 
 TASK = "arn:aws:ecs:us-east-1:123456789012:task/wsfleet/0123456789abcdef"
@@ -24,3 +26,33 @@ def test_each_event_reaches_the_queue_once_per_target_of_the_rule(clean_backend:
         bodies += [message["Body"] for message in answer]
     assert len(bodies) == DEATH_NOTICE_COPIES == 2
     assert len(set(bodies)) == 1 and json.loads(bodies[0])["detail"]["taskArn"] == TASK
+
+
+def test_a_task_stopped_through_the_ecs_api_has_its_process_terminated(clean_backend: Any, tmp_path: Any) -> None:
+    """StopTask (the AWS backend's fault) reaches the process as ECS delivers it: SIGTERM, then SIGKILL after
+    the stop timeout if it is still running; its exit is then handled as any other (``task.stopped``)."""
+    env = clean_backend.env()
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    tasks = LocalTasks(env, clean_backend.queue_url, history, stop_timeout_s=0.5)
+    tasks.start()
+    children: dict[str, Any] = {}
+    try:
+        ready = "print('{}', flush=True); time.sleep(60)"
+        stubborn = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); {ready}"
+        polite = f"import time; {ready}"
+        children.update({name: spawn(name, ["python", "-c", code], tmp_path / f"{name}.log")
+                         for name, code in (("polite", polite), ("stubborn", stubborn))})
+        arns = {name: tasks.launch(name) for name in children}
+        for name, child in children.items():
+            tasks.watch(name, child, arns[name])
+        ecs = client(env, "ecs")
+        for arn in arns.values():
+            ecs.stop_task(cluster="wsfleet", task=arn, reason="harness fault")
+        assert children["polite"].wait(5.0) == -signal.SIGTERM
+        assert children["stubborn"].wait(5.0) == -signal.SIGKILL  # SIGTERM ignored: killed after the timeout
+    finally:
+        tasks.close()
+        for child in children.values():
+            child.stop(grace_s=0.1)
+    stopped = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
+    assert sorted(e["worker"] for e in stopped if e["type"] == "task.stopped") == ["polite", "stubborn"]
