@@ -29,6 +29,7 @@ from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
 from harness.cli_aws import AWS_COMMANDS, add_aws_commands
 from harness.cli_errors import CliError
+from harness.processes import mark_children
 
 if TYPE_CHECKING:
     from harness.scenarios.scenario_file import ScenarioSpec
@@ -260,6 +261,7 @@ def _interruptible() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    mark_children()
     try:
         with _interruptible():
             return int(COMMANDS[args.command](args))

@@ -5,6 +5,9 @@ which then stops them in order), logs stdout and stderr to a file, and is stoppe
 child cannot exit), SIGTERM, then SIGKILL to the whole group.  Children still alive at interpreter exit are
 stopped too, so an interrupted run leaves nothing behind, and a harness killed outright leaves them to the
 reaper (``harness.reaper``).
+
+``wsfleet`` marks its environment with ``HARNESS_PID_VAR`` (its own pid), which every child inherits, so the
+processes of one harness run can be told from another's (``mark_children``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from harness import reaper
 from harness.reaper import signal_group
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+HARNESS_PID_VAR = "WSFLEET_HARNESS_PID"
+
+
+def mark_children() -> None:
+    """Name this process in the environment every child of it inherits (``HARNESS_PID_VAR``)."""
+    os.environ[HARNESS_PID_VAR] = str(os.getpid())
 
 
 class ProcessError(Exception):

@@ -4,6 +4,7 @@ topology leaves nothing behind however it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -17,6 +18,7 @@ import pytest
 from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterSpec
 from harness.faults.plane import Nemesis
+from harness.processes import HARNESS_PID_VAR
 
 pytestmark = pytest.mark.e2e
 
@@ -149,34 +151,35 @@ def test_ctrl_c_or_sigterm_mid_fault_leaves_nothing_running_or_stopped(
         tmp_path: Path, signum: signal.Signals, status: int) -> None:
     """Started with SIGINT ignored, as a non-interactive shell starts a background job (the scenario once
     ignored Ctrl-C then and ran to its end); SIGTERM, as a CI runner cancelling a job sends."""
-    import os
     import subprocess
     import sys
 
     run_dir = tmp_path / "interrupted"
-    started = time.time()
-    ours = ("fleet.", "harness.", "dynalite", "moto")
     scenario = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "scenario", "pause", "--run-dir", str(run_dir), "--no-report",
          "--connections", "6"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
+
+    def leftovers() -> list[str]:
+        """The processes this run started (they carry its harness's pid), whoever else runs on the machine."""
+        found = []
+        for process in psutil.process_iter(["pid", "cmdline", "status"]):
+            with contextlib.suppress(psutil.Error):
+                if (process.info["status"] != psutil.STATUS_ZOMBIE and process.info["pid"] != scenario.pid
+                        and process.environ().get(HARNESS_PID_VAR) == str(scenario.pid)):
+                    found.append(f"{process.info['pid']} {' '.join(process.info['cmdline'] or [])[:80]}")
+        return found
+
     nemesis = run_dir / "history" / "nemesis.jsonl"
     wait_for(lambda: nemesis.exists() and '"fault.start"' in nemesis.read_text(), 60, "the pause to begin")
+    running = leftovers()
+    assert len(running) >= 6, running  # the check sees them: 3 workers, router, simulator, servers
     scenario.send_signal(signum)
     _, stderr = scenario.communicate(timeout=60)
     assert scenario.returncode == status, stderr
     assert "Traceback" not in stderr and ("interrupted" if signum == signal.SIGINT else "terminated") in stderr
-
-    def leftovers() -> list[str]:
-        found = []
-        for process in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
-            cmdline = " ".join(process.info["cmdline"] or [])
-            if (process.info["pid"] != os.getpid() and process.info["create_time"] >= started - 1
-                    and any(name in cmdline for name in ours) and process.info["status"] != psutil.STATUS_ZOMBIE):
-                found.append(f"{process.info['pid']} {process.info['status']} {cmdline[:80]}")
-        return found
 
     wait_for(lambda: not leftovers(), 10, "every child to exit")
     history = nemesis.read_text()
