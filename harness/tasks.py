@@ -11,7 +11,8 @@ the first is sent.  A paused or partitioned worker's process is still running: n
 
 The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
 its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
-exit is then handled as any other.  The supervisor asks ECS every ``DESCRIBE_EVERY_S``.
+exit is then handled as any other.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones) every
+``DESCRIBE_EVERY_S``.
 
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
 network path.
@@ -150,11 +151,12 @@ class LocalTasks:
         asked = [w for w in running if w.kill_at is None]
         if not asked:
             return
-        try:
-            tasks = self._ecs.describe_tasks(cluster=CLUSTER, tasks=[w.task_arn for w in asked])["tasks"]
+        try:  # ListTasks, not DescribeTasks: moto moves a task a step toward STOPPED on every describe, which
+            # would soon make a forged death notice look true to the workers that check it
+            pages = self._ecs.get_paginator("list_tasks").paginate(cluster=CLUSTER, desiredStatus="STOPPED")
+            stopped = {arn for page in pages for arn in page.get("taskArns", [])}
         except (BotoCoreError, ClientError):
             return  # asked again next time
-        stopped = {task["taskArn"] for task in tasks if task.get("desiredStatus") == "STOPPED"}
         for watched in asked:
             if watched.task_arn in stopped:
                 watched.kill_at = time.monotonic() + self.stop_timeout_s

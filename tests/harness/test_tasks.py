@@ -56,3 +56,24 @@ def test_a_task_stopped_through_the_ecs_api_has_its_process_terminated(clean_bac
             child.stop(grace_s=0.1)
     stopped = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
     assert sorted(e["worker"] for e in stopped if e["type"] == "task.stopped") == ["polite", "stubborn"]
+
+
+def test_watching_for_stopped_tasks_leaves_a_running_task_running(clean_backend: Any, tmp_path: Any) -> None:
+    """moto moves a task a step toward STOPPED on every DescribeTasks: a supervisor that described the tasks
+    it watches would soon make a forged death notice look true (crash_notice once took over a live worker's
+    streams that way).  Looking many times must leave a running task's next description short of STOPPED."""
+    env = clean_backend.env()
+    tasks = LocalTasks(env, clean_backend.queue_url, HistoryWriter(None, "harness"))
+    tasks.start()
+    tasks.close()  # the thread is not needed: the look is called directly
+    child = spawn("alive", ["python", "-c", "import time; print('{}', flush=True); time.sleep(60)"],
+                  tmp_path / "alive.log")
+    try:
+        arn = tasks.launch("alive")
+        tasks.watch("alive", child, arn)
+        for _ in range(8):
+            tasks._stop_what_ecs_stopped()
+        [task] = client(env, "ecs").describe_tasks(cluster="wsfleet", tasks=[arn])["tasks"]
+        assert task["lastStatus"] != "STOPPED" and child.running()
+    finally:
+        child.stop(grace_s=0.1)
