@@ -118,17 +118,24 @@ class HistoryTail:
     def new_events(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for path in sorted(self.folder.glob(self.pattern)):
-            start = self.offsets.get(path, 0)
-            with path.open("rb") as file:
-                file.seek(start)
-                data = file.read()
-            whole = data.rfind(b"\n") + 1
-            self.offsets[path] = start + whole
-            for line in data[:whole].splitlines():
+            for line in self.new_lines(path):
                 if self.matching in line:
                     with contextlib.suppress(ValueError):
                         events.append(json.loads(line))
         return events
+
+    def new_lines(self, path: Path) -> list[bytes]:
+        """The whole lines appended to ``path`` since the last look at it (none if it does not exist)."""
+        start = self.offsets.get(path, 0)
+        try:
+            with path.open("rb") as file:
+                file.seek(start)
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        whole = data.rfind(b"\n") + 1
+        self.offsets[path] = start + whole
+        return data[:whole].splitlines()
 
 
 def history_frame(events: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

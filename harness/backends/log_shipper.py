@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.aws_logs import history_event
+from harness.history import HistoryTail
 
 BATCH_EVENTS = 1000     # PutLogEvents takes 10,000 events or 1 MB; history lines are a few hundred bytes
 
@@ -25,16 +26,16 @@ class LogShipper:
     def __init__(self, logs: Any, group: str, run_dir: Path, sources: list[str]) -> None:
         self.logs = logs
         self.group = group
-        self.folder = Path(run_dir) / "history"
+        self.tail = HistoryTail(run_dir)
         self.sources = sources
-        self.offsets: dict[str, int] = {}
         self.streams: set[str] = set()
 
     def ship(self) -> int:
         """Send every whole line appended since the last call; how many were sent."""
         sent = 0
         for src in self.sources:
-            lines = self._new_lines(src)
+            lines = [line.decode("utf-8") for line in self.tail.new_lines(self.tail.folder / f"{src}.jsonl")
+                     if line.strip()]
             if not lines:
                 continue
             if src not in self.streams:
@@ -46,18 +47,6 @@ class LogShipper:
                                          logEvents=events[start:start + BATCH_EVENTS])
             sent += len(events)
         return sent
-
-    def _new_lines(self, src: str) -> list[str]:
-        path = self.folder / f"{src}.jsonl"
-        if not path.exists():
-            return []
-        start = self.offsets.get(src, 0)
-        with path.open("rb") as file:
-            file.seek(start)
-            data = file.read()
-        whole = data.rfind(b"\n") + 1
-        self.offsets[src] = start + whole
-        return [line for line in data[:whole].decode("utf-8").split("\n") if line.strip()]
 
     def _create(self, src: str) -> None:
         existing = self.logs.describe_log_streams(logGroupName=self.group, logStreamNamePrefix=src)["logStreams"]
