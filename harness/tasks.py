@@ -12,7 +12,7 @@ the first is sent.  A paused or partitioned worker's process is still running: n
 The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
 its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
 exit is then handled as any other.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones) every
-``DESCRIBE_EVERY_S``.
+``LOOK_EVERY_S``.
 
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
 network path.
@@ -44,7 +44,7 @@ POLL_S = 0.01  # how often the supervisor looks at the processes: a notice leave
 # of seconds; here one second, so a first event taken by the dead worker's own last long poll is followed
 # soon by another).
 DEPROVISION_S = 1.0
-DESCRIBE_EVERY_S = 0.2
+LOOK_EVERY_S = 0.2
 ECS_STOP_TIMEOUT_MS = 30_000  # ECS's default between a task's SIGTERM and SIGKILL, at scale 1
 _AMI = "ami-12c6146b"  # any image id: moto's EC2 only records it
 
@@ -122,10 +122,10 @@ class LocalTasks:
 
     def _supervise(self) -> None:
         later: list[tuple[float, _Watched, str]] = []  # (when, task, reason): the task's STOPPED event
-        described = 0.0
+        looked = 0.0
         while not self._closed.wait(POLL_S):
-            if time.monotonic() - described >= DESCRIBE_EVERY_S:
-                described = time.monotonic()
+            if time.monotonic() - looked >= LOOK_EVERY_S:
+                looked = time.monotonic()
                 self._stop_what_ecs_stopped()
             with self._lock:
                 exited = [w for w in self._watched if not w.child.running()]
