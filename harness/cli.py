@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
-from harness.cli_aws import AWS_COMMANDS, add_aws_commands
+from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
 from harness.cli_errors import CliError
 from harness.processes import mark_children
 
@@ -68,7 +68,8 @@ def timescale_arg(text: str) -> float:
     return value
 
 
-def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
+def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
+                  backends: tuple[str, ...] = ("embedded", "localstack")) -> None:
     p.add_argument("--workers", type=_positive_int, default=3, help="worker processes to run (default 3)")
     p.add_argument("--profile", choices=PROFILES, default="hardened",
                    help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
@@ -79,8 +80,9 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str) -> None:
     p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                    help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
     p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
-    p.add_argument("--backend", choices=("embedded", "localstack"), default="embedded",
-                   help="AWS backend: embedded servers (default) or a running LocalStack (see --localstack-url)")
+    p.add_argument("--backend", choices=backends, default="embedded",
+                   help="AWS backend: embedded servers (default), a running LocalStack (see --localstack-url)"
+                        + (", or a fleet deployed on AWS (see the options below)" if "aws" in backends else ""))
     p.add_argument("--localstack-url", default="http://localhost:4566",
                    help="LocalStack edge endpoint for --backend localstack (default http://localhost:4566)")
     p.add_argument("--start", action="store_true",
@@ -186,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                           help="run the worker and router processes from the checkout DIR (e.g. a worktree of "
                                "an older commit); the harness and checkers stay this one")
-    _add_topology(scenario, "runs/scenario")
+    _add_topology(scenario, "runs/scenario", backends=("embedded", "localstack", "aws"))
+    add_aws_scenario_arguments(scenario)
     scenario.set_defaults(workers=None, profile=None, timescale=None, rate=None)
 
     explore = sub.add_parser(
@@ -445,6 +448,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             print(f"{name:<20} {scenario.description}")
         return 0
     spec = scenario_spec(args)
+    if args.backend == "aws":
+        return cmd_aws_scenario(args, spec)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)
     if args.workers is not None and args.workers < 2:
@@ -474,13 +479,18 @@ def _run_scenario_once(args: argparse.Namespace, spec: ScenarioSpec, i: int, loc
         verdict = run_scenario(run, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
         raise CliError(str(exc), 2) from None
+    finish_scenario(args, verdict, run_dir, started)
+    return verdict
+
+
+def finish_scenario(args: argparse.Namespace, verdict: dict[str, Any], run_dir: Path, started: float) -> None:
+    """A run's report (unless --no-report), its verdict's headline as one JSON line, and a summary line."""
     if not args.no_report:
         _report([run_dir], None)
     print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
                                               "lost_sequences", "recovery_ms", "bound_ms")}))
-    print(f"wsfleet scenario: {spec.name}/{run.setting('profile')} in {time.monotonic() - started:.0f} s: "
+    print(f"wsfleet scenario: {verdict['scenario']}/{verdict['profile']} in {time.monotonic() - started:.0f} s: "
           f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
-    return verdict
 
 
 def _outcome(verdict: dict[str, Any]) -> str:

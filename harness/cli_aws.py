@@ -96,7 +96,7 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
     from fleet.config import FleetConfig
     from fleet.errors import ConfigError
     from harness.backends.aws import DeploymentError, read_outputs
-    from harness.backends.aws_cost import PRICES_AS_OF, RunLoad, estimate, run_ceiling_s
+    from harness.backends.aws_cost import RunLoad, run_ceiling_s
     from harness.backends.aws_fis import FIS, FisError, FisOptions, fis_plan
     from harness.cli import scenario_spec
 
@@ -133,13 +133,8 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
                         + fault.detail))
     for at_s, action in sorted(actions, key=lambda a: a[0]):
         print(f"  at {at_s:7.2f} s  {action}")
-    load = RunLoad(run_ceiling_s(plan, config), spec.workers, spec.connections, spec.rate,
-                   spec.connections + len(plan.ops), fis.action_minutes, config)
-    lines = estimate(load)
-    print(f"  cost at most, for {load.seconds:.0f} s of load ({PRICES_AS_OF}; no free tier, no data transfer):")
-    for line in lines:
-        print(f"    {line.item:<16} {line.quantity:>14,.4f} {line.unit:<22} ${line.usd:.4f}")
-    print(f"    {'total':<16} {'':>14} {'':<22} ${sum(line.usd for line in lines):.4f}")
+    _print_cost(RunLoad(run_ceiling_s(plan, config), spec.workers, spec.connections, spec.rate,
+                        spec.connections + len(plan.ops), fis.action_minutes, config))
     if fis.refused:
         raise CliError(f"{len(fis.refused)} of {len(fis.faults)} steps cannot run on AWS "
                        f"({', '.join(sorted({f.step.kind for f in fis.refused}))}): no template written", 1)
@@ -148,6 +143,17 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
         print(f"wsfleet aws-plan: FIS template in {args.fis_template}; create it with `aws fis "
               f"create-experiment-template --cli-input-json file://{args.fis_template}`", file=sys.stderr)
     return 0
+
+
+def _print_cost(load: Any) -> None:
+    """The cost of a run at most (``harness.backends.aws_cost``), line by line."""
+    from harness.backends.aws_cost import PRICES_AS_OF, estimate
+
+    lines = estimate(load)
+    print(f"  cost at most, for {load.seconds:.0f} s of load ({PRICES_AS_OF}; no free tier, no data transfer):")
+    for line in lines:
+        print(f"    {line.item:<16} {line.quantity:>14,.4f} {line.unit:<22} ${line.usd:.4f}")
+    print(f"    {'total':<16} {'':>14} {'':<22} ${sum(line.usd for line in lines):.4f}")
 
 
 def _deployment_and_session(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -203,3 +209,126 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
 AWS_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "aws-preflight": cmd_aws_preflight, "aws-history": cmd_aws_history, "aws-plan": cmd_aws_plan,
 }
+
+
+def add_aws_scenario_arguments(scenario: Any) -> None:
+    """``wsfleet scenario``'s options for ``--backend aws``."""
+    group = scenario.add_argument_group(
+        "against a deployed fleet (--backend aws)",
+        "The deployment is named by terraform's outputs; the run touches only the account and region named, "
+        "and only resources with the allowlisted tag. Faults are AWS API calls (term: ECS StopTask); the "
+        "history is read back from CloudWatch Logs. The cost at most is printed before any load.")
+    named = group.add_mutually_exclusive_group()
+    named.add_argument("--outputs", type=Path, metavar="FILE", help="a file of `terraform output -json`")
+    named.add_argument("--terraform-dir", type=Path, metavar="DIR", help="run `terraform output -json` there")
+    group.add_argument("--account", help="the only AWS account id the run may touch (required)")
+    group.add_argument("--region", help="the only region the run may touch (required)")
+    group.add_argument("--aws-profile", metavar="NAME", help="credentials profile (default: the standard chain)")
+    group.add_argument("--tag", metavar="KEY=VALUE", help="the tag every touched resource must carry "
+                                                          "(default: wsfleet:chaos=allowed)")
+    group.add_argument("--dry-run", action="store_true",
+                       help="check the guardrails and print every action with its target and the cost; change "
+                            "nothing")
+    for name, what in (("upstream-url", "the simulator's WebSocket base URL, as the workers reach it"),
+                       ("upstream-control-url", "the simulator's control API, as the harness reaches it"),
+                       ("upstream-log-group", "the log group of the simulator's history")):
+        group.add_argument(f"--{name}", default="", metavar="URL" if "url" in name else "GROUP",
+                           help=f"{what} (default: the outputs' {name.replace('-', '_')})")
+    group.add_argument("--logs-wait", type=float, default=15.0, metavar="S",
+                       help="seconds to let CloudWatch Logs take the last events before reading them (default 15)")
+
+
+def _local_only(args: argparse.Namespace) -> list[str]:
+    """The local-topology options given with --backend aws: the deployment decides those."""
+    given = {"--workers": args.workers is not None, "--profile": args.profile is not None,
+             "--timescale": args.timescale is not None, "--dynamodb": args.dynamodb != "dynalite",
+             "--death-notices": args.death_notices, "--fleet-root": args.fleet_root is not None,
+             "--start": args.start, "--set": bool(args.settings), "--repeat": args.repeat != 1}
+    return [flag for flag, yes in given.items() if yes]
+
+
+def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
+    """``wsfleet scenario NAME --backend aws``: guardrails, the plan and its cost, then the run."""
+    import dataclasses
+    import time
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from fleet.config import FleetConfig
+    from fleet.errors import ConfigError
+    from harness.backends.aws import UPSTREAM_OUTPUTS, Guardrails, aws_error_text, preflight
+    from harness.backends.aws_cost import RunLoad, run_ceiling_s
+    from harness.backends.aws_topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
+    from harness.cli import finish_scenario
+    from harness.cluster import ClusterError
+    from harness.faults.fault import FaultError
+    from harness.router_client import SigningError, signer_for
+    from harness.scenarios.runner import Phases, ScenarioError
+
+    if _local_only(args):
+        raise CliError(f"{', '.join(_local_only(args))}: with --backend aws the deployment decides these "
+                       "(terraform's fleet_settings and service)", 2)
+    if args.outputs is None and args.terraform_dir is None:
+        raise CliError("--backend aws needs the deployment: --outputs FILE or --terraform-dir DIR", 2)
+    if not args.account or not args.region:
+        raise CliError("--backend aws needs --account and --region: the only account and region the run may "
+                       "touch", 2)
+    deployment, session = _deployment_and_session(args)
+    deployment = dataclasses.replace(deployment, **{name: getattr(args, name) for name in UPSTREAM_OUTPUTS
+                                                    if getattr(args, name)})
+    try:
+        config = FleetConfig.from_env({**deployment.fleet_environment, "WSFLEET_WORKER_ID": "harness"})
+    except ConfigError as exc:
+        raise CliError(f"the outputs' fleet_environment: {exc}", 2) from None
+    if config.profile != "hardened":
+        raise CliError(f"the deployment runs {config.profile}: the AWS backend finds a worker's task through "
+                       "the workers table, where only hardened registers its workers", 2)
+    checks = preflight(deployment, Guardrails(args.account, args.region, _tag(args.tag)), session)
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}", file=sys.stderr)
+    if not all(check.ok for check in checks):
+        raise CliError(f"{sum(not c.ok for c in checks)} guardrail checks failed: nothing was run", 1)
+    try:
+        dynamodb = session.client("dynamodb", region_name=deployment.region)
+        ecs = session.client("ecs", region_name=deployment.region)
+        workers = running_workers(dynamodb, ecs, deployment)
+    except (ClientError, BotoCoreError) as exc:
+        raise CliError(f"listing the running workers: {aws_error_text(exc)}", 1) from None
+    if len(workers) < 2:
+        raise CliError(f"{len(workers)} workers are running in {deployment.cluster}: a scenario needs at least 2 "
+                       "(someone must take over)", 1)
+    seed = spec.seed if args.seed is None else args.seed
+    connections = args.connections or spec.connections
+    plan = spec.expand(config.profile, seed, config, len(workers))
+    refused = refusals([step.kind for step in plan.steps])
+    if refused:
+        raise CliError(f"{spec.name} cannot run against a deployment: {'; '.join(refused)}", 1)
+    print(f"wsfleet scenario: {spec.name} against {deployment.cluster}/{deployment.service} in {deployment.region}"
+          f" ({len(workers)} workers, time scale {config.timescale:g}, seed {seed})")
+    print(f"  router {deployment.router_url} (SigV4-signed): START {connections} streams, then "
+          f"{len(plan.ops)} operations; STOP them all at the end")
+    for step in plan.steps:
+        print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: {AWS_FAULTS[step.kind]}")
+    _print_cost(RunLoad(run_ceiling_s(plan, config), len(workers), connections, args.rate or spec.rate,
+                        2 * connections + len(plan.ops), 0.0, config))
+    if args.dry_run:
+        print("wsfleet scenario: dry run, nothing was changed", file=sys.stderr)
+        return 0
+    try:
+        signer = signer_for(deployment.router_url, sign=True, region=deployment.region, profile=args.aws_profile)
+    except SigningError as exc:
+        raise CliError(str(exc), 2) from None
+    assert signer is not None
+    started = time.monotonic()
+    phases = Phases(spec, config, len(workers), seed, connections,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True),
+                    prefix=time.strftime("r%Y%m%dT%H%M%S-", time.gmtime()))
+    try:
+        topology = AwsTopology(deployment, session, args.run_dir, signer, config.lease_s)
+        verdict = run_on_aws(topology, phases, args.logs_wait)
+    except (ScenarioError, ClusterError, FaultError) as exc:
+        raise CliError(str(exc), 2) from None
+    except (ClientError, BotoCoreError) as exc:
+        raise CliError(f"an AWS call failed: {aws_error_text(exc)}", 2) from None
+    finish_scenario(args, verdict, args.run_dir, started)
+    return 0 if verdict["valid"] is True else 1

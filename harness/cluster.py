@@ -30,7 +30,7 @@ from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data,
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
-from harness.router_client import Signer
+from harness.router_client import Signer, error_text
 from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
@@ -256,32 +256,14 @@ class Cluster:
                 time.sleep(0.05)
 
     # -- control -------------------------------------------------------------------------------------
-    def post_event(self, event_type: str, connection_id: str, ws_url: str | None = None) -> tuple[int, Any]:
-        """POST one router event; returns (status, JSON body)."""
-        body: dict[str, Any] = {"event_type": event_type, "connection_id": connection_id}
-        if ws_url is not None:
-            body["ws_url"] = ws_url
-        return http_json("POST", self.router_url + "/events", body)
-
-    def _post_until_answered(self, event_type: str, connection_id: str, ws_url: str | None = None) -> None:
-        """POST one event; a 503 (outcome unknown: the router says the event is safe to repeat) is repeated
-        a few times, as a client would, before it counts as a failure."""
-        for attempt in range(EVENT_ATTEMPTS):
-            status, payload = self.post_event(event_type, connection_id, ws_url)
-            if status != 503:
-                break
-            time.sleep(0.1 * (attempt + 1))
-        if status != 200:
-            raise ClusterError(f"{event_type} {connection_id} answered {status}: {payload}")
-
     def start_connection(self, connection_id: str) -> None:
         """Create the upstream stream, then START it through the router (as a user would)."""
         http_json("POST", f"{self.upstream_control_url}/streams/{connection_id}")
-        self._post_until_answered("START", connection_id, f"{self.upstream_url}/streams/{connection_id}")
+        send_event(self.router_url, "START", connection_id, f"{self.upstream_url}/streams/{connection_id}")
         self.history.emit("conn.started", pk=f"CONN#{connection_id}")
 
     def stop_connection(self, connection_id: str) -> None:
-        self._post_until_answered("STOP", connection_id)
+        send_event(self.router_url, "STOP", connection_id)
         self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
 
     def streams(self) -> dict[str, Any]:
@@ -326,6 +308,23 @@ class Cluster:
         if self._own_backend and isinstance(self.backend, EmbeddedBackend):
             self.backend.stop()
         self.history.close()
+
+
+def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str | None = None,
+               signer: Signer | None = None) -> None:
+    """POST one router event; a 503 (outcome unknown: the router says the event is safe to repeat) is repeated
+    a few times, as a client would, before it counts as a failure (``ClusterError``, with the answer's
+    reason: the router's ``error`` or API Gateway's ``message``)."""
+    body: dict[str, Any] = {"event_type": event_type, "connection_id": connection_id}
+    if ws_url is not None:
+        body["ws_url"] = ws_url
+    for attempt in range(EVENT_ATTEMPTS):
+        status, payload = http_json("POST", router_url + "/events", body, signer=signer)
+        if status != 503:
+            break
+        time.sleep(0.1 * (attempt + 1))
+    if status != 200:
+        raise ClusterError(f"{event_type} {connection_id} answered {status}: {error_text(payload)}")
 
 
 def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0,

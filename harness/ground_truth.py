@@ -34,17 +34,17 @@ class EventSink(Protocol):
     def emit(self, type: str, **fields: Any) -> Any: ...
 
 
-def record_final(history: EventSink, dynamodb_client: Any, tables: Mapping[str, str],
+def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
                  streams: Mapping[str, Any], ids: list[str]) -> None:
     """Write ``final.emitted``, ``final.persisted`` and ``final.connection`` (see the module docstring).
 
-    ``dynamodb_client``: a boto3 DynamoDB client; ``tables``: role -> table name (``messages`` and
+    ``dynamodb``: a boto3 DynamoDB client; ``tables``: role -> table name (``messages`` and
     ``connections``); ``streams``: the simulator's streams by connection id (``head_seq`` each), as its
     control API lists them; ``ids``: the connection ids the run started."""
     for connection_id, stream in streams.items():
         history.emit("final.emitted", pk=_pk(connection_id), head_seq=stream.get("head_seq"))
     items: dict[str, list[dict[str, Any]]] = {_pk(i): [] for i in ids}
-    for raw in _scan(dynamodb_client, tables["messages"], MESSAGE_ATTRIBUTES):
+    for raw in _scan(dynamodb, tables["messages"], MESSAGE_ATTRIBUTES):
         pk = _value(raw.get("pk"))
         seq = _seq(_value(raw.get("message_data")))
         if isinstance(pk, str) and seq is not None:
@@ -54,7 +54,7 @@ def record_final(history: EventSink, dynamodb_client: Any, tables: Mapping[str, 
         found.sort(key=lambda item: item["seq"])
         history.emit("final.persisted", pk=pk, seqs=[item["seq"] for item in found], items=found)
     connections: dict[str, dict[str, Any]] = {_pk(i): {} for i in ids}
-    for raw in _scan(dynamodb_client, tables["connections"], CONNECTION_ATTRIBUTES):
+    for raw in _scan(dynamodb, tables["connections"], CONNECTION_ATTRIBUTES):
         pk = _value(raw.get("pk"))
         if isinstance(pk, str):
             connections[pk] = {name: _value(raw.get(name)) for name in CONNECTION_ATTRIBUTES[1:]}
@@ -66,10 +66,10 @@ def _pk(connection_id: str) -> str:
     return f"CONN#{connection_id}"
 
 
-def _scan(dynamodb_client: Any, table: str, attributes: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+def _scan(dynamodb: Any, table: str, attributes: tuple[str, ...]) -> Iterator[dict[str, Any]]:
     """Every item of ``table`` (every page, consistent reads), with only ``attributes``."""
     names = {f"#a{i}": name for i, name in enumerate(attributes)}
-    pages = dynamodb_client.get_paginator("scan").paginate(
+    pages = dynamodb.get_paginator("scan").paginate(
         TableName=table, ConsistentRead=True, ProjectionExpression=", ".join(names),
         ExpressionAttributeNames=names)
     for page in pages:

@@ -79,7 +79,7 @@ module "chaos" {
   queue_url        = module.primary.queue_url
   cluster          = module.primary.cluster
   service          = module.primary.service
-  log_groups       = [module.primary.worker_log_group, module.primary.router_log_group]
+  log_groups       = compact([module.primary.worker_log_group, module.primary.router_log_group, var.upstream_log_group])
   router_route_arn = module.primary.router_events_route_arn
 }
 

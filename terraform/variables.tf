@@ -28,6 +28,12 @@ variable "chaos_target" {
   default     = false
 }
 
+variable "upstream_log_group" {
+  description = "With chaos_target: the CloudWatch Logs group of the upstream simulator a harness run streams from (its history is the run's ground truth; terraform does not deploy the simulator). Empty: none."
+  type        = string
+  default     = ""
+}
+
 # -- the fleet ------------------------------------------------------------------------------------------
 variable "profile" {
   description = "WSFLEET_PROFILE of the router and workers: blog (the published algorithm, flaws included) or hardened (ours)."

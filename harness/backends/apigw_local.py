@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -81,10 +82,29 @@ def forward_to(url: str) -> Forward:
     return forward
 
 
-def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> ThreadingHTTPServer:
+class Gateway(ThreadingHTTPServer):
+    """The stand-in's server, with what it did: ``passed`` (checked and forwarded), and ``refused`` by reason."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.passed = 0
+        self.refused: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def count(self, problem: str | None) -> None:
+        with self.lock:
+            if problem is None:
+                self.passed += 1
+            else:
+                self.refused[problem] = self.refused.get(problem, 0) + 1
+
+
+def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> Gateway:
     """A server (not yet serving) that checks each request's signature, then ``forward``s it."""
 
     class Handler(BaseHTTPRequestHandler):
+        server: Gateway
+
         def _answer(self, status: int, body: bytes) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -97,6 +117,7 @@ def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> ThreadingHTTPSe
             parts = urlsplit(self.path)
             headers = {name.lower(): value for name, value in self.headers.items()}
             problem = MISSING if parts.query else signature_problem(self.command, parts.path, headers, body, secrets)
+            self.server.count(problem)
             if problem is not None:
                 self._answer(403, json.dumps({"message": problem}).encode())
                 return
@@ -110,4 +131,4 @@ def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> ThreadingHTTPSe
         def log_message(self, *args: Any) -> None:
             pass
 
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return Gateway(Handler)

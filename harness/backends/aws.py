@@ -26,6 +26,7 @@ CHAOS_TAG = ("wsfleet:chaos", "allowed")
 TABLE_OUTPUTS = {"connections": "connections_table", "messages": "messages_table", "workers": "workers_table"}
 REQUIRED_OUTPUTS = ("region", "router_url", *TABLE_OUTPUTS.values(), "queue_url", "cluster", "service",
                     "worker_log_group", "router_log_group")
+UPSTREAM_OUTPUTS = ("upstream_url", "upstream_control_url", "upstream_log_group")
 TERRAFORM_TIMEOUT_S = 120
 
 
@@ -47,6 +48,12 @@ class Deployment:
     router_log_group: str
     fleet_environment: dict[str, str] = field(default_factory=dict)
     fis_role_arn: str = ""  # with chaos_target: the role FIS experiments assume
+    # The upstream simulator a scenario streams from: its WebSocket base URL, its control API, and the log
+    # group of its history (ground truth).  terraform does not deploy it; the outputs file or the command
+    # names it.
+    upstream_url: str = ""
+    upstream_control_url: str = ""
+    upstream_log_group: str = ""
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any], source: str) -> Deployment:
@@ -65,7 +72,8 @@ class Deployment:
                    queue_url=values["queue_url"], cluster=values["cluster"], service=values["service"],
                    worker_log_group=values["worker_log_group"], router_log_group=values["router_log_group"],
                    fleet_environment={str(k): str(v) for k, v in environment.items()},
-                   fis_role_arn=str(values.get("fis_role_arn") or ""))
+                   fis_role_arn=str(values.get("fis_role_arn") or ""),
+                   **{name: str(values.get(name) or "") for name in UPSTREAM_OUTPUTS})
 
 
 def read_outputs(outputs_file: Path | None = None, terraform_dir: Path | None = None) -> Deployment:

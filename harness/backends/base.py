@@ -21,6 +21,8 @@ ENDPOINT_ENV_VARS: dict[str, str] = {
     "route53": "AWS_ENDPOINT_URL_ROUTE_53",
     "ecs": "AWS_ENDPOINT_URL_ECS",
     "ec2": "AWS_ENDPOINT_URL_EC2",
+    "logs": "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS",
+    "sts": "AWS_ENDPOINT_URL_STS",
 }
 
 # Local emulators accept any credentials; these keep the SDK from looking for real ones.

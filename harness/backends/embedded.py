@@ -101,6 +101,8 @@ def start_embedded(
             "route53": services.url,
             "ecs": services.url,  # the local stand-in for ECS tasks (harness.tasks)
             "ec2": services.url,
+            "logs": services.url,  # the AWS backend's offline stand-in (harness.backends.aws_standin)
+            "sts": services.url,
         }
         if dynamodb == "moto":
             backend.endpoints["dynamodbstreams"] = ddb_server.url

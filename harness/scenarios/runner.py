@@ -13,6 +13,9 @@ then ``final`` (the simulator's heads, every stored message with its writer, and
 history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Faults are healed and every
 process stopped in ``finally``, whatever happened.
 
+The phases (``Phases``) use only a ``Topology`` (``harness.scenarios.topology``): ``run_scenario`` gives
+them a local ``Cluster``; the AWS backend (``harness.backends.aws_topology``) gives them a deployed fleet.
+
 ``run.start`` records the expanded schedule and workload, the bounds in ms at the run's scale and at scale 1,
 and ``fault_model``: ``"within"``, or ``"outside: clock skew X ms > tolerance Y ms"`` when a step skews a
 clock past the configured tolerance (the one fault the design does not promise to survive).
@@ -31,14 +34,13 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.config import FleetConfig
-from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
-from harness.faults.plane import FaultError, Nemesis
+from harness.faults.plane import FaultError
 from harness.ground_truth import record_final
-from harness.history import HistoryTail
 from harness.processes import start_thread
 from harness.scenarios.scenario_file import Op, ScenarioSpec, Step
+from harness.scenarios.topology import LocalTopology, Topology
 
 Progress = Callable[[str], None]
 Say = Callable[[str], None]
@@ -88,7 +90,7 @@ def fault_model(steps: list[Step], config: FleetConfig) -> str:
 
 
 def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any]:
-    """Run ``run`` and return its verdict (also written to ``RUN_DIR/verdict.json``)."""
+    """Run ``run`` on a local topology and return its verdict (also written to ``RUN_DIR/verdict.json``)."""
     workers, profile = int(run.setting("workers")), str(run.setting("profile"))
     if workers < 2:
         raise ScenarioError("a scenario needs at least 2 workers (someone must take over)")
@@ -97,72 +99,94 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
                        run_dir=run.run_dir, dynamodb=run.dynamodb, rate=float(run.setting("rate")), seed=seed,
                        localstack_url=run.localstack_url, fleet_root=run.fleet_root, overrides=run.overrides,
                        upstream=run.scenario.upstream, death_notices=run.scenario.death_notices)
-    config = spec.fleet_config()
-    plan = run.scenario.expand(profile, seed, config, workers)
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        progress(f"[{time.monotonic() - started:6.1f}s] {run.name}/{profile}: {message}")
-
-    say(f"starting {workers} workers (time scale {spec.timescale}, lease {config.lease_s:.2f} s)")
+    phases = Phases(run.scenario, spec.fleet_config(), workers, seed, int(run.setting("connections")), progress)
+    phases.say(f"starting {workers} workers (time scale {spec.timescale}, lease {phases.config.lease_s:.2f} s)")
     with Cluster(spec) as cluster:
-        nemesis = Nemesis(cluster)
-        workload = Workload(cluster, random.Random(f"{run.name}:{seed}:workload"),
-                            [f"c{i:03d}" for i in range(int(run.setting("connections")))])
+        phases.run(LocalTopology(cluster), settings=run.overrides or None)
+    return phases.verdict(run.run_dir)
+
+
+@dataclass
+class Phases:
+    """A scenario's plan at one fleet configuration, and its phases over any ``Topology``."""
+
+    scenario: ScenarioSpec
+    config: FleetConfig
+    workers: int
+    seed: int
+    connections: int
+    progress: Progress = _quiet
+    prefix: str = ""  # of the connection ids (a deployment's run names its own: ``<prefix>c000``, ...)
+    began: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.plan = self.scenario.expand(self.config.profile, self.seed, self.config, self.workers)
+        self.connection_ids = [f"{self.prefix}c{i:03d}" for i in range(self.connections)]
+
+    def say(self, message: str) -> None:
+        self.progress(f"[{time.monotonic() - self.began:6.1f}s] {self.scenario.name}/{self.config.profile}: "
+                      f"{message}")
+
+    def run(self, topology: Topology, **run_start: Any) -> None:
+        """Every phase from ``run.start`` to the final scan; faults still active are healed at the end.
+        ``run_start``: more fields of ``run.start`` (e.g. the backend's)."""
+        config, plan, say = self.config, self.plan, self.say
+        workload = Workload(topology, random.Random(f"{self.scenario.name}:{self.seed}:workload"),
+                            self.connection_ids)
         try:
-            cluster.history.emit(
-                "run.start", scenario=run.name, profile=profile, timescale=spec.timescale,
-                config=config.durations(), connections=len(workload.desired), workers=workers,
-                bound_ms=plan.bound_ms, bound_scale1_ms=plan.bound_scale1_ms, seed=seed,
+            topology.history.emit(
+                "run.start", scenario=self.scenario.name, profile=config.profile, timescale=config.timescale,
+                config=config.durations(), connections=len(workload.desired), workers=self.workers,
+                bound_ms=plan.bound_ms, bound_scale1_ms=plan.bound_scale1_ms, seed=self.seed,
                 schedule=[s.to_json() for s in plan.steps], workload=[o.to_json() for o in plan.ops],
-                fault_model=fault_model(plan.steps, config), scenario_file=run.scenario.path,
-                upstream=run.scenario.upstream or None, settings=run.overrides or None,
-                death_notices=run.scenario.death_notices or None,
+                fault_model=fault_model(plan.steps, config), scenario_file=self.scenario.path,
+                upstream=self.scenario.upstream or None, death_notices=self.scenario.death_notices or None,
                 # hardened: the owner reads its STOP mailbox with the next renewal (a heartbeat), whose answer
                 # may take the request timeout, and a failed renewal is retried within another heartbeat
-                stop_bound_ms=config.scaled_ms(2 * config.heartbeat_ms + config.aws_timeout_ms if profile == "hardened"
+                stop_bound_ms=config.scaled_ms(2 * config.heartbeat_ms + config.aws_timeout_ms
+                                               if config.profile == "hardened"
                                                else config.desired_check_ms + config.heartbeat_ms),
+                **run_start,
             )
             say(f"starting {len(workload.desired)} connections through the router")
             for connection_id in list(workload.desired):
-                cluster.start_connection(connection_id)
-            _await_owned(cluster, workload.started(), timeout_s=config.reconcile_s + 4 * config.lease_s + 10)
+                topology.start_connection(connection_id)
+            _await_owned(topology, workload.started(), timeout_s=config.reconcile_s + 4 * config.lease_s + 10)
             say("every stream has an owner; steady running")
             time.sleep(config.lease_s)
-            _run_schedule(cluster, nemesis, workload, plan.steps, plan.ops, say)
+            _run_schedule(topology, workload, plan.steps, plan.ops, say)
             say("faults done; waiting for recovery")
             recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
-            owned = _await_owned(cluster, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
+            owned = _await_owned(topology, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
-            settled_t, behind = _settle(cluster, workload.started(), config.lease_s, timeout_s=4 * config.lease_s)
+            settled_t, behind = _settle(topology, workload.started(), config.lease_s,
+                                        timeout_s=4 * config.lease_s)
             if behind:
                 say(f"{len(behind)} streams had not stored their backlog after {5 * config.lease_s:.1f} s "
                     f"(e.g. {', '.join(behind[:3])})")
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
-            cluster.history.emit("run.stop", settled_t=settled_t)
-            _record_final(cluster, list(workload.desired))
+            topology.history.emit("run.stop", settled_t=settled_t)
+            _record_final(topology, list(workload.desired))
         finally:
-            nemesis.heal_all()
-    say("checking the history")
-    verdict = write_verdict(run.run_dir)
-    say(f"valid={verdict['valid']} duplicate_claims={verdict['duplicate_claims']} "
-        f"lost={verdict['lost_sequences']} recovery max={verdict['recovery_ms'].get('max')} ms "
-        f"(bound {plan.bound_ms})")
-    return verdict
+            topology.nemesis.heal_all()
+
+    def verdict(self, run_dir: Path) -> dict[str, Any]:
+        """Check the run folder's history and write ``verdict.json``."""
+        self.say("checking the history")
+        verdict = write_verdict(run_dir)
+        self.say(f"valid={verdict['valid']} duplicate_claims={verdict['duplicate_claims']} "
+                 f"lost={verdict['lost_sequences']} recovery max={verdict['recovery_ms'].get('max')} ms "
+                 f"(bound {self.plan.bound_ms})")
+        return verdict
 
 
-def _live_workers(cluster: Cluster) -> set[str]:
-    return {h.id for h in cluster.workers.values()
-            if h.child is not None and h.child.running() and not h.child.paused}
-
-
-def _await_owned(cluster: Cluster, ids: list[str], timeout_s: float, raise_on_timeout: bool = True) -> bool:
+def _await_owned(topology: Topology, ids: list[str], timeout_s: float, raise_on_timeout: bool = True) -> bool:
     """Wait until every stream has an open session held by a running, unpaused worker."""
     deadline = time.monotonic() + timeout_s
     while True:
-        live = _live_workers(cluster)
-        streams = cluster.streams()
+        live = topology.live_workers()
+        streams = topology.streams()
         missing = [i for i in ids if not any(
             s["closed"] is None and s["worker"] in live for s in streams.get(i, {}).get("sessions", []))]
         if not missing:
@@ -170,54 +194,49 @@ def _await_owned(cluster: Cluster, ids: list[str], timeout_s: float, raise_on_ti
         if time.monotonic() > deadline:
             if raise_on_timeout:
                 raise ScenarioError(f"{len(missing)} streams never got an owner within {timeout_s:.0f} s "
-                                    f"(e.g. {', '.join(missing[:5])}); see {cluster.run_dir}/logs")
+                                    f"(e.g. {', '.join(missing[:5])}); see {topology.run_dir}/logs")
             return False
         time.sleep(0.05)
 
 
-def _settle(cluster: Cluster, ids: list[str], minimum_s: float, timeout_s: float) -> tuple[float, list[str]]:
+def _settle(topology: Topology, ids: list[str], minimum_s: float, timeout_s: float) -> tuple[float, list[str]]:
     """Wait ``minimum_s``, then until each stream of ``ids`` has stored everything it had emitted when
-    settling began (the last backlog persisted), at most ``timeout_s`` more.  Stored means a worker reported
-    the write answered (``msg.persist`` ok up to that seq): the recovery checker, which reads the same
-    events, then sees every stream caught up before ``run.stop``.  When settling began (wall clock, ms: the
-    sequences checker's horizon), and the streams still behind."""
+    settling began (the last backlog persisted), at most ``timeout_s`` more.  Stored is what the topology
+    knows answered (``Topology.stored_through``; locally the workers' ``msg.persist`` ok up to that seq, so
+    the recovery checker, which reads the same events, sees every stream caught up before ``run.stop``).
+    When settling began (wall clock, ms: the sequences checker's horizon), and the streams still behind."""
     began_t = time.time() * 1000.0
-    heads = {i: s.get("head_seq") or 0 for i, s in cluster.streams().items() if i in ids}
+    heads = {i: s.get("head_seq") or 0 for i, s in topology.streams().items() if i in ids}
     time.sleep(minimum_s)
-    reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
-    answered: dict[str, float] = {}
     deadline = time.monotonic() + timeout_s
     while True:
-        for event in reports.new_events():
-            if event.get("outcome") == "ok" and isinstance(event.get("pk"), str):
-                connection_id = event["pk"].removeprefix("CONN#")
-                answered[connection_id] = max(answered.get(connection_id, 0), float(event.get("seq_to") or 0))
-        behind = sorted(i for i in heads if answered.get(i, 0) < heads[i])
+        stored = topology.stored_through()
+        behind = sorted(i for i in heads if stored.get(i, 0) < heads[i])
         if not behind or time.monotonic() > deadline:
             return began_t, behind
-        time.sleep(0.05)  # polling the workers' history files: what they report has no other signal
+        time.sleep(0.05)  # polling what the workers report: it has no other signal
 
 
-def _busiest(cluster: Cluster) -> str:
-    counts = {w: 0 for w in _live_workers(cluster)}
+def _busiest(topology: Topology) -> str:
+    counts = {w: 0 for w in topology.live_workers()}
     if not counts:
         raise FaultError("busiest: no worker is running")
-    for stream in cluster.streams().values():
+    for stream in topology.streams().values():
         for session in stream["sessions"]:
             if session["closed"] is None and session["worker"] in counts:
                 counts[session["worker"]] += 1
     return max(sorted(counts), key=lambda w: counts[w])
 
 
-def _resolve(cluster: Cluster, target: str) -> str:
-    return _busiest(cluster) if target == "busiest" else target
+def _resolve(topology: Topology, target: str) -> str:
+    return _busiest(topology) if target == "busiest" else target
 
 
 class Workload:
     """The client's operations: START and STOP through the router, targets resolved when they run."""
 
-    def __init__(self, cluster: Cluster, rng: random.Random, initial: list[str]) -> None:
-        self.cluster = cluster
+    def __init__(self, topology: Topology, rng: random.Random, initial: list[str]) -> None:
+        self.topology = topology
         self.rng = rng
         self.desired: dict[str, str] = dict.fromkeys(initial, "STARTED")
         self.previous: str | None = None
@@ -228,10 +247,10 @@ class Workload:
             return [c for c, state in self.desired.items() if state == "STARTED"]
 
     def _owned_by(self, rule: str) -> list[str]:
-        worker = self.rng.choice(sorted(self.cluster.workers)) if rule == "random" else _resolve(self.cluster, rule)
-        assert self.cluster.backend is not None
-        scan = client(self.cluster.backend.env(), "dynamodb").get_paginator("scan").paginate(
-            TableName=self.cluster.backend.tables["connections"], ConsistentRead=True)
+        worker = (self.rng.choice(sorted(self.topology.live_workers())) if rule == "random"
+                  else _resolve(self.topology, rule))
+        dynamodb, tables = self.topology.dynamodb()
+        scan = dynamodb.get_paginator("scan").paginate(TableName=tables["connections"], ConsistentRead=True)
         return sorted(item["pk"]["S"].removeprefix("CONN#") for page in scan for item in page.get("Items", [])
                       if item.get("lease_owner", {}).get("S") == worker
                       and item.get("desired_state", {}).get("S") == "STARTED")
@@ -254,7 +273,7 @@ class Workload:
     def apply(self, op: Op, say: Say) -> None:
         connection_id = self.resolve(op.target)
         if connection_id is None:
-            self.cluster.history.emit("workload.skip", op=op.op, target=op.target, reason="no such connection now")
+            self.topology.history.emit("workload.skip", op=op.op, target=op.target, reason="no such connection now")
             say(f"{op.op.upper()} {op.target}: no such connection now; skipped")
             return
         with self._lock:
@@ -263,15 +282,14 @@ class Workload:
         say(f"{op.op.upper()} {connection_id}" + (f" ({op.target})" if op.target != connection_id else ""))
         try:
             if op.op == "start":
-                self.cluster.start_connection(connection_id)
+                self.topology.start_connection(connection_id)
             else:
-                self.cluster.stop_connection(connection_id)
+                self.topology.stop_connection(connection_id)
         except ClusterError as exc:  # the router's answer is in its own history; the run goes on
-            self.cluster.history.emit("workload.error", op=op.op, pk=f"CONN#{connection_id}", error=str(exc))
+            self.topology.history.emit("workload.error", op=op.op, pk=f"CONN#{connection_id}", error=str(exc))
 
 
-def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps: list[Step], ops: list[Op],
-                  say: Say) -> None:
+def _run_schedule(topology: Topology, workload: Workload, steps: list[Step], ops: list[Op], say: Say) -> None:
     """Every step and operation in its own thread at its time; raises ScenarioError if a step failed."""
     begin = time.monotonic()
     abort = threading.Event()
@@ -284,15 +302,15 @@ def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps:
         if not wait_until(step.at_s):
             return
         try:
-            target = _resolve(cluster, step.target)
+            target = _resolve(topology, step.target)
             say(f"fault {step.kind} -> {target}" + (f" for {step.duration_s:.2f} s" if step.duration_s else ""))
-            started = nemesis.start(step.kind, target, **step.params)
+            started = topology.nemesis.start(step.kind, target, **step.params)
             if step.duration_s:
                 abort.wait(step.duration_s)
-            nemesis.stop(started)
+            topology.nemesis.stop(started)
         except Exception as exc:  # reported below as a run that could not be run as written
             errors.append(f"fault {step.kind} -> {step.target} at {step.at_s:.2f} s: {exc}")
-            cluster.history.emit("step.error", kind=step.kind, target=step.target, error=str(exc))
+            topology.history.emit("step.error", kind=step.kind, target=step.target, error=str(exc))
             abort.set()
 
     def operation(op: Op) -> None:
@@ -317,13 +335,12 @@ def _run_schedule(cluster: Cluster, nemesis: Nemesis, workload: Workload, steps:
         raise ScenarioError("; ".join(errors))
 
 
-def _record_final(cluster: Cluster, ids: list[str]) -> None:
+def _record_final(topology: Topology, ids: list[str]) -> None:
     """Ground truth into the history: each stream's head, every stored message with its writer, and every
     connection item (``harness.ground_truth``)."""
-    assert cluster.backend is not None
+    dynamodb, tables = topology.dynamodb()
     try:
-        record_final(cluster.history, client(cluster.backend.env(), "dynamodb"), cluster.backend.tables,
-                     cluster.streams(), ids)
+        record_final(topology.history, dynamodb, tables, topology.streams(), ids)
     except (BotoCoreError, ClientError) as exc:
         raise ScenarioError(f"the final scan failed, the backend stopped answering ({exc}); "
-                            f"see {cluster.run_dir}/logs") from exc
+                            f"see {topology.run_dir}/logs") from exc

@@ -2,8 +2,9 @@
 the harness's AWS backend makes, read with ``ast``: every call granted, nothing granted that is never called.
 
 A call is a method called on a boto3 client: ``<x>.client("<service>", ...).<operation>(...)``, or on a name
-bound to such a client anywhere in the scanned modules (``aws_logs.fetch_history`` takes the ``logs`` client
-``cli_aws`` made); ``get_paginator("<operation>")`` counts as that operation.  Router calls are signed for
+or attribute bound to such a client anywhere in the scanned modules (``aws_logs.fetch_history`` takes the
+``logs`` client ``cli_aws`` made; ``AwsTopology`` keeps ``self._ecs``); ``get_paginator("<operation>")``
+counts as that operation.  The scanned modules are the AWS backend's and the scenario phases it runs.  Router calls are signed for
 ``execute-api`` (``harness/router_client.py``): ``execute-api:Invoke``.  ``sts:GetCallerIdentity`` needs no
 permission."""
 
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from tests.deploy.deploy_hcl import Instance
 
-HARNESS_AWS_MODULES = ("harness/backends/aws.py", "harness/backends/aws_logs.py", "harness/cli_aws.py")
+HARNESS_AWS_MODULES = ("harness/backends/aws.py", "harness/backends/aws_logs.py", "harness/backends/aws_topology.py",
+                       "harness/cli_aws.py", "harness/scenarios/runner.py", "harness/ground_truth.py")
 SIGNER_MODULE = "harness/router_client.py"
 NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
 
@@ -25,6 +27,13 @@ def _client_service(node: ast.expr) -> str | None:
             and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
         return node.args[0].value
     return None
+
+
+def _bound_name(node: ast.expr) -> str | None:
+    """``x`` for a name ``x`` or an attribute ``<y>.x``: what a client may be bound to."""
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _operation(call: ast.Call) -> str:
@@ -38,8 +47,9 @@ def _operation(call: ast.Call) -> str:
 def harness_actions(repo: Path) -> set[str]:
     """The IAM actions the harness's AWS calls need."""
     trees = [ast.parse((repo / name).read_text(encoding="utf-8"), filename=name) for name in HARNESS_AWS_MODULES]
-    clients = {node.targets[0].id: service for tree in trees for node in ast.walk(tree)
-               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    clients = {name: service for tree in trees for node in ast.walk(tree)
+               if isinstance(node, ast.Assign) and len(node.targets) == 1
+               and (name := _bound_name(node.targets[0])) is not None
                and (service := _client_service(node.value)) is not None}
     actions: set[str] = set()
     for tree in trees:
@@ -47,8 +57,8 @@ def harness_actions(repo: Path) -> set[str]:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.func.attr == "client":
                 continue
             receiver = node.func.value
-            service = _client_service(receiver) or (clients.get(receiver.id) if isinstance(receiver, ast.Name)
-                                                    else None)
+            bound = _bound_name(receiver)
+            service = _client_service(receiver) or (clients.get(bound) if bound is not None else None)
             if service is not None:
                 actions.add(f"{service}:{_operation(node)}")
     signer = ast.parse((repo / SIGNER_MODULE).read_text(encoding="utf-8"))

@@ -268,13 +268,13 @@ def test_alarm_check_reports_a_field_the_worker_does_not_log(fleet_copy: tuple[P
 
 
 def test_harness_iam_check_follows_the_harness_code(tmp_path: Path) -> None:
-    """A new AWS call in the harness (here: the preflight listing the service's tasks) must be granted."""
+    """A new AWS call in the harness (here: the preflight reading the task definition) must be granted."""
     for name in (*HARNESS_AWS_MODULES, SIGNER_MODULE):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((REPO / name).read_text(encoding="utf-8"), encoding="utf-8")
     assert harness_iam_problems(TERRAFORM, tmp_path) == []
     editor(tmp_path)("harness/backends/aws.py", 'found = session.client("ecs", region_name=region).describe_services(',
-                     'session.client("ecs").list_tasks(cluster=deployment.cluster)\n'
+                     'session.client("ecs").describe_task_definition(taskDefinition="x")\n'
                      '        found = session.client("ecs", region_name=region).describe_services(')
     assert harness_iam_problems(TERRAFORM, tmp_path) == [
-        "the harness calls ecs:ListTasks but modules/chaos does not grant it"]
+        "the harness calls ecs:DescribeTaskDefinition but modules/chaos does not grant it"]

@@ -2,9 +2,10 @@
 #   - the role AWS Fault Injection Service assumes for the experiments `wsfleet aws-plan` writes: AWS's
 #     managed policy for the aws:ecs:* actions (ECS StopTask, and the task actions' SSM commands);
 #   - the policy of whoever runs the harness: exactly the calls its AWS backend makes (harness/backends/
-#     aws.py, aws_logs.py, harness/cli_aws.py and the signed router calls of harness/router_client.py),
-#     each on this deployment's resources only.  tests/deploy derives those calls with `ast` and compares.
-#     sts:GetCallerIdentity needs no permission.
+#     aws.py, aws_logs.py, aws_topology.py, harness/cli_aws.py, the scenario phases and ground truth it runs,
+#     and the signed router calls of harness/router_client.py), each on this deployment's resources only:
+#     StopTask only on this cluster's tasks carrying the chaos tag (the service propagates its tags).
+#     tests/deploy derives those calls with `ast` and compares.  sts:GetCallerIdentity needs no permission.
 
 data "aws_partition" "current" {}
 data "aws_region" "current" {}
@@ -42,6 +43,31 @@ data "aws_iam_policy_document" "harness" {
     sid       = "PreflightTables"
     actions   = ["dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"]
     resources = [for table in var.table_names : "${local.prefix}:dynamodb:${local.region}:${local.account}:table/${table}"]
+  }
+  statement {
+    sid       = "RunReadTables"
+    actions   = ["dynamodb:Scan", "dynamodb:Query"]
+    resources = [for table in var.table_names : "${local.prefix}:dynamodb:${local.region}:${local.account}:table/${table}"]
+  }
+  statement {
+    sid       = "RunListTasks"
+    actions   = ["ecs:ListTasks"]
+    resources = ["*"]
+    condition {
+      test     = "ArnEquals"
+      variable = "ecs:cluster"
+      values   = ["${local.prefix}:ecs:${local.region}:${local.account}:cluster/${var.cluster}"]
+    }
+  }
+  statement {
+    sid       = "RunStopTask"
+    actions   = ["ecs:StopTask"]
+    resources = ["${local.prefix}:ecs:${local.region}:${local.account}:task/${var.cluster}/*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/wsfleet:chaos"
+      values   = ["allowed"]
+    }
   }
   statement {
     sid       = "PreflightQueue"

@@ -24,7 +24,7 @@ variable "service" {
 }
 
 variable "log_groups" {
-  description = "The workers' and the router's log groups, which `wsfleet aws-history` reads."
+  description = "The log groups the harness reads history from (`wsfleet aws-history`, `wsfleet scenario --backend aws`): the workers', the router's, and the upstream simulator's when there is one."
   type        = list(string)
 }
 

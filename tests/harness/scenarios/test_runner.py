@@ -46,11 +46,14 @@ class FakeNemesis:
             self.log.append(("stop", fault, time.monotonic()))
 
 
-class FakeCluster:
-    def __init__(self) -> None:
+class FakeTopology:
+    def __init__(self, nemesis: FakeNemesis | None = None) -> None:
         self.history = History()
+        self.nemesis = nemesis
         self.router: list[tuple[str, str]] = []
-        self.workers = {"worker-1": None, "worker-2": None}
+
+    def live_workers(self) -> set[str]:
+        return {"worker-1", "worker-2"}
 
     def start_connection(self, connection_id: str) -> None:
         self.router.append(("START", connection_id))
@@ -60,21 +63,23 @@ class FakeCluster:
 
 
 def test_steps_overlap_and_a_long_fault_does_not_delay_the_next() -> None:
-    nemesis, cluster = FakeNemesis(), FakeCluster()
+    nemesis = FakeNemesis()
+    cluster = FakeTopology(nemesis)
     steps = [Step(0.0, "pause", "worker-1", duration_s=0.3), Step(0.05, "partition_aws", "worker-2", 0.05)]
     ops = [Op(0.1, "stop", "c001")]
     workload = Workload(cluster, random.Random(1), ["c000", "c001"])  # type: ignore[arg-type]
-    runner._run_schedule(cluster, nemesis, workload, steps, ops, lambda _: None)  # type: ignore[arg-type]
+    runner._run_schedule(cluster, workload, steps, ops, lambda _: None)  # type: ignore[arg-type]
     order = [(event, kind) for event, kind, _ in nemesis.log]
     assert order == [("start", "pause"), ("start", "partition_aws"), ("stop", "partition_aws"), ("stop", "pause")]
     assert cluster.router == [("STOP", "c001")] and workload.started() == ["c000"]
 
 
 def test_a_step_that_cannot_be_applied_aborts_the_phase_as_could_not_run() -> None:
-    nemesis, cluster = FakeNemesis(refuse="restart"), FakeCluster()
+    nemesis = FakeNemesis(refuse="restart")
+    cluster = FakeTopology(nemesis)
     workload = Workload(cluster, random.Random(1), ["c000"])  # type: ignore[arg-type]
     with pytest.raises(ScenarioError, match=r"fault restart -> worker-1 at 0\.00 s: restart: refused"):
-        runner._run_schedule(cluster, nemesis, workload,  # type: ignore[arg-type]
+        runner._run_schedule(cluster, workload,  # type: ignore[arg-type]
                              [Step(0.0, "restart", "worker-1"), Step(5.0, "kill", "worker-2")], [], lambda _: None)
     assert ("step.error", {"kind": "restart", "target": "worker-1", "error": "restart: refused"}) \
         in cluster.history.events
@@ -82,7 +87,7 @@ def test_a_step_that_cannot_be_applied_aborts_the_phase_as_could_not_run() -> No
 
 
 def test_workload_targets_resolve_against_what_the_client_did(monkeypatch: pytest.MonkeyPatch) -> None:
-    cluster = FakeCluster()
+    cluster = FakeTopology()
     workload = Workload(cluster, random.Random(3), ["c000", "c001", "c002"])  # type: ignore[arg-type]
     monkeypatch.setattr(workload, "_owned_by", lambda rule: ["c002"] if rule == "worker-2" else [])
     say: list[str] = []

@@ -1,0 +1,154 @@
+"""A local fleet dressed as a deployment, so the AWS backend's path (``wsfleet scenario --backend aws``) runs
+end to end with moto standing in for AWS: no account, no cost.
+
+``aws_standin`` starts a local topology (``harness.cluster.Cluster``, ``hardened``) whose workers run as tasks
+of moto's ECS (with death notices, as terraform's EventBridge rule sends them on AWS), and puts around it what
+a deployment has on AWS and a local topology lacks:
+
+- API Gateway's IAM authorisation in front of the router (``apigw_local``): only requests SigV4-signed with
+  the stand-in's credentials pass, and the server counts what it let through and refused;
+- CloudWatch Logs: every process's history lines are shipped to its group every ``SHIP_EVERY_S``, as ECS's
+  ``awslogs`` driver does (``LogShipper``): the workers', the router's and the simulator's;
+- an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster and
+  the service (what terraform's ``chaos_target = true`` tags);
+- the file ``terraform output -json`` would write for such a deployment, plus the simulator's URLs and group.
+
+The fleet's own processes write their history under ``RUN_DIR/fleet``; a run against the stand-in reads it
+back only through the Logs API, into its own run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backends.apigw_local import Gateway, api_gateway, forward_to
+from harness.backends.aws import CHAOS_TAG
+from harness.backends.log_shipper import LogShipper
+from harness.backends.resources import client
+from harness.cluster import Cluster, ClusterSpec
+from harness.processes import start_thread
+from harness.tasks import CLUSTER, TASK_FAMILY
+
+SHIP_EVERY_S = 0.2
+SERVICE = "wsfleet-workers"
+GROUPS = {"worker_log_group": "/ecs/wsfleet-worker", "router_log_group": "/aws/lambda/wsfleet-router",
+          "upstream_log_group": "/ecs/wsfleet-upstream"}
+
+
+@dataclass
+class StandIn:
+    """A running stand-in: its fleet, the outputs file naming it, the variables that point an SDK at it
+    (endpoints, region, credentials), and the gateway in front of its router."""
+
+    cluster: Cluster
+    outputs: Path
+    env: dict[str, str]
+    gateway: Gateway
+
+    @property
+    def account(self) -> str:
+        return "123456789012"  # moto's
+
+    def untag(self, resource: str) -> None:
+        """Remove the allowlisted tag from the queue (``resource`` "queue") or the ECS service ("service")."""
+        key = CHAOS_TAG[0]
+        if resource == "queue":
+            client(self.env, "sqs").untag_queue(QueueUrl=self._backend().queue_url, TagKeys=[key])
+        else:
+            ecs = client(self.env, "ecs")
+            ecs.untag_resource(resourceArn=_service_arn(ecs), tagKeys=[key])
+
+    def tag(self, resource: str) -> None:
+        """Put the allowlisted tag back (``untag``'s other half)."""
+        if resource == "queue":
+            client(self.env, "sqs").tag_queue(QueueUrl=self._backend().queue_url, Tags=dict([CHAOS_TAG]))
+        else:
+            ecs = client(self.env, "ecs")
+            ecs.tag_resource(resourceArn=_service_arn(ecs), tags=[_ecs_tag()])
+
+    def _backend(self) -> Any:
+        assert self.cluster.backend is not None
+        return self.cluster.backend
+
+
+@contextmanager
+def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: float = 5.0,
+                dynamodb: str = "moto", seed: int = 0) -> Iterator[StandIn]:
+    """Start the stand-in under ``run_dir`` (the fleet in ``run_dir/fleet``, the outputs in
+    ``run_dir/outputs.json``); everything stops when the block ends."""
+    spec = ClusterSpec(workers=workers, profile="hardened", timescale=timescale, run_dir=run_dir / "fleet",
+                       dynamodb=dynamodb, rate=rate, seed=seed, death_notices=True)
+    with Cluster(spec) as cluster:
+        assert cluster.backend is not None and cluster.tasks is not None
+        env = cluster.backend.env()
+        _tag_and_describe(env, cluster)
+        gateway = api_gateway(forward_to(cluster.router_url),
+                              {env["AWS_ACCESS_KEY_ID"]: env["AWS_SECRET_ACCESS_KEY"]})
+        start_thread(threading.Thread(target=gateway.serve_forever, name="apigw", daemon=True))
+        logs = client(env, "logs")
+        shippers = [LogShipper(logs, GROUPS["worker_log_group"], spec.run_dir, list(cluster.workers)),
+                    LogShipper(logs, GROUPS["router_log_group"], spec.run_dir, ["router"]),
+                    LogShipper(logs, GROUPS["upstream_log_group"], spec.run_dir, ["upstream"])]
+        done = threading.Event()
+
+        def ship() -> None:
+            while not done.wait(SHIP_EVERY_S):
+                for shipper in shippers:
+                    shipper.ship()
+
+        shipping = threading.Thread(target=ship, name="log-shipper", daemon=True)
+        start_thread(shipping)
+        outputs = run_dir / "outputs.json"
+        outputs.write_text(json.dumps(_outputs(cluster, f"http://127.0.0.1:{gateway.server_address[1]}"),
+                                      indent=2) + "\n")
+        try:
+            yield StandIn(cluster, outputs, env, gateway)
+        finally:
+            done.set()
+            shipping.join(timeout=5.0)
+            gateway.shutdown()
+            gateway.server_close()
+
+
+def _ecs_tag() -> dict[str, str]:
+    return {"key": CHAOS_TAG[0], "value": CHAOS_TAG[1]}
+
+
+def _service_arn(ecs: Any) -> str:
+    return str(ecs.describe_services(cluster=CLUSTER, services=[SERVICE])["services"][0]["serviceArn"])
+
+
+def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> None:
+    """What terraform creates beyond a local topology: the service, the log groups, the allowlisted tags."""
+    assert cluster.backend is not None and cluster.tasks is not None
+    ecs, dynamodb = client(env, "ecs"), client(env, "dynamodb")
+    ecs.create_service(cluster=CLUSTER, serviceName=SERVICE, taskDefinition=TASK_FAMILY, desiredCount=0,
+                       tags=[_ecs_tag()])
+    ecs.tag_resource(resourceArn=cluster.tasks.cluster_arn, tags=[_ecs_tag()])
+    for table in cluster.backend.tables.values():
+        arn = dynamodb.describe_table(TableName=table)["Table"]["TableArn"]
+        dynamodb.tag_resource(ResourceArn=arn, Tags=[{"Key": CHAOS_TAG[0], "Value": CHAOS_TAG[1]}])
+    client(env, "sqs").tag_queue(QueueUrl=cluster.backend.queue_url, Tags=dict([CHAOS_TAG]))
+    logs = client(env, "logs")
+    for group in GROUPS.values():
+        logs.create_log_group(logGroupName=group)
+
+
+def _outputs(cluster: Cluster, router_url: str) -> dict[str, Any]:
+    """``terraform output -json`` for the stand-in (each output ``{"value": ...}``)."""
+    assert cluster.backend is not None
+    values: dict[str, Any] = {
+        "region": cluster.backend.region, "router_url": router_url,
+        "connections_table": cluster.backend.tables["connections"],
+        "messages_table": cluster.backend.tables["messages"], "workers_table": cluster.backend.tables["workers"],
+        "queue_url": cluster.backend.queue_url, "cluster": CLUSTER, "service": SERVICE,
+        "fleet_environment": {k: v for k, v in cluster.config.to_env().items() if k != "WSFLEET_WORKER_ID"},
+        "upstream_url": cluster.upstream_url, "upstream_control_url": cluster.upstream_control_url, **GROUPS,
+    }
+    return {name: {"value": value} for name, value in values.items()}

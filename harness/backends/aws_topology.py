@@ -1,0 +1,228 @@
+"""A deployed fleet as the scenario runner's topology (``harness.scenarios.topology.Topology``), reached only
+through AWS APIs and the deployment's own endpoints, all named by terraform's outputs (``Deployment``):
+
+- START / STOP: POST to the router's URL, SigV4-signed for ``execute-api`` (``harness.router_client``);
+- the streams: the upstream simulator's control API (``upstream_control_url``);
+- the workers running now: the workers table's items (``hardened`` registers each incarnation with its ECS
+  task's ARN) whose task ECS lists as RUNNING in the deployment's cluster;
+- how far each stream is stored: its newest item in the messages table (a Query, newest first);
+- faults (``AwsNemesis``): ``term`` is ECS ``StopTask`` of the worker's task (ECS sends SIGTERM, then SIGKILL
+  after the container's stop timeout); ``reset_upstream`` is the simulator's own control call.  Every other
+  kind is refused before the run starts (``refusals``), with the reason;
+- the history: the harness's own events in the run folder; the workers', the router's and the simulator's are
+  read back from their CloudWatch Logs groups after the run (``collect_history``).
+
+The answers that each poll of the runner needs (live workers, stored seqs) are asked of AWS at most every
+``ASK_EVERY_S`` and reused in between, so a 50 ms polling loop does not become an AWS request rate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.history import HistoryWriter
+from harness.backends.aws import Deployment
+from harness.backends.aws_logs import Fetched, fetch_history
+from harness.cluster import ClusterError, http_json, send_event
+from harness.faults.fault import FaultError
+from harness.router_client import Signer
+from harness.scenarios.runner import Phases, ScenarioError
+
+ASK_EVERY_S = 1.0
+AWS_FAULTS = {
+    "term": "ECS StopTask of the worker's task (SIGTERM, then SIGKILL after the stop timeout)",
+    "reset_upstream": "the upstream simulator's control call",
+}
+WHY_NOT = {
+    "kill": "a SIGKILL needs FIS's aws:ecs:task-kill-process (see `wsfleet aws-plan`); StopTask is a SIGTERM",
+    "restart": "ECS's service scheduler replaces a stopped task by itself",
+    "pause": "nothing on ECS sends SIGSTOP to a task",
+}
+
+
+def refusals(kinds: list[str]) -> list[str]:
+    """Why each fault kind of a scenario cannot run against a deployment (none: every step can)."""
+    return [f"{kind}: " + WHY_NOT.get(kind, "a network or AWS API fault needs FIS (see `wsfleet aws-plan`)")
+            for kind in sorted(set(kinds) - set(AWS_FAULTS))]
+
+
+@dataclass
+class AwsFault:
+    kind: str
+    target: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class AwsNemesis:
+    """Faults as AWS API calls (and the simulator's control calls), recorded as ``fault.start`` /
+    ``fault.stop`` with the call that made them (``via``)."""
+
+    def __init__(self, topology: AwsTopology) -> None:
+        self.topology = topology
+        self.history = HistoryWriter(str(topology.run_dir / "history" / "nemesis.jsonl"), "nemesis")
+
+    def start(self, kind: str, target: str, **params: Any) -> AwsFault:
+        if kind not in AWS_FAULTS:
+            raise FaultError(refusals([kind])[0])
+        fault = AwsFault(kind, target, dict(params))
+        if kind == "term":
+            task = self.topology.task_of(target)
+            fault.params.update(via="ecs:StopTask", task=task)
+            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
+            self.topology.stop_task(task, f"wsfleet harness: term {target}")
+            self.topology.await_gone(target)
+        else:
+            fault.params.setdefault("via", "upstream control API")
+            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
+            self.topology.reset_upstream(float(params.get("fraction", 1.0)))
+        return fault
+
+    def stop(self, fault: AwsFault) -> None:
+        self.history.emit("fault.stop", kind=fault.kind, target=fault.target, params=fault.params)
+
+    def heal_all(self) -> None:
+        """Nothing to heal: both kinds are over when they return."""
+        self.history.close()
+
+
+def running_workers(dynamodb: Any, ecs: Any, deployment: Deployment) -> dict[str, str]:
+    """Worker id -> task ARN, for the incarnations in the workers table whose task ECS lists as RUNNING."""
+    items = [item for page in dynamodb.get_paginator("scan").paginate(
+        TableName=deployment.tables["workers"], ConsistentRead=True, ProjectionExpression="pk, task_arn")
+        for item in page.get("Items", [])]
+    running = {arn for page in ecs.get_paginator("list_tasks").paginate(
+        cluster=deployment.cluster, desiredStatus="RUNNING") for arn in page.get("taskArns", [])}
+    return {item["pk"]["S"]: item["task_arn"]["S"] for item in items if item.get("task_arn", {}).get("S") in running}
+
+
+class AwsTopology:
+    """One deployed fleet; ``session`` is a boto3 Session (credentials from the standard chain)."""
+
+    def __init__(self, deployment: Deployment, session: Any, run_dir: Path, signer: Signer,
+                 lease_s: float) -> None:
+        if not deployment.upstream_control_url or not deployment.upstream_url:
+            raise ClusterError("the deployment names no upstream simulator (outputs upstream_url and "
+                               "upstream_control_url, or --upstream-url and --upstream-control-url)")
+        self.deployment = deployment
+        self.run_dir = run_dir
+        self.signer = signer
+        self.lease_s = lease_s
+        (run_dir / "history").mkdir(parents=True, exist_ok=True)
+        self.history = HistoryWriter(str(run_dir / "history" / "harness.jsonl"), "harness")
+        region = deployment.region
+        self._dynamodb = session.client("dynamodb", region_name=region)
+        self._ecs = session.client("ecs", region_name=region)
+        self._logs = session.client("logs", region_name=region)
+        self.nemesis = AwsNemesis(self)
+        self._live: tuple[float, dict[str, str]] = (0.0, {})
+        self._stored: tuple[float, dict[str, float]] = (0.0, {})
+
+    # -- the runner's questions -------------------------------------------------------------------------
+    def start_connection(self, connection_id: str) -> None:
+        http_json("POST", f"{self.deployment.upstream_control_url}/streams/{connection_id}")
+        send_event(self.deployment.router_url, "START", connection_id,
+                   f"{self.deployment.upstream_url}/streams/{connection_id}", signer=self.signer)
+        self.history.emit("conn.started", pk=f"CONN#{connection_id}")
+
+    def stop_connection(self, connection_id: str) -> None:
+        send_event(self.deployment.router_url, "STOP", connection_id, signer=self.signer)
+        self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
+
+    def streams(self) -> dict[str, Any]:
+        _, payload = http_json("GET", self.deployment.upstream_control_url + "/streams")
+        return {s["id"]: s for s in payload.get("streams", [])}
+
+    def live_workers(self) -> set[str]:
+        return set(self._running_tasks())
+
+    def dynamodb(self) -> tuple[Any, dict[str, str]]:
+        return self._dynamodb, dict(self.deployment.tables)
+
+    def stored_through(self) -> dict[str, float]:
+        asked, stored = self._stored
+        if time.monotonic() - asked < ASK_EVERY_S:
+            return stored
+        stored = {}
+        for connection_id in self.streams():
+            newest = self._dynamodb.query(TableName=self.deployment.tables["messages"], ConsistentRead=True,
+                                    KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
+                                    ExpressionAttributeValues={":pk": {"S": f"CONN#{connection_id}"}},
+                                    ProjectionExpression="message_data").get("Items", [])
+            data = newest[0].get("message_data", {}).get("S", "") if newest else ""
+            seq = data.rpartition(":")[2]
+            if seq.isdigit():
+                stored[connection_id] = float(seq)
+        self._stored = (time.monotonic(), stored)
+        return stored
+
+    # -- what the faults do -----------------------------------------------------------------------------
+    def task_of(self, worker_id: str) -> str:
+        """The ECS task running ``worker_id`` now; FaultError if none."""
+        task = self._running_tasks(fresh=True).get(worker_id)
+        if task is None:
+            raise FaultError(f"no running task for worker {worker_id!r} (running: "
+                             f"{', '.join(sorted(self._running_tasks())) or 'none'})")
+        return task
+
+    def stop_task(self, task: str, reason: str) -> None:
+        self._ecs.stop_task(cluster=self.deployment.cluster, task=task, reason=reason)
+
+    def await_gone(self, worker_id: str) -> None:
+        """Wait until ``worker_id`` has no open session at the simulator (it handed its streams off, or its
+        process ended); FaultError after five leases (at least 10 s)."""
+        deadline = time.monotonic() + max(10.0, 5 * self.lease_s)
+        while any(s["closed"] is None and s["worker"] == worker_id
+                  for stream in self.streams().values() for s in stream.get("sessions", [])):
+            if time.monotonic() > deadline:
+                raise FaultError(f"term: {worker_id} still holds upstream sessions after its task was stopped")
+            time.sleep(0.1)
+
+    def reset_upstream(self, fraction: float) -> None:
+        status, payload = http_json("POST", f"{self.deployment.upstream_control_url}/disconnect?fraction={fraction}")
+        if status != 200:
+            raise FaultError(f"reset_upstream: the simulator answered {status}: {payload}")
+
+    def _running_tasks(self, fresh: bool = False) -> dict[str, str]:
+        asked, live = self._live
+        if fresh or time.monotonic() - asked >= ASK_EVERY_S:
+            live = running_workers(self._dynamodb, self._ecs, self.deployment)
+            self._live = (time.monotonic(), live)
+        return live
+
+    # -- after the run ----------------------------------------------------------------------------------
+    def collect_history(self, start_ms: int, end_ms: int) -> Fetched:
+        """The deployment's history events between the two times, from its log groups into the run folder."""
+        self.history.close()
+        groups = [self.deployment.worker_log_group, self.deployment.router_log_group,
+                  self.deployment.upstream_log_group]
+        return fetch_history(self._logs, [g for g in groups if g], start_ms, end_ms, self.run_dir)
+
+
+def run_on_aws(topology: AwsTopology, phases: Phases, logs_wait_s: float) -> dict[str, Any]:
+    """Run ``phases`` against the deployment, STOP the run's streams, read the history back from the log
+    groups and check it; the verdict (also in ``RUN_DIR/verdict.json``)."""
+    start_ms = int(time.time() * 1000) - 1000
+    deployment = topology.deployment
+    try:
+        phases.run(topology, backend="aws",
+                   deployment=f"{deployment.cluster}/{deployment.service} in {deployment.region}")
+    finally:
+        end_ms = int(time.time() * 1000)
+        phases.say(f"stopping the run's {len(phases.connection_ids)} streams (after the observed window)")
+        for connection_id in phases.connection_ids:
+            try:
+                send_event(deployment.router_url, "STOP", connection_id, signer=topology.signer)
+            except ClusterError as exc:
+                phases.say(f"could not STOP {connection_id}: {exc}")
+    phases.say(f"reading the history back from CloudWatch Logs in {logs_wait_s:g} s (delivery takes a while)")
+    time.sleep(logs_wait_s)
+    fetched = topology.collect_history(start_ms, end_ms)
+    phases.say(f"{sum(fetched.events.values())} events from {len(fetched.events)} processes "
+               f"({fetched.other_lines} other log lines)")
+    if not fetched.events:
+        raise ScenarioError("no history events in the deployment's log groups (is WSFLEET_HISTORY_PATH="
+                            "/dev/stdout set in terraform's fleet_settings?)")
+    return phases.verdict(topology.run_dir)

@@ -1,0 +1,94 @@
+"""What the scenario runner needs of a fleet under test (``Topology``), and the local one (``LocalTopology``:
+a ``Cluster`` of local processes).  The runner's phases use only this, so the same phases run against a
+deployed fleet (``harness.backends.aws_topology``), which answers each question through AWS APIs instead.
+
+A topology gives: the harness's own history writer; START and STOP of a connection, as a user would send
+them; the upstream simulator's streams (heads and sessions, its control API); the workers running now; the
+DynamoDB client and table names (the ground truth, and ``owned-by`` targets); how far each stream is known to
+be stored (the settle phase); and a nemesis that applies fault steps and heals them all at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from fleet.history import HistoryWriter
+from harness.backends.resources import client
+from harness.cluster import Cluster
+from harness.history import HistoryTail
+
+
+class FaultPlane(Protocol):
+    """Applies fault steps by kind and records them (``harness.faults.plane.Nemesis`` is one)."""
+
+    def start(self, kind: str, target: str, **params: Any) -> Any: ...
+
+    def stop(self, fault: Any) -> None: ...
+
+    def heal_all(self) -> None: ...
+
+
+class Topology(Protocol):
+    run_dir: Path
+    history: HistoryWriter
+    nemesis: FaultPlane
+
+    def start_connection(self, connection_id: str) -> None:
+        """Create the upstream stream, then START it through the router; ``ClusterError`` if not accepted."""
+
+    def stop_connection(self, connection_id: str) -> None: ...
+
+    def streams(self) -> dict[str, Any]:
+        """The simulator's streams by id: ``head_seq`` and ``sessions`` ({worker, closed, ...})."""
+
+    def live_workers(self) -> set[str]:
+        """The ids of the workers running now (and not paused): their sessions count as owners."""
+
+    def dynamodb(self) -> tuple[Any, dict[str, str]]:
+        """A boto3 DynamoDB client and the table names by role (connections, messages, workers)."""
+
+    def stored_through(self) -> dict[str, float]:
+        """Per connection id, the highest seq known to be stored (what the workers reported answered)."""
+
+
+class LocalTopology:
+    """A ``Cluster`` of local processes: workers are child processes, faults go through ``Nemesis``."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        from harness.faults.plane import Nemesis
+
+        self.cluster = cluster
+        self.run_dir = cluster.run_dir
+        self.history = cluster.history
+        self.nemesis: FaultPlane = Nemesis(cluster)
+        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
+        self._stored: dict[str, float] = {}
+
+    def start_connection(self, connection_id: str) -> None:
+        self.cluster.start_connection(connection_id)
+
+    def stop_connection(self, connection_id: str) -> None:
+        self.cluster.stop_connection(connection_id)
+
+    def streams(self) -> dict[str, Any]:
+        return self.cluster.streams()
+
+    def live_workers(self) -> set[str]:
+        return {h.id for h in self.cluster.workers.values()
+                if h.child is not None and h.child.running() and not h.child.paused}
+
+    def dynamodb(self) -> tuple[Any, dict[str, str]]:
+        backend = self.cluster.backend
+        assert backend is not None
+        return client(backend.env(), "dynamodb"), dict(backend.tables)
+
+    def stored_through(self) -> dict[str, float]:
+        """From the workers' ``msg.persist`` events answered ok (their history files, read as they grow)."""
+        for event in self._reports.new_events():
+            if event.get("outcome") == "ok" and isinstance(event.get("pk"), str):
+                connection_id = event["pk"].removeprefix("CONN#")
+                self._stored[connection_id] = max(self._stored.get(connection_id, 0),
+                                                  float(event.get("seq_to") or 0))
+        return dict(self._stored)
+

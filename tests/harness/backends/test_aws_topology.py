@@ -1,0 +1,115 @@
+"""``wsfleet scenario --backend aws`` end to end, offline: moto stands in for AWS (ECS, Logs, DynamoDB, SQS, STS)
+around a local fleet (``harness.backends.aws_standin``).  The command reads only the outputs file and AWS
+APIs: its router calls must pass the API Gateway stand-in's SigV4 check, its fault must be an ECS StopTask
+that reaches the worker's process, and its history must come back from the Logs API into a valid verdict.
+A dry run changes nothing, and a resource without the allowlisted tag stops the run before it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.backends.aws_standin import StandIn, aws_standin
+from harness.backends.resources import client
+from harness.history import read_history
+from harness.tasks import CLUSTER
+
+REPO = Path(__file__).resolve().parents[3]
+SCENARIO = Path(__file__).parent / "scenarios" / "term_busiest.yaml"
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIn]:
+    with aws_standin(tmp_path_factory.mktemp("standin"), workers=3, dynamodb="moto") as running:
+        yield running
+
+
+def wsfleet_aws(standin: StandIn, run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it: only AWS's variables (here pointing at moto) and the outputs file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WSFLEET_", "AWS_"))}
+    env.update({k: v for k, v in standin.env.items() if k.startswith("AWS_")})
+    argv = [sys.executable, "-m", "harness.cli", "scenario", "--from", str(SCENARIO), "--backend", "aws",
+            "--outputs", str(standin.outputs), "--account", standin.account, "--region", standin.env["AWS_REGION"],
+            "--run-dir", str(run_dir), "--logs-wait", "0.5", "--no-report", *extra]
+    return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+
+
+def connection_items(standin: StandIn) -> int:
+    assert standin.cluster.backend is not None
+    table = standin.cluster.backend.tables["connections"]
+    return len(client(standin.env, "dynamodb").scan(TableName=table, ConsistentRead=True)["Items"])
+
+
+def stopped_tasks(standin: StandIn) -> set[str]:
+    pages = client(standin.env, "ecs").get_paginator("list_tasks").paginate(cluster=CLUSTER, desiredStatus="STOPPED")
+    return {arn for page in pages for arn in page.get("taskArns", [])}
+
+
+def test_a_dry_run_prints_the_plan_and_changes_nothing(standin: StandIn, tmp_path: Path) -> None:
+    done = wsfleet_aws(standin, tmp_path / "run", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "term -> busiest: ECS StopTask of the worker's task" in done.stdout
+    assert "START 6 streams" in done.stdout and "total" in done.stdout  # the cost, before any load
+    assert "dry run, nothing was changed" in done.stderr
+    assert connection_items(standin) == 0 and stopped_tasks(standin) == set()
+    assert standin.gateway.passed == 0 and not (tmp_path / "run").exists()
+
+
+def test_a_resource_without_the_allowlisted_tag_stops_the_run_before_it_starts(standin: StandIn,
+                                                                               tmp_path: Path) -> None:
+    standin.untag("service")
+    try:
+        done = wsfleet_aws(standin, tmp_path / "run")
+    finally:
+        standin.tag("service")
+    assert done.returncode == 1, done.stderr
+    assert "FAIL  service wsfleet-workers: not tagged wsfleet:chaos=allowed" in done.stderr
+    assert "guardrail checks failed: nothing was run" in done.stderr
+    assert connection_items(standin) == 0 and standin.gateway.passed == 0
+
+
+def test_another_account_is_refused(standin: StandIn, tmp_path: Path) -> None:
+    done = wsfleet_aws(standin, tmp_path / "run", "--account", "999999999999")
+    assert done.returncode == 1
+    assert "FAIL  account: the credentials are account 123456789012, the command names 999999999999" in done.stderr
+
+
+def test_a_scenario_runs_end_to_end_through_aws_apis(standin: StandIn, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = wsfleet_aws(standin, run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["valid"] is True and verdict["duplicate_claims"] == 0 and verdict["lost_sequences"] == 0
+
+    # signed router calls: every one passed the SigV4 check (6 STARTs, 6 STOPs at the end), none refused;
+    # an unsigned one is refused as API Gateway refuses it
+    assert standin.gateway.passed == 12 and standin.gateway.refused == {}
+    router_url = json.loads(standin.outputs.read_text())["router_url"]["value"]
+    request = urllib.request.Request(router_url + "/events", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 403 and json.loads(refused.value.read()) == {"message": "Missing Authentication Token"}
+
+    # the fault was an ECS StopTask, and ECS reports that task stopped
+    history = read_history(run_dir)
+    faults = history[history["type"] == "fault.start"]
+    assert list(faults["kind"]) == ["term"]
+    params = faults.iloc[0]["params"]
+    assert params["via"] == "ecs:StopTask" and params["task"] in stopped_tasks(standin)
+
+    # the fleet's history came back from the Logs API: the workers', the router's and the simulator's files
+    # are in the run folder, which the stand-in's processes never wrote to
+    files = {path.name for path in (run_dir / "history").glob("*.jsonl")}
+    assert {"harness.jsonl", "nemesis.jsonl", "router.jsonl", "upstream.jsonl"} <= files
+    assert {"worker-1.jsonl", "worker-2.jsonl", "worker-3.jsonl"} <= files
+    term_target = faults.iloc[0]["target"]
+    stops = history[(history["type"] == "worker.stop") & (history["src"] == term_target)]
+    assert list(stops["reason"]) == ["shutdown"]  # the StopTask reached the process as a SIGTERM
