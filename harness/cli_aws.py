@@ -1,8 +1,9 @@
 """The ``wsfleet`` subcommands for a fleet deployed on AWS (``terraform/``), named by terraform's outputs:
 ``aws-preflight`` (its guardrails, checked before a run may touch it, changing nothing), ``aws-plan`` (a dry
-run of a scenario: each action and its target, the FIS experiment template, the cost at most) and
-``aws-history`` (its history, read back from CloudWatch Logs into a run folder).  boto3 is imported only when
-one runs."""
+run of a scenario: each action and its target, the FIS experiment template, the cost at most),
+``aws-history`` (its history, read back from CloudWatch Logs into a run folder), ``aws-standin`` (a local
+fleet posing as a deployment, moto standing in for AWS), and ``scenario --backend aws`` (``cmd_aws_scenario``).
+boto3 is imported only when one runs."""
 
 from __future__ import annotations
 
@@ -79,6 +80,49 @@ def add_aws_commands(sub: Any) -> None:
                          help="ISO 8601, UTC unless it says otherwise (e.g. 2026-12-01T17:00:00Z)")
     history.add_argument("--until", type=_instant, required=True, metavar="TIME", help="ISO 8601, as --since")
     history.add_argument("--run-dir", type=Path, required=True, metavar="DIR", help="where history/ goes")
+    _add_standin(sub)
+
+
+def _add_standin(sub: Any) -> None:
+    standin = sub.add_parser(
+        "aws-standin", help="a local fleet posing as a deployment, to try --backend aws without an account",
+        description="Start a local fleet (hardened) dressed as a deployment, with moto standing in for AWS: its "
+                    "workers are ECS tasks, its router is behind a SigV4 check like API Gateway's, its history "
+                    "goes to CloudWatch Logs, its resources carry the chaos tag. Write the outputs file terraform "
+                    "would, print the AWS variables that point a shell at it, and run until Ctrl-C.")
+    standin.add_argument("--run-dir", type=Path, default=Path("runs/aws-standin"),
+                         help="folder for the fleet's files and outputs.json (default runs/aws-standin)")
+    standin.add_argument("--workers", type=int, default=3, help="worker tasks (default 3)")
+    standin.add_argument("--timescale", type=float, default=0.1, help="time scale of the fleet (default 0.1)")
+    standin.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
+                         help="the DynamoDB stand-in (default dynalite; moto serialises requests, ~100/s)")
+
+
+def cmd_aws_standin(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from harness.backends.aws_standin import aws_standin
+    from harness.cluster import ClusterError
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with aws_standin(args.run_dir, workers=args.workers, timescale=args.timescale,
+                         dynamodb=args.dynamodb) as standin:
+            for name, value in sorted(standin.env.items()):
+                if name.startswith("AWS_"):
+                    print(f"export {name}={value}")
+            print(f"# outputs: {standin.outputs}; account {standin.account}, region {standin.env['AWS_REGION']}; "
+                  f"stop alarm {standin.stop_alarm}", flush=True)
+            print(f"wsfleet aws-standin: ready; try `wsfleet scenario crash --backend aws --outputs {standin.outputs}"
+                  f" --account {standin.account} --region {standin.env['AWS_REGION']} --stop-alarm "
+                  f"{standin.stop_alarm}` in a shell with those variables; Ctrl-C stops", file=sys.stderr, flush=True)
+            stop.wait()
+    except ClusterError as exc:
+        raise CliError(str(exc), 1) from None
+    return 0
 
 
 def _tag(text: str | None) -> tuple[str, str]:
@@ -208,6 +252,7 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
 
 AWS_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "aws-preflight": cmd_aws_preflight, "aws-history": cmd_aws_history, "aws-plan": cmd_aws_plan,
+    "aws-standin": cmd_aws_standin,
 }
 
 
@@ -216,7 +261,8 @@ def add_aws_scenario_arguments(scenario: Any) -> None:
     group = scenario.add_argument_group(
         "against a deployed fleet (--backend aws)",
         "The deployment is named by terraform's outputs; the run touches only the account and region named, "
-        "and only resources with the allowlisted tag. Faults are AWS API calls (term: ECS StopTask); the "
+        "and only resources with the allowlisted tag. Faults are AWS API calls (term: ECS StopTask; kill: a FIS "
+        "experiment on the worker's task); the "
         "history is read back from CloudWatch Logs. The cost at most is printed before any load.")
     named = group.add_mutually_exclusive_group()
     named.add_argument("--outputs", type=Path, metavar="FILE", help="a file of `terraform output -json`")
@@ -234,6 +280,11 @@ def add_aws_scenario_arguments(scenario: Any) -> None:
                        ("upstream-log-group", "the log group of the simulator's history")):
         group.add_argument(f"--{name}", default="", metavar="URL" if "url" in name else "GROUP",
                            help=f"{what} (default: the outputs' {name.replace('-', '_')})")
+    group.add_argument("--role-arn", metavar="ARN", help="the role FIS assumes for a kill step's experiment "
+                                                         "(default: the outputs' fis_role_arn)")
+    group.add_argument("--stop-alarm", action="append", default=[], metavar="ARN",
+                       help="a CloudWatch alarm that stops a kill step's FIS experiment (repeat; a scenario with a "
+                            "kill step needs at least one)")
     group.add_argument("--logs-wait", type=float, default=15.0, metavar="S",
                        help="seconds to let CloudWatch Logs take the last events before reading them (default 15)")
 
@@ -258,6 +309,7 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     from fleet.errors import ConfigError
     from harness.backends.aws import UPSTREAM_OUTPUTS, Guardrails, aws_error_text, preflight
     from harness.backends.aws_cost import RunLoad, run_ceiling_s
+    from harness.backends.aws_fis import FisError, FisOptions, check_options
     from harness.backends.aws_topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
     from harness.cli import finish_scenario
     from harness.cluster import ClusterError
@@ -300,7 +352,14 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     seed = spec.seed if args.seed is None else args.seed
     connections = args.connections or spec.connections
     plan = spec.expand(config.profile, seed, config, len(workers))
-    refused = refusals([step.kind for step in plan.steps])
+    fis = None
+    if args.stop_alarm:
+        fis = FisOptions(args.role_arn or deployment.fis_role_arn, tuple(args.stop_alarm), _tag(args.tag))
+        try:
+            check_options(fis)
+        except FisError as exc:
+            raise CliError(str(exc), 2) from None
+    refused = refusals([step.kind for step in plan.steps], fis)
     if refused:
         raise CliError(f"{spec.name} cannot run against a deployment: {'; '.join(refused)}", 1)
     print(f"wsfleet scenario: {spec.name} against {deployment.cluster}/{deployment.service} in {deployment.region}"
@@ -310,7 +369,7 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     for step in plan.steps:
         print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: {AWS_FAULTS[step.kind]}")
     _print_cost(RunLoad(run_ceiling_s(plan, config), len(workers), connections, args.rate or spec.rate,
-                        2 * connections + len(plan.ops), 0.0, config))
+                        2 * connections + len(plan.ops), sum(step.kind == "kill" for step in plan.steps), config))
     if args.dry_run:
         print("wsfleet scenario: dry run, nothing was changed", file=sys.stderr)
         return 0
@@ -324,7 +383,7 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
                     progress=lambda line: print(line, file=sys.stderr, flush=True),
                     prefix=time.strftime("r%Y%m%dT%H%M%S-", time.gmtime()))
     try:
-        topology = AwsTopology(deployment, session, args.run_dir, signer, config.lease_s)
+        topology = AwsTopology(deployment, session, args.run_dir, signer, config.lease_s, fis)
         verdict = run_on_aws(topology, phases, args.logs_wait)
     except (ScenarioError, ClusterError, FaultError) as exc:
         raise CliError(str(exc), 2) from None

@@ -14,7 +14,7 @@
   None, which ``HistoryWriter`` leaves out of the event; a started pk with no item gets the pk alone).
 
 Each pk of ``ids`` gets one ``final.persisted`` (empty when nothing was stored) and one ``final.connection``;
-pks found in the tables beyond ``ids`` are recorded too.
+pks found in the tables beyond ``ids`` are recorded too, unless they lack the run's connection-id prefix.
 """
 
 from __future__ import annotations
@@ -35,19 +35,21 @@ class EventSink(Protocol):
 
 
 def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
-                 streams: Mapping[str, Any], ids: list[str]) -> None:
+                 streams: Mapping[str, Any], ids: list[str], prefix: str = "") -> None:
     """Write ``final.emitted``, ``final.persisted`` and ``final.connection`` (see the module docstring).
 
     ``dynamodb``: a boto3 DynamoDB client; ``tables``: role -> table name (``messages`` and
     ``connections``); ``streams``: the simulator's streams by connection id (``head_seq`` each), as its
-    control API lists them; ``ids``: the connection ids the run started."""
+    control API lists them; ``ids``: the connection ids the run started; ``prefix``: only streams and items of
+    connection ids starting with it count (a run against a fleet others use too)."""
     for connection_id, stream in streams.items():
-        history.emit("final.emitted", pk=_pk(connection_id), head_seq=stream.get("head_seq"))
+        if connection_id.startswith(prefix):
+            history.emit("final.emitted", pk=_pk(connection_id), head_seq=stream.get("head_seq"))
     items: dict[str, list[dict[str, Any]]] = {_pk(i): [] for i in ids}
     for raw in _scan(dynamodb, tables["messages"], MESSAGE_ATTRIBUTES):
         pk = _value(raw.get("pk"))
         seq = _seq(_value(raw.get("message_data")))
-        if isinstance(pk, str) and seq is not None:
+        if isinstance(pk, str) and pk.startswith(_pk(prefix)) and seq is not None:
             item = {"seq": seq, **{field: _value(raw.get(name)) for name, field in ITEM_FIELDS.items()}}
             items.setdefault(pk, []).append(item)
     for pk, found in items.items():
@@ -56,7 +58,7 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
     connections: dict[str, dict[str, Any]] = {_pk(i): {} for i in ids}
     for raw in _scan(dynamodb, tables["connections"], CONNECTION_ATTRIBUTES):
         pk = _value(raw.get("pk"))
-        if isinstance(pk, str):
+        if isinstance(pk, str) and pk.startswith(_pk(prefix)):
             connections[pk] = {name: _value(raw.get(name)) for name in CONNECTION_ATTRIBUTES[1:]}
     for pk, fields in connections.items():
         history.emit("final.connection", pk=pk, **{name: fields.get(name) for name in CONNECTION_ATTRIBUTES[1:]})

@@ -11,8 +11,10 @@ the first is sent.  A paused or partitioned worker's process is still running: n
 
 The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
 its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
-exit is then handled as any other.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones) every
-``LOOK_EVERY_S``.
+exit is then handled as any other.  And a FIS experiment someone starts (the AWS backend's ``kill``) is
+carried out on the tasks it names by ARN, as FIS would: ``aws:ecs:task-kill-process`` sends the process
+SIGKILL, ``aws:ecs:stop-task`` stops the task.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones)
+and FIS (``ListExperiments``) every ``LOOK_EVERY_S``.
 
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
 network path.
@@ -68,6 +70,8 @@ class LocalTasks:
         self._ecs = client(env, "ecs")
         self._sqs = client(env, "sqs")
         self._ec2 = client(env, "ec2")
+        self._fis = client(env, "fis")
+        self._experiments_done: set[str] = set()
         self.cluster_arn = ""
         self._watched: list[_Watched] = []
         self._lock = threading.Lock()
@@ -127,6 +131,7 @@ class LocalTasks:
             if time.monotonic() - looked >= LOOK_EVERY_S:
                 looked = time.monotonic()
                 self._stop_what_ecs_stopped()
+                self._carry_out_experiments()
             with self._lock:
                 exited = [w for w in self._watched if not w.child.running()]
                 self._watched = [w for w in self._watched if w not in exited]
@@ -162,6 +167,29 @@ class LocalTasks:
                 watched.kill_at = time.monotonic() + self.stop_timeout_s
                 watched.child.signal(signal.SIGCONT)
                 watched.child.signal(signal.SIGTERM)
+
+    def _carry_out_experiments(self) -> None:
+        """Do what each FIS experiment started since the last look asks of the tasks it names by ARN."""
+        try:
+            started = [e["id"] for e in self._fis.list_experiments().get("experiments", [])
+                       if e["id"] not in self._experiments_done]
+            experiments = [self._fis.get_experiment(id=i)["experiment"] for i in started]
+        except (BotoCoreError, ClientError):
+            return  # asked again next time
+        with self._lock:
+            running = {w.task_arn: w for w in self._watched if w.child.running()}
+        for experiment in experiments:
+            self._experiments_done.add(experiment["id"])
+            for action in experiment.get("actions", {}).values():
+                target = experiment.get("targets", {}).get(action.get("targets", {}).get("Tasks", ""), {})
+                for arn in target.get("resourceArns", []):
+                    if arn not in running:
+                        continue
+                    if action.get("actionId") == "aws:ecs:task-kill-process":
+                        running[arn].child.signal(signal.SIGKILL)
+                    elif action.get("actionId") == "aws:ecs:stop-task":
+                        with contextlib.suppress(BotoCoreError, ClientError):
+                            self._ecs.stop_task(cluster=CLUSTER, task=arn, reason="FIS aws:ecs:stop-task")
 
     def _exited(self, watched: _Watched) -> str | None:
         """The process exited: stop its task, send the event of its container STOPPED (the task now

@@ -160,8 +160,8 @@ def _overlapping_network(faults: list[PlannedFault]) -> list[PlannedFault]:
     return clashes
 
 
-def fis_plan(name: str, steps: list[Step], deployment: Deployment, options: FisOptions) -> FisPlan:
-    """The experiment for one expanded schedule (``ScenarioSpec.expand``'s steps at the run's time scale)."""
+def check_options(options: FisOptions) -> None:
+    """FisError unless the role is a role ARN and at least one stop alarm, each an alarm ARN, is named."""
     if not ROLE_ARN.fullmatch(options.role_arn):
         raise FisError(f"--role-arn: not an IAM role ARN: {options.role_arn!r}")
     if not options.stop_alarms:
@@ -170,6 +170,31 @@ def fis_plan(name: str, steps: list[Step], deployment: Deployment, options: FisO
     bad = [arn for arn in options.stop_alarms if not ALARM_ARN.fullmatch(arn)]
     if bad:
         raise FisError(f"--stop-alarm: not a CloudWatch alarm ARN: {bad[0]!r}")
+
+
+def _template(description: str, options: FisOptions, targets: dict[str, Any], actions: dict[str, Any],
+              tags: dict[str, str]) -> dict[str, Any]:
+    return {
+        "description": description[:512], "roleArn": options.role_arn,
+        "stopConditions": [{"source": "aws:cloudwatch:alarm", "value": arn} for arn in options.stop_alarms],
+        "targets": targets, "actions": actions, "tags": {**tags, options.tag[0]: options.tag[1]},
+    }
+
+
+def kill_template(task_arn: str, deployment: Deployment, options: FisOptions) -> dict[str, Any]:
+    """The experiment the AWS backend starts for a ``kill`` step when it runs: SIGKILL to the worker's process
+    in the one task the step resolved to (named by ARN), at once."""
+    check_options(options)
+    action = _planned(Step(0.0, "kill", task_arn), options, deployment.region).action
+    assert action is not None
+    return _template(f"wsfleet kill of {task_arn.rsplit('/', 1)[-1]} on {deployment.cluster}", options,
+                     {"task": {"resourceType": "aws:ecs:task", "resourceArns": [task_arn], "selectionMode": "ALL"}},
+                     {"kill": {**action, "targets": {"Tasks": "task"}}}, {"wsfleet:fault": "kill"})
+
+
+def fis_plan(name: str, steps: list[Step], deployment: Deployment, options: FisOptions) -> FisPlan:
+    """The experiment for one expanded schedule (``ScenarioSpec.expand``'s steps at the run's time scale)."""
+    check_options(options)
     faults = [_planned(step, options, deployment.region) for step in steps]
     clashes = {id(f) for f in _overlapping_network(faults)}
     faults = [PlannedFault(f.step, REFUSED, "overlaps an earlier network step: FIS runs one network action on a "
@@ -189,11 +214,6 @@ def fis_plan(name: str, steps: list[Step], deployment: Deployment, options: FisO
             actions[f"wait-{i}"] = {"actionId": "aws:fis:wait", "parameters": {"duration": _duration(fault.step.at_s)}}
             action["startAfter"] = [f"wait-{i}"]
         actions[f"step-{i}-{fault.step.kind}"] = action
-    template = {
-        "description": f"wsfleet scenario {name} on {deployment.cluster}/{deployment.service}"[:512],
-        "roleArn": options.role_arn,
-        "stopConditions": [{"source": "aws:cloudwatch:alarm", "value": arn} for arn in options.stop_alarms],
-        "targets": targets, "actions": actions,
-        "tags": {"wsfleet:scenario": name, key: value},
-    }
+    template = _template(f"wsfleet scenario {name} on {deployment.cluster}/{deployment.service}", options,
+                         targets, actions, {"wsfleet:scenario": name})
     return FisPlan(faults, template)

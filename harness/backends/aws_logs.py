@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,12 @@ SAFE_SRC = str.maketrans({c: "_" for c in "/\\:. "})
 
 @dataclass(frozen=True)
 class Fetched:
-    """What ``fetch_history`` wrote: events per source, and the log lines that were not history."""
+    """What ``fetch_history`` wrote: events per source, the log lines that were not history, and the events
+    ``keep`` left out."""
 
     events: dict[str, int]
     other_lines: int
+    left_out: int = 0
 
 
 def history_event(message: str) -> dict[str, Any] | None:
@@ -48,15 +50,19 @@ def log_messages(logs: Any, group: str, start_ms: int, end_ms: int) -> Iterator[
             yield str(event.get("message", ""))
 
 
-def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, run_dir: Path) -> Fetched:
-    """Write the history events of ``groups`` between the two times (Unix ms) to ``run_dir/history``."""
+def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, run_dir: Path,
+                  keep: Callable[[dict[str, Any]], bool] | None = None) -> Fetched:
+    """Write the history events of ``groups`` between the two times (Unix ms) to ``run_dir/history``; with
+    ``keep``, only the events it keeps (e.g. one run's streams of a fleet others use too)."""
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    other = 0
+    other = left_out = 0
     for group in groups:
         for message in log_messages(logs, group, start_ms, end_ms):
             event = history_event(message.strip())
             if event is None:
                 other += 1
+            elif keep is not None and not keep(event):
+                left_out += 1
             else:
                 by_src[event["src"]].append(event)
     history = run_dir / "history"
@@ -65,4 +71,4 @@ def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, 
         events.sort(key=lambda event: event["t"])
         with (history / f"{src.translate(SAFE_SRC)}.jsonl").open("a") as out:
             out.writelines(json.dumps(event, separators=(",", ":")) + "\n" for event in events)
-    return Fetched({src: len(events) for src, events in sorted(by_src.items())}, other)
+    return Fetched({src: len(events) for src, events in sorted(by_src.items())}, other, left_out)

@@ -10,7 +10,9 @@ a deployment has on AWS and a local topology lacks:
 - CloudWatch Logs: every process's history lines are shipped to its group every ``SHIP_EVERY_S``, as ECS's
   ``awslogs`` driver does (``LogShipper``): the workers', the router's and the simulator's;
 - an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster and
-  the service (what terraform's ``chaos_target = true`` tags);
+  the service (what terraform's ``chaos_target = true`` tags), a FIS role's ARN and a CloudWatch alarm to
+  stop experiments on (``stop_alarm``); the FIS experiments a run starts are carried out on the local
+  processes by the task supervisor (``harness.tasks``);
 - the file ``terraform output -json`` would write for such a deployment, plus the simulator's URLs and group.
 
 The fleet's own processes write their history under ``RUN_DIR/fleet``; a run against the stand-in reads it
@@ -37,6 +39,8 @@ from harness.tasks import CLUSTER, TASK_FAMILY
 
 SHIP_EVERY_S = 0.2
 SERVICE = "wsfleet-workers"
+ACCOUNT = "123456789012"  # moto's
+STOP_ALARM = "wsfleet-stop-experiments"
 GROUPS = {"worker_log_group": "/ecs/wsfleet-worker", "router_log_group": "/aws/lambda/wsfleet-router",
           "upstream_log_group": "/ecs/wsfleet-upstream"}
 
@@ -50,10 +54,11 @@ class StandIn:
     outputs: Path
     env: dict[str, str]
     gateway: Gateway
+    stop_alarm: str
 
     @property
     def account(self) -> str:
-        return "123456789012"  # moto's
+        return ACCOUNT
 
     def untag(self, resource: str) -> None:
         """Remove the allowlisted tag from the queue (``resource`` "queue") or the ECS service ("service")."""
@@ -87,7 +92,7 @@ def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: f
     with Cluster(spec) as cluster:
         assert cluster.backend is not None and cluster.tasks is not None
         env = cluster.backend.env()
-        _tag_and_describe(env, cluster)
+        stop_alarm = _tag_and_describe(env, cluster)
         gateway = api_gateway(forward_to(cluster.router_url),
                               {env["AWS_ACCESS_KEY_ID"]: env["AWS_SECRET_ACCESS_KEY"]})
         start_thread(threading.Thread(target=gateway.serve_forever, name="apigw", daemon=True))
@@ -108,7 +113,7 @@ def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: f
         outputs.write_text(json.dumps(_outputs(cluster, f"http://127.0.0.1:{gateway.server_address[1]}"),
                                       indent=2) + "\n")
         try:
-            yield StandIn(cluster, outputs, env, gateway)
+            yield StandIn(cluster, outputs, env, gateway, stop_alarm)
         finally:
             done.set()
             shipping.join(timeout=5.0)
@@ -124,8 +129,9 @@ def _service_arn(ecs: Any) -> str:
     return str(ecs.describe_services(cluster=CLUSTER, services=[SERVICE])["services"][0]["serviceArn"])
 
 
-def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> None:
-    """What terraform creates beyond a local topology: the service, the log groups, the allowlisted tags."""
+def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> str:
+    """What terraform creates beyond a local topology: the service, the log groups, the allowlisted tags, an
+    alarm (its ARN)."""
     assert cluster.backend is not None and cluster.tasks is not None
     ecs, dynamodb = client(env, "ecs"), client(env, "dynamodb")
     ecs.create_service(cluster=CLUSTER, serviceName=SERVICE, taskDefinition=TASK_FAMILY, desiredCount=0,
@@ -138,6 +144,10 @@ def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> None:
     logs = client(env, "logs")
     for group in GROUPS.values():
         logs.create_log_group(logGroupName=group)
+    cloudwatch = client(env, "cloudwatch")
+    cloudwatch.put_metric_alarm(AlarmName=STOP_ALARM, Namespace="wsfleet", MetricName="Errors", Statistic="Sum",
+                                Period=60, EvaluationPeriods=1, Threshold=1, ComparisonOperator="GreaterThanThreshold")
+    return str(cloudwatch.describe_alarms(AlarmNames=[STOP_ALARM])["MetricAlarms"][0]["AlarmArn"])
 
 
 def _outputs(cluster: Cluster, router_url: str) -> dict[str, Any]:
@@ -149,6 +159,7 @@ def _outputs(cluster: Cluster, router_url: str) -> dict[str, Any]:
         "messages_table": cluster.backend.tables["messages"], "workers_table": cluster.backend.tables["workers"],
         "queue_url": cluster.backend.queue_url, "cluster": CLUSTER, "service": SERVICE,
         "fleet_environment": {k: v for k, v in cluster.config.to_env().items() if k != "WSFLEET_WORKER_ID"},
+        "fis_role_arn": f"arn:aws:iam::{ACCOUNT}:role/wsfleet-fis",
         "upstream_url": cluster.upstream_url, "upstream_control_url": cluster.upstream_control_url, **GROUPS,
     }
     return {name: {"value": value} for name, value in values.items()}

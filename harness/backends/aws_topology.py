@@ -7,8 +7,10 @@ through AWS APIs and the deployment's own endpoints, all named by terraform's ou
   task's ARN) whose task ECS lists as RUNNING in the deployment's cluster;
 - how far each stream is stored: its newest item in the messages table (a Query, newest first);
 - faults (``AwsNemesis``): ``term`` is ECS ``StopTask`` of the worker's task (ECS sends SIGTERM, then SIGKILL
-  after the container's stop timeout); ``reset_upstream`` is the simulator's own control call.  Every other
-  kind is refused before the run starts (``refusals``), with the reason;
+  after the container's stop timeout); ``kill`` is a FIS experiment made for that one task when the step runs
+  (``aws:ecs:task-kill-process``, SIGKILL; it needs the FIS role and a stop alarm, and on Fargate FIS's SSM
+  agent sidecar); ``reset_upstream`` is the simulator's own control call.  Every other kind is refused
+  before the run starts (``refusals``), with the reason;
 - the history: the harness's own events in the run folder; the workers', the router's and the simulator's are
   read back from their CloudWatch Logs groups after the run (``collect_history``).
 
@@ -18,13 +20,18 @@ The answers that each poll of the runner needs (live workers, stored seqs) are a
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from fleet.history import HistoryWriter
 from harness.backends.aws import Deployment
+from harness.backends.aws_fis import FisOptions, kill_template
 from harness.backends.aws_logs import Fetched, fetch_history
 from harness.cluster import ClusterError, http_json, send_event
 from harness.faults.fault import FaultError
@@ -34,19 +41,23 @@ from harness.scenarios.runner import Phases, ScenarioError
 ASK_EVERY_S = 1.0
 AWS_FAULTS = {
     "term": "ECS StopTask of the worker's task (SIGTERM, then SIGKILL after the stop timeout)",
+    "kill": "a FIS experiment for the worker's task: aws:ecs:task-kill-process, SIGKILL",
     "reset_upstream": "the upstream simulator's control call",
 }
 WHY_NOT = {
-    "kill": "a SIGKILL needs FIS's aws:ecs:task-kill-process (see `wsfleet aws-plan`); StopTask is a SIGTERM",
+    "kill": "a SIGKILL is a FIS experiment: give the role (--role-arn, or the outputs' fis_role_arn) and at "
+            "least one --stop-alarm",
     "restart": "ECS's service scheduler replaces a stopped task by itself",
     "pause": "nothing on ECS sends SIGSTOP to a task",
 }
+FIS_ENDED = ("completed", "stopped", "failed", "cancelled")
 
 
-def refusals(kinds: list[str]) -> list[str]:
+def refusals(kinds: list[str], fis: FisOptions | None) -> list[str]:
     """Why each fault kind of a scenario cannot run against a deployment (none: every step can)."""
+    runnable = set(AWS_FAULTS) - (set() if fis is not None else {"kill"})
     return [f"{kind}: " + WHY_NOT.get(kind, "a network or AWS API fault needs FIS (see `wsfleet aws-plan`)")
-            for kind in sorted(set(kinds) - set(AWS_FAULTS))]
+            for kind in sorted(set(kinds) - runnable)]
 
 
 @dataclass
@@ -65,10 +76,16 @@ class AwsNemesis:
         self.history = HistoryWriter(str(topology.run_dir / "history" / "nemesis.jsonl"), "nemesis")
 
     def start(self, kind: str, target: str, **params: Any) -> AwsFault:
-        if kind not in AWS_FAULTS:
-            raise FaultError(refusals([kind])[0])
+        refused = refusals([kind], self.topology.fis)
+        if refused:
+            raise FaultError(refused[0])
         fault = AwsFault(kind, target, dict(params))
-        if kind == "term":
+        if kind == "kill":
+            task = self.topology.task_of(target)
+            fault.params.update(via="fis:StartExperiment", task=task)
+            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
+            fault.params["experiment"] = self.topology.kill(target, task)
+        elif kind == "term":
             task = self.topology.task_of(target)
             fault.params.update(via="ecs:StopTask", task=task)
             self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
@@ -102,7 +119,7 @@ class AwsTopology:
     """One deployed fleet; ``session`` is a boto3 Session (credentials from the standard chain)."""
 
     def __init__(self, deployment: Deployment, session: Any, run_dir: Path, signer: Signer,
-                 lease_s: float) -> None:
+                 lease_s: float, fis: FisOptions | None = None) -> None:
         if not deployment.upstream_control_url or not deployment.upstream_url:
             raise ClusterError("the deployment names no upstream simulator (outputs upstream_url and "
                                "upstream_control_url, or --upstream-url and --upstream-control-url)")
@@ -110,12 +127,15 @@ class AwsTopology:
         self.run_dir = run_dir
         self.signer = signer
         self.lease_s = lease_s
+        self.fis = fis
+        self.logs = f"the CloudWatch Logs groups {deployment.worker_log_group} and {deployment.router_log_group}"
         (run_dir / "history").mkdir(parents=True, exist_ok=True)
         self.history = HistoryWriter(str(run_dir / "history" / "harness.jsonl"), "harness")
         region = deployment.region
         self._dynamodb = session.client("dynamodb", region_name=region)
         self._ecs = session.client("ecs", region_name=region)
         self._logs = session.client("logs", region_name=region)
+        self._fis = session.client("fis", region_name=region)
         self.nemesis = AwsNemesis(self)
         self._live: tuple[float, dict[str, str]] = (0.0, {})
         self._stored: tuple[float, dict[str, float]] = (0.0, {})
@@ -141,12 +161,12 @@ class AwsTopology:
     def dynamodb(self) -> tuple[Any, dict[str, str]]:
         return self._dynamodb, dict(self.deployment.tables)
 
-    def stored_through(self) -> dict[str, float]:
+    def stored_through(self, ids: list[str]) -> dict[str, float]:
         asked, stored = self._stored
         if time.monotonic() - asked < ASK_EVERY_S:
             return stored
         stored = {}
-        for connection_id in self.streams():
+        for connection_id in ids:
             newest = self._dynamodb.query(TableName=self.deployment.tables["messages"], ConsistentRead=True,
                                     KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
                                     ExpressionAttributeValues={":pk": {"S": f"CONN#{connection_id}"}},
@@ -180,6 +200,29 @@ class AwsTopology:
                 raise FaultError(f"term: {worker_id} still holds upstream sessions after its task was stopped")
             time.sleep(0.1)
 
+    def kill(self, worker_id: str, task: str) -> str:
+        """SIGKILL ``worker_id``'s process through a FIS experiment on ``task``; returns when ECS no longer lists
+        the task as running (FaultError if the experiment ends without that, or after five leases).  The
+        experiment's id."""
+        assert self.fis is not None
+        made = self._fis.create_experiment_template(clientToken=str(uuid.uuid4()),
+                                                    **kill_template(task, self.deployment, self.fis))
+        template = made["experimentTemplate"]["id"]
+        experiment = self._fis.start_experiment(clientToken=str(uuid.uuid4()), experimentTemplateId=template)
+        experiment_id = str(experiment["experiment"]["id"])
+        deadline = time.monotonic() + max(10.0, 5 * self.lease_s)
+        try:
+            while worker_id in self._running_tasks(fresh=True):
+                state = self._fis.get_experiment(id=experiment_id)["experiment"]["state"]
+                if state["status"] in FIS_ENDED[1:] or time.monotonic() > deadline:
+                    raise FaultError(f"kill: {worker_id}'s task still runs; FIS experiment {experiment_id} is "
+                                     f"{state['status']} ({state.get('reason', 'no reason given')})")
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(ClientError, BotoCoreError):  # a template left behind costs nothing
+                self._fis.delete_experiment_template(id=template)
+        return experiment_id
+
     def reset_upstream(self, fraction: float) -> None:
         status, payload = http_json("POST", f"{self.deployment.upstream_control_url}/disconnect?fraction={fraction}")
         if status != 200:
@@ -193,12 +236,17 @@ class AwsTopology:
         return live
 
     # -- after the run ----------------------------------------------------------------------------------
-    def collect_history(self, start_ms: int, end_ms: int) -> Fetched:
-        """The deployment's history events between the two times, from its log groups into the run folder."""
+    def collect_history(self, start_ms: int, end_ms: int, prefix: str) -> Fetched:
+        """The deployment's history events between the two times, from its log groups into the run folder:
+        those of the run's streams (ids starting with ``prefix``) and those of no stream (a worker's own)."""
         self.history.close()
         groups = [self.deployment.worker_log_group, self.deployment.router_log_group,
                   self.deployment.upstream_log_group]
-        return fetch_history(self._logs, [g for g in groups if g], start_ms, end_ms, self.run_dir)
+
+        def ours(event: dict[str, Any]) -> bool:
+            return not isinstance(event.get("pk"), str) or event["pk"].startswith(f"CONN#{prefix}")
+
+        return fetch_history(self._logs, [g for g in groups if g], start_ms, end_ms, self.run_dir, keep=ours)
 
 
 def run_on_aws(topology: AwsTopology, phases: Phases, logs_wait_s: float) -> dict[str, Any]:
@@ -219,9 +267,9 @@ def run_on_aws(topology: AwsTopology, phases: Phases, logs_wait_s: float) -> dic
                 phases.say(f"could not STOP {connection_id}: {exc}")
     phases.say(f"reading the history back from CloudWatch Logs in {logs_wait_s:g} s (delivery takes a while)")
     time.sleep(logs_wait_s)
-    fetched = topology.collect_history(start_ms, end_ms)
+    fetched = topology.collect_history(start_ms, end_ms, phases.prefix)
     phases.say(f"{sum(fetched.events.values())} events from {len(fetched.events)} processes "
-               f"({fetched.other_lines} other log lines)")
+               f"({fetched.left_out} of other streams and {fetched.other_lines} other log lines left out)")
     if not fetched.events:
         raise ScenarioError("no history events in the deployment's log groups (is WSFLEET_HISTORY_PATH="
                             "/dev/stdout set in terraform's fleet_settings?)")

@@ -23,6 +23,7 @@ ENDPOINT_ENV_VARS: dict[str, str] = {
     "ec2": "AWS_ENDPOINT_URL_EC2",
     "logs": "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS",
     "sts": "AWS_ENDPOINT_URL_STS",
+    "fis": "AWS_ENDPOINT_URL_FIS",
 }
 
 # Local emulators accept any credentials; these keep the SDK from looking for real ones.

@@ -103,6 +103,7 @@ def start_embedded(
             "ec2": services.url,
             "logs": services.url,  # the AWS backend's offline stand-in (harness.backends.aws_standin)
             "sts": services.url,
+            "fis": services.url,
         }
         if dynamodb == "moto":
             backend.endpoints["dynamodbstreams"] = ddb_server.url

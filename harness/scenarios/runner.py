@@ -167,7 +167,7 @@ class Phases:
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
             topology.history.emit("run.stop", settled_t=settled_t)
-            _record_final(topology, list(workload.desired))
+            _record_final(topology, list(workload.desired), self.prefix)
         finally:
             topology.nemesis.heal_all()
 
@@ -194,7 +194,7 @@ def _await_owned(topology: Topology, ids: list[str], timeout_s: float, raise_on_
         if time.monotonic() > deadline:
             if raise_on_timeout:
                 raise ScenarioError(f"{len(missing)} streams never got an owner within {timeout_s:.0f} s "
-                                    f"(e.g. {', '.join(missing[:5])}); see {topology.run_dir}/logs")
+                                    f"(e.g. {', '.join(missing[:5])}); see {topology.logs}")
             return False
         time.sleep(0.05)
 
@@ -210,7 +210,7 @@ def _settle(topology: Topology, ids: list[str], minimum_s: float, timeout_s: flo
     time.sleep(minimum_s)
     deadline = time.monotonic() + timeout_s
     while True:
-        stored = topology.stored_through()
+        stored = topology.stored_through(list(heads))
         behind = sorted(i for i in heads if stored.get(i, 0) < heads[i])
         if not behind or time.monotonic() > deadline:
             return began_t, behind
@@ -335,12 +335,12 @@ def _run_schedule(topology: Topology, workload: Workload, steps: list[Step], ops
         raise ScenarioError("; ".join(errors))
 
 
-def _record_final(topology: Topology, ids: list[str]) -> None:
+def _record_final(topology: Topology, ids: list[str], prefix: str) -> None:
     """Ground truth into the history: each stream's head, every stored message with its writer, and every
-    connection item (``harness.ground_truth``)."""
+    connection item of the run's connection ids (``harness.ground_truth``)."""
     dynamodb, tables = topology.dynamodb()
     try:
-        record_final(topology.history, dynamodb, tables, topology.streams(), ids)
+        record_final(topology.history, dynamodb, tables, topology.streams(), ids, prefix)
     except (BotoCoreError, ClientError) as exc:
         raise ScenarioError(f"the final scan failed, the backend stopped answering ({exc}); "
-                            f"see {topology.run_dir}/logs") from exc
+                            f"see {topology.logs}") from exc

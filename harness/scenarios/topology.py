@@ -33,6 +33,7 @@ class Topology(Protocol):
     run_dir: Path
     history: HistoryWriter
     nemesis: FaultPlane
+    logs: str  # where the processes' logs are, for an error message
 
     def start_connection(self, connection_id: str) -> None:
         """Create the upstream stream, then START it through the router; ``ClusterError`` if not accepted."""
@@ -48,8 +49,9 @@ class Topology(Protocol):
     def dynamodb(self) -> tuple[Any, dict[str, str]]:
         """A boto3 DynamoDB client and the table names by role (connections, messages, workers)."""
 
-    def stored_through(self) -> dict[str, float]:
-        """Per connection id, the highest seq known to be stored (what the workers reported answered)."""
+    def stored_through(self, ids: list[str]) -> dict[str, float]:
+        """Per connection id of ``ids``, the highest seq known to be stored (what the workers reported
+        answered)."""
 
 
 class LocalTopology:
@@ -62,6 +64,7 @@ class LocalTopology:
         self.run_dir = cluster.run_dir
         self.history = cluster.history
         self.nemesis: FaultPlane = Nemesis(cluster)
+        self.logs = str(cluster.run_dir / "logs")
         self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
         self._stored: dict[str, float] = {}
 
@@ -83,12 +86,12 @@ class LocalTopology:
         assert backend is not None
         return client(backend.env(), "dynamodb"), dict(backend.tables)
 
-    def stored_through(self) -> dict[str, float]:
+    def stored_through(self, ids: list[str]) -> dict[str, float]:
         """From the workers' ``msg.persist`` events answered ok (their history files, read as they grow)."""
         for event in self._reports.new_events():
             if event.get("outcome") == "ok" and isinstance(event.get("pk"), str):
                 connection_id = event["pk"].removeprefix("CONN#")
                 self._stored[connection_id] = max(self._stored.get(connection_id, 0),
                                                   float(event.get("seq_to") or 0))
-        return dict(self._stored)
+        return {i: self._stored[i] for i in ids if i in self._stored}
 

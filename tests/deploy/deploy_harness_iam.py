@@ -19,6 +19,9 @@ HARNESS_AWS_MODULES = ("harness/backends/aws.py", "harness/backends/aws_logs.py"
                        "harness/cli_aws.py", "harness/scenarios/runner.py", "harness/ground_truth.py")
 SIGNER_MODULE = "harness/router_client.py"
 NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
+# Calls that need more than their own action: creating an experiment template passes the FIS role and tags
+# the template (``aws_fis.kill_template`` always tags).
+IMPLIED = {"fis:CreateExperimentTemplate": ("iam:PassRole", "fis:TagResource")}
 
 
 def _client_service(node: ast.expr) -> str | None:
@@ -64,6 +67,7 @@ def harness_actions(repo: Path) -> set[str]:
     signer = ast.parse((repo / SIGNER_MODULE).read_text(encoding="utf-8"))
     if any(isinstance(n, ast.Constant) and n.value == "execute-api" for n in ast.walk(signer)):
         actions.add("execute-api:Invoke")
+    actions |= {implied for action in list(actions) for implied in IMPLIED.get(action, ())}
     return actions - NEEDS_NO_PERMISSION
 
 

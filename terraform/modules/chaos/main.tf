@@ -70,6 +70,20 @@ data "aws_iam_policy_document" "harness" {
     }
   }
   statement {
+    sid     = "RunKillExperiment"
+    actions = ["fis:CreateExperimentTemplate", "fis:TagResource", "fis:StartExperiment", "fis:GetExperiment", "fis:DeleteExperimentTemplate"]
+    resources = [
+      "${local.prefix}:fis:${local.region}:${local.account}:action/aws:ecs:task-kill-process",
+      "${local.prefix}:fis:${local.region}:${local.account}:experiment-template/*",
+      "${local.prefix}:fis:${local.region}:${local.account}:experiment/*",
+    ]
+  }
+  statement {
+    sid       = "RunPassFisRole"
+    actions   = ["iam:PassRole"]
+    resources = [aws_iam_role.fis.arn]
+  }
+  statement {
     sid       = "PreflightQueue"
     actions   = ["sqs:ListQueueTags"]
     resources = ["${local.prefix}:sqs:${local.region}:${local.account}:${local.queue_name}"]
