@@ -82,6 +82,9 @@ class FleetConfig:
     # Worker: the ECS task running it (a death notice names it).  On ECS, left empty, it is read from the
     # task metadata endpoint; the harness sets its stand-in's.
     task_arn: str = ""
+    # Worker: the region activation gate's authority (fleet.region_gate), asked for this region's control;
+    # empty: no gate (one region, or regions that may both consume).
+    region_gate_url: str = ""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:

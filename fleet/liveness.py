@@ -50,8 +50,11 @@ class Liveness:
             await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
 
     async def register(self) -> None:
-        """Register this incarnation (a profile without worker liveness needs no write)."""
+        """Register this incarnation (a profile without worker liveness needs no write), unless the region
+        gate is closed."""
         w = self.w
+        if not await w.gate.admits():
+            return
         if self._skew_out_of_model():
             # keep sampling the server's clock (every answer is a sample), or an estimate made from stale
             # Date headers (a server's cached Date) would keep this worker out of the fleet for good
@@ -70,16 +73,20 @@ class Liveness:
             return
         self.registered = True
         w.fence.broken = False
-        w.fence.deadline = w.profile.fence_deadline(sent)
+        w.fence.deadline = min(w.profile.fence_deadline(sent), w.gate.open_until)
         w.emit("lease.renew", outcome="ok", expires_ms=write.update.set["expires_at_ms"])
         w.reconciler.request_sweep()
 
     async def renew(self) -> bool:
-        """Send this heartbeat's renewals; whether every one was answered in time."""
+        """Send this heartbeat's renewals; whether every one was answered in time.  First the region gate
+        (``fleet.region_gate``): while it is closed an incarnation holding streams abandons them."""
         w = self.w
         if not self.registered:
             await self.register()
             return self.registered
+        if not await w.gate.admits():
+            await self.abandon("self-fenced: the region is not active (region gate)", retire=True)
+            return False
         if self._skew_out_of_model():
             await self.abandon("self-fenced: clock skew beyond the tolerance", retire=True)
             return False
@@ -114,7 +121,7 @@ class Liveness:
             on_time = False
         elif on_time:
             if renewal.pk is None:
-                w.fence.deadline = max(w.fence.deadline, w.profile.fence_deadline(sent))
+                w.fence.deadline = min(max(w.fence.deadline, w.profile.fence_deadline(sent)), w.gate.open_until)
             w.emit("lease.renew", pk=renewal.pk, outcome="ok", expires_ms=expires)
         else:
             # it may have landed after a taker read us as expired, so it does not move the fence

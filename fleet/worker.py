@@ -47,6 +47,7 @@ from fleet.notices import Notices
 from fleet.ports import StreamConsumer, WorkerStore
 from fleet.profiles import profile_for
 from fleet.reconcile import Reconciler
+from fleet.region_gate import gate_for
 from fleet.release import Releases
 from fleet.store import LeaseStore
 from fleet.tasks import TaskSet
@@ -65,6 +66,7 @@ class Worker:
         self.clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.rng = rng or random.Random()
         self.fence = Fence()
+        self.gate = gate_for(config)
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
         self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight

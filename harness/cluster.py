@@ -20,7 +20,6 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +28,7 @@ from fleet.history import HistoryWriter
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
-from harness.processes import REPO_ROOT, Child, ProcessError, python_env, spawn
+from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
 from harness.router_client import Signer, error_text
 from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
@@ -64,6 +63,12 @@ class ClusterSpec:
     # Run each worker as a local ECS task whose exit sends a death notice (``harness.tasks``; embedded
     # backend only).
     death_notices: bool = False
+    # A region's name when several topologies share a run folder (``harness.region.regions``): it prefixes
+    # the worker ids (``east-worker-1``), the router's id and the topology's own files.
+    region: str = ""
+
+    def named(self, name: str) -> str:
+        return f"{self.region}-{name}" if self.region else name
 
     def fleet_config(self) -> FleetConfig:
         return FleetConfig(profile=self.profile, timescale=self.timescale,  # type: ignore[arg-type]
@@ -83,8 +88,10 @@ class WorkerHandle:
         return self.child.pid if self.child else 0
 
 
-class Cluster:
-    def __init__(self, spec: ClusterSpec, backend: Backend | None = None) -> None:
+class Cluster(Started):
+    """``backend`` and ``upstream``, when given, are someone else's: used, not stopped."""
+
+    def __init__(self, spec: ClusterSpec, backend: Backend | None = None, upstream: Child | None = None) -> None:
         self.spec = spec
         self.run_dir = spec.run_dir
         self.config = spec.fleet_config()
@@ -92,25 +99,14 @@ class Cluster:
         self._own_backend = backend is None
         self.toxiproxy: ToxiproxyClient | None = None
         self._stop_toxiproxy: Callable[[], None] | None = None
-        self.upstream: Child | None = None
+        self.upstream: Child | None = upstream
+        self._own_upstream = upstream is None
         self.router: Child | None = None
         self.workers: dict[str, WorkerHandle] = {}
-        self.history = HistoryWriter(str(self.run_dir / "history" / "harness.jsonl"), "harness")
+        self.history = HistoryWriter(str(self.run_dir / "history" / f"{spec.named('harness')}.jsonl"), "harness")
         self.tasks: LocalTasks | None = None
 
     # -- start ---------------------------------------------------------------------------------------
-    def __enter__(self) -> Cluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
     def start(self) -> None:
         (self.run_dir / "history").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -130,29 +126,18 @@ class Cluster:
                                         stop_timeout_s=self.config.scaled_s(ECS_STOP_TIMEOUT_MS))
                 self.tasks.start()
             self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
-            self.upstream = spawn("upstream", self._upstream_argv(), self.run_dir / "logs" / "upstream.log")
+            if self.upstream is None:
+                self.upstream = start_upstream(self.spec)
+            router = self.spec.named("router")
             self.router = spawn(
-                "router", ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
-                self.run_dir / "logs" / "router.log", env=self._router_env(), cwd=self.fleet_root,
+                router, ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
+                self.run_dir / "logs" / f"{router}.log", env=self._router_env(), cwd=self.fleet_root,
             )
             for i in range(1, self.spec.workers + 1):
-                self.add_worker(f"worker-{i}", wait=False)
+                self.add_worker(self.spec.named(f"worker-{i}"), wait=False)
             self.wait_workers_ready()
         except (ProcessError, BackendError) as exc:
             raise ClusterError(str(exc)) from exc
-
-    def _upstream_argv(self) -> list[str]:
-        ping = max(0.05, 5.0 * self.spec.timescale)
-        argv = ["python", "-m", "harness.upstream_sim", "--host", "127.0.0.1", "--port", "0",
-                "--rate", str(self.spec.rate), "--replay-depth", str(self.spec.replay_depth),
-                "--ping-interval", f"{ping:.3f}", "--ping-timeout", f"{ping:.3f}",
-                "--timescale", str(self.spec.timescale), "--seed", str(self.spec.seed),
-                "--history", str(self.run_dir / "history" / "upstream.jsonl")]
-        if self.spec.evict_older:
-            argv.append("--evict-older")
-        for name, value in sorted(self.spec.upstream.items()):
-            argv += [f"--{name.replace('_', '-')}", f"{value:g}"]
-        return argv
 
     @property
     def upstream_url(self) -> str:
@@ -185,9 +170,9 @@ class Cluster:
 
     def _router_env(self) -> dict[str, str]:
         return self._fleet_env({
-            ENV_VARS["worker_id"]: "router",
+            ENV_VARS["worker_id"]: self.spec.named("router"),
             ENV_VARS["allowed_ws_hosts"]: urlsplit(self.upstream_url).netloc,
-            ENV_VARS["history_path"]: str(self.run_dir / "history" / "router.jsonl"),
+            ENV_VARS["history_path"]: str(self.run_dir / "history" / f"{self.spec.named('router')}.jsonl"),
         })
 
     def _proxy(self, name: str, upstream_url: str) -> str:
@@ -235,10 +220,13 @@ class Cluster:
         return handle
 
     def wait_workers_ready(self, ids: list[str] | None = None, timeout_s: float = 30.0) -> None:
-        """Wait until each worker has written ``worker.start`` to its history (and, hardened, registered)."""
+        """Wait until each worker has written ``worker.start`` to its history (and, hardened without a region
+        gate, registered)."""
         deadline = time.monotonic() + timeout_s
         pending = set(ids or self.workers)
-        needle = '"type":"lease.renew"' if self.config.profile == "hardened" else '"type":"worker.start"'
+        # a gated region's workers register only once their region is active (fleet.region_gate)
+        registers = self.config.profile == "hardened" and not self.config.region_gate_url
+        needle = '"type":"lease.renew"' if registers else '"type":"worker.start"'
         while pending:
             for worker_id in list(pending):
                 handle = self.workers[worker_id]
@@ -299,7 +287,7 @@ class Cluster:
         for handle in self.workers.values():
             if handle.child is not None:
                 handle.child.stop(grace_s=max(5.0, 4 * self.config.lease_s))
-        for child in (self.router, self.upstream):
+        for child in (self.router, self.upstream if self._own_upstream else None):
             if child is not None:
                 child.stop(grace_s=5.0)
         if self._stop_toxiproxy is not None:
@@ -308,6 +296,26 @@ class Cluster:
         if self._own_backend and isinstance(self.backend, EmbeddedBackend):
             self.backend.stop()
         self.history.close()
+
+
+def start_upstream(spec: ClusterSpec) -> Child:
+    """The upstream simulator of ``spec``'s run, its history in the run folder."""
+    return spawn("upstream", upstream_argv(spec), spec.run_dir / "logs" / "upstream.log")
+
+
+def upstream_argv(spec: ClusterSpec) -> list[str]:
+    """The simulator's command line: ``spec``'s rate, time scale, seed and gateway limits."""
+    ping = max(0.05, 5.0 * spec.timescale)
+    argv = ["python", "-m", "harness.upstream_sim", "--host", "127.0.0.1", "--port", "0",
+            "--rate", str(spec.rate), "--replay-depth", str(spec.replay_depth),
+            "--ping-interval", f"{ping:.3f}", "--ping-timeout", f"{ping:.3f}",
+            "--timescale", str(spec.timescale), "--seed", str(spec.seed),
+            "--history", str(spec.run_dir / "history" / "upstream.jsonl")]
+    if spec.evict_older:
+        argv.append("--evict-older")
+    for name, value in sorted(spec.upstream.items()):
+        argv += [f"--{name.replace('_', '-')}", f"{value:g}"]
+    return argv
 
 
 def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str | None = None,

@@ -7,7 +7,8 @@ stopped too, so an interrupted run leaves nothing behind, and a harness killed o
 reaper (``harness.reaper``).
 
 ``wsfleet`` marks its environment with ``HARNESS_PID_VAR`` (its own pid), which every child inherits, so the
-processes of one harness run can be told from another's (``mark_children``).
+processes of one harness run can be told from another's (``mark_children``).  ``Started`` is the context
+manager of whatever starts several of them (a topology).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from harness import reaper
 from harness.reaper import signal_group
@@ -211,3 +213,26 @@ def start_thread(thread: threading.Thread) -> threading.Thread:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return thread
+
+
+class Started:
+    """A context manager over ``start`` and ``stop``: a start that fails stops what it had started, and
+    leaving the block (also on an error or Ctrl-C) stops everything."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

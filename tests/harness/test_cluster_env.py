@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import Cluster, ClusterSpec
+from harness.cluster import Cluster, ClusterSpec, upstream_argv
 from harness.upstream_sim.__main__ import build_parser
 
 
@@ -33,12 +33,8 @@ def test_set_wins_over_the_backends_suggestion(tmp_path: Path) -> None:
 
 
 def test_the_simulator_runs_at_the_clusters_time_scale_and_seed_with_its_limits(tmp_path: Path) -> None:
-    cluster = Cluster(ClusterSpec(run_dir=tmp_path, timescale=0.25, seed=7,
-                                  upstream={"handshake_quota": 50.0, "handshake_burst": 20.0}))
-    try:
-        argv = cluster._upstream_argv()
-    finally:
-        cluster.history.close()
+    argv = upstream_argv(ClusterSpec(run_dir=tmp_path, timescale=0.25, seed=7,
+                                     upstream={"handshake_quota": 50.0, "handshake_burst": 20.0}))
     assert argv[:3] == ["python", "-m", "harness.upstream_sim"]
     args = build_parser().parse_args(argv[3:])
     assert (args.timescale, args.seed, args.handshake_quota, args.handshake_burst) == (0.25, 7, 50, 20)

@@ -63,6 +63,9 @@ locals {
     WSFLEET_CLOCK_OFFSET_MS    = ""
     # Read from the task metadata endpoint (death notices name the task).
     WSFLEET_TASK_ARN = ""
+    # The region activation gate's authority (fleet/region_gate.py); empty: no gate.  With a standby region,
+    # set it (fleet_settings) to a routing-control endpoint both regions reach.
+    WSFLEET_REGION_GATE_URL = ""
   }
   fleet_environment = merge(local.fleet_settable, var.fleet_settings, local.fleet_deployment)
 }

@@ -1,0 +1,195 @@
+"""Two regions under one run: each its own embedded backend (its own server processes), its own warm fleet
+(``Cluster``, ``region`` naming its workers ``east-worker-1``, ...), Global Tables between their DynamoDB
+endpoints (``GlobalTables``), one upstream simulator outside both, and Route 53 failover in front of the
+two routers, judged by the harness (``route53``).
+
+- ``east`` is the PRIMARY region, ``west`` the SECONDARY.  Health checkers probe each router's
+  ``/health`` on Route 53's schedule (``HealthCheckSpec``, scaled by the run's time scale); the zone's answer
+  and each check's flips go to the history (``dns.answer``, ``health.check``, src ``route53``).
+- Clients reach the router through ``router_url()``: a resolver that keeps each answer for the TTL
+  (``dns.resolved`` when the answer it gives changes), as the router's callers do.
+- With ``gate`` (the default), the region activation gate's authority (``RoutingControls``) stands outside
+  both regions with east On, and every worker asks it before consuming; ``fail_over`` moves the activation.
+- ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
+  nothing answers, as a dead region's endpoint behaves to a health checker) and every proxy of its workers
+  is disabled, so they reach neither DynamoDB, the queue, nor the upstream.  ``heal(region)`` undoes it.
+
+Every part is stopped when the block ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.config import FleetConfig
+from fleet.history import HistoryWriter
+from fleet.region_gate import gate_for
+from harness.backends.embedded import EmbeddedBackend, start_embedded
+from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_upstream
+from harness.processes import Child, Started, start_thread
+from harness.region.global_tables import GlobalTables
+from harness.region.route53 import (
+    ANSWER_TIMEOUT_S,
+    CONNECT_TIMEOUT_S,
+    CachedResolver,
+    FailoverZone,
+    HealthCheck,
+    HealthCheckSpec,
+    probe,
+)
+from harness.region.routing_control import RoutingControls
+
+AWS_REGIONS = {"east": "us-east-1", "west": "us-west-2"}  # PRIMARY first
+
+
+@dataclass
+class RegionsSpec:
+    workers: int = 2                 # per region
+    profile: str = "hardened"
+    timescale: float = 0.1
+    run_dir: Path = Path("runs/regions")
+    rate: float = 5.0
+    seed: int = 0
+    lag_ms: float = 1000.0           # Global Tables' replication lag, at scale 1
+    ttl_s: float = 30.0              # the failover record's TTL, at scale 1
+    health: HealthCheckSpec = field(default_factory=lambda: HealthCheckSpec(request_interval_s=10.0))
+    gate: bool = True                # the region activation gate (fleet.region_gate), primary On
+
+
+class TwoRegions(Started):
+    def __init__(self, spec: RegionsSpec) -> None:
+        self.spec = spec
+        self.backends: dict[str, EmbeddedBackend] = {}
+        self.clusters: dict[str, Cluster] = {}
+        self.tables: GlobalTables | None = None
+        self.upstream: Child | None = None
+        self.controls: RoutingControls | None = None
+        self.checks = {name: HealthCheck(spec.health) for name in AWS_REGIONS}
+        primary, secondary = AWS_REGIONS
+        self.zone = FailoverZone(primary, secondary, self.checks[primary], self.checks[secondary])
+        self.resolver = CachedResolver(self.zone, spec.ttl_s * spec.timescale)
+        self.cut: set[str] = set()
+        self._history_dir = spec.run_dir / "history"
+        self._history_dir.mkdir(parents=True, exist_ok=True)
+        self.route53 = HistoryWriter(str(self._history_dir / "route53.jsonl"), "route53")
+        self._stop = threading.Event()
+        self._checking = threading.Thread(target=self._check_health, name="route53", daemon=True)
+        self._resolved: str | None = None
+        self._lock = threading.Lock()
+
+    def _cluster_spec(self, region: str = "") -> ClusterSpec:
+        spec = self.spec
+        gate = {"region_gate_url": self.controls.url} if self.controls is not None else {}
+        return ClusterSpec(workers=spec.workers, profile=spec.profile, timescale=spec.timescale,
+                           run_dir=spec.run_dir, rate=spec.rate, seed=spec.seed, region=region, overrides=gate)
+
+    def start(self) -> None:
+        config = FleetConfig(profile=self.spec.profile, timescale=self.spec.timescale,  # type: ignore[arg-type]
+                             worker_id="harness")
+        for name, aws_region in AWS_REGIONS.items():
+            self.backends[name] = start_embedded(region=aws_region, config=config,
+                                                 log_dir=self.spec.run_dir / "logs" / name)
+        replication = HistoryWriter(str(self._history_dir / "replication.jsonl"), "replication")
+        self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
+                                   self.spec.lag_ms * self.spec.timescale, replication.emit).start()
+        if self.spec.gate:
+            self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"],
+                                            self.route53.emit).start()
+        self.upstream = start_upstream(self._cluster_spec())
+        for name, backend in self.backends.items():
+            through_feed = dataclasses.replace(backend, endpoints={**backend.endpoints,
+                                                                   "dynamodb": self.tables.feed_url(name)})
+            self.clusters[name] = Cluster(self._cluster_spec(name), backend=through_feed, upstream=self.upstream)
+            self.clusters[name].start()
+        start_thread(self._checking)
+
+    def router_url(self) -> str:
+        """The router a client reaches now: the zone's answer as its resolver caches it."""
+        with self._lock:
+            region = self.resolver.resolve()
+        if region != self._resolved:
+            self._resolved = region
+            self.route53.emit("dns.resolved", region=region)
+        return self.clusters[region].router_url
+
+    def outage(self, region: str) -> None:
+        cluster = self.clusters[region]
+        assert cluster.router is not None and cluster.toxiproxy is not None
+        self.cut.add(region)
+        cluster.router.signal(signal.SIGSTOP)
+        for handle in cluster.workers.values():
+            for service in SERVICE_PROXIES:
+                cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
+
+    def fail_over(self, old: str, new: str) -> None:
+        """With the gate: ``old`` Off, a gate's lease, ``new`` On (``RoutingControls.fail_over``)."""
+        assert self.controls is not None
+        config = self.clusters[new].config
+        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], gate_for(config).state.lease_s)
+
+    def heal(self, region: str) -> None:
+        cluster = self.clusters[region]
+        if region not in self.cut or cluster.router is None or cluster.toxiproxy is None:
+            return
+        self.cut.discard(region)
+        cluster.router.signal(signal.SIGCONT)
+        for handle in cluster.workers.values():
+            for service in SERVICE_PROXIES:
+                cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=True)
+
+    def _check_health(self) -> None:
+        """Each checker probes each router once an interval, at its own offset, each probe in its own thread
+        (a probe of a region that does not answer takes its timeouts); flips and answers go to the history."""
+        scale = self.spec.timescale
+        offsets = self.checks["east"].probe_offsets(scale)
+        interval = self.spec.health.request_interval_s * scale
+        began = time.monotonic()
+        for k in itertools.count():
+            for checker, offset in enumerate(offsets):
+                if self._stop.wait(max(0.0, began + k * interval + offset - time.monotonic())):
+                    return
+                for name in self.checks:
+                    start_thread(threading.Thread(target=self._probe, args=(name, checker), daemon=True))
+
+    def _probe(self, region: str, checker: int) -> None:
+        scale = self.spec.timescale
+        ok = probe(self.clusters[region].router_url + self.spec.health.path, CONNECT_TIMEOUT_S * scale,
+                   ANSWER_TIMEOUT_S * scale)
+        with self._lock:
+            check = self.checks[region]
+            was, answer = check.healthy, self.zone.answer()
+            check.record(checker, ok)
+            if check.healthy != was:
+                self.route53.emit("health.check", region=region, healthy=check.healthy)
+            if self.zone.answer() != answer:
+                self.route53.emit("dns.answer", region=self.zone.answer())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._checking.is_alive():
+            self._checking.join(timeout=5.0)
+        for name in list(self.cut):
+            with contextlib.suppress(Exception):  # stopping goes on whatever a proxy says
+                self.heal(name)
+        for cluster in self.clusters.values():
+            cluster.stop()
+        if self.upstream is not None:
+            self.upstream.stop(grace_s=5.0)
+        if self.tables is not None:
+            self.tables.stop()
+        if self.controls is not None:
+            self.controls.stop()
+        for backend in self.backends.values():
+            backend.stop()
+        self.route53.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {name: cluster.describe() for name, cluster in self.clusters.items()}

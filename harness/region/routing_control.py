@@ -1,0 +1,78 @@
+"""The region activation gate's authority, locally: one routing control per region (On / Off), in the spirit
+of Route 53 Application Recovery Controller, served over HTTP to the workers' gates (``fleet.region_gate``:
+``GET /controls/<region>`` answers ``{"state": "On" | "Off"}``), and the failover procedure that keeps the
+two regions' consumers apart (``fail_over``): the old region Off, a wait longer than a gate's lease (every
+worker there has then fenced, whether it read the Off or could not read at all), then the new region On.
+Each change goes to the history (``gate.state`` {region, state}, src ``route53``).  It stands outside every
+region: a region's outage does not reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fleet.region_gate import OFF, ON
+from harness.processes import start_thread
+
+Emit = Callable[..., Any]
+
+
+class RoutingControls:
+    """Serves the controls of ``regions`` (AWS region names), ``active`` On and the rest Off."""
+
+    def __init__(self, regions: list[str], active: str, emit: Emit) -> None:
+        self.states = {region: ON if region == active else OFF for region in regions}
+        self.emit = emit
+        self.lock = threading.Lock()
+        controls = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                region = self.path.removeprefix("/controls/")
+                with controls.lock:
+                    state = controls.states.get(region)
+                status, body = ((404, {"error": f"no control for {region!r}"}) if state is None
+                                else (200, {"state": state}))
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        for region, state in self.states.items():
+            emit("gate.state", region=region, state=state)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/controls"
+
+    def start(self) -> RoutingControls:
+        start_thread(threading.Thread(target=self.server.serve_forever, name="routing-controls", daemon=True))
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def set(self, region: str, state: str) -> None:
+        with self.lock:
+            self.states[region] = state
+        self.emit("gate.state", region=region, state=state)
+
+    def fail_over(self, old: str, new: str, gate_lease_s: float) -> None:
+        """``old`` Off; once longer than a gate's lease has passed (no worker of ``old`` may consume any
+        more), ``new`` On."""
+        self.set(old, OFF)
+        time.sleep(gate_lease_s * 1.1)  # the lease is what must pass: a duration, not a synchronisation
+        self.set(new, ON)
