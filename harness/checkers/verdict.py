@@ -107,7 +107,7 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
     # streams off) is not a recovery from the faults.  Safety is judged over everything.
     experiment, experiment_info = history, info
     if info.stop_t is not None and info.last_t > info.stop_t:
-        experiment = as_events(history.frame.loc[history.frame["t"].to_numpy() <= info.stop_t])
+        experiment = history.until(info.stop_t)
         experiment_info = replace(info, last_t=info.stop_t)
     recovery = check_recovery(experiment, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=experiment_info,
                               consumed=consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms)
@@ -130,13 +130,15 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
 def outcome_counts(history: History) -> dict[str, dict[str, int]]:
     """Per event type with an ``outcome``, how many events had each of ``ok``, ``fail``, ``info`` (other
     values, if any, under their own name)."""
-    frame = as_events(history).frame
-    if "outcome" not in frame.columns:
-        return {}
-    rows = frame.loc[frame["outcome"].notna(), ["type", "outcome"]].astype(str)
+    history = as_events(history)
     counts: dict[str, dict[str, int]] = {}
-    for (kind, outcome), number in rows.groupby(["type", "outcome"], sort=True).size().items():
-        counts.setdefault(str(kind), dict.fromkeys(OUTCOMES, 0))[str(outcome)] = int(number)
+    for kind in sorted(history.types):
+        [table] = history.tables([kind])
+        if not table.has("outcome"):
+            continue
+        outcomes = pd.Series(table.column("outcome", "raw"), dtype=object).dropna().astype(str)
+        for outcome, number in sorted(outcomes.value_counts().items()):
+            counts.setdefault(kind, dict.fromkeys(OUTCOMES, 0))[str(outcome)] = int(number)
     return counts
 
 
