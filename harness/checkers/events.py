@@ -194,13 +194,15 @@ def same_consumer(a: str, b: str) -> bool:
 
 
 def _text(values: np.ndarray) -> np.ndarray:
-    """Field values (objects) as text: strings kept, NaN for missing, other values by ``_as_text``."""
-    missing = pd.isna(values)
+    """Field values (objects) as text: strings kept, NaN for missing, other values by ``_as_text``; equal
+    strings become one object (JSON parsing makes one per value, and grouping or comparing a million
+    distinct-but-equal strings is several times slower than shared ones)."""
     if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
+        missing = pd.isna(values)
         values = np.array([_as_text(v) for v in values], dtype=object)
-    values = values.copy()
-    values[missing] = np.nan
-    return values
+        values[missing] = np.nan
+    codes, uniques = pd.factorize(values)
+    return np.append(np.asarray(uniques, dtype=object), np.nan)[codes]  # code -1 (missing): the NaN
 
 
 def _as_text(value: Any) -> str:
