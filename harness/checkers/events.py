@@ -48,7 +48,7 @@ class _Table:
         self.times = times
         self._cut_from = cut_from
         self._columns: dict[tuple[str, str], Any] = {}
-        self._fields: set[str] | None = None
+        self._fields: dict[str, bool] = {}
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -61,9 +61,9 @@ class _Table:
         """Whether any event of the type has this field."""
         if self._cut_from is not None:
             return self._cut_from[0].has(name)
-        if self._fields is None:
-            self._fields = set().union(*self.events)
-        return name in self._fields
+        if name not in self._fields:
+            self._fields[name] = any(map(dict.__contains__, self.events, repeat(name)))
+        return self._fields[name]
 
     def column(self, name: str, kind: str) -> Any:
         """The field as ``kind``: ``number`` (float64, NaN when missing or not a number), ``text`` (strings

@@ -105,13 +105,15 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
     consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     # Recovery is judged within the experiment: the teardown after run.stop (every worker handing its
     # streams off) is not a recovery from the faults.  Safety is judged over everything.
-    experiment, experiment_info = history, info
+    experiment, experiment_info, experiment_consumed = history, info, consumed
     if info.stop_t is not None and info.last_t > info.stop_t:
         experiment = history.until(info.stop_t)
         experiment_info = replace(info, last_t=info.stop_t)
+        answered = consumed.writes["answered_t"].to_numpy() <= info.stop_t  # answered_t: the event's t
+        experiment_consumed = consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms,
+                                          writes=consumed.writes.loc[answered].reset_index(drop=True))
     recovery = check_recovery(experiment, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=experiment_info,
-                              consumed=consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms)
-                              if experiment is not history else consumed)
+                              consumed=experiment_consumed)
     checks = {
         check.name: check
         for check in (
