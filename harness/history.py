@@ -219,8 +219,8 @@ def _read_file(path: Path) -> tuple[_File, dict[str, Any] | None]:
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
     truncated: dict[str, Any] | None = None
     try:
-        events = json.loads("[" + ",".join(filter(str.strip, text.split("\n"))) + "]")
-    except json.JSONDecodeError:
+        events = json.loads("[" + text.strip().replace("\n", ",") + "]")
+    except json.JSONDecodeError:  # a bad line, or a blank one between two events
         events, truncated = _parse_lines(path, _numbered(text))
     if set(map(type, events)) - {dict}:
         _refuse(path, events, _numbered(text))

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 
-from harness.history import TypedHistory
+from harness.history import TypedHistory, read_typed_history
 
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
@@ -38,10 +39,10 @@ CONSUMER_SEP = "@"
 class _Table:
     """The events of one type in history order: their positions in the history, their ``t``, and each
     field as a column, converted on first use and kept (a long history holds hundreds of thousands of
-    events of a type, selected by several checkers).  A table cut from another (``where``) reads that
-    one's columns."""
+    events of a type, selected by several checkers).  The events are parsed dicts or the rows of a history
+    DataFrame; a table cut from another (``where``) reads that one's columns."""
 
-    def __init__(self, events: Sequence[dict[str, Any]], positions: np.ndarray, times: np.ndarray,
+    def __init__(self, events: Sequence[dict[str, Any]] | pd.DataFrame, positions: np.ndarray, times: np.ndarray,
                  cut_from: tuple[_Table, np.ndarray] | None = None) -> None:
         self.events = events
         self.positions = positions
@@ -61,6 +62,8 @@ class _Table:
         """Whether any event of the type has this field."""
         if self._cut_from is not None:
             return self._cut_from[0].has(name)
+        if isinstance(self.events, pd.DataFrame):
+            return name in self.events.columns
         if name not in self._fields:
             self._fields[name] = any(map(dict.__contains__, self.events, repeat(name)))
         return self._fields[name]
@@ -78,6 +81,8 @@ class _Table:
                     pd.to_numeric(self.column(name, "raw"), errors="coerce"), dtype="float64")
             elif kind == "text":
                 self._columns[key] = pd.Series(_text(self.column(name, "raw")), copy=False).array
+            elif isinstance(self.events, pd.DataFrame):
+                self._columns[key] = self.events[name].to_numpy(dtype=object)
             else:
                 self._columns[key] = np.fromiter(map(dict.get, self.events, repeat(name), repeat(np.nan)),
                                                  dtype=object, count=len(self.events))
@@ -102,8 +107,8 @@ class Events:
         """The events of a history DataFrame (rows in history order)."""
         grouped = frame.groupby("type", sort=False).indices if len(frame) else {}
         times = frame["t"].to_numpy(dtype="float64") if len(frame) else np.empty(0)
-        return cls({str(name): _Table(frame.iloc[rows].to_dict("records"), np.asarray(rows, dtype="int64"),
-                                      times[rows]) for name, rows in grouped.items()})
+        return cls({str(name): _Table(frame.iloc[rows], np.asarray(rows, dtype="int64"), times[rows])
+                    for name, rows in grouped.items()})
 
     def __len__(self) -> int:
         return sum(len(table) for table in self._tables.values())
@@ -129,6 +134,11 @@ class Events:
 
 
 History: TypeAlias = "pd.DataFrame | Events"
+
+
+def read_events(run_dir: str | Path) -> Events:
+    """The history of the run in ``run_dir``, read by type (``harness.history.read_typed_history``)."""
+    return Events.of_typed(read_typed_history(run_dir))
 
 
 def as_events(history: History) -> Events:
@@ -171,11 +181,17 @@ def worker_of(frame: pd.DataFrame) -> pd.Series:
 def consumer_of(frame: pd.DataFrame) -> pd.Series:
     """The consumer label of each event: ``worker@gen``, or the worker alone when ``gen`` is missing or empty
     (``frame`` needs the columns ``worker``, ``src`` and ``gen``)."""
-    workers = worker_of(frame).astype(object)
-    gens = frame["gen"].astype(object)
-    known = (gens.notna() & (gens.astype(str) != "")).to_numpy()
-    labels = workers.to_numpy(dtype=object).copy()
-    labels[known] = [f"{w}{CONSUMER_SEP}{g}" for w, g in zip(labels[known], gens.to_numpy()[known], strict=True)]
+    labels = worker_of(frame).to_numpy(dtype=object).copy()
+    gens = frame["gen"].to_numpy(dtype=object)
+    known = np.asarray(pd.notna(gens), dtype=bool)
+    known[known] = gens[known].astype(str) != ""
+    if known.any():  # one label per distinct (worker, gen), shared by its events
+        worker_codes, workers = pd.factorize(labels[known], use_na_sentinel=False)
+        gen_codes, gen_names = pd.factorize(gens[known], use_na_sentinel=False)
+        codes, pairs = pd.factorize(worker_codes * len(gen_names) + gen_codes)
+        names = [f"{workers[pair // len(gen_names)]}{CONSUMER_SEP}{gen_names[pair % len(gen_names)]}"
+                 for pair in pairs.tolist()]
+        labels[known] = np.asarray(names, dtype=object)[codes]
     return pd.Series(labels, index=frame.index, dtype=object)
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checkers.events import Events, Fault, RunInfo, faults, select, worker_of
+from harness.checkers.events import Events, Fault, RunInfo, faults, read_events, select, worker_of
 from harness.checkers.verdict import VERDICT_FILE, Analysis, analyse
-from harness.history import HistoryError, read_typed_history
+from harness.history import HistoryError
 
 Progress = Callable[[str], None]
 
@@ -126,7 +126,7 @@ def load_run(run_dir: Path, progress: Progress, label: str | None = None) -> Run
         progress(f"{run_dir}: reading the history ({len(files)} files, {size / 1e6:.1f} MB)")
     started = time.perf_counter()
     try:
-        events = Events.of_typed(read_typed_history(run_dir))
+        events = read_events(run_dir)
     except HistoryError as exc:
         raise ReportError(str(exc)) from None
     if not len(events):

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from harness.checkers import TABLE_COLUMNS, VERDICT_KEYS, analyse, check_run, compose, write_verdict
-from harness.checkers.events import Events
+from harness.checkers.events import read_events
 from harness.checkers.result import UNKNOWN
-from harness.history import HistoryError, read_history, read_typed_history
+from harness.history import HistoryError, read_history
 from tests.harness.report.histories import add_storm, add_zombie_writes, small_run
 
 PK = "CONN#a"
@@ -167,7 +167,7 @@ def test_the_history_read_by_type_gets_the_verdict_of_the_merged_frame(tmp_path:
     add_zombie_writes(tmp_path, count=2)
     add_storm(tmp_path)
 
-    by_type = analyse(Events.of_typed(read_typed_history(tmp_path))).verdict
+    by_type = analyse(read_events(tmp_path)).verdict
 
     assert by_type["valid"] is False and by_type["zombie_writes"] == 2 and by_type["lost_sequences"] == 3
     assert by_type == analyse(read_history(tmp_path)).verdict
