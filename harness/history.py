@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain, repeat
 from pathlib import Path
@@ -93,13 +93,12 @@ class HistoryError(Exception):
 class TypedHistory:
     """A run's events split by type.  ``events[type]`` are that type's events (parsed dicts) in history
     order, ``positions[type]`` their row numbers in ``read_history``'s frame and ``times[type]`` their
-    ``t`` (float64)."""
+    ``t`` (float64); ``dropped_lines`` as ``read_history``'s."""
 
     events: dict[str, list[Event]]
     positions: dict[str, np.ndarray]
     times: dict[str, np.ndarray]
     dropped_lines: list[dict[str, Any]]
-    files: list[str]
 
 
 def read_history(run_dir: str | Path) -> pd.DataFrame:
@@ -113,7 +112,7 @@ def read_history(run_dir: str | Path) -> pd.DataFrame:
 
 def read_typed_history(run_dir: str | Path) -> TypedHistory:
     """The events of ``read_history``, split by type (see ``TypedHistory``)."""
-    files, parsed, dropped = _read_files(run_dir)
+    _, parsed, dropped = _read_files(run_dir)
     everything: list[Event] = list(chain.from_iterable(file.events for file in parsed))
     times = np.concatenate([file.times for file in parsed])
     order = np.argsort(times, kind="stable")  # files in name order, then lines: ties keep that order
@@ -124,11 +123,10 @@ def read_typed_history(run_dir: str | Path) -> TypedHistory:
     bounds = np.cumsum(np.bincount(codes, minlength=len(names)))[:-1]
     rows_of = dict(zip(names, np.split(order[by_type], bounds), strict=True)) if len(names) else {}
     return TypedHistory(
-        events={str(name): [everything[row] for row in rows.tolist()] for name, rows in rows_of.items()},
+        events={str(name): list(map(everything.__getitem__, rows.tolist())) for name, rows in rows_of.items()},
         positions={str(name): position[rows] for name, rows in rows_of.items()},
         times={str(name): times[rows] for name, rows in rows_of.items()},
         dropped_lines=dropped,
-        files=[str(path) for path in files],
     )
 
 
@@ -255,10 +253,8 @@ def _strings(values: np.ndarray) -> bool:
 def _refuse(path: Path, events: list[Any], numbered: list[tuple[int, str]]) -> None:
     """Raise the error for the first event that is not a dict, else the first without a numeric ``t``, else
     the first without a ``type`` and ``src`` string."""
-    if not all(type(event) is dict for event in events):
-        index = next(i for i, event in enumerate(events) if type(event) is not dict)
-        raise HistoryError(f"{path}: line {numbered[index][0]}: an event must be a JSON object")
-    problems = [
+    problems: list[tuple[str, Callable[[Any], bool]]] = [
+        ("an event must be a JSON object", lambda e: type(e) is not dict),
         ("the event has no numeric 't'", lambda e: not _is_number(e.get("t"))),
         ("the event has no 'type' or 'src' string",
          lambda e: not (isinstance(e.get("type"), str) and isinstance(e.get("src"), str))),

@@ -1,6 +1,7 @@
-"""Typed views of a history for the checkers: the events of some types with the columns asked for (missing
-fields filled with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop,
-the worker ids the history knows, and consumer identities.
+"""Typed views of a history for the checkers: the history by event type (``Events``, read with
+``read_events``), the events of some types with the columns asked for (``select``: missing fields filled
+with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop, the worker ids
+the history knows, and consumer identities.
 
 A *consumer* is a worker incarnation (``worker``, ``gen``; DESIGN §11), labelled ``worker@gen``, or
 ``worker`` alone when the event carries no gen (histories from fleets older than the incarnation contract).
@@ -218,7 +219,8 @@ def _text(values: np.ndarray) -> np.ndarray:
         values = np.array([_as_text(v) for v in values], dtype=object)
         values[missing] = np.nan
     codes, uniques = pd.factorize(values)
-    return np.append(np.asarray(uniques, dtype=object), np.nan)[codes]  # code -1 (missing): the NaN
+    shared: np.ndarray = np.append(np.asarray(uniques, dtype=object), np.nan)[codes]  # code -1: the NaN
+    return shared
 
 
 def _as_text(value: Any) -> str:

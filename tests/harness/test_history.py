@@ -78,10 +78,12 @@ def test_a_truncated_final_line_is_dropped_and_recorded(tmp_path: Path) -> None:
     write_lines(tmp_path, "worker-2.jsonl", lines, end="")
 
     history = read_history(tmp_path)
+    typed = read_typed_history(tmp_path)
 
-    assert history["type"].tolist() == ["worker.start"]
+    assert history["type"].tolist() == ["worker.start"] and list(typed.events) == ["worker.start"]
     [dropped] = history.attrs["dropped_lines"]
     assert dropped["file"].endswith("worker-2.jsonl") and dropped["line"] == 2
+    assert typed.dropped_lines == [dropped]
 
 
 def test_garbage_in_the_middle_names_the_file_and_line(tmp_path: Path) -> None:
