@@ -165,7 +165,7 @@ def select(history: History, types: str | Collection[str], columns: Sequence[str
 def _joined(parts: list[Any], kind: str, order: np.ndarray | None) -> Any:
     """One column from its parts (one per table, in table order), rows in history order (``order``)."""
     if not parts:
-        return np.empty(0, dtype="float64")
+        return np.empty(0, dtype="float64" if kind == "number" else object)
     if order is None:
         return parts[0]
     if kind == "text" and len({part.dtype for part in parts}) == 1:
