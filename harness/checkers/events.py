@@ -50,7 +50,7 @@ class _Table:
         self.times = times
         self._cut_from = cut_from
         self._columns: dict[tuple[str, str], Any] = {}
-        self._fields: dict[str, bool] = {}
+        self._fields: set[str] | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -65,9 +65,11 @@ class _Table:
             return self._cut_from[0].has(name)
         if isinstance(self.events, pd.DataFrame):
             return name in self.events.columns
-        if name not in self._fields:
-            self._fields[name] = any(map(dict.__contains__, self.events, repeat(name)))
-        return self._fields[name]
+        if self.events and name in self.events[0]:
+            return True
+        if self._fields is None:  # the events of a type mostly have the same fields: collect them once
+            self._fields = set().union(*self.events)
+        return name in self._fields
 
     def column(self, name: str, kind: str) -> Any:
         """The field as ``kind``: ``number`` (float64, NaN when missing or not a number), ``text`` (strings
@@ -78,8 +80,7 @@ class _Table:
                 parent, keep = self._cut_from
                 self._columns[key] = parent.column(name, kind)[keep]
             elif kind == "number":
-                self._columns[key] = self.times if name == "t" else np.asarray(
-                    pd.to_numeric(self.column(name, "raw"), errors="coerce"), dtype="float64")
+                self._columns[key] = self.times if name == "t" else _number(self.column(name, "raw"))
             elif kind == "text":
                 self._columns[key] = pd.Series(_text(self.column(name, "raw")), copy=False).array
             elif isinstance(self.events, pd.DataFrame):
@@ -208,6 +209,13 @@ def same_consumer(a: str, b: str) -> bool:
         return True
     (worker_a, gen_a), (worker_b, gen_b) = split_consumer(a), split_consumer(b)
     return worker_a == worker_b and (gen_a is None or gen_b is None or gen_a == gen_b)
+
+
+def _number(values: np.ndarray) -> np.ndarray:
+    """Field values (objects) as float64, NaN for missing or not a number."""
+    if pd.api.types.infer_dtype(values, skipna=False) in ("floating", "integer", "mixed-integer-float"):
+        return values.astype("float64")  # only numbers (a missing value is a NaN float): converted exactly
+    return np.asarray(pd.to_numeric(values, errors="coerce"), dtype="float64")
 
 
 def _text(values: np.ndarray) -> np.ndarray:
