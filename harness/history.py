@@ -3,10 +3,13 @@ re-exported here for harness code.
 
 A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  ``read_history``
 merges every file into one ``pandas.DataFrame`` sorted by ``t`` (stable: ties keep file-name order, then
-line order), one column per field present anywhere (missing values are NaN / None).  A final line that does
-not parse is taken for the half-written last event of a killed writer and dropped (listed in
-``frame.attrs["dropped_lines"]``); an unparsable line anywhere else, or an event without a numeric ``t`` or a
-``type``, is an error naming the file and the line.
+line order), one column per field present anywhere (missing values are NaN / None).  ``read_typed_history``
+reads the same events split by type (``TypedHistory``: per type, the parsed events in that order and their
+positions in it), which is what the checkers read: a long history is mostly a few types with few fields
+each, and one frame with a column per field anywhere costs more to build than checking it.  A final line
+that does not parse is taken for the half-written last event of a killed writer and dropped (listed in
+``frame.attrs["dropped_lines"]`` / ``TypedHistory.dropped_lines``); an unparsable line anywhere else, or an
+event without a numeric ``t`` or a ``type``, is an error naming the file and the line.
 
 Event catalog (the contract every component writes; the checkers in ``harness.checkers`` read only this).
 Every event: ``t`` (Unix ms, float, the one machine's wall clock), ``src``, ``type``, and where it applies
@@ -64,7 +67,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -73,35 +78,56 @@ import pandas as pd
 
 from fleet.history import HistoryWriter
 
-__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "history_frame", "read_history"]
+__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "history_frame", "read_history",
+           "read_typed_history"]
 
 REQUIRED_FIELDS = ("t", "src", "type")
+Event = dict[str, Any]
 
 
 class HistoryError(Exception):
     """A run folder or history file cannot be read as a history; the message says where and why."""
 
 
+@dataclass(frozen=True)
+class TypedHistory:
+    """A run's events split by type.  ``events[type]`` are that type's events (parsed dicts) in history
+    order, ``positions[type]`` their row numbers in ``read_history``'s frame and ``times[type]`` their
+    ``t`` (float64); ``dropped_lines`` as ``read_history``'s."""
+
+    events: dict[str, list[Event]]
+    positions: dict[str, np.ndarray]
+    times: dict[str, np.ndarray]
+    dropped_lines: list[dict[str, Any]]
+
+
 def read_history(run_dir: str | Path) -> pd.DataFrame:
     """Every event of the run in ``run_dir``, merged from ``history/*.jsonl`` and sorted by ``t``."""
-    folder = Path(run_dir) / "history"
-    if not folder.is_dir():
-        raise HistoryError(f"{run_dir} is not a run folder: it has no history/ folder")
-    files = sorted(folder.glob("*.jsonl"))
-    if not files:
-        raise HistoryError(f"{run_dir} is not a run folder: {folder} holds no *.jsonl files")
-    frames: list[pd.DataFrame] = []
-    dropped: list[dict[str, Any]] = []
-    for path in files:
-        frame, truncated = _read_file(path)
-        if len(frame):
-            frames.append(frame)
-        if truncated is not None:
-            dropped.append(truncated)
-    merged = _ordered(_share_strings(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame())
+    files, parsed, dropped = _read_files(run_dir)
+    merged = history_frame(chain.from_iterable(file.events for file in parsed))
     merged.attrs["dropped_lines"] = dropped
     merged.attrs["files"] = [str(path) for path in files]
     return merged
+
+
+def read_typed_history(run_dir: str | Path) -> TypedHistory:
+    """The events of ``read_history``, split by type (see ``TypedHistory``)."""
+    _, parsed, dropped = _read_files(run_dir)
+    everything: list[Event] = list(chain.from_iterable(file.events for file in parsed))
+    times = np.concatenate([file.times for file in parsed])
+    order = np.argsort(times, kind="stable")  # files in name order, then lines: ties keep that order
+    position = np.empty(order.size, dtype="int64")
+    position[order] = np.arange(order.size)
+    codes, names = pd.factorize(np.concatenate([file.kinds for file in parsed])[order])
+    by_type = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(names)))[:-1]
+    rows_of = dict(zip(names, np.split(order[by_type], bounds), strict=True)) if len(names) else {}
+    return TypedHistory(
+        events={str(name): list(map(everything.__getitem__, rows.tolist())) for name, rows in rows_of.items()},
+        positions={str(name): position[rows] for name, rows in rows_of.items()},
+        times={str(name): times[rows] for name, rows in rows_of.items()},
+        dropped_lines=dropped,
+    )
 
 
 class HistoryTail:
@@ -154,20 +180,34 @@ def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def _share_strings(frame: pd.DataFrame) -> pd.DataFrame:
-    """Make equal strings of each text column one object: JSON parsing creates a new object per value, and
-    grouping or comparing a million distinct-but-equal objects is several times slower than shared ones."""
-    for name in frame.columns:
-        column = frame[name]
-        if isinstance(column.dtype, pd.StringDtype):
-            codes, uniques = pd.factorize(column)
-            shared = np.asarray(uniques, dtype=object)[codes]
-            shared[codes < 0] = np.nan
-            frame[name] = pd.array(shared, dtype=column.dtype)
-    return frame
+@dataclass(frozen=True)
+class _File:
+    """The checked events of one file in line order, with their ``t`` (float64) and ``type``."""
+
+    events: list[Event]
+    times: np.ndarray
+    kinds: np.ndarray
 
 
-def _read_file(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+def _read_files(run_dir: str | Path) -> tuple[list[Path], list[_File], list[dict[str, Any]]]:
+    """The run's history files in name order, the checked events of each, and the dropped truncated lines."""
+    folder = Path(run_dir) / "history"
+    if not folder.is_dir():
+        raise HistoryError(f"{run_dir} is not a run folder: it has no history/ folder")
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise HistoryError(f"{run_dir} is not a run folder: {folder} holds no *.jsonl files")
+    parsed: list[_File] = []
+    dropped: list[dict[str, Any]] = []
+    for path in files:
+        file, truncated = _read_file(path)
+        parsed.append(file)
+        if truncated is not None:
+            dropped.append(truncated)
+    return files, parsed, dropped
+
+
+def _read_file(path: Path) -> tuple[_File, dict[str, Any] | None]:
     """The events of one file, checked, and the dropped truncated final line (or None)."""
     try:
         text = path.read_bytes().decode("utf-8")
@@ -175,46 +215,58 @@ def _read_file(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         raise HistoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
-    numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     truncated: dict[str, Any] | None = None
     try:
-        events = json.loads("[" + ",".join(line for _, line in numbered) + "]")
-    except json.JSONDecodeError:
-        events, truncated = _parse_lines(path, numbered)
-    if not all(type(event) is dict for event in events):
-        index = next(i for i, event in enumerate(events) if type(event) is not dict)
-        raise HistoryError(f"{path}: line {numbered[index][0]}: an event must be a JSON object")
-    frame = pd.DataFrame(events)
-    if frame.empty:
-        return frame, truncated
-    problems = [
-        ("the event has no numeric 't'", ~_numbers(frame, "t")),
-        ("the event has no 'type' or 'src' string", ~(_strings(frame, "type") & _strings(frame, "src"))),
+        events = json.loads("[" + text.strip().replace("\n", ",") + "]")
+    except json.JSONDecodeError:  # a bad line, or a blank one between two events
+        events, truncated = _parse_lines(path, _numbered(text))
+    if set(map(type, events)) - {dict}:
+        _refuse(path, events, _numbered(text))
+    times, sources, kinds = (_field(events, name) for name in REQUIRED_FIELDS)
+    if not (_numbers(times) and _strings(kinds) and _strings(sources)):
+        _refuse(path, events, _numbered(text))
+    return _File(events, times.astype("float64"), kinds), truncated
+
+
+def _numbered(text: str) -> list[tuple[int, str]]:
+    """The non-blank lines of a file with their line numbers (from 1)."""
+    return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
+def _field(events: list[Event], name: str) -> np.ndarray:
+    """One field of every event (dicts), as objects (None where missing)."""
+    return np.fromiter(map(dict.get, events, repeat(name)), dtype=object, count=len(events))
+
+
+def _numbers(values: np.ndarray) -> bool:
+    """Whether every value is a number (not bool, not NaN)."""
+    if pd.api.types.infer_dtype(values, skipna=False) not in ("floating", "integer", "mixed-integer-float", "empty"):
+        return False
+    return not np.isnan(values.astype("float64")).any()
+
+
+def _strings(values: np.ndarray) -> bool:
+    """Whether every value is a string."""
+    return pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty")
+
+
+def _refuse(path: Path, events: list[Any], numbered: list[tuple[int, str]]) -> None:
+    """Raise the error for the first event that is not a dict, else the first without a numeric ``t``, else
+    the first without a ``type`` and ``src`` string."""
+    problems: list[tuple[str, Callable[[Any], bool]]] = [
+        ("an event must be a JSON object", lambda e: type(e) is not dict),
+        ("the event has no numeric 't'", lambda e: not _is_number(e.get("t"))),
+        ("the event has no 'type' or 'src' string",
+         lambda e: not (isinstance(e.get("type"), str) and isinstance(e.get("src"), str))),
     ]
     for complaint, bad in problems:
-        if bad.any():
-            raise HistoryError(f"{path}: line {numbered[int(np.flatnonzero(bad)[0])][0]}: {complaint}")
-    return frame, truncated
+        index = next((i for i, event in enumerate(events) if bad(event)), None)
+        if index is not None:
+            raise HistoryError(f"{path}: line {numbered[index][0]}: {complaint}")
 
 
-def _numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
-    """Which rows hold a number (not bool, not missing) in this column."""
-    if name not in frame.columns:
-        return np.zeros(len(frame), dtype=bool)
-    column = frame[name]
-    if pd.api.types.is_float_dtype(column) or pd.api.types.is_integer_dtype(column):
-        return np.asarray(column.notna(), dtype=bool)
-    return np.array([isinstance(v, int | float) and not isinstance(v, bool) and v == v for v in column])
-
-
-def _strings(frame: pd.DataFrame, name: str) -> np.ndarray:
-    """Which rows hold a string in this column."""
-    if name not in frame.columns:
-        return np.zeros(len(frame), dtype=bool)
-    column = frame[name]
-    if isinstance(column.dtype, pd.StringDtype):
-        return np.asarray(column.notna(), dtype=bool)
-    return np.array([isinstance(v, str) for v in column])
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def _parse_lines(path: Path, numbered: list[tuple[int, str]]) -> tuple[list[Any], dict[str, Any] | None]:

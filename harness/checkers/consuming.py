@@ -61,15 +61,16 @@ class Consumption:
     writes: pd.DataFrame
 
 
-def consumption(history: History, info: RunInfo | None = None, *,
-                thaw_grace_ms: float | None = None) -> Consumption:
+def consumption(history: History, info: RunInfo | None = None, *, thaw_grace_ms: float | None = None,
+                writes: pd.DataFrame | None = None) -> Consumption:
     """Cut every upstream session into consuming and zombie parts.  ``thaw_grace_ms`` defaults to the
-    run's ``heartbeat_ms`` (0 without one: no thaw rule)."""
+    run's ``heartbeat_ms`` (0 without one: no thaw rule); ``writes``, when the caller has them, are the
+    history's ``accepted_writes``."""
     history = as_events(history)
     info = info if info is not None else run_info(history)
     grace = thaw_grace_ms if thaw_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
     session_frame = sessions(history, info)
-    write_frame = accepted_writes(history)
+    write_frame = writes if writes is not None else accepted_writes(history)
     frozen = fault_windows(faults(history), FREEZE_FAULTS, info.last_t)
     write_times = {key: np.sort(write_frame["t"].to_numpy()[index])
                    for key, index in write_frame.groupby(["pk", "worker"], sort=False).indices.items()}

@@ -180,13 +180,14 @@ def _write_pieces(pk: str, merged: dict[str, Intervals],
     """Writes at instants another worker's consuming parts cover, as pieces (one per covering worker); and
     which writes those were."""
     times = writes["t"].to_numpy()
-    writers = writes["consumer"].to_numpy(dtype=object).astype(str)
+    codes, names = pd.factorize(writes["consumer"].to_numpy(dtype=object), use_na_sentinel=False)
+    labels = np.asarray(names, dtype=object).astype(str)
+    writers = labels[codes]
     certain = writes["certain"].to_numpy()
     inside = np.zeros(len(writes), dtype=bool)
     found: list[pd.DataFrame] = []
     for name, intervals in merged.items():
-        other = {writer: not same_consumer(writer, name) for writer in set(writers)}
-        others = pd.Series(writers).map(other).to_numpy(dtype=bool)
+        others = np.array([not same_consumer(writer, name) for writer in labels], dtype=bool)[codes]
         hit = others & covering(intervals, times)
         if hit.any():
             pairs = np.sort(np.stack([writers[hit], np.full(int(hit.sum()), name, dtype=object)]), axis=0)

@@ -1,6 +1,7 @@
-"""Typed views of a history for the checkers: the events of some types with the columns asked for (missing
-fields filled with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop,
-the worker ids the history knows, and consumer identities.
+"""Typed views of a history for the checkers: the history by event type (``Events``, read with
+``read_events``), the events of some types with the columns asked for (``select``: missing fields filled
+with NaN), the run's settings from ``run.start``, the nemesis faults paired start with stop, the worker ids
+the history knows, and consumer identities.
 
 A *consumer* is a worker incarnation (``worker``, ``gen``; DESIGN §11), labelled ``worker@gen``, or
 ``worker`` alone when the event carries no gen (histories from fleets older than the incarnation contract).
@@ -11,17 +12,21 @@ the worker id: every incarnation of that process."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 
+from harness.history import TypedHistory, read_typed_history
+
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
-    "head_seq", "status", "sent", "written_ms", "attempted", "accepted", "rejected",
+    "head_seq", "status", "sent", "written_ms", "attempted", "accepted", "rejected", "window_ms",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
@@ -32,32 +37,114 @@ Windows = dict[str, list[tuple[float, float]]]
 CONSUMER_SEP = "@"
 
 
+class _Table:
+    """The events of one type in history order: their positions in the history, their ``t``, and each
+    field as a column, converted on first use and kept (a long history holds hundreds of thousands of
+    events of a type, selected by several checkers).  The events are parsed dicts or the rows of a history
+    DataFrame; a table cut from another (``where``) reads that one's columns."""
+
+    def __init__(self, events: Sequence[dict[str, Any]] | pd.DataFrame, positions: np.ndarray, times: np.ndarray,
+                 cut_from: tuple[_Table, np.ndarray] | None = None) -> None:
+        self.events = events
+        self.positions = positions
+        self.times = times
+        self._cut_from = cut_from
+        self._columns: dict[tuple[str, str], Any] = {}
+        self._fields: set[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def where(self, keep: np.ndarray) -> _Table:
+        """The events where ``keep`` is true."""
+        return _Table((), self.positions[keep], self.times[keep], (self, keep))
+
+    def has(self, name: str) -> bool:
+        """Whether any event of the type has this field."""
+        if self._cut_from is not None:
+            return self._cut_from[0].has(name)
+        if isinstance(self.events, pd.DataFrame):
+            return name in self.events.columns
+        if self.events and name in self.events[0]:
+            return True
+        if self._fields is None:  # the events of a type mostly have the same fields: collect them once
+            self._fields = set().union(*self.events)
+        return name in self._fields
+
+    def column(self, name: str, kind: str) -> Any:
+        """The field as ``kind``: ``number`` (float64, NaN when missing or not a number), ``text`` (strings
+        and NaN, as ``select`` gives them) or ``raw`` (the parsed values, NaN when missing)."""
+        key = (name, kind)
+        if key not in self._columns:
+            if self._cut_from is not None:
+                parent, keep = self._cut_from
+                self._columns[key] = parent.column(name, kind)[keep]
+            elif kind == "number":
+                self._columns[key] = self.times if name == "t" else _number(self.column(name, "raw"))
+            elif kind == "text":
+                self._columns[key] = pd.Series(_text(self.column(name, "raw")), copy=False).array
+            elif isinstance(self.events, pd.DataFrame):
+                self._columns[key] = self.events[name].to_numpy(dtype=object)
+            else:
+                self._columns[key] = np.fromiter(map(dict.get, self.events, repeat(name), repeat(np.nan)),
+                                                 dtype=object, count=len(self.events))
+        return self._columns[key]
+
+
 class Events:
-    """A history with its rows indexed by event type, built once, so that each selection a checker makes
-    skips a scan of the whole history.  Every checker takes a ``History``: this or the bare DataFrame."""
+    """A history split by event type (``harness.history.read_typed_history``), the form every checker
+    reads: each selection touches only the events of its types and converts each column once.  Every
+    checker takes a ``History``: this or a history DataFrame (``harness.history.read_history``)."""
 
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self.frame = frame
-        self._rows_by_type: dict[str, np.ndarray] | None = None
+    def __init__(self, tables: Mapping[str, _Table]) -> None:
+        self._tables = dict(tables)
 
-    def rows(self, types: Collection[str]) -> np.ndarray:
-        """Positions of the events of these types, in history order."""
-        if self._rows_by_type is None:
-            grouped = self.frame.groupby("type", sort=False).indices if len(self.frame) else {}
-            self._rows_by_type = {str(name): index for name, index in grouped.items()}
-        found = [self._rows_by_type[name] for name in types if name in self._rows_by_type]
-        return np.sort(np.concatenate(found)) if found else np.empty(0, dtype="int64")
+    @classmethod
+    def of_typed(cls, typed: TypedHistory) -> Events:
+        return cls({name: _Table(events, typed.positions[name], typed.times[name])
+                    for name, events in typed.events.items()})
+
+    @classmethod
+    def of_frame(cls, frame: pd.DataFrame) -> Events:
+        """The events of a history DataFrame (rows in history order)."""
+        grouped = frame.groupby("type", sort=False).indices if len(frame) else {}
+        times = frame["t"].to_numpy(dtype="float64") if len(frame) else np.empty(0)
+        return cls({str(name): _Table(frame.iloc[rows], np.asarray(rows, dtype="int64"), times[rows])
+                    for name, rows in grouped.items()})
+
+    def __len__(self) -> int:
+        return sum(len(table) for table in self._tables.values())
+
+    @property
+    def types(self) -> list[str]:
+        """The event types present, in order of first appearance."""
+        return [name for name, table in self._tables.items() if len(table)]
+
+    def times(self) -> np.ndarray:
+        """Every event's ``t`` (in no particular order)."""
+        parts = [table.times for table in self._tables.values()]
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    def until(self, t: float) -> Events:
+        """The events at or before ``t``."""
+        return Events({name: table.where(table.times <= t) for name, table in self._tables.items()})
+
+    def tables(self, types: Collection[str] | None = None) -> list[_Table]:
+        """The non-empty tables of these types (default: all)."""
+        names = self._tables if types is None else dict.fromkeys(types)
+        return [self._tables[name] for name in names if name in self._tables and len(self._tables[name])]
 
 
 History: TypeAlias = "pd.DataFrame | Events"
 
 
+def read_events(run_dir: str | Path) -> Events:
+    """The history of the run in ``run_dir``, read by type (``harness.history.read_typed_history``)."""
+    return Events.of_typed(read_typed_history(run_dir))
+
+
 def as_events(history: History) -> Events:
-    return history if isinstance(history, Events) else Events(history)
-
-
-def frame_of(history: History) -> pd.DataFrame:
-    return history.frame if isinstance(history, Events) else history
+    return history if isinstance(history, Events) else Events.of_frame(history)
 
 
 def select(history: History, types: str | Collection[str], columns: Sequence[str],
@@ -65,24 +152,27 @@ def select(history: History, types: str | Collection[str], columns: Sequence[str
     """The events whose ``type`` is (one of) ``types``, in history order, with exactly ``columns``
     (``NUMERIC_FIELDS`` as float64, ``raw`` ones as stored, others as text with NaN for missing) and a
     fresh 0..n-1 index."""
-    wanted = [types] if isinstance(types, str) else list(types)
-    frame = frame_of(history)
-    present = [name for name in dict.fromkeys(columns) if name in frame.columns]
-    if isinstance(history, Events):
-        rows = frame.iloc[history.rows(wanted)][present]
-    else:
-        rows = frame.loc[frame["type"].isin(wanted).to_numpy(), present]
+    tables = as_events(history).tables([types] if isinstance(types, str) else types)
+    order = np.argsort(np.concatenate([table.positions for table in tables])) if len(tables) > 1 else None
     data: dict[str, Any] = {}
-    for name in columns:
-        if name not in rows.columns:
-            data[name] = np.full(len(rows), np.nan)
-        elif name in raw:
-            data[name] = rows[name].to_numpy(dtype=object)
-        elif name in NUMERIC_FIELDS:
-            data[name] = pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype="float64")
-        else:
-            data[name] = _text(rows[name])
-    return pd.DataFrame(data)
+    for name in dict.fromkeys(columns):
+        kind = "raw" if name in raw else "number" if name in NUMERIC_FIELDS else "text"
+        parts = [table.column(name, kind) if table.has(name) else np.full(len(table), np.nan)
+                 for table in tables]
+        data[name] = _joined(parts, kind, order)
+    return pd.DataFrame(data, columns=list(dict.fromkeys(columns)))
+
+
+def _joined(parts: list[Any], kind: str, order: np.ndarray | None) -> Any:
+    """One column from its parts (one per table, in table order), rows in history order (``order``)."""
+    if not parts:
+        return np.empty(0, dtype="float64" if kind == "number" else object)
+    if order is None:
+        return parts[0]
+    if kind == "text" and len({part.dtype for part in parts}) == 1:
+        return pd.concat([pd.Series(part, copy=False) for part in parts], ignore_index=True).array.take(order)
+    values = np.concatenate([np.asarray(part, dtype=object if kind != "number" else "float64") for part in parts])
+    return values[order] if kind != "text" else pd.Series(values[order]).array
 
 
 def worker_of(frame: pd.DataFrame) -> pd.Series:
@@ -93,11 +183,17 @@ def worker_of(frame: pd.DataFrame) -> pd.Series:
 def consumer_of(frame: pd.DataFrame) -> pd.Series:
     """The consumer label of each event: ``worker@gen``, or the worker alone when ``gen`` is missing or empty
     (``frame`` needs the columns ``worker``, ``src`` and ``gen``)."""
-    workers = worker_of(frame).astype(object)
-    gens = frame["gen"].astype(object)
-    known = (gens.notna() & (gens.astype(str) != "")).to_numpy()
-    labels = workers.to_numpy(dtype=object).copy()
-    labels[known] = [f"{w}{CONSUMER_SEP}{g}" for w, g in zip(labels[known], gens.to_numpy()[known], strict=True)]
+    labels = worker_of(frame).to_numpy(dtype=object).copy()
+    gens = frame["gen"].to_numpy(dtype=object)
+    known = np.asarray(pd.notna(gens), dtype=bool)
+    known[known] = gens[known].astype(str) != ""
+    if known.any():  # one label per distinct (worker, gen), shared by its events
+        worker_codes, workers = pd.factorize(labels[known], use_na_sentinel=False)
+        gen_codes, gen_names = pd.factorize(gens[known], use_na_sentinel=False)
+        codes, pairs = pd.factorize(worker_codes * len(gen_names) + gen_codes)
+        names = [f"{workers[pair // len(gen_names)]}{CONSUMER_SEP}{gen_names[pair % len(gen_names)]}"
+                 for pair in pairs.tolist()]
+        labels[known] = np.asarray(names, dtype=object)[codes]
     return pd.Series(labels, index=frame.index, dtype=object)
 
 
@@ -115,13 +211,24 @@ def same_consumer(a: str, b: str) -> bool:
     return worker_a == worker_b and (gen_a is None or gen_b is None or gen_a == gen_b)
 
 
-def _text(column: pd.Series) -> np.ndarray:
-    values = column.to_numpy(dtype=object)
-    missing = pd.isna(values)
-    if not isinstance(column.dtype, pd.StringDtype):
+def _number(values: np.ndarray) -> np.ndarray:
+    """Field values (objects) as float64, NaN for missing or not a number."""
+    if pd.api.types.infer_dtype(values, skipna=False) in ("floating", "integer", "mixed-integer-float"):
+        return values.astype("float64")  # only numbers (a missing value is a NaN float): converted exactly
+    return np.asarray(pd.to_numeric(values, errors="coerce"), dtype="float64")
+
+
+def _text(values: np.ndarray) -> np.ndarray:
+    """Field values (objects) as text: strings kept, NaN for missing, other values by ``_as_text``; equal
+    strings become one object (JSON parsing makes one per value, and grouping or comparing a million
+    distinct-but-equal strings is several times slower than shared ones)."""
+    if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
+        missing = pd.isna(values)
         values = np.array([_as_text(v) for v in values], dtype=object)
-    values[missing] = np.nan
-    return np.asarray(values, dtype=object)
+        values[missing] = np.nan
+    codes, uniques = pd.factorize(values)
+    shared: np.ndarray = np.append(np.asarray(uniques, dtype=object), np.nan)[codes]  # code -1: the NaN
+    return shared
 
 
 def _as_text(value: Any) -> str:
@@ -178,10 +285,10 @@ class RunInfo:
 
 
 def run_info(history: History) -> RunInfo:
-    frame = frame_of(history)
-    if frame.empty:
+    history = as_events(history)
+    times = history.times()
+    if times.size == 0:
         return RunInfo()
-    times = frame["t"].to_numpy(dtype="float64")
     first_t, last_t = float(np.nanmin(times)), float(np.nanmax(times))
     stops = select(history, "run.stop", ["t", "settled_t"], raw=["settled_t"])
     stop_t = float(stops["t"].iloc[0]) if len(stops) else None
@@ -318,10 +425,11 @@ def desired_states(history: History) -> pd.DataFrame:
 
 def known_workers(history: History) -> set[str]:
     """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
-    frame = frame_of(history)
+    history = as_events(history)
     names: set[str] = set()
-    if "worker" in frame.columns:
-        names.update(str(w) for w in frame["worker"].dropna().unique())
+    for table in history.tables():
+        if table.has("worker"):
+            names.update(str(w) for w in pd.unique(table.column("worker", "text")) if isinstance(w, str))
     starts = select(history, "worker.start", ["src"])
     names.update(str(s) for s in starts["src"].dropna().unique())
     return names

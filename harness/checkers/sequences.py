@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -146,12 +147,13 @@ def _keys(pk_names: pd.Index, pks: pd.Series | np.ndarray, seqs: np.ndarray) -> 
 
 
 def _final_keys(pk_names: pd.Index, final: pd.DataFrame) -> np.ndarray:
-    parts = [np.empty(0, dtype="int64")]
-    for pk, seqs in zip(final["pk"], final["seqs"], strict=True):
-        listed = seqs if isinstance(seqs, list | tuple | np.ndarray) else []
-        values = pd.to_numeric(pd.Series(listed, dtype=object), errors="coerce").dropna().to_numpy()
-        parts.append(_keys(pk_names, np.full(values.size, pk, dtype=object), values))
-    return np.concatenate(parts)
+    listed = [seqs if isinstance(seqs, list | tuple | np.ndarray) else [] for seqs in final["seqs"]]
+    lengths = np.array([len(seqs) for seqs in listed], dtype="int64")
+    flat = np.fromiter(chain.from_iterable(listed), dtype=object, count=int(lengths.sum()))
+    values = pd.to_numeric(pd.Series(flat, dtype=object), errors="coerce").to_numpy(dtype="float64")
+    pks = np.repeat(final["pk"].to_numpy(dtype=object), lengths)
+    known = ~np.isnan(values)
+    return _keys(pk_names, pks[known], values[known])
 
 
 def _range_keys(pk_names: pd.Index, writes: pd.DataFrame) -> np.ndarray:
@@ -196,21 +198,24 @@ def _out_of_order(history: History, ok: pd.DataFrame) -> dict[str, int]:
         return {}
     acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "outcome"])
     acquires = acquires.loc[(acquires["outcome"] == "ok") & acquires["pk"].notna()]
-    both = pd.concat([
-        pd.DataFrame({"t": ok["t"], "pk": ok["pk"], "worker": consumer_of(ok), "acquire": 0,
-                      "epoch": ok["epoch"].fillna(-1.0), "seq_from": ok["seq_from"], "seq_to": ok["seq_to"]}),
-        pd.DataFrame({"t": acquires["t"], "pk": acquires["pk"], "worker": consumer_of(acquires), "acquire": 1,
-                      "epoch": -1.0, "seq_from": np.nan, "seq_to": np.nan}),
-    ], ignore_index=True)
-    both = both.sort_values(["pk", "worker", "t", "acquire"], ascending=[True, True, True, False],
-                            kind="stable")
-    both["ownership"] = both.groupby(["pk", "worker"], sort=False)["acquire"].cumsum()
-    writes = both.loc[both["acquire"] == 0]
-    keys = [writes["pk"], writes["worker"], writes["ownership"], writes["epoch"]]
-    reach = writes.groupby(keys, sort=False)["seq_to"].cummax()
-    before = reach.groupby(keys, sort=False).shift()
-    late = writes.loc[(writes["seq_from"] < before).to_numpy()]
-    return {str(pk): int(n) for pk, n in late.groupby("pk").size().items()}
+    pk_codes, pk_names = pd.factorize(np.concatenate([ok["pk"].to_numpy(dtype=object),
+                                                      acquires["pk"].to_numpy(dtype=object)]))
+    owners, _ = pd.factorize(np.concatenate([consumer_of(ok).to_numpy(dtype=object),
+                                             consumer_of(acquires).to_numpy(dtype=object)]))
+    t = np.concatenate([ok["t"].to_numpy(dtype="float64"), acquires["t"].to_numpy(dtype="float64")])
+    acquire = np.r_[np.zeros(len(ok), dtype="int64"), np.ones(len(acquires), dtype="int64")]
+    # per (pk, consumer), in time order with an acquire before a write at the same instant
+    order = np.lexsort((-acquire, t, owners, pk_codes))
+    pk_codes, owners, acquire = pk_codes[order], owners[order], acquire[order]
+    ownership = pd.Series(acquire).groupby([pk_codes, owners], sort=False).cumsum().to_numpy()
+    writes = order[acquire == 0]  # rows of ok, in that order
+    keys = [pk_codes[acquire == 0], owners[acquire == 0], ownership[acquire == 0],
+            ok["epoch"].fillna(-1.0).to_numpy()[writes]]
+    reach = pd.Series(ok["seq_to"].to_numpy(dtype="float64")[writes]).groupby(keys, sort=False).cummax()
+    before = reach.groupby(keys, sort=False).shift().to_numpy()
+    late = ok["seq_from"].to_numpy(dtype="float64")[writes] < before
+    counts = np.bincount(keys[0][late], minlength=len(pk_names))
+    return {str(pk_names[code]): int(counts[code]) for code in np.flatnonzero(counts)}
 
 
 def _ranges(sorted_keys: np.ndarray) -> dict[int, list[tuple[int, int]]]:

@@ -102,11 +102,12 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
     bound = bound_ms if bound_ms is not None else stop_bound(info)
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)
     writes = consumed.writes if consumed is not None else accepted_writes(history)
-    emitted = emissions(history)
+    states = desired_states(history)
+    emitted = emissions(history) if (states["type"] == STOPPED).any() else {}  # only a STOP needs them
     by_pk = session_frame.groupby("pk", sort=False).indices
     writes_by_pk = writes.groupby("pk", sort=False).indices
     rows: list[Row] = []
-    for pk, group in desired_states(history).groupby("pk", sort=True):
+    for pk, group in states.groupby("pk", sort=True):
         times, types = group["t"].to_numpy(), group["type"].to_numpy()
         index = by_pk.get(pk, np.empty(0, dtype=int))
         opened = session_frame["open_t"].to_numpy()[index]

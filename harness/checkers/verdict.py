@@ -32,14 +32,13 @@ from harness.checkers.duplicates import (
     ZOMBIE_COLUMNS,
     check_duplicate_claims,
 )
-from harness.checkers.events import History, RunInfo, as_events, run_info
+from harness.checkers.events import History, RunInfo, as_events, read_events, run_info
 from harness.checkers.handshakes import check_handshakes
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
 from harness.checkers.stop import STOP_COLUMNS, check_stop
 from harness.checkers.zombies import ZOMBIE_WRITE_COLUMNS, check_zombie_writes
-from harness.history import read_history
 
 VERDICT_FILE = "verdict.json"
 VERDICT_KEYS = (
@@ -98,20 +97,22 @@ class Analysis:
 def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
             thaw_grace_ms: float | None = None, fault_grace_ms: float | None = None,
             fault_kinds: Collection[str] | None = None) -> Analysis:
-    """Run every checker over ``history`` (as ``harness.history.read_history`` returns it).  The keyword
-    arguments override the checkers' defaults, which come from ``run.start``."""
+    """Run every checker over ``history`` (``read_events``, or a ``harness.history.read_history`` frame).
+    The keyword arguments override the checkers' defaults, which come from ``run.start``."""
     history = as_events(history)
     info = run_info(history)
     consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     # Recovery is judged within the experiment: the teardown after run.stop (every worker handing its
     # streams off) is not a recovery from the faults.  Safety is judged over everything.
-    experiment, experiment_info = history, info
+    experiment, experiment_info, experiment_consumed = history, info, consumed
     if info.stop_t is not None and info.last_t > info.stop_t:
-        experiment = as_events(history.frame.loc[history.frame["t"].to_numpy() <= info.stop_t])
+        experiment = history.until(info.stop_t)
         experiment_info = replace(info, last_t=info.stop_t)
+        answered = consumed.writes["answered_t"].to_numpy() <= info.stop_t  # answered_t: the event's t
+        experiment_consumed = consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms,
+                                          writes=consumed.writes.loc[answered].reset_index(drop=True))
     recovery = check_recovery(experiment, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=experiment_info,
-                              consumed=consumption(experiment, experiment_info, thaw_grace_ms=thaw_grace_ms)
-                              if experiment is not history else consumed)
+                              consumed=experiment_consumed)
     checks = {
         check.name: check
         for check in (
@@ -130,13 +131,15 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
 def outcome_counts(history: History) -> dict[str, dict[str, int]]:
     """Per event type with an ``outcome``, how many events had each of ``ok``, ``fail``, ``info`` (other
     values, if any, under their own name)."""
-    frame = as_events(history).frame
-    if "outcome" not in frame.columns:
-        return {}
-    rows = frame.loc[frame["outcome"].notna(), ["type", "outcome"]].astype(str)
+    history = as_events(history)
     counts: dict[str, dict[str, int]] = {}
-    for (kind, outcome), number in rows.groupby(["type", "outcome"], sort=True).size().items():
-        counts.setdefault(str(kind), dict.fromkeys(OUTCOMES, 0))[str(outcome)] = int(number)
+    for kind in sorted(history.types):
+        [table] = history.tables([kind])
+        if not table.has("outcome"):
+            continue
+        outcomes = pd.Series(table.column("outcome", "raw"), dtype=object).dropna().astype(str)
+        for outcome, number in sorted(outcomes.value_counts().items()):
+            counts.setdefault(kind, dict.fromkeys(OUTCOMES, 0))[str(outcome)] = int(number)
     return counts
 
 
@@ -176,12 +179,12 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
 
 def check_run(run_dir: str | Path) -> dict[str, Any]:
     """The verdict of the run in ``run_dir`` (not written)."""
-    return analyse(read_history(run_dir)).verdict
+    return analyse(read_events(run_dir)).verdict
 
 
 def write_verdict(run_dir: str | Path, analysis: Analysis | None = None) -> dict[str, Any]:
     """Analyse the run (unless given its analysis) and write ``RUN_DIR/verdict.json``; returns the verdict."""
-    verdict = (analysis if analysis is not None else analyse(read_history(run_dir))).verdict
+    verdict = (analysis if analysis is not None else analyse(read_events(run_dir))).verdict
     path = Path(run_dir) / VERDICT_FILE
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(verdict, indent=2, allow_nan=False) + "\n")

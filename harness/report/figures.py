@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
+from harness.checkers.events import select
 from harness.checkers.recovery import PHASES
 from harness.report.model import RunData
 from harness.report.summary import (
@@ -469,18 +470,18 @@ def _duplicate_points(stored: pd.DataFrame, emitted: pd.DataFrame,
 
 def handshake_runs(runs: Sequence[RunData]) -> list[RunData]:
     """The runs whose simulator metered new connections (a quota and ``handshakes`` events)."""
-    return [run for run in runs if run.info.upstream.get("handshake_quota") and run.events.rows(["handshakes"]).size]
+    return [run for run in runs if run.info.upstream.get("handshake_quota") and run.events.tables(["handshakes"])]
 
 
 def handshake_rate(runs: Sequence[RunData]) -> Figure:
     """One panel per run (``handshake_runs``): accepted and refused handshakes a window, the quota line."""
     figure, axes = _panels(len(runs), 3.0)
     for ax, run in zip(axes, runs, strict=True):
-        windows = run.events.frame.iloc[run.events.rows(["handshakes"])]
-        x = run.seconds(windows["t"].to_numpy(dtype="float64"))
-        width = float(windows["window_ms"].astype(float).median()) / 1000.0 if "window_ms" in windows else 0.1
-        accepted = windows["accepted"].astype(float).to_numpy()
-        rejected = windows["rejected"].astype(float).to_numpy()
+        windows = select(run.events, "handshakes", ["t", "window_ms", "accepted", "rejected"])
+        x = run.seconds(windows["t"].to_numpy())
+        width = float(windows["window_ms"].median()) / 1000.0 if windows["window_ms"].notna().any() else 0.1
+        accepted = windows["accepted"].to_numpy()
+        rejected = windows["rejected"].to_numpy()
         ax.bar(x, accepted, width=width * 0.9, align="edge", color="#2ca02c", label="accepted")
         ax.bar(x, rejected, width=width * 0.9, align="edge", bottom=accepted, color=OVERLAP_COLOUR,
                label="refused (429)")

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checkers.events import Events, Fault, RunInfo, faults, select, worker_of
+from harness.checkers.events import Events, Fault, RunInfo, faults, read_events, select, worker_of
 from harness.checkers.verdict import VERDICT_FILE, Analysis, analyse
-from harness.history import HistoryError, read_history
+from harness.history import HistoryError
 
 Progress = Callable[[str], None]
 
@@ -104,23 +104,14 @@ class RunData:
 
     def persisted(self, pks: Collection[str]) -> pd.DataFrame:
         """``msg.persist`` events with outcome ok of these pks: t, pk, worker, seq_from, seq_to."""
-        columns = ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"]
-        frame = self._of_pks("msg.persist", pks, columns)
-        frame = frame.loc[frame["outcome"] == "ok"]
+        frame = select(self.events, "msg.persist", ["t", "src", "pk", "worker", "seq_from", "seq_to", "outcome"])
+        frame = frame.loc[(frame["outcome"] == "ok") & frame["pk"].isin(list(pks))]
         return frame.assign(worker=worker_of(frame))[["t", "pk", "worker", "seq_from", "seq_to"]]
 
     def emitted(self, pks: Collection[str]) -> pd.DataFrame:
         """``emit`` events of these pks: t, pk, seq."""
-        return self._of_pks("emit", pks, ["t", "pk", "seq"]).dropna(subset=["seq"])
-
-    def _of_pks(self, kind: str, pks: Collection[str], columns: list[str]) -> pd.DataFrame:
-        """``select`` of one event type restricted to some pks, without converting the other pks' rows
-        (a long history holds hundreds of thousands of emits)."""
-        frame = self.events.frame
-        rows = self.events.rows([kind])
-        if "pk" in frame.columns and rows.size:
-            rows = rows[frame["pk"].take(rows).isin(list(pks)).to_numpy(dtype=bool)]
-        return select(Events(frame.iloc[rows].reset_index(drop=True)), kind, columns)
+        frame = select(self.events, "emit", ["t", "pk", "seq"])
+        return frame.loc[frame["pk"].isin(list(pks))].dropna(subset=["seq"])
 
 
 def load_run(run_dir: Path, progress: Progress, label: str | None = None) -> RunData:
@@ -135,14 +126,13 @@ def load_run(run_dir: Path, progress: Progress, label: str | None = None) -> Run
         progress(f"{run_dir}: reading the history ({len(files)} files, {size / 1e6:.1f} MB)")
     started = time.perf_counter()
     try:
-        frame = read_history(run_dir)
+        events = read_events(run_dir)
     except HistoryError as exc:
         raise ReportError(str(exc)) from None
-    if frame.empty:
+    if not len(events):
         raise ReportError(f"{run_dir} is not a run folder: its history holds no events")
-    progress(f"{run_dir}: read {len(frame):,} events in {time.perf_counter() - started:.1f} s; checking")
+    progress(f"{run_dir}: read {len(events):,} events in {time.perf_counter() - started:.1f} s; checking")
     started = time.perf_counter()
-    events = Events(frame)
     analysis = analyse(events)
     progress(f"{run_dir}: checked in {time.perf_counter() - started:.1f} s "
              f"(valid: {analysis.verdict['valid']})")

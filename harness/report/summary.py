@@ -218,7 +218,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
         ("Outcomes", outcomes_text(verdict["outcomes"])),
         ("Run", f"{info.connections if info.connections is not None else '?'} connections, "
                 f"{info.workers if info.workers is not None else '?'} workers, "
-                f"{len(run.events.frame):,} events, {(info.end_t - run.origin_t) / 1000:.1f} s; "
+                f"{len(run.events):,} events, {(info.end_t - run.origin_t) / 1000:.1f} s; "
                 f"{run.run_dir}"),
     ]
     published = published_bound_text(run)

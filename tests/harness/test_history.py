@@ -8,7 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.history import HistoryError, HistoryTail, HistoryWriter, history_frame, read_history
+from harness.history import (
+    HistoryError,
+    HistoryTail,
+    HistoryWriter,
+    history_frame,
+    read_history,
+    read_typed_history,
+)
 
 
 def write_lines(run_dir: Path, name: str, lines: list[str], end: str = "\n") -> Path:
@@ -38,6 +45,23 @@ def test_files_merge_sorted_by_t_with_ties_in_file_then_line_order(tmp_path: Pat
     assert list(history.index) == [0, 1, 2, 3, 4]
 
 
+def test_the_typed_history_holds_each_type_in_merged_order_with_its_rows(tmp_path: Path) -> None:
+    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1"),
+                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a"),
+                                             event(3.0, "ws.open", "worker-1", pk="CONN#a")])
+    write_lines(tmp_path, "upstream.jsonl", [event(3.0, "emit", "upstream", pk="CONN#a", seq=2),
+                                             event(2.0, "emit", "upstream", pk="CONN#a", seq=1)])
+
+    typed = read_typed_history(tmp_path)
+
+    assert {kind: rows.tolist() for kind, rows in typed.positions.items()} == {
+        "worker.start": [0], "emit": [1, 2], "lease.acquire": [3], "ws.open": [4]}
+    assert [e["seq"] for e in typed.events["emit"]] == [1, 2] and typed.times["emit"].tolist() == [2.0, 3.0]
+    merged = read_history(tmp_path)
+    for kind, rows in typed.positions.items():
+        assert merged.loc[rows, "type"].tolist() == [kind] * len(rows)
+
+
 def test_every_field_is_a_column_and_missing_values_are_nan(tmp_path: Path) -> None:
     write_lines(tmp_path, "a.jsonl", [event(1.0, "emit", "upstream", pk="CONN#a", seq=1),
                                       event(2.0, "run.start", "harness", config={"lease_ms": 2000})])
@@ -54,10 +78,12 @@ def test_a_truncated_final_line_is_dropped_and_recorded(tmp_path: Path) -> None:
     write_lines(tmp_path, "worker-2.jsonl", lines, end="")
 
     history = read_history(tmp_path)
+    typed = read_typed_history(tmp_path)
 
-    assert history["type"].tolist() == ["worker.start"]
+    assert history["type"].tolist() == ["worker.start"] and list(typed.events) == ["worker.start"]
     [dropped] = history.attrs["dropped_lines"]
     assert dropped["file"].endswith("worker-2.jsonl") and dropped["line"] == 2
+    assert typed.dropped_lines == [dropped]
 
 
 def test_garbage_in_the_middle_names_the_file_and_line(tmp_path: Path) -> None:
@@ -78,8 +104,9 @@ def test_an_event_without_its_required_fields_is_refused(tmp_path: Path, line: s
     write_lines(tmp_path, "nemesis.jsonl", [event(0.5, "fault.start", "nemesis"), line,
                                             event(2.0, "fault.stop", "nemesis")])
 
-    with pytest.raises(HistoryError, match=rf"nemesis\.jsonl: line 2: .*{complaint}"):
-        read_history(tmp_path)
+    for read in (read_history, read_typed_history):
+        with pytest.raises(HistoryError, match=rf"nemesis\.jsonl: line 2: .*{complaint}"):
+            read(tmp_path)
 
 
 def test_a_file_without_times_is_refused(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_select_returns_the_asked_columns_typed_whether_indexed_or_not(build) ->
     build.at(1, "emit", "upstream", pk="CONN#a", seq=1).at(2, "sub.open", "upstream", pk="CONN#a", session=7)
     frame = build.frame()
 
-    for history in (frame, Events(frame)):
+    for history in (frame, Events.of_frame(frame)):
         emits = select(history, "emit", ["t", "pk", "seq", "worker"])
         opens = select(history, ["sub.open"], ["session"])
         assert emits["seq"].tolist() == [1.0] and math.isnan(emits["worker"][0])

@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from harness.checkers import TABLE_COLUMNS, VERDICT_KEYS, analyse, check_run, compose, write_verdict
+from harness.checkers.events import read_events
 from harness.checkers.result import UNKNOWN
-from harness.history import HistoryError
+from harness.history import HistoryError, read_history
+from tests.harness.report.histories import add_storm, add_zombie_writes, small_run
 
 PK = "CONN#a"
 
@@ -158,6 +160,17 @@ def test_the_row_tables_have_their_columns_even_when_empty(build) -> None:
     assert analysis.sequences[0]["pk"] == PK
     with pytest.raises(KeyError, match="no table"):
         analysis.table("nope")
+
+
+def test_the_history_read_by_type_gets_the_verdict_of_the_merged_frame(tmp_path: Path) -> None:
+    small_run(tmp_path, recovery_ms=9000.0)
+    add_zombie_writes(tmp_path, count=2)
+    add_storm(tmp_path)
+
+    by_type = analyse(read_events(tmp_path)).verdict
+
+    assert by_type["valid"] is False and by_type["zombie_writes"] == 2 and by_type["lost_sequences"] == 3
+    assert by_type == analyse(read_history(tmp_path)).verdict
 
 
 def ten_minute_history(streams: int = 100, seqs: int = 5000, rate_ms: float = 100.0) -> pd.DataFrame:
