@@ -4,9 +4,10 @@ the harness's AWS backend makes, read with ``ast``: every call granted, nothing 
 A call is a method called on a boto3 client: ``<x>.client("<service>", ...).<operation>(...)``, or on a name
 or attribute bound to such a client anywhere in the scanned modules (``aws_logs.fetch_history`` takes the
 ``logs`` client ``cli_aws`` made; ``AwsTopology`` keeps ``self._ecs``); ``get_paginator("<operation>")``
-counts as that operation.  The scanned modules are the AWS backend's and the scenario phases it runs.  Router calls are signed for
-``execute-api`` (``harness/router_client.py``): ``execute-api:Invoke``.  ``sts:GetCallerIdentity`` needs no
-permission."""
+counts as that operation.  The scanned modules are the AWS backend's and the scenario phases it runs.
+Router calls are signed for ``execute-api`` (``harness/router_client.py``): ``execute-api:Invoke``.
+``sts:GetCallerIdentity`` needs no permission; ``fis:CreateExperimentTemplate`` also needs ``iam:PassRole``
+and ``fis:TagResource`` (``IMPLIED``)."""
 
 from __future__ import annotations
 
