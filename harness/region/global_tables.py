@@ -7,7 +7,8 @@ feed, so a replicated write is not replicated back): a ``PutItem`` of the winnin
 ``DeleteItem``; a region that does not answer loses the write (``replication.error``).  Every
 ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes made but
 not delivered: the RPO if a region were lost then), conflicts (pairs so far), paused} to the history.
-``pause`` / ``resume`` are the replication-pause fault.
+``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
+outage.
 
 This is the local emulation only; on AWS the terraform replica is the real thing.
 """
@@ -76,6 +77,11 @@ class GlobalTables:
     def resume(self) -> None:
         with self.lock:
             self.replication.paused = False
+
+    def cut(self, region: str, off: bool = True) -> None:
+        """A region's outage (``off``) or its return: nothing leaves or reaches it meanwhile."""
+        with self.lock:
+            (self.replication.cut.add if off else self.replication.cut.discard)(region)
 
     def stats(self) -> dict[str, Any]:
         with self.lock:

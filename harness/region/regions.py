@@ -9,10 +9,12 @@ two routers, judged by the harness (``route53``).
 - Clients reach the router through ``router_url()``: a resolver that keeps each answer for the TTL
   (``dns.resolved`` when the answer it gives changes), as the router's callers do.
 - With ``gate`` (the default), the region activation gate's authority (``RoutingControls``) stands outside
-  both regions with east On, and every worker asks it before consuming; ``fail_over`` moves the activation.
+  both regions with east On, and every worker asks it before consuming; ``fail_over`` moves the activation,
+  by itself when the zone's answer changes with ``fail_over_on_answer``.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
-  nothing answers, as a dead region's endpoint behaves to a health checker) and every proxy of its workers
-  is disabled, so they reach neither DynamoDB, the queue, nor the upstream.  ``heal(region)`` undoes it.
+  nothing answers, as a dead region's endpoint behaves to a health checker), every proxy of its workers
+  is disabled, so they reach neither DynamoDB, the queue, nor the upstream, and replication neither leaves
+  nor reaches it (its writes not yet replicated stay behind).  ``heal(region)`` undoes it.
 
 Every part is stopped when the block ends, whatever happened.
 """
@@ -62,6 +64,9 @@ class RegionsSpec:
     ttl_s: float = 30.0              # the failover record's TTL, at scale 1
     health: HealthCheckSpec = field(default_factory=lambda: HealthCheckSpec(request_interval_s=10.0))
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
+    # move the activation when the zone's answer changes (the automation an operator would run on the
+    # health check's alarm); otherwise the caller does (``fail_over``)
+    fail_over_on_answer: bool = False
 
 
 class TwoRegions(Started):
@@ -124,6 +129,8 @@ class TwoRegions(Started):
         cluster = self.clusters[region]
         assert cluster.router is not None and cluster.toxiproxy is not None
         self.cut.add(region)
+        if self.tables is not None:
+            self.tables.cut(region)
         cluster.router.signal(signal.SIGSTOP)
         for handle in cluster.workers.values():
             for service in SERVICE_PROXIES:
@@ -140,6 +147,8 @@ class TwoRegions(Started):
         if region not in self.cut or cluster.router is None or cluster.toxiproxy is None:
             return
         self.cut.discard(region)
+        if self.tables is not None:
+            self.tables.cut(region, off=False)
         cluster.router.signal(signal.SIGCONT)
         for handle in cluster.workers.values():
             for service in SERVICE_PROXIES:
@@ -171,6 +180,9 @@ class TwoRegions(Started):
                 self.route53.emit("health.check", region=region, healthy=check.healthy)
             if self.zone.answer() != answer:
                 self.route53.emit("dns.answer", region=self.zone.answer())
+                if self.spec.fail_over_on_answer and self.controls is not None:
+                    start_thread(threading.Thread(target=self.fail_over, args=(answer, self.zone.answer()),
+                                                  name="fail-over", daemon=True))
 
     def stop(self) -> None:
         self._stop.set()

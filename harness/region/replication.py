@@ -9,6 +9,8 @@ writes and apply what it returns to the other region's tables).
 - *Conflicts counted* (the real service does not report them): two writes of one item are in conflict when
   each was made without the other having reached its region, that is, neither is an ancestor of the
   other.  Each version remembers the one it replaced where it was made.
+- *A region cut off* (an outage): nothing leaves it or reaches it while it is in ``cut``; its writes not yet
+  delivered stay behind (the RPO) until it is back.
 - *Replication pause* (a fault): nothing is delivered while paused; what fell due meanwhile is delivered,
   in order, on resume.
 
@@ -53,6 +55,7 @@ class Replication:
     regions: tuple[str, ...]
     lag_ms: float
     paused: bool = False
+    cut: set[str] = field(default_factory=set)                                # regions in an outage
     conflicting: set[frozenset[int]] = field(default_factory=set)              # pairs of version numbers
     held: dict[tuple[str, ItemName], Version] = field(default_factory=dict)   # what each region holds
     versions: dict[int, Version] = field(default_factory=dict)
@@ -73,8 +76,9 @@ class Replication:
         """The replicated writes to apply now (none while paused): each that wins where it lands, in order."""
         if self.paused:
             return []
-        ready = [d for d in self.in_flight if d.version.written_ms + self.lag_ms <= now_ms]
-        self.in_flight = [d for d in self.in_flight if d.version.written_ms + self.lag_ms > now_ms]
+        ready = [d for d in self.in_flight if d.version.written_ms + self.lag_ms <= now_ms
+                 and d.region not in self.cut and d.version.origin not in self.cut]
+        self.in_flight = [d for d in self.in_flight if d not in ready]
         applied = []
         for delivery in ready:
             held = self.held.get((delivery.region, delivery.version.item))

@@ -1,5 +1,5 @@
-"""Tests of harness.region.replication: the lag, the pause, last-writer-wins, conflicts counted once per pair,
-and every region converging on the same item whatever the order of writes."""
+"""Tests of harness.region.replication: the lag, the pause, a region cut off, last-writer-wins, conflicts
+counted once per pair, and every region converging on the same item whatever the order of writes."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ def test_nothing_is_delivered_while_paused_and_everything_in_order_after() -> No
     replication.paused = False
     assert [d.version for d in replication.due(10_000)] == [first, second]
     assert replication.held[(B, ITEM)].image is None  # the deletion replicated
+
+
+def test_a_region_cut_off_sends_and_receives_nothing_until_it_is_back() -> None:
+    replication = Replication((A, B), lag_ms=100)
+    stuck = replication.written(A, ITEM, {"v": 1}, 0)
+    replication.cut.add(A)
+    other = ("connections", "CONN#c002")
+    incoming = replication.written(B, other, {"v": 2}, 10)
+    assert replication.due(10_000) == [] and replication.backlog() == 2  # A's write is the RPO
+    replication.cut.discard(A)
+    assert [(d.region, d.version) for d in replication.due(10_000)] == [(B, stuck), (A, incoming)]
 
 
 def test_writes_made_without_seeing_each_other_conflict_once_and_the_later_wins_everywhere() -> None:
