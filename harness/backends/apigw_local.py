@@ -18,9 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from harness.quiet_http import QuietHTTPServer
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "execute-api"
@@ -82,7 +84,7 @@ def forward_to(url: str) -> Forward:
     return forward
 
 
-class Gateway(ThreadingHTTPServer):
+class Gateway(QuietHTTPServer):
     """The stand-in's server, with what it did: ``passed`` (checked and forwarded), and ``refused`` by reason."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:

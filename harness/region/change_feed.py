@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.quiet_http import QuietHTTPServer
+
 TARGET_PREFIX = "DynamoDB_20120810."
 FORWARDED_HEADERS = ("Content-Type", "X-Amz-Target", "X-Amz-Date", "Authorization", "X-Amz-Security-Token")
 Change = Callable[[str, dict[str, Any], "dict[str, Any] | None", float], None]  # table, key, image, written_ms
@@ -39,8 +41,7 @@ class ChangeFeedProxy:
         self.on_change = on_change
         self.key_names: dict[str, list[str]] = {}
         self.lock = threading.Lock()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

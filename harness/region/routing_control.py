@@ -13,11 +13,12 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from fleet.region_gate import OFF, ON
 from harness.processes import start_thread
+from harness.quiet_http import QuietHTTPServer
 
 Emit = Callable[..., Any]
 
@@ -48,8 +49,7 @@ class RoutingControls:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         for region, state in self.states.items():
             emit("gate.state", region=region, state=state)
 
