@@ -101,7 +101,7 @@ class AwsNemesis:
         self.history.emit("fault.stop", kind=fault.kind, target=fault.target, params=fault.params)
 
     def heal_all(self) -> None:
-        """Nothing to heal: both kinds are over when they return."""
+        """Nothing to heal: every kind is over when its ``start`` returns."""
         self.history.close()
 
 
@@ -167,10 +167,10 @@ class AwsTopology:
             return stored
         stored = {}
         for connection_id in ids:
-            newest = self._dynamodb.query(TableName=self.deployment.tables["messages"], ConsistentRead=True,
-                                    KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
-                                    ExpressionAttributeValues={":pk": {"S": f"CONN#{connection_id}"}},
-                                    ProjectionExpression="message_data").get("Items", [])
+            newest = self._dynamodb.query(
+                TableName=self.deployment.tables["messages"], ConsistentRead=True, KeyConditionExpression="pk = :pk",
+                ScanIndexForward=False, Limit=1, ExpressionAttributeValues={":pk": {"S": f"CONN#{connection_id}"}},
+                ProjectionExpression="message_data").get("Items", [])
             data = newest[0].get("message_data", {}).get("S", "") if newest else ""
             seq = data.rpartition(":")[2]
             if seq.isdigit():
