@@ -85,6 +85,7 @@ class TwoRegions(Started):
         self._history_dir = spec.run_dir / "history"
         self._history_dir.mkdir(parents=True, exist_ok=True)
         self.route53 = HistoryWriter(str(self._history_dir / "route53.jsonl"), "route53")
+        self.replication = HistoryWriter(str(self._history_dir / "replication.jsonl"), "replication")
         self._stop = threading.Event()
         self._checking = threading.Thread(target=self._check_health, name="route53", daemon=True)
         self._resolved: str | None = None
@@ -102,9 +103,8 @@ class TwoRegions(Started):
         for name, aws_region in AWS_REGIONS.items():
             self.backends[name] = start_embedded(region=aws_region, config=config,
                                                  log_dir=self.spec.run_dir / "logs" / name)
-        replication = HistoryWriter(str(self._history_dir / "replication.jsonl"), "replication")
         self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
-                                   self.spec.lag_ms * self.spec.timescale, replication.emit).start()
+                                   self.spec.lag_ms * self.spec.timescale, self.replication.emit).start()
         if self.spec.gate:
             self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"],
                                             self.route53.emit).start()
@@ -202,6 +202,7 @@ class TwoRegions(Started):
         for backend in self.backends.values():
             backend.stop()
         self.route53.close()
+        self.replication.close()
 
     def describe(self) -> dict[str, Any]:
         return {name: cluster.describe() for name, cluster in self.clusters.items()}
