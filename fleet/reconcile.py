@@ -1,5 +1,5 @@
 """Finding streams to claim: the reconcile loop looks when the profile's ``Pacer`` says, and a sweep lists
-STARTED connections from the state index and claims (several at a time) those the profile calls claimable;
+STARTED connections from the state index and claims (``claims_in_flight`` at a time) those the profile calls claimable;
 where the profile drains, it also lists STOPPED connections still leased and drains those it calls drainable.
 
 A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer was
@@ -21,9 +21,6 @@ from fleet.profiles import Sweep
 
 if TYPE_CHECKING:
     from fleet.worker import Worker
-
-# Acquisitions one sweep keeps in flight: a dead worker's streams are claimed in parallel.
-CLAIMS_IN_FLIGHT = 16
 
 
 async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionRecord]:
@@ -88,7 +85,7 @@ class Reconciler:
             elif w.profile.drainable(seen, w.me, now, workers):
                 claimable += 1
                 claims.add(w.claims.spawn(w.try_acquire(seen.pk, "drain", seen)))
-            if len(claims) >= CLAIMS_IN_FLIGHT:
+            if len(claims) >= w.config.claims_in_flight:  # a dead worker's streams are claimed in parallel
                 _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
         log("reconcile", listed=len(listed), claimable=claimable)
         if claims:
