@@ -5,13 +5,15 @@ its default new-connection quota, router) with one worker, creates N streams in 
 is the test's setup, not the system's), then sends N STARTs through the router from a pool of threads, and
 watches the simulator's sessions (``Cluster.streams``) until every stream has an open session.  The curve is
 built from the simulator's own ``opened`` time of each stream's first session, counted from the first START.
-It does so for the profile under test (default ``hardened``) and then for ``blog`` in the same run.
+It does so for the profile under test (default ``hardened``) and then for ``blog`` in the same run.  With
+``--preload`` every START is answered before the worker starts, and time counts from its start: the worker's
+own claim rate, without the router's pace (on the embedded backend, moto's SQS sends) in it.
 
 The streams emit slowly (``--rate``, default one message a 100 s) so message persistence does not compete with
 the claim path for the backend; every stream gets ``max_connections`` room on the one worker.
 
 Usage: ``python bench/claim_rate.py [--n 2000] [--timescale 1] [--threads 16] [--profile hardened]
-[--set KEY=VALUE ...] [--fleet-root PATH] [--skip-blog]``.  Progress and the curves go to stderr and stdout;
+[--set KEY=VALUE ...] [--fleet-root PATH] [--preload] [--skip-blog]``.  Progress and the curves go to stderr and stdout;
 the last line reads ``claim rate: N=2000 hardened owned all in T s (R streams/s); blog T s (R/s); ratio X;
 target S s``.
 """
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.config import tuning
+from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterSpec, http_json
 
 QUOTA_PER_S = 500.0  # the simulator's default new-connection quota at scale 1 (API Gateway's)
@@ -48,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds per profile")
     p.add_argument("--fleet-root", type=Path, default=None,
                    help="run the worker and router from this checkout (e.g. the main branch, for a before figure)")
+    p.add_argument("--preload", action="store_true",
+                   help="send every START before the worker starts, and time from its start: the worker's own claim "
+                   "rate over a queue and an index already full (the router's pace left out)")
     p.add_argument("--skip-blog", action="store_true", help="measure only --profile")
     p.add_argument("--out", type=Path, default=Path("runs/bench-claim-rate"))
     return p.parse_args(argv)
@@ -86,8 +92,8 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     run_dir = args.out.resolve() / profile
     shutil.rmtree(run_dir, ignore_errors=True)
     overrides = {"max_connections": args.n + 100, **tuning({}, args.settings)}
-    spec = ClusterSpec(workers=1, profile=profile, timescale=args.timescale, run_dir=run_dir, rate=args.rate,
-                       overrides=overrides, fleet_root=args.fleet_root)
+    spec = ClusterSpec(workers=0 if args.preload else 1, profile=profile, timescale=args.timescale,
+                       run_dir=run_dir, rate=args.rate, overrides=overrides, fleet_root=args.fleet_root)
     ids = [f"c{i:05d}" for i in range(args.n)]
     with Cluster(spec) as cluster:
         control, upstream = cluster.upstream_control_url, cluster.upstream_url
@@ -109,17 +115,31 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
                 if status != 200:
                     refused[status] += 1
 
-        t0 = time.time()
+        assert cluster.backend is not None
+        sqs, queue_url = client(cluster.backend.env(), "sqs"), cluster.backend.queue_url
+        timeline: list[str] = []
+        t_starts = t0 = time.time()
         with ThreadPoolExecutor(args.threads) as sender:
             sent = sender.map(start, ids)
+            if args.preload:  # every START in before the worker starts: it finds them all queued and listed
+                list(sent)
+                progress(f"{profile}: {len(answered)} STARTs answered in {time.time() - t_starts:.1f} s; "
+                         "starting the worker")
+                t0 = time.time()
+                cluster.add_worker("worker-1", wait=False)
             deadline = time.monotonic() + args.timeout
             owned = 0
             while time.monotonic() < deadline:
                 time.sleep(0.5)
                 streams = cluster.streams()
                 owned = open_now(streams)
-                progress(f"  {time.time() - t0:6.1f} s: {len(answered)} STARTs answered, "
-                         f"{owned} of {args.n} streams with an open session")
+                queued = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
+                    "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+                timeline.append(f"  {time.time() - t0:6.1f} s: {len(answered):5d} STARTs answered, {owned:5d} of "
+                                f"{args.n} streams with an open session, queue: "
+                                f"{queued['ApproximateNumberOfMessages']} visible, "
+                                f"{queued['ApproximateNumberOfMessagesNotVisible']} in flight")
+                progress(timeline[-1])
                 if owned >= args.n:
                     break
             list(sent)  # every START answered
@@ -128,7 +148,7 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     times = sorted((ms / 1000.0 - t0) for ms in opened.values())
     done_s = times[-1] if len(times) >= args.n else None
     return {"profile": profile, "times": times, "done_s": done_s, "owned": owned, "refused": dict(refused),
-            "starts_s": max(answered) - t0, "paths": dict(acquire_paths(run_dir))}
+            "starts_s": max(answered) - t_starts, "paths": dict(acquire_paths(run_dir)), "timeline": timeline}
 
 
 def curve(result: dict[str, Any], n: int, step_s: float = 0.5) -> list[str]:
@@ -160,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['profile']}: STARTs all answered after {r['starts_s']:.1f} s (refused: {r['refused'] or 'none'}); "
               f"acquires by path: {r['paths']}")
+        print("\n".join(r["timeline"][::max(1, len(r["timeline"]) // 40)]))
+        print(f"{r['profile']}: streams owned (first session opened at the simulator), from the first START "
+              "(--preload: from the worker's start):")
         print("\n".join(curve(r, args.n)))
     target = args.n / QUOTA_PER_S + SLACK_S
     line = f"claim rate: N={args.n} scale={args.timescale:g} " + "; ".join(summary(r, args.n) for r in results)

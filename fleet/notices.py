@@ -3,8 +3,11 @@ handoff naming the epoch it released, or a death notice: ``fleet.deathnotice``) 
 polls, the desired-state check of held streams.
 
 Several pollers (``notify_pollers``) receive; what they receive is acted on in the background, in parallel,
-with at most ``claims_in_flight`` notifications being acted on and one at a time per stream
-(``fleet.claims.ClaimSlots``), so a burst of STARTs is claimed as fast as the store answers.
+with at most ``claims_in_flight`` notifications being acted on and one at a time per stream (the worker's
+``fleet.claims.ClaimSlots``, shared with the reconcile's sweeps), so a burst of STARTs is claimed as fast as
+the store answers.  A queue that falls behind anyway (a short poll comes back with all it asked for) asks
+the reconcile for a sweep: one listing of the state index claims every stream the backlog names, however
+slowly the queue hands it out (moto's receive, for one, costs time in proportion to the messages queued).
 
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
@@ -17,7 +20,6 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from fleet.claims import ClaimSlots
 from fleet.errors import StoreError
 from fleet.lease import STARTED, ConnectionRecord, StopRequest, WorkerRecord
 from fleet.logline import log
@@ -31,13 +33,16 @@ if TYPE_CHECKING:
 
 LONG_POLL_RECEIVE = 1  # messages a long poll asks for
 BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)
+# A queue found behind asks for a sweep at most this often (a share of the heartbeat interval).
+BACKLOG_SWEEP_SHARE = 0.5
 
 
 class Notices:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
-        self.slots = ClaimSlots(worker.config.claims_in_flight)
+        self.slots = worker.claim_slots
         self.quiet_until = 0.0  # monotonic: pollers wait until then (notifications were handed back)
+        self.backlog_swept_at = float("-inf")  # monotonic: the last sweep asked for because of a backlog
 
     async def loop(self) -> None:
         """``notify_pollers`` pollers, each handing what it receives to a background settle so it polls again
@@ -72,6 +77,8 @@ class Notices:
                 await w.pause(w.config.heartbeat_s)
                 continue
             self.slots.release(room - len(notes))
+            if backlog and notes and len(notes) == room:
+                self._backlog_sweep()
             backlog = bool(notes)
             if w.stopping.is_set():
                 self.slots.release(len(notes))
@@ -79,6 +86,15 @@ class Notices:
                 return
             if notes:
                 settles.spawn(self._act_on(notes))
+
+    def _backlog_sweep(self) -> None:
+        """The queue is behind (a short poll came back with all it asked for): ask the reconcile for a sweep,
+        at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
+        stream the queued notifications name and claims them; those notifications then find them held."""
+        now = time.monotonic()
+        if now - self.backlog_swept_at >= self.w.config.heartbeat_s * BACKLOG_SWEEP_SHARE:
+            self.backlog_swept_at = now
+            self.w.reconciler.request_sweep()
 
     async def _act_on(self, notes: list[Notification]) -> None:
         """Act on received notifications in parallel (each holds a slot until acted on), then settle them."""

@@ -14,6 +14,7 @@ from fleet.config import FleetConfig, tuning
 from fleet.errors import ConfigError
 from fleet.expr import Write
 from fleet.memstore import MemoryStore
+from fleet.store import Notification
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
 NO_SWEEP = {"reconcile_ms": 600_000}  # no sweep but the first one (hardened) while a test runs
@@ -69,7 +70,7 @@ async def test_n_notifications_lead_to_n_acquires_with_at_most_k_in_flight(profi
         assert sorted(pk for pk, _ in consumer(worker).consumed) == sorted(pks)
         assert sorted(store.acquires) == sorted(pks)  # one acquire each
     assert store.most_in_flight == k
-    assert worker.notices.slots.most_used <= k
+    assert worker.claim_slots.most_used <= k
     assert {e["via"] for e in history(worker).of("lease.acquire", outcome="ok")} == {"notify"}
 
 
@@ -87,10 +88,47 @@ async def test_notifications_of_one_stream_are_acted_on_one_at_a_time() -> None:
         await store.full.wait()
         store.gate.set()
         # all received, none being acted on (a poller waiting in a long poll holds the slot of its one message)
-        await until(lambda: not store.queue and worker.notices.slots.used <= cfg.notify_pollers)
+        await until(lambda: not store.queue and worker.claim_slots.used <= cfg.notify_pollers)
         assert consumer(worker).consumed == [(pk, worker.me.gen)]
         assert store.acquires == [pk]  # (the release at shutdown is a write too)
     assert store.overlapping == []
+
+
+class SlowQueueStore(MemoryStore):
+    """A queue that answers ``receives`` receives, then none until ``tap`` is set (moto's receive takes
+    longer the more is queued: here, forever)."""
+
+    def __init__(self, cfg: FleetConfig, receives: int) -> None:
+        super().__init__(cfg)
+        self.receives_left = receives
+        self.tap = asyncio.Event()
+
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        if self.receives_left == 0:
+            await self.tap.wait()
+        self.receives_left -= 1
+        return await super().receive_notifications(max_messages, wait)
+
+
+async def test_a_queue_found_behind_asks_for_a_sweep_that_claims_what_it_names() -> None:
+    """A short poll that gets all it asked for asks the reconcile for a sweep, which claims the streams whose
+    notifications the queue has not handed out yet; those are then found held, and nothing is acquired twice."""
+    n = 30
+    store = SlowQueueStore(config(claims_in_flight=4, notify_pollers=1, **NO_SWEEP), receives=3)
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("reconcile")))
+        pks = [f"CONN#c{i}" for i in range(n)]
+        for pk in pks:
+            add_stream(store, pk)
+            store.send(pk)
+        await until(lambda: len(consumer(worker).consumed) == n)  # the queue handed out a few of them
+        swept = len(history(worker).of("lease.acquire", outcome="ok", via="reconcile"))
+        assert swept + len(history(worker).of("lease.acquire", outcome="ok", via="notify")) == n
+        assert swept >= n // 2
+        store.tap.set()
+        await until(lambda: not store.queue and worker.claim_slots.used <= 1)
+        assert sorted(pk for pk, _ in consumer(worker).consumed) == sorted(pks)
+        assert len(history(worker).of("lease.acquire", outcome="ok")) == n
 
 
 async def test_a_reservation_waits_for_a_free_slot_and_takes_what_is_left() -> None:
