@@ -5,9 +5,10 @@ polls, the desired-state check of held streams.
 Several pollers (``notify_pollers``) receive; what they receive is acted on in the background, in parallel,
 with at most ``claims_in_flight`` notifications being acted on and one at a time per stream (the worker's
 ``fleet.claims.ClaimSlots``, shared with the reconcile's sweeps), so a burst of STARTs is claimed as fast as
-the store answers.  A queue that falls behind anyway (a short poll comes back with all it asked for) asks
-the reconcile for a sweep: one listing of the state index claims every stream the backlog names, however
-slowly the queue hands it out (moto's receive, for one, costs time in proportion to the messages queued).
+the store answers.  A queue that falls behind anyway (a short poll comes back with all it asked for), or
+that cannot be read (a receive fails), asks the reconcile for a sweep: one listing of the state index claims
+every stream the backlog names, however slowly the queue hands it out (moto's receive, for one, costs time
+in proportion to the messages queued).
 
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
@@ -74,6 +75,7 @@ class Notices:
             except StoreError as exc:
                 self.slots.release(room)
                 log("notify.receive_error", error=str(exc))
+                self._backlog_sweep()  # what the queue holds cannot be read now: the index lists it too
                 await w.pause(w.config.heartbeat_s)
                 continue
             self.slots.release(room - len(notes))
@@ -88,8 +90,8 @@ class Notices:
                 settles.spawn(self._act_on(notes))
 
     def _backlog_sweep(self) -> None:
-        """The queue is behind (a short poll came back with all it asked for): ask the reconcile for a sweep,
-        at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
+        """The queue is behind (a short poll came back with all it asked for) or unreadable: ask the reconcile
+        for a sweep, at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
         stream the queued notifications name and claims them; those notifications then find them held."""
         now = time.monotonic()
         if now - self.backlog_swept_at >= self.w.config.heartbeat_s * BACKLOG_SWEEP_SHARE:

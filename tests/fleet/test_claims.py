@@ -11,13 +11,14 @@ import pytest
 
 from fleet.claims import HANDSHAKE_JITTER, ClaimSlots, HandshakePacer
 from fleet.config import FleetConfig, tuning
-from fleet.errors import ConfigError
+from fleet.errors import ConfigError, StoreUnavailable
 from fleet.expr import Write
 from fleet.memstore import MemoryStore
 from fleet.store import Notification
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
-NO_SWEEP = {"reconcile_ms": 600_000}  # no sweep but the first one (hardened) while a test runs
+NO_SWEEP = {"reconcile_ms": 600_000}
+PK = "CONN#c1"  # no sweep but the first one (hardened) while a test runs
 
 
 class GatedStore(MemoryStore):
@@ -129,6 +130,24 @@ async def test_a_queue_found_behind_asks_for_a_sweep_that_claims_what_it_names()
         await until(lambda: not store.queue and worker.claim_slots.used <= 1)
         assert sorted(pk for pk, _ in consumer(worker).consumed) == sorted(pks)
         assert len(history(worker).of("lease.acquire", outcome="ok")) == n
+
+
+class FailingQueueStore(MemoryStore):
+    """A queue whose every receive fails (as moto's does at times under concurrent receives: HTTP 500)."""
+
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        await asyncio.sleep(0)
+        raise StoreUnavailable("receive notifications: 500")
+
+
+async def test_a_queue_that_cannot_be_read_asks_for_a_sweep() -> None:
+    store = FailingQueueStore(config(**NO_SWEEP))
+    async with running(store) as worker:
+        await until(lambda: bool(history(worker).of("reconcile")))
+        add_stream(store, PK)
+        store.send(PK)
+        await until(lambda: [pk for pk, _ in consumer(worker).consumed] == [PK])
+    assert [e["via"] for e in history(worker).of("lease.acquire", outcome="ok")] == ["reconcile"]
 
 
 async def test_a_reservation_waits_for_a_free_slot_and_takes_what_is_left() -> None:
