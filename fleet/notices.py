@@ -2,13 +2,14 @@
 handoff naming the epoch it released, or a death notice: ``fleet.deathnotice``) and, where the profile
 polls, the desired-state check of held streams.
 
-Several pollers (``notify_pollers``) receive; what they receive is acted on in the background, in parallel,
-with at most ``claims_in_flight`` notifications being acted on and one at a time per stream (the worker's
-``fleet.claims.ClaimSlots``, shared with the reconcile's sweeps), so a burst of STARTs is claimed as fast as
-the store answers.  A queue that falls behind anyway (a short poll comes back with all it asked for), or
-that cannot be read (a receive fails), asks the reconcile for a sweep: one listing of the state index claims
-every stream the backlog names, however slowly the queue hands it out (moto's receive, for one, costs time
-in proportion to the messages queued).
+One poller long-polls, and while the queue has a backlog ``notify_pollers - 1`` more read it with short
+polls; what they receive is acted on in the background, in parallel, with at most ``claims_in_flight``
+notifications being acted on and one at a time per stream (the worker's ``fleet.claims.ClaimSlots``, shared
+with the reconcile's sweeps), so a burst of STARTs is claimed as fast as the store answers.  A queue that
+falls behind anyway (a short poll comes back with all it asked for), or that cannot be read (a receive
+fails), asks the reconcile for a sweep: one listing of the state index claims every stream the backlog
+names, however slowly the queue hands it out (moto's receive, for one, costs time in proportion to the
+messages queued).
 
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
@@ -44,34 +45,42 @@ class Notices:
         self.slots = worker.claim_slots
         self.quiet_until = 0.0  # monotonic: pollers wait until then (notifications were handed back)
         self.backlog_swept_at = float("-inf")  # monotonic: the last sweep asked for because of a backlog
+        self.backlog = asyncio.Event()  # a poll found messages, and no short poll has found none since
 
     async def loop(self) -> None:
-        """``notify_pollers`` pollers, each handing what it receives to a background settle so it polls again
-        at once; returns once every poller has stopped and every notification received is settled."""
+        """One poller long-polls; while the queue has a backlog, ``notify_pollers - 1`` helpers join it with
+        short polls (an idle worker sends no more receives than one poller does).  Each hands what it receives
+        to a background settle and polls again at once; returns once every poller has stopped and every
+        notification received is settled."""
         settles = TaskSet()
         try:
             async with asyncio.TaskGroup() as pollers:
-                for _ in range(self.w.config.notify_pollers):
-                    pollers.create_task(self._poll(settles))
+                pollers.create_task(self._poll(settles, lead=True))
+                for _ in range(self.w.config.notify_pollers - 1):
+                    pollers.create_task(self._poll(settles, lead=False))
         finally:
             await settles.drain()
 
-    async def _poll(self, settles: TaskSet) -> None:
+    async def _poll(self, settles: TaskSet, lead: bool) -> None:
         w = self.w
         backlog = False
         while not w.stopping.is_set():
+            if not lead and not self.backlog.is_set():
+                await self._backlog_or_stop()
+                continue
             if self.quiet_until > time.monotonic():
                 await w.pause(self.quiet_until - time.monotonic())
             # A long poll asks for one message: if this worker dies while it waits, the poll may still take
             # what arrives, which stays invisible to the others for a while (a death notice's other copy,
             # ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).  A backlog is read
             # with short polls, which never wait, until one finds nothing; never more than there is room for.
-            room = await self.slots.reserve(BACKLOG_RECEIVE if backlog else LONG_POLL_RECEIVE)
+            short = backlog or not lead
+            room = await self.slots.reserve(BACKLOG_RECEIVE if short else LONG_POLL_RECEIVE)
             if w.stopping.is_set():
                 self.slots.release(room)
                 return
             try:
-                notes = await w.store.receive_notifications(room, wait=not backlog)
+                notes = await w.store.receive_notifications(room, wait=not short)
             except StoreError as exc:
                 self.slots.release(room)
                 log("notify.receive_error", error=str(exc))
@@ -79,15 +88,28 @@ class Notices:
                 await w.pause(w.config.heartbeat_s)
                 continue
             self.slots.release(room - len(notes))
-            if backlog and notes and len(notes) == room:
+            if short and notes and len(notes) == room:
                 self._backlog_sweep()
             backlog = bool(notes)
+            if notes:
+                self.backlog.set()
+            elif short:
+                self.backlog.clear()
             if w.stopping.is_set():
                 self.slots.release(len(notes))
                 await self._settle(notes, [False] * len(notes))
                 return
             if notes:
                 settles.spawn(self._act_on(notes))
+
+    async def _backlog_or_stop(self) -> None:
+        """Wait until the queue has a backlog or the worker stops."""
+        waits = [asyncio.ensure_future(self.backlog.wait()), asyncio.ensure_future(self.w.stopping.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     def _backlog_sweep(self) -> None:
         """The queue is behind (a short poll came back with all it asked for) or unreadable: ask the reconcile

@@ -75,6 +75,38 @@ async def test_n_notifications_lead_to_n_acquires_with_at_most_k_in_flight(profi
     assert {e["via"] for e in history(worker).of("lease.acquire", outcome="ok")} == {"notify"}
 
 
+class PollCountingStore(MemoryStore):
+    """Counts the receives waiting at once, and the short polls."""
+
+    def __init__(self, cfg: FleetConfig) -> None:
+        super().__init__(cfg)
+        self.waiting = self.most_waiting = self.long_polls = self.short_polls = 0
+
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        self.long_polls += wait
+        self.short_polls += not wait
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            return await super().receive_notifications(max_messages, wait)
+        finally:
+            self.waiting -= 1
+
+
+async def test_an_idle_worker_keeps_one_long_poll_and_helpers_join_a_backlog() -> None:
+    """Idle, one poll waits at a time (the helpers wait for a backlog, not on the queue); a burst brings the
+    helpers' short polls in."""
+    store = PollCountingStore(config(notify_pollers=4, **NO_SWEEP))
+    async with running(store) as worker:
+        await until(lambda: store.long_polls >= 5)
+        assert store.most_waiting == 1 and store.short_polls == 0
+        for i in range(30):
+            add_stream(store, f"CONN#c{i}")
+            store.send(f"CONN#c{i}")
+        await until(lambda: len(consumer(worker).consumed) == 30)
+    assert store.short_polls > 0
+
+
 async def test_notifications_of_one_stream_are_acted_on_one_at_a_time() -> None:
     """Copies of one stream's notification received together never race into two acquires: the second waits
     for the first, then finds the stream held."""
