@@ -49,6 +49,13 @@ class FleetConfig:
     notify_wait_ms: int = 5_000
     metric_interval_ms: int = 60_000
     max_connections: int = 700
+    # Claiming (fleet.claims): notifications one worker acts on at once (reads and acquires), and acquires one
+    # reconcile sweep keeps in flight; SQS receives kept going at once; WebSocket handshakes a second (at scale
+    # 1) the worker paces its sessions to, jittered: the upstream's new-connection quota (API Gateway: 500 a
+    # second per account, so a fleet of W workers sets quota / W), whose 429 Retry-After is honoured anyway.
+    claims_in_flight: int = 64
+    notify_pollers: int = 4
+    handshake_rate: float = 500.0
     # hardened: how far apart two fleet clocks may be; takeovers wait this long past an expiry.
     clock_tolerance_ms: int = 1_000
     # hardened: stop consuming this long before the lease could be taken (self-fencing).
@@ -104,8 +111,11 @@ class FleetConfig:
         if not 0 < self.reconnect_base_ms <= self.reconnect_max_ms:
             raise ConfigError("WSFLEET_RECONNECT_BASE_MS must be positive and at most WSFLEET_RECONNECT_MAX_MS, "
                               f"not {self.reconnect_base_ms} (max {self.reconnect_max_ms})")
-        if self.max_connections < 1:
-            raise ConfigError("WSFLEET_MAX_CONNECTIONS must be at least 1")
+        for name in ("max_connections", "claims_in_flight", "notify_pollers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{ENV_VARS[name]} must be at least 1, not {getattr(self, name)}")
+        if not self.handshake_rate > 0:
+            raise ConfigError(f"WSFLEET_HANDSHAKE_RATE must be a positive number, not {self.handshake_rate!r}")
         if not self.worker_id:
             raise ConfigError("WSFLEET_WORKER_ID must not be empty")
         Allowlist.parse(self.allowed_ws_hosts)  # a malformed entry fails every process at start-up
@@ -184,7 +194,8 @@ ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(
 # or have their own flags (profile, time scale).
 TUNABLE: tuple[str, ...] = (
     "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "metric_interval_ms",
-    "max_connections", "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
+    "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate",
+    "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
     "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions",
 )
 

@@ -5,7 +5,8 @@ task opens the upstream session (resuming after the last persisted sequence wher
 persists each message through the profile's message rule, and reconnects when the upstream drops, after
 the delay of the profile's reconnect policy (``fleet.backoff``; unless configured otherwise, ``blog`` a
 fixed delay, ``hardened`` full jitter): ``blog`` from the live head; ``hardened`` in place from the next
-sequence, giving the lease up when the upstream stays unreachable past the budget.
+sequence, giving the lease up when the upstream stays unreachable past the budget.  Every handshake, the
+first or a reconnect, waits its turn at the worker's pace (``handshake_rate``, ``fleet.claims.HandshakePacer``).
 
 A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner died, ``fleet.lease``) consumes
 the same way from the first missing sequence, until the profile's rule says the drain is over (the first
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
 from fleet.backoff import Backoff
+from fleet.claims import HandshakePacer
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
@@ -154,6 +156,8 @@ class ConnectionRunner:
         self.give_up = give_up
         self.reconnect_policy = reconnect_policy
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
+        # the quota's second is a second at scale 1: a run at scale S meters S-second "seconds"
+        self.handshakes = HandshakePacer(config.handshake_rate / config.timescale, random.Random())
         # Hosts are checked (and their addresses pinned) when the worker dials them itself; through the
         # operator's own proxy (``upstream_via``) the proxy is the only place it connects to.
         checked = bool(config.allowed_ws_hosts) and not config.upstream_via
@@ -189,6 +193,8 @@ class ConnectionRunner:
         probe = (asyncio.create_task(self.store.contiguous_seq(held.pk, held.last_seq))
                  if self.rules.resumes else None)
         while not held.stopping.is_set():
+            if await wait_until_set(held.stopping, self.handshakes.slot()):
+                break  # stopped while waiting for its handshake's turn
             from_seq = held.last_seq + 1 if self.rules.resumes else None
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
             reason, retry_after_s = "closed", None

@@ -2,6 +2,15 @@
 handoff naming the epoch it released, or a death notice: ``fleet.deathnotice``) and, where the profile
 polls, the desired-state check of held streams.
 
+One poller long-polls, and while the queue has a backlog ``notify_pollers - 1`` more read it with short
+polls; what they receive is acted on in the background, in parallel, with at most ``claims_in_flight``
+notifications being acted on and one at a time per stream (the worker's ``fleet.claims.ClaimSlots``, shared
+with the reconcile's sweeps), so a burst of STARTs is claimed as fast as the store answers.  A queue that
+falls behind anyway (a short poll comes back with all it asked for), or that cannot be read (a receive
+fails), asks the reconcile for a sweep: one listing of the state index claims every stream the backlog
+names, however slowly the queue hands it out (moto's receive, for one, costs time in proportion to the
+messages queued).
+
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
 is remembered and honoured at take-up.
@@ -10,6 +19,7 @@ is remembered and honoured at take-up.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from fleet.errors import StoreError
@@ -17,6 +27,7 @@ from fleet.lease import STARTED, ConnectionRecord, StopRequest, WorkerRecord
 from fleet.logline import log
 from fleet.profiles import NoteAction, SeenAction
 from fleet.store import Notification
+from fleet.tasks import TaskSet
 
 if TYPE_CHECKING:
     from fleet.worker import Worker
@@ -24,41 +35,116 @@ if TYPE_CHECKING:
 
 LONG_POLL_RECEIVE = 1  # messages a long poll asks for
 BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)
+# A queue found behind asks for a sweep at most this often (a share of the heartbeat interval).
+BACKLOG_SWEEP_SHARE = 0.5
 
 
 class Notices:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
+        self.slots = worker.claim_slots
+        self.quiet_until = 0.0  # monotonic: pollers wait until then (notifications were handed back)
+        self.backlog_swept_at = float("-inf")  # monotonic: the last sweep asked for because of a backlog
+        self.backlog = asyncio.Event()  # a poll found messages, and no short poll has found none since
 
     async def loop(self) -> None:
+        """One poller long-polls; while the queue has a backlog, ``notify_pollers - 1`` helpers join it with
+        short polls (an idle worker sends no more receives than one poller does).  Each hands what it receives
+        to a background settle and polls again at once; returns once every poller has stopped and every
+        notification received is settled."""
+        settles = TaskSet()
+        try:
+            async with asyncio.TaskGroup() as pollers:
+                pollers.create_task(self._poll(settles, lead=True))
+                for _ in range(self.w.config.notify_pollers - 1):
+                    pollers.create_task(self._poll(settles, lead=False))
+        finally:
+            await settles.drain()
+
+    async def _poll(self, settles: TaskSet, lead: bool) -> None:
         w = self.w
         backlog = False
         while not w.stopping.is_set():
+            if not lead and not self.backlog.is_set():
+                await self._backlog_or_stop()
+                continue
+            if self.quiet_until > time.monotonic():
+                await w.pause(self.quiet_until - time.monotonic())
+            # A long poll asks for one message: if this worker dies while it waits, the poll may still take
+            # what arrives, which stays invisible to the others for a while (a death notice's other copy,
+            # ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).  A backlog is read
+            # with short polls, which never wait, until one finds nothing; never more than there is room for.
+            short = backlog or not lead
+            room = await self.slots.reserve(BACKLOG_RECEIVE if short else LONG_POLL_RECEIVE)
+            if w.stopping.is_set():
+                self.slots.release(room)
+                return
             try:
-                # A long poll asks for one message: if this worker dies while it waits, the poll may still take
-                # what arrives, which stays invisible to the others for a while (a death notice's other copy,
-                # ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).  A backlog is read
-                # with short polls, which never wait, until one finds nothing.
-                notes = await (w.store.receive_notifications(BACKLOG_RECEIVE, wait=False) if backlog
-                               else w.store.receive_notifications(LONG_POLL_RECEIVE))
+                notes = await w.store.receive_notifications(room, wait=not short)
             except StoreError as exc:
+                self.slots.release(room)
                 log("notify.receive_error", error=str(exc))
+                self._backlog_sweep()  # what the queue holds cannot be read now: the index lists it too
                 await w.pause(w.config.heartbeat_s)
                 continue
+            self.slots.release(room - len(notes))
+            if short and notes and len(notes) == room:
+                self._backlog_sweep()
             backlog = bool(notes)
-            try:
-                if w.stopping.is_set():
-                    await w.store.return_notifications(notes)
-                    return
-                acted = await asyncio.gather(*(self.on_notification(note) for note in notes))
-                await w.store.delete_notifications([n for n, ok in zip(notes, acted, strict=True) if ok])
-                returned = [n for n, ok in zip(notes, acted, strict=True) if not ok]
-                await w.store.return_notifications(returned)
-            except StoreError as exc:
-                log("notify.settle_error", error=str(exc))
-                continue
-            if returned:
-                await w.pause(w.config.heartbeat_s / 4)  # let another worker take them first
+            if notes:
+                self.backlog.set()
+            elif short:
+                self.backlog.clear()
+            if w.stopping.is_set():
+                self.slots.release(len(notes))
+                await self._settle(notes, [False] * len(notes))
+                return
+            if notes:
+                settles.spawn(self._act_on(notes))
+
+    async def _backlog_or_stop(self) -> None:
+        """Wait until the queue has a backlog or the worker stops."""
+        waits = [asyncio.ensure_future(self.backlog.wait()), asyncio.ensure_future(self.w.stopping.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+    def _backlog_sweep(self) -> None:
+        """The queue is behind (a short poll came back with all it asked for) or unreadable: ask the reconcile
+        for a sweep, at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
+        stream the queued notifications name and claims them; those notifications then find them held."""
+        now = time.monotonic()
+        if now - self.backlog_swept_at >= self.w.config.heartbeat_s * BACKLOG_SWEEP_SHARE:
+            self.backlog_swept_at = now
+            self.w.reconciler.request_sweep()
+
+    async def _act_on(self, notes: list[Notification]) -> None:
+        """Act on received notifications in parallel (each holds a slot until acted on), then settle them."""
+        acted = await asyncio.gather(*(self._one(note) for note in notes), return_exceptions=True)
+        for error in (a for a in acted if isinstance(a, BaseException)):
+            log("notify.error", error=f"{type(error).__name__}: {error}")
+        await self._settle(notes, [a is True for a in acted])
+
+    async def _one(self, note: Notification) -> bool:
+        try:
+            if not note.pk or note.death is not None:
+                return await self.on_notification(note)
+            return await self.slots.one_at_a_time(note.pk, lambda: self.on_notification(note))
+        finally:
+            self.slots.release()
+
+    async def _settle(self, notes: list[Notification], acted: list[bool]) -> None:
+        """Delete what was acted on, hand the rest back (then poll less for a moment: another worker first)."""
+        returned = [n for n, ok in zip(notes, acted, strict=True) if not ok]
+        try:
+            await self.w.store.delete_notifications([n for n, ok in zip(notes, acted, strict=True) if ok])
+            await self.w.store.return_notifications(returned)
+        except StoreError as exc:
+            log("notify.settle_error", error=str(exc))
+        if returned:
+            self.quiet_until = time.monotonic() + self.w.config.heartbeat_s / 4
 
     async def on_notification(self, note: Notification) -> bool:
         """Act on one notification; False when this worker cannot (it goes back to the queue)."""

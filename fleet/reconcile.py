@@ -1,5 +1,5 @@
 """Finding streams to claim: the reconcile loop looks when the profile's ``Pacer`` says, and a sweep lists
-STARTED connections from the state index and claims (several at a time) those the profile calls claimable;
+STARTED connections from the state index and claims (``claims_in_flight`` at a time) those the profile calls claimable;
 where the profile drains, it also lists STOPPED connections still leased and drains those it calls drainable.
 
 A listed stream whose lease is this incarnation's though it holds nothing (an acquire whose answer was
@@ -21,9 +21,6 @@ from fleet.profiles import Sweep
 
 if TYPE_CHECKING:
     from fleet.worker import Worker
-
-# Acquisitions one sweep keeps in flight: a dead worker's streams are claimed in parallel.
-CLAIMS_IN_FLIGHT = 16
 
 
 async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionRecord]:
@@ -53,7 +50,8 @@ class Reconciler:
                     await self.sweep(look.sweep)
                 wait = look.wait_s
             self.wake.clear()
-            await wait_until_set(self.wake, wait)
+            if not (self.requested and w.liveness.registered):  # else asked again during that sweep: look now
+                await wait_until_set(self.wake, wait)
 
     async def sweep(self, plan: Sweep) -> None:
         """Claim (or adopt) every claimable connection the index lists, several at a time."""
@@ -78,18 +76,32 @@ class Reconciler:
                 continue
             if not w.profile.may_judge(seen, w.me, bounds):
                 continue  # another's lease, judged on a clock not known to be within the model
+            via = ("adopted" if w.profile.adoptable(seen, w.me)
+                   else "reconcile" if w.profile.claimable(seen, w.me, now, workers)
+                   else "drain" if w.profile.drainable(seen, w.me, now, workers) else None)
+            if via is None:
+                continue
+            # a dead worker's streams are claimed in parallel, in the worker's claim slots (``claims_in_flight``
+            # with the notifications being acted on)
+            await w.claim_slots.reserve(1)
             if w.capacity() - len(claims) <= 0:
+                w.claim_slots.release()
                 break
-            if w.profile.adoptable(seen, w.me):
-                claims.add(w.claims.spawn(w.adopt(seen.pk)))
-            elif w.profile.claimable(seen, w.me, now, workers):
-                claimable += 1
-                claims.add(w.claims.spawn(w.try_acquire(seen.pk, "reconcile", seen)))
-            elif w.profile.drainable(seen, w.me, now, workers):
-                claimable += 1
-                claims.add(w.claims.spawn(w.try_acquire(seen.pk, "drain", seen)))
-            if len(claims) >= CLAIMS_IN_FLIGHT:
-                _, claims = await asyncio.wait(claims, return_when=asyncio.FIRST_COMPLETED)
+            claimable += via != "adopted"
+            claim = w.claims.spawn(self._claim(seen, via))
+            claims.add(claim)
+            claim.add_done_callback(claims.discard)
         log("reconcile", listed=len(listed), claimable=claimable)
         if claims:
             await asyncio.wait(claims)
+
+    async def _claim(self, seen: ConnectionRecord, via: str) -> bool:
+        """Adopt or acquire one listed stream in the claim slot reserved for it; nothing if it is held or being
+        acquired by now (single flight: no await between this check and the claim marking it acquiring)."""
+        w = self.w
+        try:
+            if seen.pk in w.held or seen.pk in w.acquiring:
+                return False
+            return await (w.adopt(seen.pk) if via == "adopted" else w.try_acquire(seen.pk, via, seen))
+        finally:
+            w.claim_slots.release()

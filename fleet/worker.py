@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from fleet.aws import AwsClients
+from fleet.claims import ClaimSlots
 from fleet.clock import LeaseClock
 from fleet.config import PROFILES, FleetConfig
 from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until_set
@@ -73,6 +74,7 @@ class Worker:
         self.stopping = asyncio.Event()
         self.closing = False  # shutting down: an acquire that lands now is released, not taken up
         self.claims = TaskSet()
+        self.claim_slots = ClaimSlots(config.claims_in_flight)  # fleet.claims: notifications' and sweeps' claims
         self.chores = TaskSet()  # STOP drops and checkpoints, off the heartbeat
         self.liveness = Liveness(self)
         self.reconciler = Reconciler(self)
