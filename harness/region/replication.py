@@ -4,8 +4,8 @@ writes and apply what it returns to the other region's tables).
 - *Per item, asynchronous, with a lag*: a write made in one region is due in every other region ``lag_ms``
   after it was made, in the order it was made.
 - *Last writer wins on a timestamp*: a replicated write replaces the item a region holds only when it was
-  made later (ties: the origin region's name, then the order recorded, so every region settles on the same
-  item).
+  made later (ties: a write made over the other wins, else the origin region's name, then the order
+  recorded, so every region settles on the same item).
 - *Conflicts counted* (the real service does not report them): two writes of one item are in conflict when
   each was made without the other having reached its region, that is, neither is an ancestor of the
   other.  Each version remembers the one it replaced where it was made.
@@ -85,7 +85,7 @@ class Replication:
             if held is not None and not self._descends(held, delivery.version) \
                     and not self._descends(delivery.version, held):
                 self.conflicting.add(frozenset((held.number, delivery.version.number)))
-            if held is None or delivery.version.wins_over(held):
+            if held is None or self._wins(delivery.version, held):
                 self.held[(delivery.region, delivery.version.item)] = delivery.version
                 applied.append(delivery)
         return applied
@@ -99,6 +99,15 @@ class Replication:
     def backlog(self) -> int:
         """Writes made but not yet delivered (the RPO if the origin region were lost now)."""
         return len(self.in_flight)
+
+    def _wins(self, version: Version, held: Version) -> bool:
+        """Whether ``version`` replaces ``held``: the later write wins; at the same instant, a write made over
+        the other (which had reached its region) wins, else the tie-break of ``Version.wins_over``."""
+        if version.written_ms == held.written_ms and self._descends(held, version):
+            return False
+        if version.written_ms == held.written_ms and self._descends(version, held):
+            return True
+        return version.wins_over(held)
 
     def _descends(self, version: Version, ancestor: Version) -> bool:
         """Whether ``ancestor`` was in the region where ``version`` was made when it was made."""
