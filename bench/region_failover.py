@@ -40,12 +40,6 @@ from harness.region.regions import RegionsSpec, TwoRegions
 TARGET_S = 60.0
 
 
-def _consumed_by(regions: TwoRegions, region: str, ids: list[str]) -> bool:
-    streams = regions.clusters["east"].streams()
-    return all(any(s["closed"] is None and s["worker"].startswith(f"{region}-")
-                   for s in streams.get(i, {}).get("sessions", [])) for i in ids)
-
-
 def _wait(condition: object, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():  # type: ignore[operator]
@@ -93,7 +87,7 @@ def main() -> None:
         for connection_id in ids:
             http_json("POST", f"{east.upstream_control_url}/streams/{connection_id}")
             send_event(regions.router_url(), "START", connection_id, f"{east.upstream_url}/streams/{connection_id}")
-        _wait(lambda: _consumed_by(regions, "east", ids), bound, "the primary consumes every stream")
+        _wait(lambda: regions.consumed_by("east", ids), bound, "the primary consumes every stream")
         time.sleep(east.config.lease_s)  # a lease of steady running
         assert regions.tables is not None
         backlog = regions.tables.stats()["backlog"]
@@ -102,7 +96,7 @@ def main() -> None:
         print(f"{0.0:7.1f} s  cut off the primary ({len(ids)} streams; replication backlog {backlog} writes)")
         west_router, client_s = regions.clusters["west"].router_url, None
         deadline = cut + bound
-        while client_s is None or not _consumed_by(regions, "west", ids):
+        while client_s is None or not regions.consumed_by("west", ids):
             if client_s is None and regions.router_url() == west_router:
                 client_s = time.monotonic() - cut
             if time.monotonic() > deadline:

@@ -317,8 +317,9 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     from harness.router_client import SigningError, signer_for
     from harness.scenarios.runner import Phases, ScenarioError
 
-    if _local_only(args):
-        raise CliError(f"{', '.join(_local_only(args))}: with --backend aws the deployment decides these "
+    local = _local_only(args)
+    if local:
+        raise CliError(f"{', '.join(local)}: with --backend aws the deployment decides these "
                        "(terraform's fleet_settings and service)", 2)
     if args.outputs is None and args.terraform_dir is None:
         raise CliError("--backend aws needs the deployment: --outputs FILE or --terraform-dir DIR", 2)

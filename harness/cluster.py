@@ -245,19 +245,13 @@ class Cluster(Started):
 
     # -- control -------------------------------------------------------------------------------------
     def start_connection(self, connection_id: str) -> None:
-        """Create the upstream stream, then START it through the router (as a user would)."""
-        http_json("POST", f"{self.upstream_control_url}/streams/{connection_id}")
-        send_event(self.router_url, "START", connection_id, f"{self.upstream_url}/streams/{connection_id}")
-        self.history.emit("conn.started", pk=f"CONN#{connection_id}")
+        start_connection(self.history, self.router_url, self.upstream_url, self.upstream_control_url, connection_id)
 
     def stop_connection(self, connection_id: str) -> None:
-        send_event(self.router_url, "STOP", connection_id)
-        self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
+        stop_connection(self.history, self.router_url, connection_id)
 
     def streams(self) -> dict[str, Any]:
-        """The simulator's view: every stream with its head and sessions."""
-        _, payload = http_json("GET", self.upstream_control_url + "/streams")
-        return {s["id"]: s for s in payload.get("streams", [])}
+        return simulator_streams(self.upstream_control_url)
 
     def describe(self) -> dict[str, Any]:
         """What ``wsfleet up`` prints: everything a client needs to reach this topology."""
@@ -316,6 +310,27 @@ def upstream_argv(spec: ClusterSpec) -> list[str]:
     for name, value in sorted(spec.upstream.items()):
         argv += [f"--{name.replace('_', '-')}", f"{value:g}"]
     return argv
+
+
+def start_connection(history: HistoryWriter, router_url: str, upstream_url: str, control_url: str,
+                     connection_id: str, signer: Signer | None = None) -> None:
+    """As a user would: create the simulator's stream, START it through the router, then record
+    ``conn.started``."""
+    http_json("POST", f"{control_url}/streams/{connection_id}")
+    send_event(router_url, "START", connection_id, f"{upstream_url}/streams/{connection_id}", signer=signer)
+    history.emit("conn.started", pk=f"CONN#{connection_id}")
+
+
+def stop_connection(history: HistoryWriter, router_url: str, connection_id: str,
+                    signer: Signer | None = None) -> None:
+    send_event(router_url, "STOP", connection_id, signer=signer)
+    history.emit("conn.stopped", pk=f"CONN#{connection_id}")
+
+
+def simulator_streams(control_url: str) -> dict[str, Any]:
+    """The simulator's view: every stream, by id, with its head and sessions."""
+    _, payload = http_json("GET", control_url + "/streams")
+    return {s["id"]: s for s in payload.get("streams", [])}
 
 
 def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str | None = None,

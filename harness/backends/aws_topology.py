@@ -33,7 +33,14 @@ from fleet.history import HistoryWriter
 from harness.backends.aws import Deployment
 from harness.backends.aws_fis import FisOptions, kill_template
 from harness.backends.aws_logs import Fetched, fetch_history
-from harness.cluster import ClusterError, http_json, send_event
+from harness.cluster import (
+    ClusterError,
+    http_json,
+    send_event,
+    simulator_streams,
+    start_connection,
+    stop_connection,
+)
 from harness.faults.fault import FaultError
 from harness.router_client import Signer
 from harness.scenarios.runner import Phases, ScenarioError
@@ -142,18 +149,15 @@ class AwsTopology:
 
     # -- the runner's questions -------------------------------------------------------------------------
     def start_connection(self, connection_id: str) -> None:
-        http_json("POST", f"{self.deployment.upstream_control_url}/streams/{connection_id}")
-        send_event(self.deployment.router_url, "START", connection_id,
-                   f"{self.deployment.upstream_url}/streams/{connection_id}", signer=self.signer)
-        self.history.emit("conn.started", pk=f"CONN#{connection_id}")
+        d = self.deployment
+        start_connection(self.history, d.router_url, d.upstream_url, d.upstream_control_url, connection_id,
+                         self.signer)
 
     def stop_connection(self, connection_id: str) -> None:
-        send_event(self.deployment.router_url, "STOP", connection_id, signer=self.signer)
-        self.history.emit("conn.stopped", pk=f"CONN#{connection_id}")
+        stop_connection(self.history, self.deployment.router_url, connection_id, self.signer)
 
     def streams(self) -> dict[str, Any]:
-        _, payload = http_json("GET", self.deployment.upstream_control_url + "/streams")
-        return {s["id"]: s for s in payload.get("streams", [])}
+        return simulator_streams(self.deployment.upstream_control_url)
 
     def live_workers(self) -> set[str]:
         return set(self._running_tasks())

@@ -29,7 +29,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
@@ -204,5 +203,8 @@ class TwoRegions(Started):
         self.route53.close()
         self.replication.close()
 
-    def describe(self) -> dict[str, Any]:
-        return {name: cluster.describe() for name, cluster in self.clusters.items()}
+    def consumed_by(self, region: str, ids: list[str]) -> bool:
+        """Whether each stream of ``ids`` has an open upstream session held by a worker of ``region``."""
+        streams = self.clusters[region].streams()
+        return all(any(s["closed"] is None and s["worker"].startswith(f"{region}-")
+                       for s in streams.get(i, {}).get("sessions", [])) for i in ids)

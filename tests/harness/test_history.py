@@ -30,10 +30,13 @@ def event(t: float, type: str, src: str, **fields: object) -> str:
     return json.dumps({"t": t, "src": src, "type": type, **fields})
 
 
+# a worker's file whose last two events tie on t with an upstream emit
+WORKER_1 = [event(1.0, "worker.start", "worker-1"), event(3.0, "lease.acquire", "worker-1", pk="CONN#a"),
+            event(3.0, "ws.open", "worker-1", pk="CONN#a")]
+
+
 def test_files_merge_sorted_by_t_with_ties_in_file_then_line_order(tmp_path: Path) -> None:
-    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1"),
-                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a"),
-                                             event(3.0, "ws.open", "worker-1", pk="CONN#a")])
+    write_lines(tmp_path, "worker-1.jsonl", WORKER_1)
     write_lines(tmp_path, "upstream.jsonl", [event(2.0, "emit", "upstream", pk="CONN#a", seq=1),
                                              event(3.0, "emit", "upstream", pk="CONN#a", seq=2)])
 
@@ -46,9 +49,7 @@ def test_files_merge_sorted_by_t_with_ties_in_file_then_line_order(tmp_path: Pat
 
 
 def test_the_typed_history_holds_each_type_in_merged_order_with_its_rows(tmp_path: Path) -> None:
-    write_lines(tmp_path, "worker-1.jsonl", [event(1.0, "worker.start", "worker-1"),
-                                             event(3.0, "lease.acquire", "worker-1", pk="CONN#a"),
-                                             event(3.0, "ws.open", "worker-1", pk="CONN#a")])
+    write_lines(tmp_path, "worker-1.jsonl", WORKER_1)
     write_lines(tmp_path, "upstream.jsonl", [event(3.0, "emit", "upstream", pk="CONN#a", seq=2),
                                              event(2.0, "emit", "upstream", pk="CONN#a", seq=1)])
 

@@ -34,11 +34,6 @@ def _sessions(regions: TwoRegions) -> dict[str, list[dict[str, Any]]]:
     return {i: s.get("sessions", []) for i, s in regions.clusters["east"].streams().items()}
 
 
-def _consumed_by(regions: TwoRegions, region: str) -> bool:
-    return all(any(s["closed"] is None and s["worker"].startswith(f"{region}-") for s in sessions)
-               for sessions in _sessions(regions).values())
-
-
 def _overlaps(regions: TwoRegions) -> list[str]:
     """The streams some east session and some west session consumed at once.  A session consumes from its
     opening to its close, or to its last answered ping when the client stopped reading (the simulator's
@@ -63,7 +58,7 @@ def _start(regions: TwoRegions) -> None:
     for connection_id in IDS:
         http_json("POST", f"{east.upstream_control_url}/streams/{connection_id}")
         send_event(regions.router_url(), "START", connection_id, f"{east.upstream_url}/streams/{connection_id}")
-    _until(lambda: _consumed_by(regions, "east"), 30, "the primary's workers consume every stream")
+    _until(lambda: regions.consumed_by("east", IDS), 30, "the primary's workers consume every stream")
 
 
 def test_without_the_gate_a_replication_pause_lets_both_regions_consume_one_stream(tmp_path: Path) -> None:
@@ -93,7 +88,7 @@ def test_with_the_gate_the_standby_waits_then_takes_over_after_an_outage(tmp_pat
         _until(lambda: regions.router_url() == west_router, 30, "the name answers the standby")
         answered = time.monotonic() - cut
         regions.fail_over("east", "west")
-        _until(lambda: _consumed_by(regions, "west"), 60, "the standby's workers consume every stream")
+        _until(lambda: regions.consumed_by("west", IDS), 60, "the standby's workers consume every stream")
         assert _overlaps(regions) == []
 
     # detection takes the failure threshold's probes (3 intervals of 1 s at this scale), then the cached
