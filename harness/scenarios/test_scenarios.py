@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from fleet.config import FleetConfig
 from harness.checkers.verdict import write_verdict
 from harness.explore.generator import generate
 from harness.scenarios.catalog import REGRESSIONS_DIR, SCENARIOS, load_dir
@@ -66,10 +65,8 @@ def _check_blog(name: str, verdict: dict[str, Any]) -> None:
         assert verdict["lost_sequences"] > 0
         assert verdict["recovery_ms"]["max"] is not None
     elif name == "graceful":
-        # released leases wait for the next reconcile, one page every reconcile interval
-        handoff_bound_ms = SCENARIOS["graceful"].expand(
-            "hardened", 1, FleetConfig(profile="hardened", worker_id="t"), 3).bound_ms["term"]
-        assert verdict["phases_ms"]["claim"]["max"] > handoff_bound_ms
+        # released leases wait for the next reconcile: every acquire after the first SIGTERM is a reconcile's
+        # (how long that takes depends on where the survivors' reconciles fall, so no time is asserted)
         acquired_after_release = [e for e in events if e["type"] == "lease.acquire" and e.get("outcome") == "ok"
                                   and e["t"] > next(f["t"] for f in events if f["type"] == "fault.start")]
         assert acquired_after_release and all(e["via"] == "reconcile" for e in acquired_after_release)

@@ -43,7 +43,8 @@ def test_bounds_follow_profile_and_scale() -> None:
     assert bound("crash", "blog") == {"kill": pytest.approx(8_000)}          # (20 s + 60 s) x 0.1
     assert bound("crash", "blog", 1.0) == {"kill": pytest.approx(80_000)}
     assert bound("crash") == {"kill": pytest.approx(2_200 + 1_000)}          # lease + 10 %, 1 s of work
-    assert bound("graceful") == {"term": 1_000, "restart": 1_000}
+    assert bound("graceful") == {"term": 2_000, "restart": 2_000}           # a latency: not scaled
+    assert bound("graceful", timescale=1.0) == {"term": 2_000, "restart": 2_000}
     assert bound("partition_upstream") == {"partition_upstream": pytest.approx(2_000 + 1_000 + 200)}
     assert bound("mid_op_drop") == dict.fromkeys(("aws_reset", "aws_timeout", "reset_upstream"), pytest.approx(1_200))
 
