@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
+from harness.cli_args import positive_int, timescale_arg
 from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
 from harness.cli_errors import CliError
+from harness.cli_region import REGION_COMMANDS, add_region_command
 from harness.processes import mark_children
 
 if TYPE_CHECKING:
@@ -39,16 +41,6 @@ HARNESS_EXTRAS = "pip install 'wsfleet[harness]'"
 STATE_FILE = Path(".wsfleet") / "up.json"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
 def _connection_id(text: str) -> str:
     from fleet.router import CONNECTION_ID
 
@@ -57,20 +49,9 @@ def _connection_id(text: str) -> str:
     return text
 
 
-def timescale_arg(text: str) -> float:
-    """An argparse type: a time scale in (0, 10]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 10:
-        raise argparse.ArgumentTypeError(f"{value} must be above 0 and at most 10")
-    return value
-
-
 def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
                   backends: tuple[str, ...] = ("embedded", "localstack")) -> None:
-    p.add_argument("--workers", type=_positive_int, default=3, help="worker processes to run (default 3)")
+    p.add_argument("--workers", type=positive_int, default=3, help="worker processes to run (default 3)")
     p.add_argument("--profile", choices=PROFILES, default="hardened",
                    help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
     p.add_argument("--timescale", type=timescale_arg, default=0.1,
@@ -180,9 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
                           help="run the scenario file FILE (YAML or JSON) instead of a built-in one")
     scenario.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    scenario.add_argument("--repeat", type=_positive_int, default=1, metavar="K",
+    scenario.add_argument("--repeat", type=positive_int, default=1, metavar="K",
                           help="run K times (RUN_DIR/run-<i>) and report how often it was invalid")
-    scenario.add_argument("--connections", type=_positive_int, help="streams (default: the file's, 30)")
+    scenario.add_argument("--connections", type=positive_int, help="streams (default: the file's, 30)")
     scenario.add_argument("--seed", type=int, help="seed of the schedule's draws (default: the file's, 1)")
     scenario.add_argument("--no-report", action="store_true", help="skip the HTML/Markdown report")
     scenario.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
@@ -201,15 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "classes; OUT/summary.json holds the counts, the fault mix and the classes. Exit 0: "
                     "every run valid; 1: an invalid run was found; 2: nothing could be run.")
     explore.add_argument("--profile", choices=PROFILES, default="hardened", help="lease algorithm (default hardened)")
-    explore.add_argument("--runs", type=_positive_int, default=10, help="schedules to run at most (default 10)")
+    explore.add_argument("--runs", type=positive_int, default=10, help="schedules to run at most (default 10)")
     explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
     explore.add_argument("--budget-s", type=float, help="start no new run after this many seconds")
     explore.add_argument("--out", type=Path, default=Path("runs/explore"),
                          help="folder for runs and scenario files (default runs/explore)")
     explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                          help="run the worker and router processes from the checkout DIR")
-    explore.add_argument("--workers", type=_positive_int, default=3, help="worker processes (default 3)")
-    explore.add_argument("--connections", type=_positive_int,
+    explore.add_argument("--workers", type=positive_int, default=3, help="worker processes (default 3)")
+    explore.add_argument("--connections", type=positive_int,
                          help="streams (default: drawn per run with the rate, 20x5/s, 10x10/s or 5x20/s; "
                               "20 when only --rate is given)")
     explore.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
@@ -220,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="embedded DynamoDB server (default dynalite)")
     explore.add_argument("--shrink-runs", type=int, default=20,
                          help="candidates the shrinker may try (default 20; 0: no shrinking)")
-    explore.add_argument("--shrink-repeat", type=_positive_int, default=1, metavar="K",
+    explore.add_argument("--shrink-repeat", type=positive_int, default=1, metavar="K",
                          help="run each shrink candidate up to K times; it still fails if any run does "
                               "(default 1; failures that show only sometimes need more)")
     explore.add_argument("--keep-going", action="store_true",
@@ -232,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
     report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
 
+    add_region_command(sub)
     add_aws_commands(sub)
     return parser
 
@@ -563,7 +545,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
-    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, **AWS_COMMANDS,
+    "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, **REGION_COMMANDS,
+    **AWS_COMMANDS,
 }
 
 if __name__ == "__main__":

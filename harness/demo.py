@@ -19,7 +19,7 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from harness.checkers.verdict import analyse
-from harness.cli import timescale_arg
+from harness.cli_args import timescale_arg
 from harness.history import read_history
 from harness.report import build_report
 from harness.scenarios.catalog import SCENARIOS

@@ -86,7 +86,14 @@ class GlobalTables:
     def stats(self) -> dict[str, Any]:
         with self.lock:
             return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
-                    "conflicts": self.replication.conflicts, "paused": self.replication.paused}
+                    "conflicts": self.replication.conflicts, "paused": self.replication.paused,
+                    "behind_ms": self.replication.behind_ms(time.time() * 1000.0)}
+
+    def caught_up(self) -> bool:
+        """No write waits longer than twice the lag (after a pause, what fell due meanwhile is delivered)."""
+        with self.lock:
+            return self.applying == 0 and \
+                self.replication.behind_ms(time.time() * 1000.0) <= 2 * self.replication.lag_ms
 
     def _recorder(self, region: str) -> Callable[[str, dict[str, Any], dict[str, Any] | None, float], None]:
         def written(table: str, key: dict[str, Any], image: dict[str, Any] | None, written_ms: float) -> None:

@@ -1,7 +1,8 @@
 """Two regions under one run: each its own embedded backend (its own server processes), its own warm fleet
 (``Cluster``, ``region`` naming its workers ``east-worker-1``, ...), Global Tables between their DynamoDB
 endpoints (``GlobalTables``), one upstream simulator outside both, and Route 53 failover in front of the
-two routers, judged by the harness (``route53``).
+two routers: created in the primary's moto Route 53 as terraform defines it (``zone_records``), judged by
+the harness (``route53``).
 
 - ``east`` is the PRIMARY region, ``west`` the SECONDARY.  Health checkers probe each router's
   ``/health`` on Route 53's schedule (``HealthCheckSpec``, scaled by the run's time scale); the zone's answer
@@ -29,12 +30,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
 from fleet.region_gate import gate_for
 from harness.backends.embedded import EmbeddedBackend, start_embedded
-from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_upstream
+from harness.backends.resources import client
+from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream
 from harness.processes import Child, Started, start_thread
 from harness.region.global_tables import GlobalTables
 from harness.region.route53 import (
@@ -44,11 +47,13 @@ from harness.region.route53 import (
     FailoverZone,
     HealthCheck,
     HealthCheckSpec,
+    create_failover,
     probe,
 )
 from harness.region.routing_control import RoutingControls
 
 AWS_REGIONS = {"east": "us-east-1", "west": "us-west-2"}  # PRIMARY first
+ZONE = "wsfleet.test"
 
 
 @dataclass
@@ -81,10 +86,12 @@ class TwoRegions(Started):
         self.zone = FailoverZone(primary, secondary, self.checks[primary], self.checks[secondary])
         self.resolver = CachedResolver(self.zone, spec.ttl_s * spec.timescale)
         self.cut: set[str] = set()
+        self.zone_id = ""
         self._history_dir = spec.run_dir / "history"
         self._history_dir.mkdir(parents=True, exist_ok=True)
         self.route53 = HistoryWriter(str(self._history_dir / "route53.jsonl"), "route53")
         self.replication = HistoryWriter(str(self._history_dir / "replication.jsonl"), "replication")
+        self.harness = HistoryWriter(str(self._history_dir / "harness.jsonl"), "harness")  # STARTs, faults
         self._stop = threading.Event()
         self._checking = threading.Thread(target=self._check_health, name="route53", daemon=True)
         self._resolved: str | None = None
@@ -113,7 +120,32 @@ class TwoRegions(Started):
                                                                    "dynamodb": self.tables.feed_url(name)})
             self.clusters[name] = Cluster(self._cluster_spec(name), backend=through_feed, upstream=self.upstream)
             self.clusters[name].start()
+        self._create_zone()
         start_thread(self._checking)
+
+    def _create_zone(self) -> None:
+        """The hosted zone, health checks and failover records in Route 53 (the primary's moto), from the
+        definitions terraform uses; the harness judges the checks itself (moto's status is canned).  The
+        local routers have no names: each record names its region's stand-in host."""
+        route53 = client(self.backends["east"].env(), "route53")
+        zone_id = route53.create_hosted_zone(Name=ZONE, CallerReference=str(time.time()))["HostedZone"]["Id"]
+        hosts = {"PRIMARY": f"east.{ZONE}", "SECONDARY": f"west.{ZONE}"}
+        checks = create_failover(route53, zone_id, f"router.{ZONE}", hosts, self.spec.health, int(self.spec.ttl_s))
+        self.zone_id = zone_id
+        self.route53.emit("route53.zone", zone_id=zone_id, health_checks=checks)
+
+    def zone_records(self) -> list[dict[str, Any]]:
+        """The failover records as Route 53 holds them, each with its health check's interval and threshold."""
+        route53 = client(self.backends["east"].env(), "route53")
+        records = route53.list_resource_record_sets(HostedZoneId=self.zone_id)["ResourceRecordSets"]
+        found = []
+        for record in (r for r in records if "Failover" in r):
+            check = route53.get_health_check(HealthCheckId=record["HealthCheckId"])["HealthCheck"]["HealthCheckConfig"]
+            found.append({"name": record["Name"], "failover": record["Failover"],
+                          "set_identifier": record["SetIdentifier"], "ttl_s": record["TTL"],
+                          "target": record["ResourceRecords"][0]["Value"], "check_interval_s": check["RequestInterval"],
+                          "failure_threshold": check["FailureThreshold"]})
+        return found
 
     def router_url(self) -> str:
         """The router a client reaches now: the zone's answer as its resolver caches it."""
@@ -123,6 +155,12 @@ class TwoRegions(Started):
             self._resolved = region
             self.route53.emit("dns.resolved", region=region)
         return self.clusters[region].router_url
+
+    def start_stream(self, connection_id: str) -> None:
+        """A stream on the simulator, STARTed through the failover name (``conn.started`` in the history)."""
+        east = self.clusters["east"]
+        start_connection(self.harness, self.router_url(), east.upstream_url, east.upstream_control_url,
+                         connection_id)
 
     def outage(self, region: str) -> None:
         cluster = self.clusters[region]
@@ -202,6 +240,7 @@ class TwoRegions(Started):
             backend.stop()
         self.route53.close()
         self.replication.close()
+        self.harness.close()
 
     def consumed_by(self, region: str, ids: list[str]) -> bool:
         """Whether each stream of ``ids`` has an open upstream session held by a worker of ``region``."""

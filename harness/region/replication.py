@@ -100,6 +100,11 @@ class Replication:
         """Writes made but not yet delivered (the RPO if the origin region were lost now)."""
         return len(self.in_flight)
 
+    def behind_ms(self, now_ms: float) -> float:
+        """How long ago the oldest write not yet delivered was made (0: none): about the lag when replication
+        keeps up, more after a pause or during an outage."""
+        return max((now_ms - d.version.written_ms for d in self.in_flight), default=0.0)
+
     def _wins(self, version: Version, held: Version) -> bool:
         """Whether ``version`` replaces ``held``: the later write wins; at the same instant, a write made over
         the other (which had reached its region) wins, else the tie-break of ``Version.wins_over``."""

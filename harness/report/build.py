@@ -64,7 +64,7 @@ def build_report(run_dirs: list[Path], out: Path | None, progress: Progress) -> 
     progress("drawing the figures")
     document = single_run_document(runs[0], csv_files) if len(runs) == 1 else several_runs_document(
         runs, csv_files, progress)
-    path = _write_document(document, out)
+    path = write_document(document, out)
     progress(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.1f} s")
     return path
 
@@ -92,7 +92,7 @@ def _write(path: Path, text: str | bytes) -> None:
         raise ReportError(f"cannot write {path}: {exc.strerror}") from None
 
 
-def _write_document(document: Document, out: Path) -> Path:
+def write_document(document: Document, out: Path) -> Path:
     images = document.images()
     if images:
         folder = out / FIGURES_DIR

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from harness.scenarios.catalog import SCENARIOS
 from harness.scenarios.gate import Totals, progress_reporter
 from harness.scenarios.runner import ScenarioRun, run_scenario
 from harness.scenarios.scenario_file import ScenarioSpec
@@ -15,16 +16,15 @@ from harness.scenarios.scenario_file import ScenarioSpec
 RunScenario = Callable[..., dict[str, Any]]
 
 
-@pytest.fixture
-def scenario(tmp_path: Path, request: pytest.FixtureRequest) -> RunScenario:
-    """Run one scenario into a temporary run folder; hardened verdicts count towards the gate, except those
-    of scenarios known to fail (``xfail``: their failure is the expected outcome, judged by the test)."""
+def _runner(run_root: Path, request: pytest.FixtureRequest) -> RunScenario:
+    """Run one scenario into a folder under ``run_root``; hardened verdicts count towards the gate, except
+    those of scenarios known to fail (``xfail``: their failure is the expected outcome, judged by the test)."""
     known_to_fail = request.node.get_closest_marker("xfail") is not None
     progress = progress_reporter(request)
 
     def run(spec: ScenarioSpec, profile: str | None = None, **options: Any) -> dict[str, Any]:
         options.setdefault("timescale", request.config.getoption("--scenario-timescale"))  # None: the file's
-        setup = ScenarioRun(spec, profile=profile, run_dir=tmp_path / spec.name, **options)
+        setup = ScenarioRun(spec, profile=profile, run_dir=run_root / spec.name, **options)
         verdict = run_scenario(setup, progress=progress)
         verdict["run_dir"] = str(setup.run_dir)
         if setup.setting("profile") == "hardened" and not known_to_fail:
@@ -32,3 +32,15 @@ def scenario(tmp_path: Path, request: pytest.FixtureRequest) -> RunScenario:
         return verdict
 
     return run
+
+
+@pytest.fixture
+def scenario(tmp_path: Path, request: pytest.FixtureRequest) -> RunScenario:
+    return _runner(tmp_path, request)
+
+
+@pytest.fixture(scope="module")
+def crash_hardened(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The crash scenario on hardened, run once per module: the catalog's test of it and the test that shows
+    the sequences checker failing on its tampered history read the same run."""
+    return _runner(tmp_path_factory.mktemp("crash-hardened"), request)(SCENARIOS["crash"], "hardened")

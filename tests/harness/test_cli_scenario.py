@@ -67,6 +67,16 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["region", "--variants", "gate,quake"], "unknown variant(s) quake; known: gate, no-gate, blog"),
+    (["region", "--variants", ","], "unknown variant(s) (none given)"),
+    (["region", "--timescale", "0"], "0.0 must be above 0 and at most 10"),
+])
+def test_region_bad_input_is_a_usage_error(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and f"error: argument {argv[1]}: {message}" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("command", [["up"], ["scenario", "crash"]])
 def test_a_localstack_that_cannot_start_is_one_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:

@@ -26,8 +26,10 @@ def test_nothing_is_delivered_while_paused_and_everything_in_order_after() -> No
     first = replication.written(A, ITEM, {"v": 1}, 0)
     second = replication.written(A, ITEM, None, 50)
     assert replication.due(10_000) == [] and replication.backlog() == 2
+    assert replication.behind_ms(10_000) == 10_000  # the oldest waiting write was made at 0
     replication.paused = False
     assert [d.version for d in replication.due(10_000)] == [first, second]
+    assert replication.behind_ms(10_000) == 0
     assert replication.held[(B, ITEM)].image is None  # the deletion replicated
 
 
