@@ -56,6 +56,9 @@ class FleetConfig:
     claims_in_flight: int = 64
     notify_pollers: int = 4
     handshake_rate: float = 500.0
+    # hardened: when workers join, the busiest hand streams off to them until max / min streams per worker
+    # is at most this (fleet.balance); 0: never move a stream for balance.
+    balance_band: float = 1.2
     # hardened: how far apart two fleet clocks may be; takeovers wait this long past an expiry.
     clock_tolerance_ms: int = 1_000
     # hardened: stop consuming this long before the lease could be taken (self-fencing).
@@ -116,6 +119,8 @@ class FleetConfig:
                 raise ConfigError(f"{ENV_VARS[name]} must be at least 1, not {getattr(self, name)}")
         if not self.handshake_rate > 0:
             raise ConfigError(f"WSFLEET_HANDSHAKE_RATE must be a positive number, not {self.handshake_rate!r}")
+        if not (self.balance_band == 0 or self.balance_band >= 1):
+            raise ConfigError(f"WSFLEET_BALANCE_BAND must be 0 (off) or at least 1, not {self.balance_band!r}")
         if not self.worker_id:
             raise ConfigError("WSFLEET_WORKER_ID must not be empty")
         Allowlist.parse(self.allowed_ws_hosts)  # a malformed entry fails every process at start-up
@@ -194,7 +199,7 @@ ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(
 # or have their own flags (profile, time scale).
 TUNABLE: tuple[str, ...] = (
     "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "metric_interval_ms",
-    "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate",
+    "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate", "balance_band",
     "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
     "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions",
 )

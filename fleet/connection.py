@@ -41,7 +41,7 @@ from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
 from fleet.expr import Condition, Write
 from fleet.history import HistoryWriter
-from fleet.lease import Holder, Lease, Rules
+from fleet.lease import Holder, Lease, Rules, WorkerRecord
 from fleet.store import LeaseStore
 from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
 
@@ -92,6 +92,7 @@ class HeldConnection:
     last_ts_ms: float | None = None  # when the upstream emitted the last message a session delivered
     delivered: asyncio.Event = field(default_factory=asyncio.Event)  # set at each message a session delivers
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
+    transfer_to: WorkerRecord | None = None  # its handoff names this incarnation the owner (``fleet.balance``)
 
     @property
     def pk(self) -> str:

@@ -134,15 +134,16 @@ class WorkerRecord:
     expires_at_ms: int
     stop_requests: frozenset[str] = frozenset()
     task_arn: str = ""  # the ECS task (or the harness's stand-in) running it, named by death notices
+    held: int | None = None  # streams it held at its last renewal (``fleet.balance``); None: never said
+    gifts: frozenset[str] = frozenset()  # streams transferred to it to balance the fleet: ``<pk>@<epoch>``
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> WorkerRecord:
         return cls(
-            worker_id=str(item["pk"]),
-            gen=str(item.get("gen", "")),
-            expires_at_ms=_int(item.get("expires_at_ms")),
+            worker_id=str(item["pk"]), gen=str(item.get("gen", "")), expires_at_ms=_int(item.get("expires_at_ms")),
             stop_requests=frozenset(str(s) for s in item.get("stop_requests", set()) or ()),
-            task_arn=str(item.get("task_arn", "")),
+            task_arn=str(item.get("task_arn", "")), held=None if item.get("held") is None else _int(item["held"]),
+            gifts=frozenset(str(g) for g in item.get("gifts", set()) or ()),
         )
 
 

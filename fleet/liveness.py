@@ -18,6 +18,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from fleet.balance import parse_gift
 from fleet.clock import monotonic_s
 from fleet.connection import HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
@@ -38,6 +39,7 @@ class Liveness:
         self.w = worker
         self.registered = False
         self.handled_stops: frozenset[str] = frozenset()
+        self.taken_gifts: frozenset[str] = frozenset()  # gifts acted on, deleted with the next renewal
         self.reported_skew: tuple[float, float] | None = None
         self.checkpointing: set[str] = set()
 
@@ -90,13 +92,13 @@ class Liveness:
         if self._skew_out_of_model():
             await self.abandon("self-fenced: clock skew beyond the tolerance", retire=True)
             return False
-        handled = self.handled_stops
-        renewals = w.profile.renewals(w.me, [h.lease for h in w.held.values()], w.clock.now_ms(), handled)
-        results = await asyncio.gather(*(self._renew(r, handled) for r in renewals))
+        handled, taken = self.handled_stops, self.taken_gifts
+        renewals = w.profile.renewals(w.me, [h.lease for h in w.held.values()], w.clock.now_ms(), handled, taken)
+        results = await asyncio.gather(*(self._renew(r, handled, taken) for r in renewals))
         self._checkpoints_due()
         return all(results)
 
-    async def _renew(self, renewal: Renewal, handled: frozenset[str]) -> bool:
+    async def _renew(self, renewal: Renewal, handled: frozenset[str], taken: frozenset[str] = frozenset()) -> bool:
         w = self.w
         sent = monotonic_s()
         try:
@@ -127,7 +129,10 @@ class Liveness:
             # it may have landed after a taker read us as expired, so it does not move the fence
             w.emit("lease.renew", pk=renewal.pk, outcome="info", note="answered late", expires_ms=expires)
         if renewal.pk is None:
-            self._settle_mailbox(handled, WorkerRecord.from_item(item).stop_requests)
+            record = WorkerRecord.from_item(item)
+            self._settle_mailbox(handled, record.stop_requests)
+            if on_time:
+                self._take_gifts(taken, record.gifts)
         return on_time
 
     async def _send(self, renewal: Renewal) -> dict[str, Any]:
@@ -143,6 +148,17 @@ class Liveness:
         w.pending_stops |= plan.pending
         for request in plan.drop:
             w.chores.spawn(self._drop_stopped(request))
+
+    def _take_gifts(self, deleted: frozenset[str], gifts: frozenset[str]) -> None:
+        """Take up each stream transferred to this worker (``fleet.balance``) once a consistent read shows it
+        ours; each gift is deleted with the next renewal, taken up or not."""
+        w = self.w
+        self.taken_gifts -= deleted
+        for entry in gifts - self.taken_gifts:
+            self.taken_gifts |= {entry}
+            gift = parse_gift(entry)
+            if gift is not None and gift[0] not in w.held and gift[0] not in w.acquiring:
+                w.claims.spawn(w.adopt(gift[0], via="balance"))
 
     async def _drop_stopped(self, request: StopRequest) -> None:
         held = self.w.held.get(request.pk)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.aws import ClientSettings
+from fleet.balance import GIFTS, Balancer
 from fleet.config import PROFILE_POLICY, FleetConfig
 from fleet.expr import Write
 from fleet.lease import (
@@ -154,7 +155,8 @@ class BlogProfile:
         return self.own_reconnect_policy if configured == PROFILE_POLICY else configured
 
     # -- liveness and the fence ----------------------------------------------------------------------
-    def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
+    def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str],
+                 taken_gifts: frozenset[str] = frozenset()) -> list[Renewal]:
         return [Renewal(self.rules.renew(lease, me, now_ms), lease.pk) for lease in held]
 
     def heartbeat_wait_s(self, renewed: bool) -> float:
@@ -278,6 +280,10 @@ class BlogProfile:
         """Released streams to announce (the published design leaves them to the next reconcile)."""
         return []
 
+    def balancer(self) -> Balancer | None:
+        """What moves streams to workers that join (``fleet.balance``); the published design moves none."""
+        return None
+
     def checkpoint_every_s(self) -> float | None:
         return None
 
@@ -314,9 +320,17 @@ class HardenedProfile(BlogProfile):
         consistent reads."""
         return ClientSettings.bounded(self.config)
 
-    def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str]) -> list[Renewal]:
+    def renewals(self, me: Holder, held: Iterable[Lease], now_ms: int, handled_stops: frozenset[str],
+                 taken_gifts: frozenset[str] = frozenset()) -> list[Renewal]:
+        """The worker item's renewal, which also says how many streams it holds and deletes the gifts it
+        has taken (``fleet.balance``)."""
         write = self.rules.renew_worker(me, now_ms, handled_stops)
-        return [] if write is None else [Renewal(write)]
+        if write is None:
+            return []
+        taken = {GIFTS: taken_gifts} if taken_gifts else {}
+        update = replace(write.update, set={**write.update.set, "held": len(list(held))},
+                         delete_from_set={**write.update.delete_from_set, **taken})
+        return [Renewal(replace(write, update=update))]
 
     def heartbeat_wait_s(self, renewed: bool) -> float:
         # a missed renewal is retried soon, so a short outage does not reach the fence
@@ -388,6 +402,12 @@ class HardenedProfile(BlogProfile):
 
     def handoffs(self, released: list[tuple[str, int]]) -> list[tuple[str, int]]:
         return released
+
+    def balancer(self) -> Balancer | None:
+        """A joiner counts once alive a lease, and a worker gives at most once a lease."""
+        if not self.config.balance_band:
+            return None
+        return Balancer(band=self.config.balance_band, settle_s=self.config.lease_s)
 
     def checkpoint_every_s(self) -> float | None:
         return self.config.scaled_s(self.config.checkpoint_ms)

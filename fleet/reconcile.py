@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from fleet.connection import wait_until_set
-from fleet.lease import ConnectionRecord
+from fleet.lease import ConnectionRecord, WorkerRecord
 from fleet.logline import log
 from fleet.profiles import Sweep
 
@@ -31,6 +31,7 @@ class Reconciler:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
         self.pacer = worker.profile.pacer(worker.rng)
+        self.balancer = worker.profile.balancer()
         self.requested = False
         self.wake = asyncio.Event()
 
@@ -48,10 +49,21 @@ class Reconciler:
                 if look.sweep is not None:
                     self.requested = False
                     await self.sweep(look.sweep)
+                self._balance(workers)
                 wait = look.wait_s
             self.wake.clear()
             if not (self.requested and w.liveness.registered):  # else asked again during that sweep: look now
                 await wait_until_set(self.wake, wait)
+
+    def _balance(self, workers: dict[str, WorkerRecord]) -> None:
+        """Give streams to workers that joined, when the profile balances and the fleet is out of its band
+        (``fleet.balance``)."""
+        w = self.w
+        if self.balancer is None or not workers or w.closing:
+            return
+        gifts = self.balancer.consider(w.me.worker_id, len(w.held), workers, w.clock.now_ms(), time.monotonic())
+        if gifts:
+            w.chores.spawn(w.releases.give_away(gifts))
 
     async def sweep(self, plan: Sweep) -> None:
         """Claim (or adopt) every claimable connection the index lists, several at a time."""

@@ -1,5 +1,5 @@
 """Giving a lease back: the release write, its outcome in the history, and what follows a refusal that the
-holder can settle by itself.
+holder can settle by itself; and giving leases to another worker to balance the fleet (``give_away``).
 
 A release for a STOP (``stopped_at_ms``) holds only while the stream is STOPPED at that time; any other release
 (a handoff: shutdown, give-up) only while it is STARTED.  A handoff refused because a STOP landed that the
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
+from fleet.balance import Gift, gift_entry, give, transfer
 from fleet.connection import HeldConnection
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import STOPPED
@@ -57,11 +58,15 @@ class Releases:
         return True
 
     async def release(self, held: HeldConnection, reason: str, for_stop: int | None, behind: bool) -> str:
-        """One release write (``fleet.lease.Rules.release``): its outcome (``ok``, ``fail``, ``info``), in the
-        history.  Left to drain (``behind``), it is announced, or nobody drains it before the next sweep."""
-        w = self.w
-        write = w.rules.release(held.lease, w.me, w.clock.now_ms(), held.last_seq, drained=held.drained,
+        """One release write (``fleet.lease.Rules.release``; a handoff with ``transfer_to`` transfers the lease
+        to that incarnation instead, ``fleet.balance.transfer``): its outcome (``ok``, ``fail``, ``info``), in
+        the history.  Left to drain (``behind``), it is announced, or nobody drains it before the next sweep."""
+        w, to = self.w, held.transfer_to if for_stop is None else None
+        now = w.clock.now_ms()
+        write = w.rules.release(held.lease, w.me, now, held.last_seq, drained=held.drained,
                                 stopped_at_ms=for_stop, behind=behind)
+        if to is not None:
+            write = transfer(write, held.lease, to, now, w.rules.lease_ms)
         try:
             await w.store.execute(w.config.connections_table, write)
             outcome = "ok"
@@ -70,11 +75,35 @@ class Releases:
         except StoreError:
             outcome = "info"
         w.emit("lease.release", pk=held.pk, epoch=held.lease.epoch, outcome=outcome, seq=held.last_seq,
-               reason=reason, behind=behind)
+               reason=reason, behind=behind, **({"to": to.worker_id} if to is not None else {}))
         if outcome == "ok" and behind:
             with contextlib.suppress(StoreError):
                 await w.store.notify([(held.pk, None)])
         return outcome
+
+    async def give_away(self, gifts: list[Gift]) -> None:
+        """Give streams to idler workers (``fleet.balance``): the latest taken up, each stopped and its lease
+        transferred to the recipient, then named in its gifts (else its next sweep finds them)."""
+        w = self.w
+        movable = [h for h in w.held.values() if h.task is not None and not h.dropping and not h.draining]
+        for gift in gifts:
+            keep = len(movable) - min(gift.count, len(movable))
+            chosen, movable = movable[keep:], movable[:keep]
+            if not chosen:
+                return
+            to = gift.recipient
+            w.emit("balance.give", to=to.worker_id, streams=len(chosen))
+            for held in chosen:
+                held.transfer_to = to
+            moved = await asyncio.gather(*(w.drop(h, "rebalance", release=True) for h in chosen),
+                                         return_exceptions=True)
+            entries = frozenset(gift_entry(h.pk, h.lease.epoch + 1) for h, ok in zip(chosen, moved, strict=True)
+                                if ok is True)
+            if entries:
+                try:
+                    await w.store.execute(w.config.workers_table, give(to, entries, w.clock.now_ms()))
+                except StoreError as exc:
+                    log("balance.give_error", to=to.worker_id, error=str(exc)[:200])
 
     async def after_refused_handoff(self, held: HeldConnection, reason: str) -> str:
         """A handoff's release was refused: unless the lease is no longer ours, the stream was STOPPED since.

@@ -205,12 +205,12 @@ class Worker:
                 if await self._acquire(pk, via, seen, me, held.last_seq):
                     return
 
-    async def adopt(self, pk: str) -> bool:
-        """A listing shows ``pk``'s lease ours though we hold nothing: take it up if a consistent read agrees."""
+    async def adopt(self, pk: str, via: str = "adopted") -> bool:
+        """``pk``'s lease is ours though we hold nothing (listed so, or a gift): take it up if a read agrees."""
         me = self.me
         with self._acquiring(pk):
             item = await self._settle(pk, me)
-            return item is not None and await self._take_up(pk, item, "adopted", me)
+            return item is not None and await self._take_up(pk, item, via, me)
 
     def forget_pending_stops(self, pk: str) -> None:
         """The acquire of ``pk`` is over: the STOPs seen during it were honoured or did not apply."""
@@ -291,8 +291,8 @@ class Worker:
     async def drop(self, held: HeldConnection, reason: str, release: bool, stopped_at_ms: int | None = None) -> bool:
         """Stop consuming ``held``; with ``release`` give the lease back: for the STOP at ``stopped_at_ms``
         when given (a finished drain: for the STOP it drained to), and taken up again (``_retake``) when that
-        is no longer the stream's latest STOP; else a handoff, repeated for a STOP that landed unseen
-        (``fleet.release.Releases.after_refused_handoff``).  Whether a release was accepted."""
+        is no longer the stream's latest STOP; else a handoff (or its ``transfer_to``), repeated for a STOP that
+        landed unseen (``fleet.release.Releases.after_refused_handoff``).  Whether a release was accepted."""
         if self.held.get(held.pk) is not held or held.dropping:
             return False
         held.dropping = True

@@ -49,7 +49,8 @@ HARNESS_KINDS = {"reset_upstream": "the harness asks the upstream simulator to d
                  "forged_death_notice": "the harness puts a forged death notice on the fleet's queue"}
 REFUSALS = {"pause": "FIS sends no SIGSTOP to a task's process",
             "clock_skew": "no FIS action moves a task's clock",
-            "aws_reset": "FIS cannot reset connections in flight"}
+            "aws_reset": "FIS cannot reset connections in flight",
+            "join": "scale-out is the ECS service's desired count, not a FIS action"}
 
 
 class FisError(ValueError):

@@ -55,6 +55,7 @@ WHY_NOT = {
     "kill": "a SIGKILL is a FIS experiment: give the role (--role-arn, or the outputs' fis_role_arn) and at "
             "least one --stop-alarm",
     "restart": "ECS's service scheduler replaces a stopped task by itself",
+    "join": "a task joins when the service's desired count rises (its autoscaling, or the operator)",
     "pause": "nothing on ECS sends SIGSTOP to a task",
 }
 FIS_ENDED = ("completed", "stopped", "failed", "cancelled")

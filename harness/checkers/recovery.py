@@ -2,8 +2,9 @@
 
 For a ``fault.start`` at ``t0`` (every kind unless ``kinds`` restricts them), the affected connections are:
 the pks a target worker was consuming at ``t0`` when the target names workers (ids the history knows or
-that start with ``worker``; ``*``, ``all`` or ``workers`` name them all); otherwise the pks whose
-consuming part ended within [t0, fault.stop (t0 if none) + ``fault_grace_ms``] (default: one heartbeat).
+that start with ``worker``; ``*``, ``all`` or ``workers`` name them all); otherwise, and for a ``join`` (the
+streams moved to balance the fleet, whoever held them), the pks whose consuming part ended within
+[t0, fault.stop (t0 if none) + ``fault_grace_ms``] (default: one heartbeat).
 The old owner ``W`` is that part's worker, ``old_end`` its end.
 
 - ``claim``: the first ``lease.acquire`` ok for the pk after t0 by another worker, or by W itself once it
@@ -72,6 +73,9 @@ DETAIL_ROWS = 50
 
 Arrays = tuple[np.ndarray, ...]
 
+# Fault kinds whose target is not where the disruption is: a worker joining moves other workers' streams.
+WINDOW_KINDS = frozenset({"join"})
+
 
 def check_recovery(history: History, *, kinds: Collection[str] | None = None,
                    fault_grace_ms: float | None = None, info: RunInfo | None = None,
@@ -124,7 +128,9 @@ def _affected(fault: Fault, consumed: Consumption, workers: set[str], grace: flo
     of each connection the fault affected."""
     parts = consumed.parts
     parts = parts.assign(session_end=parts.groupby(["pk", "session"], sort=False)["end"].transform("max"))
-    if ALL_WORKERS & set(fault.targets):
+    if fault.kind in WINDOW_KINDS:
+        targets = set()
+    elif ALL_WORKERS & set(fault.targets):
         targets = set(workers)
     else:
         targets = {t for t in fault.targets if t in workers or t.startswith("worker")}

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.checkers.balance import check_balance
 from harness.checkers.bounds import check_bounds
 from harness.checkers.consuming import consumption
 from harness.checkers.duplicates import (
@@ -123,6 +124,7 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
             check_stop(history, info=info, consumed=consumed),
             check_zombie_writes(history, info=info, writes=consumed.writes),
             check_handshakes(history, info=info),
+            check_balance(history, info=info),
         )
     }
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))

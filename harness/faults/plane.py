@@ -7,8 +7,9 @@ whatever is still broken and is safe to call at any time, twice.  ``Nemesis`` re
 scenario runner calls in a ``finally``: no process is left stopped, no proxy disabled, no clock skewed.
 
 Kinds: ``kill`` (SIGKILL), ``term`` (SIGTERM, waits for the exit), ``restart`` (start a stopped worker
-again), ``pause`` (SIGSTOP until stop, then SIGCONT), ``partition_aws`` / ``partition_upstream`` (the
-worker's proxies disabled: every live connection closed, new ones refused), ``reset_upstream`` (the
+again), ``join`` (a new worker joins: scale-out), ``pause`` (SIGSTOP until stop, then SIGCONT),
+``partition_aws`` / ``partition_upstream`` (the worker's proxies disabled: every live connection closed,
+new ones refused), ``reset_upstream`` (the
 simulator drops live sessions mid-stream), ``aws_reset`` / ``aws_timeout`` (Toxiproxy ``reset_peer`` /
 ``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``toxic`` (any
 toxic, either direction, on any of the worker's proxies, with a partial toxicity drawn afresh every
@@ -61,6 +62,15 @@ class Restart(Fault):
         handle = self._worker(cluster)
         if handle.child.running() and handle.child.wait(max(10.0, 5 * cluster.config.lease_s)) is None:
             raise FaultError(f"restart: {self.target} is still running")
+        cluster.add_worker(self.target)
+
+
+class Join(Fault):
+    """Scale out: a new worker process, named by the target (``worker-4``), joins the fleet."""
+
+    def start(self, cluster: Cluster) -> None:
+        if self.target in cluster.workers:
+            raise FaultError(f"join: {self.target} exists already (a stopped worker comes back with restart)")
         cluster.add_worker(self.target)
 
 
@@ -222,7 +232,7 @@ class ClockSkew(Fault):
 
 
 REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
-    "kill": Kill, "term": Term, "restart": Restart, "pause": Pause,
+    "kill": Kill, "term": Term, "restart": Restart, "join": Join, "pause": Pause,
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
     "clock_skew": ClockSkew, "forged_death_notice": ForgedDeathNotice,

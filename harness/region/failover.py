@@ -141,6 +141,7 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
         result["split_brain"] = {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1),
                                  "pks": sorted(overlaps)}
         say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
+        _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
         if variant.outage:
             result["outage"] = _outage(regions, ids, patience_s, say)
         result["conflicts"] = tables.stats()["conflicts"]
@@ -152,7 +153,6 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     """Cut the primary off once replication caught up; measure the standby's takeover."""
     tables, east, spec = regions.tables, regions.clusters["east"], regions.spec
     assert tables is not None
-    _wait(tables.caught_up, patience_s, "replication caught up after the pause")
     time.sleep(east.config.lease_s)  # a lease of steady running, so the cut lands mid-stream
     backlog = tables.stats()["backlog"]
     cut_ms, cut = time.time() * 1000.0, time.monotonic()

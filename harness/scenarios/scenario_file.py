@@ -303,6 +303,7 @@ def _list(data: dict[str, Any], key: str, fail: Any) -> list[dict[str, Any]]:
 
 
 def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
+    joined = {step.get("target") for step in spec.faults if step.get("kind") == "join"}  # may be faulted too
     for i, step in enumerate(spec.faults):
         at = f"faults[{i}]"
         extra = sorted(set(step) - {"at_s", "kind", "target", "duration_s", "params"})
@@ -315,7 +316,9 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
         if not (target in FAULT_TARGETS or worker or (isinstance(target, str) and CONNECTION.fullmatch(target)
                                                       and step["kind"] == "reset_upstream")):
             raise fail(f"{at}.target", f"{target!r} is not a target (worker-N, {', '.join(FAULT_TARGETS)})")
-        if worker and not 1 <= int(worker.group(1)) <= spec.workers:
+        if worker and step["kind"] == "join" and int(worker.group(1)) <= spec.workers:
+            raise fail(f"{at}.target", f"{target} exists already with {spec.workers} workers (join a new one)")
+        if worker and step["kind"] != "join" and target not in joined and not 1 <= int(worker.group(1)) <= spec.workers:
             raise fail(f"{at}.target", f"{target} does not exist with {spec.workers} workers")
         if "params" in step and not isinstance(step["params"], dict | None):
             raise fail(f"{at}.params", "must be a mapping")

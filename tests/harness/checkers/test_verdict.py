@@ -61,7 +61,7 @@ def test_a_healthy_run_is_valid_and_the_verdict_has_exactly_the_design_keys(buil
     assert verdict["recovery_ms"] == {"p50": None, "p95": None, "max": None}
     assert set(verdict["phases_ms"]) == {"detect", "claim", "connect", "resume", "caught_up", "gap"}
     assert set(verdict["checkers"]) == {"duplicate_claims", "sequences", "recovery", "bounds", "stop",
-                                        "zombie_writes", "handshakes"}
+                                        "zombie_writes", "handshakes", "balance"}
     assert verdict["zombie_writes"] == 0
     assert verdict["outcomes"] == {"lease.acquire": {"ok": 1, "fail": 0, "info": 0},
                                    "msg.persist": {"ok": 10, "fail": 0, "info": 0}}

@@ -17,7 +17,7 @@ def config(profile: str = "hardened", timescale: float = 0.1) -> FleetConfig:
 def test_the_catalog_is_its_files_in_order() -> None:
     assert list(SCENARIOS) == ["crash", "crash_notice", "graceful", "pause", "partition_aws", "partition_upstream",
                                "mid_op_drop", "clock_skew", "aws_5xx", "aws_slow", "aws_throttle", "reconnect_storm",
-                               "sqs_faults"]
+                               "scale_out", "sqs_faults"]
     assert {spec.path for spec in SCENARIOS.values()} == {str(p) for p in CATALOG_DIR.glob("*.yaml")}
 
 

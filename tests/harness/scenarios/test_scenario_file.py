@@ -104,6 +104,7 @@ def mutated(change: dict[str, Any], path: tuple[str | int, ...] = ()) -> dict[st
     (mutated({"kind": "explode"}, ("faults", 0)), r"faults\[0\].kind: 'explode' is not a fault kind"),
     (mutated({"target": "worker-9"}, ("faults", 0)), r"faults\[0\].target: worker-9 does not exist with 3"),
     (mutated({"target": "everyone"}, ("faults", 0)), r"faults\[0\].target: 'everyone' is not a target"),
+    (mutated({"kind": "join", "target": "worker-2"}, ("faults", 0)), r"faults\[0\].target: worker-2 exists already"),
     (mutated({"duration_s": "2*leese"}, ("faults", 0)), r"faults\[0\].duration_s: .*unknown name 'leese'"),
     (mutated({"when": 1}, ("faults", 0)), r"faults\[0\].when: unknown field"),
     (mutated({"op": "restart"}, ("workload", 0)), r"workload\[0\].op: 'restart' is not an operation"),

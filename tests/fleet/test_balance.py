@@ -1,0 +1,144 @@
+"""fleet.balance without a network: who gives how many streams to whom, and when not (the band, a joiner not
+yet settled, a gift too recent, a worker expired or silent); every giver computing the same matching; the
+gift write's condition."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleet.balance import GIFTS, Balancer, balanced, fair_shares, gift_entry, give, matching, parse_gift, transfer
+from fleet.lease import HardenedRules, Holder, Lease, WorkerRecord
+from fleet.memstore import MemoryStore
+from tests.fleet.memworker import add_stream, config, history, running, until
+
+NOW_MS = 1_000_000
+WORKERS = "wsfleet-workers"
+
+
+def worker(worker_id: str, held: int | None, gen: str = "g1", expires_ms: int = NOW_MS + 2_000) -> WorkerRecord:
+    return WorkerRecord(worker_id=worker_id, gen=gen, expires_at_ms=expires_ms, held=held)
+
+
+def table(*records: WorkerRecord) -> dict[str, WorkerRecord]:
+    return {r.worker_id: r for r in records}
+
+
+def settled_balancer(workers: dict[str, WorkerRecord], me: str = "w1", mine: int = 15) -> Balancer:
+    """A balancer that has seen ``workers`` at 0 s; asked at 10 s they are settled."""
+    balancer = Balancer(band=1.2, settle_s=2.0)
+    assert balancer.consider(me, mine, workers, NOW_MS, now_s=0.0) == []  # nobody settled yet
+    return balancer
+
+
+def gifts_of(balancer: Balancer, me: str, mine: int, workers: dict[str, WorkerRecord],
+             now_s: float = 10.0) -> list[tuple[str, int]]:
+    return [(g.recipient.worker_id, g.count) for g in balancer.consider(me, mine, workers, NOW_MS, now_s)]
+
+
+def test_a_joiner_draws_the_busiest_down_to_their_shares() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0))
+    assert gifts_of(settled_balancer(workers), "w1", 15, workers) == [("w3", 5)]
+    assert gifts_of(settled_balancer(workers, "w2"), "w2", 15, workers) == [("w3", 5)]
+    assert gifts_of(settled_balancer(workers, "w3", 0), "w3", 0, workers) == []
+
+
+def test_the_shares_keep_the_remainder_with_the_busiest_and_the_gifts_fill_the_deficits_in_order() -> None:
+    counts = {"w1": 10, "w2": 10, "w3": 10, "w4": 0}
+    assert fair_shares(counts) == {"w1": 8, "w2": 8, "w3": 7, "w4": 7}
+    assert matching(counts, fair_shares(counts)) == [("w1", "w4", 2), ("w2", "w4", 2), ("w3", "w4", 3)]
+    counts = {"a": 12, "b": 0, "c": 0}
+    assert matching(counts, fair_shares(counts)) == [("a", "b", 4), ("a", "c", 4)]
+
+
+def test_within_the_band_nothing_moves() -> None:
+    workers = table(worker("w1", 12), worker("w2", 11), worker("w3", 10))   # 12 / 10 = 1.2
+    assert gifts_of(settled_balancer(workers, mine=12), "w1", 12, workers) == []
+
+
+def test_a_worker_that_has_not_been_alive_the_settle_time_draws_nothing() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15))
+    balancer = settled_balancer(workers)
+    joined = table(*workers.values(), worker("w3", 0))
+    assert gifts_of(balancer, "w1", 15, joined, now_s=11.0) == []       # first seen at 11 s
+    assert gifts_of(balancer, "w1", 15, joined, now_s=12.5) == []       # 1.5 s: not yet
+    assert gifts_of(balancer, "w1", 15, joined, now_s=13.0) == [("w3", 5)]
+
+
+def test_a_flapping_worker_starts_its_settle_time_again_with_each_incarnation() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0, gen="a"))
+    balancer = settled_balancer(workers)
+    again = table(worker("w1", 15), worker("w2", 15), worker("w3", 0, gen="b"))
+    assert gifts_of(balancer, "w1", 15, again) == []
+
+
+def test_an_expired_or_silent_worker_is_not_counted() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0, expires_ms=NOW_MS - 1), worker("w4", None))
+    assert gifts_of(settled_balancer(workers), "w1", 15, workers) == []
+
+
+def test_one_gift_per_settle_time() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0))
+    balancer = settled_balancer(workers)
+    assert gifts_of(balancer, "w1", 15, workers, now_s=10.0) == [("w3", 5)]
+    assert gifts_of(balancer, "w1", 15, workers, now_s=11.0) == []   # the counts have not been renewed yet
+    assert gifts_of(balancer, "w1", 15, workers, now_s=12.0) == [("w3", 5)]
+
+
+def test_a_transfer_is_the_handoff_release_naming_the_recipient_at_the_next_epoch() -> None:
+    rules = HardenedRules(config())
+    me, lease = Holder("w1", "g1"), Lease(pk="CONN#a", ws_url="ws://u/a", epoch=4, resume_seq=1)
+    release = rules.release(lease, me, NOW_MS, last_seq=17)
+    moved = transfer(release, lease, worker("w3", 0, gen="g3"), NOW_MS, rules.lease_ms)
+    assert moved.condition == release.condition     # held by me at my epoch, and STARTED
+    assert {k: moved.update.set[k] for k in ("lease_owner", "owner_gen", "epoch", "last_seq")} == {
+        "lease_owner": "w3", "owner_gen": "g3", "epoch": 5, "last_seq": 17}
+    assert moved.update.set["lease_expires_at_ms"] == NOW_MS + rules.lease_ms
+
+
+def test_a_gift_names_the_stream_and_needs_the_recipients_live_incarnation() -> None:
+    assert parse_gift(gift_entry("CONN#c@x", 7)) == ("CONN#c@x", 7) and parse_gift("CONN#c@") is None
+    write = give(worker("w3", 0, gen="g3"), frozenset({"CONN#a@2"}), NOW_MS)
+    assert write.key == {"pk": "w3"} and write.update.add_to_set == {GIFTS: frozenset({"CONN#a@2"})}
+    assert write.allowed({"pk": "w3", "gen": "g3", "expires_at_ms": NOW_MS + 1})
+    assert not write.allowed({"pk": "w3", "gen": "g9", "expires_at_ms": NOW_MS + 1})
+    assert not write.allowed({"pk": "w3", "gen": "g3", "expires_at_ms": NOW_MS})
+    assert not write.allowed(None)
+
+
+@given(st.lists(st.integers(0, 200), min_size=2, max_size=8))
+def test_every_giver_computes_the_same_gifts_and_they_balance_the_fleet(counts: list[int]) -> None:
+    """Each worker decides alone from the same table; what the givers give adds up to what the recipients
+    lack, and the fleet ends within the band (one round, when every count is seen at once)."""
+    names = [f"w{i}" for i in range(len(counts))]
+    workers = table(*(worker(n, c) for n, c in zip(names, counts, strict=True)))
+    after = dict(zip(names, counts, strict=True))
+    for name in names:
+        for recipient, n in gifts_of(settled_balancer(workers, name, after[name]), name, workers[name].held or 0,
+                                     workers):
+            after[name] -= n
+            after[recipient] += n
+    assert sum(after.values()) == sum(counts)
+    assert balanced(after.values(), 1.2) or balanced(counts, 1.2)
+
+
+async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_worker_at_a_time() -> None:
+    """Two real workers on the in-memory store: the first holds twelve streams, the second joins, and the
+    first transfers six to it, which it takes up from its gifts (``via`` balance): never free on the way."""
+    store = MemoryStore(config())
+    pks = [f"CONN#c{i:02d}" for i in range(12)]
+    for pk in pks:
+        add_stream(store, pk)
+    async with running(store) as first:
+        await until(lambda: len(first.held) == 12)
+        async with running(store, config(worker_id="w2")) as second:
+            await until(lambda: len(second.held) == 6 and len(first.held) == 6)
+            owners = {pk: store.connection(pk).lease_owner for pk in pks}
+            assert sorted(owners.values()) == ["w1"] * 6 + ["w2"] * 6
+            assert {pk for pk, owner in owners.items() if owner == "w2"} == set(second.held)
+            given = history(second).of("lease.acquire", via="balance", outcome="ok")
+            assert sorted(e["pk"] for e in given) == sorted(second.held)
+            moved = history(first).of("lease.release", reason="rebalance", outcome="ok")
+            assert sorted(e["pk"] for e in moved) == sorted(second.held) and {e["to"] for e in moved} == {"w2"}
+            assert [e["streams"] for e in history(first).of("balance.give", to="w2")] == [6]
+            await until(lambda: not (store.item(WORKERS, "w2") or {}).get(GIFTS))  # deleted with the renewal after

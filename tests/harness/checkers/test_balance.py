@@ -1,0 +1,54 @@
+"""Balanced scale-out from hand-made histories: the held counts the workers report at each heartbeat are
+judged at the end of each ``join`` fault; out of the band is flagged, a worker that stopped reporting is not
+counted, and a run without a join is not judged."""
+
+from __future__ import annotations
+
+from harness.checkers.balance import check_balance
+
+HEARTBEAT_MS = 500.0
+
+
+def scale_out(build, counts_at_end: dict[str, int], settings: dict | None = None, stale: dict | None = None):
+    build.run_start(config={"heartbeat_ms": HEARTBEAT_MS}, settings=settings or {})
+    build.fault(1_000.0, "join", "worker-3", stop_t=13_000.0)
+    for worker in counts_at_end:
+        build.at(900.0, "requests", worker, worker=worker, held=15 if worker != "worker-3" else 0)
+    for worker, held in counts_at_end.items():
+        build.at(12_800.0, "requests", worker, worker=worker, held=held)
+    for worker, held in (stale or {}).items():  # last heard of long before the join's end
+        build.at(5_000.0, "requests", worker, worker=worker, held=held)
+    return build.frame()
+
+
+def test_a_balanced_fleet_at_the_end_of_the_join_is_valid(build) -> None:
+    result = check_balance(scale_out(build, {"worker-1": 10, "worker-2": 10, "worker-3": 10}))
+    assert result.valid is True
+    assert result.details["joins"][0]["counts"] == {"worker-1": 10, "worker-2": 10, "worker-3": 10}
+
+
+def test_out_of_the_band_is_flagged(build) -> None:
+    result = check_balance(scale_out(build, {"worker-1": 15, "worker-2": 15, "worker-3": 0}))
+    assert result.valid is False and "worker-3" in result.details["message"]
+
+
+def test_the_band_is_the_runs_setting(build) -> None:
+    counts = {"worker-1": 12, "worker-2": 10, "worker-3": 8}   # 1.5: out of 1.2, within 2
+    assert check_balance(scale_out(build, counts)).valid is False
+    assert check_balance(scale_out(type(build)(), counts, settings={"balance_band": 2.0})).valid is True
+
+
+def test_one_stream_apart_is_as_balanced_as_whole_streams_allow(build) -> None:
+    assert check_balance(scale_out(build, {"worker-1": 2, "worker-2": 1, "worker-3": 1})).valid is True
+
+
+def test_a_worker_that_stopped_reporting_is_not_counted(build) -> None:
+    history = scale_out(build, {"worker-1": 10, "worker-2": 10, "worker-3": 10}, stale={"worker-9": 0})
+    assert check_balance(history).valid is True
+
+
+def test_without_a_join_nothing_is_judged(build) -> None:
+    build.run_start()
+    build.at(500.0, "requests", "worker-1", worker="worker-1", held=30)
+    result = check_balance(build.frame())
+    assert result.valid is True and result.details["applies"] is False
