@@ -13,7 +13,7 @@ from typing import Any
 from harness.cli_args import positive_int, timescale_arg
 from harness.cli_errors import CliError
 
-DEFAULT_VARIANTS = "gate,no-gate,blog"
+DEFAULT_VARIANTS = "gate,no-gate,blog,dynamodb"
 
 
 def _variants(text: str) -> list[str]:
@@ -33,13 +33,14 @@ def add_region_command(sub: Any) -> None:
         description="Two regions (each its own embedded backend and warm fleet), Global Tables between them, "
                     "Route 53 failover and the region activation gate. Each variant STARTs streams in the "
                     "primary, pauses replication for 3 leases plus a reconcile (split brain: a stream both "
-                    "regions consumed at once), and, with the gate, cuts the primary off and measures the "
-                    "standby's takeover phase by phase (RTO), the writes left behind (RPO) and the sequences "
-                    "lost. Writes RUN_DIR/report.html and report.md, and each variant's region.json. "
+                    "regions consumed at once), and, with the gate, cuts the primary off (or only its DynamoDB) "
+                    "and measures the standby's takeover phase by phase (RTO), the writes left behind (RPO) "
+                    "and the sequences lost. Writes RUN_DIR/report.html and report.md, and each variant's region.json. "
                     "Exit 0: the gated variant held; 1: it did not; 2: bad input.")
     region.add_argument("--variants", type=_variants, default=DEFAULT_VARIANTS,
-                        help=f"comma-separated: gate (hardened with the gate), no-gate (hardened without it), "
-                             f"blog (the published design); default {DEFAULT_VARIANTS}")
+                        help=f"comma-separated: gate (hardened with the gate: the primary cut off), no-gate "
+                             f"(hardened without it), blog (the published design), dynamodb (with the gate: only "
+                             f"the primary's DynamoDB out); default {DEFAULT_VARIANTS}")
     region.add_argument("--timescale", type=timescale_arg, default=0.1,
                         help="time scale (default 0.1: health checks every 1 s, TTL 3 s; 1 for the real timings)")
     region.add_argument("--streams", type=positive_int, default=6, help="streams to START (default 6)")

@@ -41,6 +41,7 @@ class ChangeFeedProxy:
         self.on_change = on_change
         self.key_names: dict[str, list[str]] = {}
         self.lock = threading.Lock()
+        self.down = False  # the region's DynamoDB is out (a fault): every request answered 503
         self.server = QuietHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -121,6 +122,8 @@ class ChangeFeedProxy:
                 headers = {name: self.headers[name] for name in FORWARDED_HEADERS if self.headers.get(name)}
                 target = headers.get("X-Amz-Target", "").removeprefix(TARGET_PREFIX)
                 try:
+                    if proxy.down:
+                        raise OSError("the region's DynamoDB is down (fault)")
                     status, body = proxy.call(target, raw, headers)
                 except OSError as exc:  # the endpoint is down: what a client of DynamoDB sees then
                     status, body = 503, json.dumps({"__type": "ServiceUnavailable", "message": str(exc)}).encode()

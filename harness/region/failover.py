@@ -13,7 +13,9 @@ One run of a ``Variant``:
    over the streams, and what they do is not a recovery);
 4. **region outage**: east cut off (its router stops answering, its workers reach nothing, its writes not
    yet replicated stay behind); the harness moves the activation when the zone's answer changes, as an
-   operator's automation would on the health check's alarm.  Phases, seconds after the cut, from the
+   operator's automation would on the health check's alarm.  Or (variant ``dynamodb``) only east's
+   DynamoDB goes out: its router still answers the shallow health check, so nothing fails over by itself;
+   after the window a region's outage takes, the operator moves the activation.  Phases, seconds after the cut, from the
    history (per stream, the last stream's):
 
    - ``detected``: east's health check turns unhealthy (failure threshold x interval, the 18 % rule);
@@ -27,6 +29,10 @@ One run of a ``Variant``:
    again (persisted in east, never replicated, re-delivered by the upstream's replay from west's
    checkpoint); lost: once west has stored up to each stream's head, the sequences from 1 to it that
    west's messages table lacks.  Conflicts: the pairs last-writer-wins resolved.
+
+5. **failback** (after a region outage): east healed, its health check passes, the zone answers it again,
+   the activation moves back, and east's workers take every stream over; split brain during it, and east's
+   tables, replicated from west's, must hold every sequence (the replicas converged).
 
 ``run_region_failover`` returns the result (also written as ``region.json`` in the run folder);
 ``harness.report.region`` turns several into one report.
@@ -45,7 +51,7 @@ import pandas as pd
 
 from harness.backends.resources import client
 from harness.history import read_history
-from harness.region.regions import RegionsSpec, TwoRegions
+from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
 
 RESULT_FILE = "region.json"
 TARGET_RTO_S = 60.0       # at scale 1 (the issue's acceptance)
@@ -66,18 +72,17 @@ class Variant:
     profile: str
     gate: bool
     description: str
-
-    @property
-    def outage(self) -> bool:
-        """Whether the run goes on to the primary's outage (without the gate the pause's split brain has
-        left both regions claiming: there is nothing to recover from to measure)."""
-        return self.gate
+    # after the pause: "region" (the primary cut off), "dynamodb" (only its DynamoDB out), or None (without
+    # the gate the pause's split brain has left both regions claiming: nothing to recover from to measure)
+    outage: str | None = None
 
 
 VARIANTS = {v.name: v for v in (
-    Variant("gate", "hardened", True, "hardened with the region activation gate"),
+    Variant("gate", "hardened", True, "hardened with the region activation gate", "region"),
     Variant("no-gate", "hardened", False, "hardened without the gate"),
     Variant("blog", "blog", False, "the published design (no gate)"),
+    Variant("dynamodb", "hardened", True, "hardened with the gate; only the primary's DynamoDB goes out",
+            "dynamodb"),
 )}
 
 
@@ -142,26 +147,42 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
                                  "pks": sorted(overlaps)}
         say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
         _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
-        if variant.outage:
-            result["outage"] = _outage(regions, ids, patience_s, say)
+        if variant.outage is not None:
+            result["outage"] = _outage(regions, ids, patience_s, say, variant.outage)
         result["conflicts"] = tables.stats()["conflicts"]
     _write_result(setup.run_dir, result)
     return result
 
 
-def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progress) -> dict[str, Any]:
-    """Cut the primary off once replication caught up; measure the standby's takeover."""
+def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progress, kind: str) -> dict[str, Any]:
+    """Cut the primary off (``kind`` region) or only its DynamoDB (``dynamodb``); measure the standby's
+    takeover.  DynamoDB alone out leaves the primary's router answering its (shallow) health check: the
+    zone keeps answering the primary and the activation stays, so after the window a region's outage
+    needs to fail over, the operator moves the activation (what was consumed meanwhile is recorded)."""
     tables, east, spec = regions.tables, regions.clusters["east"], regions.spec
     assert tables is not None
     time.sleep(east.config.lease_s)  # a lease of steady running, so the cut lands mid-stream
     backlog = tables.stats()["backlog"]
     cut_ms, cut = time.time() * 1000.0, time.monotonic()
-    regions.harness.emit("fault.start", kind="region_outage", target="east")
-    regions.outage("east")
-    say(f"cut off the primary (replication backlog {backlog} writes)")
+    regions.harness.emit("fault.start", kind=f"{kind}_outage", target="east")
+    operator: dict[str, Any] = {}
+    if kind == "region":
+        regions.outage("east")
+        say(f"cut off the primary (replication backlog {backlog} writes)")
+    else:
+        tables.dynamodb_outage("east")
+        say(f"the primary's DynamoDB is out (replication backlog {backlog} writes)")
+        health = spec.health
+        time.sleep((health.failure_threshold * health.request_interval_s + spec.ttl_s) * spec.timescale
+                   + 2 * east.config.lease_s)  # a fixed window: what did not happen in it is the finding
+        operator = {"zone_answer": regions.zone.answer(), "operator_s": round(time.monotonic() - cut, 3),
+                    "consumed_at_operator": sum(regions.consumed_by(r, [i]) for i in ids for r in ("east", "west"))}
+        say(f"after {operator['operator_s']:.1f} s the zone answers {operator['zone_answer']}, "
+            f"{operator['consumed_at_operator']} streams consumed; the operator moves the activation")
+        regions.fail_over("east", "west")
     west_router, client_s = regions.clusters["west"].router_url, None
-    deadline = cut + patience_s
-    while client_s is None or not regions.consumed_by("west", ids):
+    deadline = time.monotonic() + patience_s
+    while (client_s is None and kind == "region") or not regions.consumed_by("west", ids):
         if client_s is None and regions.router_url() == west_router:
             client_s = time.monotonic() - cut
         if time.monotonic() > deadline:
@@ -175,10 +196,13 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     say(f"the standby consumes every stream; {lost} sequences lost")
     history = read_history(regions.spec.run_dir)
     phases = _phases(history, cut_ms, ids)
-    rto_s = phases["resumed"]["last_s"]
-    return {"phases": phases, "client_s": round(client_s, 3), "rto_s": rto_s,
-            "rto_bound_s": rto_bound_s(spec.timescale), "target_rto_s_at_scale_1": TARGET_RTO_S,
-            "rpo_writes": backlog, "redelivered": _redelivered(history, cut_ms), "lost": lost}
+    failback = _failback(regions, ids, heads, patience_s, say) if kind == "region" else None
+    return {"kind": kind, "phases": phases, "failback": failback,
+            "client_s": None if client_s is None else round(client_s, 3),
+            "rto_s": phases["resumed"]["last_s"],
+            "rto_bound_s": rto_bound_s(spec.timescale) if kind == "region" else None,
+            "target_rto_s_at_scale_1": TARGET_RTO_S, "rpo_writes": backlog,
+            "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
 
 
 def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, float]:
@@ -201,6 +225,14 @@ def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, flo
     return overlaps
 
 
+def _persisted_by(regions: TwoRegions, region: str, ids: list[str], since_ms: float) -> bool:
+    """Whether a worker of ``region`` has stored a message of each stream since ``since_ms`` (its history)."""
+    history = read_history(regions.spec.run_dir)
+    rows = history[(history["type"] == "msg.persist") & (history["outcome"] == "ok") & (history["t"] > since_ms)
+                   & history["src"].astype(str).str.startswith(f"{region}-")]
+    return {f"CONN#{i}" for i in ids} <= set(rows["pk"])
+
+
 def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
     backend = regions.backends["west"]
     items = client(backend.env(), "dynamodb").scan(TableName=backend.tables["connections"],
@@ -208,9 +240,9 @@ def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
     return len(items) == count and all(i.get("lease_owner", {}).get("S", "").startswith("east-") for i in items)
 
 
-def _stored(regions: TwoRegions) -> dict[str, list[int]]:
-    """The seqs the standby's messages table holds, per stream (its own writes and the replicated ones)."""
-    backend = regions.backends["west"]
+def _stored(regions: TwoRegions, region: str = "west") -> dict[str, list[int]]:
+    """The seqs a region's messages table holds, per stream (its own writes and the replicated ones)."""
+    backend = regions.backends[region]
     pages = client(backend.env(), "dynamodb").get_paginator("scan").paginate(
         TableName=backend.tables["messages"], ConsistentRead=True, ProjectionExpression="message_data")
     stored: dict[str, list[int]] = {}
@@ -221,29 +253,52 @@ def _stored(regions: TwoRegions) -> dict[str, list[int]]:
     return stored
 
 
-def _phases(history: pd.DataFrame, cut_ms: float, ids: list[str]) -> dict[str, dict[str, float | None]]:
-    """Each phase in seconds after the cut: the zone's events once, the standby's per stream (p50 and the
-    last stream's)."""
-    route53 = history[(history["src"] == "route53") & (history["t"] > cut_ms)]
+def _phases(history: pd.DataFrame, since_ms: float, ids: list[str], check: tuple[str, bool] = ("east", False),
+            taker: str = "west") -> dict[str, dict[str, float | None]]:
+    """Each phase in seconds after ``since_ms``: the zone's events once (``check``: the health check's region
+    and the state it turns to), the ``taker`` region's per stream (p50 and the last stream's)."""
+    route53 = history[(history["src"] == "route53") & (history["t"] > since_ms)]
 
     def first(kind: str, region: str, **match: object) -> float | None:
         rows = route53[(route53["type"] == kind) & (route53["region"] == region)]
         for name, value in match.items():
             rows = rows[rows[name] == value]
-        return None if rows.empty else round((float(rows["t"].min()) - cut_ms) / 1000.0, 3)
+        return None if rows.empty else round((float(rows["t"].min()) - since_ms) / 1000.0, 3)
 
-    zone = {"detected": first("health.check", "east", healthy=False), "answer": first("dns.answer", "west"),
-            "activated": first("gate.state", "us-west-2", state="On")}
+    zone = {"detected": first("health.check", check[0], healthy=check[1]), "answer": first("dns.answer", taker),
+            "activated": first("gate.state", AWS_REGIONS[taker], state="On")}
     phases: dict[str, dict[str, float | None]] = {name: {"p50_s": t, "last_s": t} for name, t in zone.items()}
-    standby = history[history["src"].astype(str).str.startswith("west-") & (history["t"] > cut_ms)]
+    standby = history[history["src"].astype(str).str.startswith(f"{taker}-") & (history["t"] > since_ms)]
     for name, kind in (("claimed", "lease.acquire"), ("connected", "ws.open"), ("resumed", "msg.persist")):
         rows = standby[(standby["type"] == kind) & (standby["outcome"] == "ok")]
-        firsts = (rows.groupby("pk")["t"].min() - cut_ms) / 1000.0
+        firsts = (rows.groupby("pk")["t"].min() - since_ms) / 1000.0
         missing = [i for i in ids if f"CONN#{i}" not in firsts.index]
         if missing:
-            raise FailoverError(f"no {kind} by the standby for {', '.join(missing)}")
+            raise FailoverError(f"no {kind} by {taker} for {', '.join(missing)}")
         phases[name] = {"p50_s": round(float(firsts.median()), 3), "last_s": round(float(firsts.max()), 3)}
     return phases
+
+
+def _failback(regions: TwoRegions, ids: list[str], heads: dict[str, int], patience_s: float,
+              say: Progress) -> dict[str, Any]:
+    """The primary back: its health check passes again, the zone answers it, the activation moves back,
+    and its workers take every stream over from the standby's.  Split brain during it; and the primary's
+    tables, replicated from the standby's, hold every sequence (the replicas converged)."""
+    heal_ms = time.time() * 1000.0
+    regions.harness.emit("fault.stop", kind="region_outage", target="east")
+    regions.heal("east")
+    say("the primary is back: failing back")
+    _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream again")
+    _wait(lambda: all(max(stored.get(i, [0])) >= heads[i] for stored in [_stored(regions, "east")] for i in ids),
+          patience_s, "the primary's tables hold what the standby stored")
+    stored = _stored(regions, "east")
+    lost = sum(len(set(range(1, heads[i] + 1)) - set(stored.get(i, []))) for i in ids)
+    _wait(lambda: _persisted_by(regions, "east", ids, heal_ms), patience_s, "the primary stores each stream again")
+    phases = _phases(read_history(regions.spec.run_dir), heal_ms, ids, check=("east", True), taker="east")
+    overlaps = cross_region_overlaps(regions, since_ms=heal_ms)
+    say(f"failed back: {len(overlaps)} stream(s) consumed in both regions, {lost} sequences missing in the primary")
+    return {"phases": phases, "rto_s": phases["resumed"]["last_s"], "split_brain": len(overlaps),
+            "lost_in_primary": lost}
 
 
 def _redelivered(history: pd.DataFrame, cut_ms: float) -> int:

@@ -8,7 +8,7 @@ feed, so a replicated write is not replicated back): a ``PutItem`` of the winnin
 ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes made but
 not delivered: the RPO if a region were lost then), conflicts (pairs so far), paused} to the history.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
-outage.
+outage; ``dynamodb_outage`` takes one region's DynamoDB out (its feed answers 503) and cuts it.
 
 This is the local emulation only; on AWS the terraform replica is the real thing.
 """
@@ -82,6 +82,12 @@ class GlobalTables:
         """A region's outage (``off``) or its return: nothing leaves or reaches it meanwhile."""
         with self.lock:
             (self.replication.cut.add if off else self.replication.cut.discard)(region)
+
+    def dynamodb_outage(self, region: str, down: bool = True) -> None:
+        """A region's DynamoDB out (or back): its fleet's and router's requests answered 503, and nothing
+        replicates to or from it meanwhile."""
+        self.feeds[region].down = down
+        self.cut(region, off=down)
 
     def stats(self) -> dict[str, Any]:
         with self.lock:

@@ -37,8 +37,10 @@ PHASE_MEANING = {
 def gated_holds(result: dict[str, Any]) -> bool:
     """The gated variant's claims: no split brain, nothing lost, recovery within the bound."""
     outage = result.get("outage") or {}
+    bound, failback = outage.get("rto_bound_s"), outage.get("failback") or {}
     return (result["split_brain"]["streams"] == 0 and outage.get("lost") == 0
-            and outage.get("rto_s") is not None and outage["rto_s"] <= outage["rto_bound_s"])
+            and outage.get("rto_s") is not None and (bound is None or outage["rto_s"] <= bound)
+            and failback.get("split_brain", 0) == 0 and failback.get("lost_in_primary", 0) == 0)
 
 
 def region_document(results: list[dict[str, Any]]) -> Document:
@@ -49,10 +51,15 @@ def region_document(results: list[dict[str, Any]]) -> Document:
              ("variants", ", ".join(f"{r['variant']} ({r['description']})" for r in results))]
     for r in gated:
         outage = r["outage"]
-        lines.append(("RTO", f"{outage['rto_s']:.2f} s, bound {outage['rto_bound_s']:.1f} s (the "
-                             f"{outage['target_rto_s_at_scale_1']:.0f} s target at scale 1: its timers scaled, "
-                             f"{UNSCALED_WORK_S:g} s of claims, handshakes and writes not)"))
-        lines.append(("data", f"{outage['lost']} sequences lost; {outage['redelivered']} re-delivered"))
+        if outage["rto_bound_s"] is not None:
+            lines.append((f"RTO ({r['variant']})", f"{outage['rto_s']:.2f} s, bound {outage['rto_bound_s']:.1f} s "
+                          f"(the {outage['target_rto_s_at_scale_1']:.0f} s target at scale 1: its timers scaled, "
+                          f"{UNSCALED_WORK_S:g} s of claims, handshakes and writes not)"))
+        else:
+            lines.append((f"RTO ({r['variant']})", f"{outage['rto_s']:.2f} s, {outage['operator_s']:.1f} s of it "
+                          "waiting for the operator (nothing fails over by itself)"))
+        lines.append((f"data ({r['variant']})",
+                      f"{outage['lost']} sequences lost; {outage['redelivered']} re-delivered"))
     sections = [
         Section("Region failover", [Headline("region_failover", status, lines)]),
         Section("Split brain under a replication pause", [
@@ -83,10 +90,16 @@ def _split_brain(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _outage_sections(result: dict[str, Any]) -> list[Section]:
     outage = result["outage"]
-    phases = pd.DataFrame([{
-        "phase": name, "p50_s": p["p50_s"], "last_stream_s": p["last_s"], "what": PHASE_MEANING[name],
-    } for name, p in outage["phases"].items()])
-    client = f"A client resolving the name reached the standby {outage['client_s']:.2f} s after the cut."
+    phases = _phase_table(outage["phases"])
+    if outage["kind"] == "dynamodb":
+        client = (f"Only the primary's DynamoDB went out.  Its router kept answering the (shallow) health check, "
+                  f"so {outage['operator_s']:.1f} s later the zone still answered {outage['zone_answer']}, the "
+                  f"activation had not moved, and {outage['consumed_at_operator']} of {result['streams']} streams "
+                  "were consumed anywhere (the primary's workers fence when their renewals fail; the standby's "
+                  "are gated).  The operator then moved the activation.  A health check that reads DynamoDB "
+                  "would fail over by itself, at the risk of failing over on a passing error.")
+    else:
+        client = f"A client resolving the name reached the standby {outage['client_s']:.2f} s after the cut."
     data = pd.DataFrame([{"replication_backlog_at_cut_writes": outage["rpo_writes"],
                           "sequences_redelivered": outage["redelivered"], "sequences_lost": outage["lost"]}])
     return [
@@ -96,9 +109,11 @@ def _outage_sections(result: dict[str, Any]) -> list[Section]:
                       "the standby's claims, handshakes and writes do not (a scale-1 run: "
                       "wsfleet region --timescale 1 --variants gate)."),
             Table("phases", phases),
-            Image("region_phases", "Phases of the standby's takeover, seconds after the cut", png(_figure(outage))),
+            Image(f"region_phases_{result['variant']}", "Phases of the standby's takeover, seconds after the cut",
+                  png(_figure(outage))),
         ]),
-        Section("Data: RPO and loss", [
+        *_failback_sections(result),
+        Section(f"Data: RPO and loss ({result['variant']})", [
             Paragraph("Writes the primary made that had not replicated at the cut stay behind with it.  The "
                       "standby resumes each stream from its own checkpoint, so the upstream re-delivers those "
                       "sequences: re-delivered, not lost.  Lost counts what the standby's table lacks from 1 "
@@ -107,15 +122,35 @@ def _outage_sections(result: dict[str, Any]) -> list[Section]:
     ]
 
 
+def _phase_table(phases: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{"phase": name, "p50_s": p["p50_s"], "last_stream_s": p["last_s"],
+                          "what": PHASE_MEANING[name]} for name, p in phases.items()])
+
+
+def _failback_sections(result: dict[str, Any]) -> list[Section]:
+    failback = result["outage"].get("failback")
+    if not failback:
+        return []
+    return [Section(f"Failback ({result['variant']})", [
+        Paragraph(f"Seconds after the primary came back: its health check passes again, the zone answers it, the "
+                  f"activation moves back and its workers take the streams over.  {failback['split_brain']} "
+                  f"stream(s) consumed in both regions meanwhile; the primary's tables, replicated from the "
+                  f"standby's, lack {failback['lost_in_primary']} sequence(s)."),
+        Table("failback phases", _phase_table(failback["phases"]),
+              note="detected: here the primary's health check turns healthy again; answer, activated and the "
+                   "rest: the primary's")])]
+
+
 def _figure(outage: dict[str, Any]) -> Figure:
     figure = Figure(figsize=(9.0, 2.8))
     ax = figure.add_subplot()
     names = [n for n, p in outage["phases"].items() if p["last_s"] is not None]
     ax.barh(names, [outage["phases"][n]["last_s"] for n in names], color="#4c72b0")
-    ax.axvline(outage["rto_bound_s"], color="#c62828", linestyle="--", label="RTO bound")
+    if outage["rto_bound_s"] is not None:
+        ax.axvline(outage["rto_bound_s"], color="#c62828", linestyle="--", label="RTO bound")
+        ax.legend(loc="lower right")
     ax.invert_yaxis()
     ax.set_xlabel("seconds after the cut (last stream)")
-    ax.legend(loc="lower right")
     figure.subplots_adjust(left=0.14, right=0.98, top=0.95, bottom=0.2)
     return figure
 

@@ -64,10 +64,17 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     # a client keeps its cached answer (the TTL) after the zone changed it
     assert outage["client_s"] >= outage["phases"]["answer"]["last_s"]
     assert outage["client_s"] >= 3 * 10 * result["timescale"]
+    # failback: the primary healthy again, answered, activated, its workers take over, no overlap, and its
+    # tables (replicated from the standby's) hold every sequence
+    failback = outage["failback"]
+    assert failback["split_brain"] == 0 and failback["lost_in_primary"] == 0
+    back = [failback["phases"][name]["last_s"] for name in ("detected", "answer", "activated", "claimed",
+                                                            "connected", "resumed")]
+    assert back == sorted(back), failback["phases"]
     # the activation moved: east Off first, west On a gate's lease later (never both On)
     history = read_history(Path(result["run_dir"]))
     gates = history[(history["src"] == "route53") & (history["type"] == "gate.state")]
-    moves = [(r.region, r.state, r.t) for r in gates.itertuples()][-2:]
+    moves = [(r.region, r.state, r.t) for r in gates.itertuples()][-4:-2]  # then back, in failback
     assert [(region, state) for region, state, _ in moves] == [("us-east-1", "Off"), ("us-west-2", "On")]
     assert moves[1][2] > moves[0][2]
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness.region.failover import rto_bound_s
 from harness.report.region import gated_holds, region_document, write_region_report
-from harness.report.render import Headline, Table
+from harness.report.render import Headline, Table, to_markdown
 
 PHASES = {"detected": 3.0, "answer": 3.0, "activated": 4.7, "claimed": 5.1, "connected": 5.2, "resumed": 6.5}
 
@@ -22,7 +22,7 @@ def gated(**outage: Any) -> dict[str, Any]:
             "timescale": 0.1, "streams": 6, "pause_s": 12.0, "conflicts": 0, "route53": [
                 {"failover": "PRIMARY", "set_identifier": "primary", "ttl_s": 30, "check_interval_s": 10}],
             "split_brain": {"streams": 0, "overlap_ms": 0, "pks": []},
-            "outage": {"phases": {n: {"p50_s": t - 0.2, "last_s": t} for n, t in PHASES.items()},
+            "outage": {"kind": "region", "phases": {n: {"p50_s": t - 0.2, "last_s": t} for n, t in PHASES.items()},
                        "client_s": 6.1, "rto_s": 6.5, "rto_bound_s": rto_bound_s(0.1),
                        "target_rto_s_at_scale_1": 60.0, "rpo_writes": 3, "redelivered": 3, "lost": 0, **outage}}
 
@@ -54,11 +54,27 @@ def split_brain(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("result", [gated(lost=2), gated(rto_s=9.0), split_brain(gated())],
-                         ids=["lost", "slow", "split-brain"])
+FAILBACK_PHASES = {n: {"p50_s": t, "last_s": t} for n, t in PHASES.items()}
+
+
+@pytest.mark.parametrize("result", [
+    gated(lost=2), gated(rto_s=9.0), split_brain(gated()),
+    gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 1, "lost_in_primary": 0}),
+    gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 0, "lost_in_primary": 3}),
+], ids=["lost", "slow", "split-brain", "failback-split-brain", "failback-replica-lacks"])
 def test_each_broken_claim_fails_the_report(result: dict[str, Any]) -> None:
     assert not gated_holds(result)
     assert status([result, ungated()]) == "fail"
+
+
+def test_a_dynamodb_outage_has_no_bound_and_says_the_operator_moved_the_activation() -> None:
+    dynamodb = gated(kind="dynamodb", rto_bound_s=None, rto_s=9.5, client_s=None, zone_answer="east",
+                     operator_s=7.2, consumed_at_operator=0)
+    dynamodb["variant"] = "dynamodb"
+    assert gated_holds(dynamodb) and status([gated(), dynamodb]) == "pass"
+    page = to_markdown(region_document([gated(), dynamodb]))
+    assert "7.2 s of it waiting for the operator" in page and "the zone still answered east" in page
+    assert status([gated(), {**dynamodb, "outage": {**dynamodb["outage"], "lost": 1}}]) == "fail"
 
 
 def test_without_a_gated_outage_nothing_is_claimed() -> None:
@@ -66,11 +82,14 @@ def test_without_a_gated_outage_nothing_is_claimed() -> None:
 
 
 def test_tables_and_files(tmp_path: Path) -> None:
-    document = region_document([gated(), ungated()])
+    document = region_document([gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 0,
+                                                 "lost_in_primary": 0}), ungated()])
     tables = {b.title: b.frame for s in document.sections for b in s.blocks if isinstance(b, Table)}
     assert tables["split brain"][["variant", "streams_in_both_regions", "conflicts_resolved"]].values.tolist() == [
         ["gate", 0, 0], ["no-gate", 6, 6]]
     assert tables["phases"]["last_stream_s"].tolist() == list(PHASES.values())
     assert tables["data"].iloc[0].tolist() == [3, 3, 0]
+    assert tables["failback phases"]["last_stream_s"].tolist() == list(PHASES.values())
     report = write_region_report([gated(), ungated()], tmp_path)
-    assert report.exists() and (tmp_path / "report.md").exists() and (tmp_path / "figures/region_phases.png").exists()
+    assert report.exists() and (tmp_path / "report.md").exists()
+    assert (tmp_path / "figures" / "region_phases_gate.png").exists()
