@@ -70,8 +70,15 @@ def cmd_region(args: argparse.Namespace) -> int:
     report = write_region_report(results, run_dir)
     for result in results:
         outage = result["outage"]
-        rto = "" if outage is None else (f"; RTO {outage['rto_s']:.2f} s (bound {outage['rto_bound_s']:.1f} s), "
-                                         f"{outage['redelivered']} re-delivered, {outage['lost']} lost")
+        if outage is None:
+            rto = ""
+        else:
+            bound = (f"bound {outage['rto_bound_s']:.1f} s" if outage["rto_bound_s"] is not None else
+                     f"{outage['operator_s']:.1f} s of it waiting for the operator")
+            back = outage.get("failback")
+            rto = (f"; RTO {outage['rto_s']:.2f} s ({bound}), {outage['redelivered']} re-delivered, "
+                   f"{outage['lost']} lost" + ("" if not back else
+                                              f"; failback {back['rto_s']:.2f} s, {back['split_brain']} in both"))
         print(f"wsfleet region: {result['variant']}: {result['split_brain']['streams']} of {result['streams']} "
               f"streams consumed in both regions{rto}; {result['conflicts']} conflicts resolved", flush=True)
     print(f"wsfleet region: report {report}", file=sys.stderr)

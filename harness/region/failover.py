@@ -262,7 +262,7 @@ def _phases(history: pd.DataFrame, since_ms: float, ids: list[str], check: tuple
     def first(kind: str, region: str, **match: object) -> float | None:
         rows = route53[(route53["type"] == kind) & (route53["region"] == region)]
         for name, value in match.items():
-            rows = rows[rows[name] == value]
+            rows = rows[rows[name] == value] if name in rows.columns else rows.iloc[0:0]
         return None if rows.empty else round((float(rows["t"].min()) - since_ms) / 1000.0, 3)
 
     zone = {"detected": first("health.check", check[0], healthy=check[1]), "answer": first("dns.answer", taker),

@@ -128,3 +128,24 @@ def test_fleet_settings_reach_the_cluster_from_set_and_the_environment(
     config = seen[0].fleet_config()
     assert (config.max_connections, config.lease_ms, config.profile) == (2000, 40000, "hardened")
     assert config.to_env()["WSFLEET_MAX_CONNECTIONS"] == "2000"  # what every worker and the router read
+
+
+def test_region_prints_a_line_per_variant_and_exits_0_when_the_gated_ones_held(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The command around the experiment (which ``harness/scenarios/test_region.py`` runs for real)."""
+    from harness.region import failover
+    from tests.harness.report.test_region import gated, ungated
+
+    def fake(setup: failover.FailoverSetup, progress: object) -> dict:
+        if setup.variant.name == "dynamodb":
+            result = gated(kind="dynamodb", rto_bound_s=None, client_s=None, zone_answer="east", operator_s=7.2,
+                           consumed_at_operator=0)
+            return {**result, "variant": "dynamodb"}
+        return gated() if setup.variant.gate else ungated()
+
+    monkeypatch.setattr(failover, "run_region_failover", fake)
+    code, out, err = run(capsys, "region", "--variants", "gate,no-gate,dynamodb", "--run-dir", str(tmp_path))
+    assert code == 0 and "Traceback" not in err and (tmp_path / "report.html").exists()
+    assert "gate: 0 of 6 streams consumed in both regions; RTO 6.50 s (bound 8.7 s)" in out
+    assert "no-gate: 6 of 6 streams consumed in both regions; 6 conflicts resolved" in out
+    assert "dynamodb: 0 of 6 streams consumed in both regions; RTO 6.50 s (7.2 s of it waiting for the operator)" in out
