@@ -43,6 +43,7 @@ from harness.region.global_tables import GlobalTables
 from harness.region.route53 import (
     ANSWER_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
+    RECORD_TTL_S,
     CachedResolver,
     FailoverZone,
     HealthCheck,
@@ -65,7 +66,7 @@ class RegionsSpec:
     rate: float = 5.0
     seed: int = 0
     lag_ms: float = 1000.0           # Global Tables' replication lag, at scale 1
-    ttl_s: float = 30.0              # the failover record's TTL, at scale 1
+    ttl_s: float = RECORD_TTL_S      # the failover record's TTL, at scale 1
     health: HealthCheckSpec = field(default_factory=lambda: HealthCheckSpec(request_interval_s=10.0))
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
     # move the activation when the zone's answer changes (the automation an operator would run on the

@@ -32,6 +32,7 @@ CONNECT_TIMEOUT_S = 4.0
 ANSWER_TIMEOUT_S = 2.0
 DEFAULT_CHECKERS = 16      # Route 53 probes from several regions, a few checkers each
 SET_IDENTIFIERS = {"PRIMARY": "primary", "SECONDARY": "standby"}  # as terraform/modules/failover names them
+RECORD_TYPE, RECORD_TTL_S = "CNAME", 30  # terraform/modules/failover's records (its record_ttl_s default)
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,7 @@ def health_check_config(host: str, spec: HealthCheckSpec) -> dict[str, Any]:
 def create_failover(route53: Any, zone_id: str, domain: str, hosts: dict[str, str], spec: HealthCheckSpec,
                     ttl_s: int) -> dict[str, str]:
     """Create a health check per host and the PRIMARY / SECONDARY records of ``domain`` (CNAMEs with
-    ``ttl_s``; terraform aliases the API's custom domains, which do not exist locally).  ``hosts``:
-    failover type -> host.  Returns failover type -> health check id."""
+    ``ttl_s``, as terraform's).  ``hosts``: failover type -> host.  Returns failover type -> health check id."""
     checks: dict[str, str] = {}
     changes = []
     for kind, host in hosts.items():
@@ -148,7 +148,7 @@ def create_failover(route53: Any, zone_id: str, domain: str, hosts: dict[str, st
                                               HealthCheckConfig=health_check_config(host, spec))
         checks[kind] = created["HealthCheck"]["Id"]
         changes.append({"Action": "UPSERT", "ResourceRecordSet": {
-            "Name": domain, "Type": "CNAME", "SetIdentifier": SET_IDENTIFIERS[kind], "Failover": kind,
+            "Name": domain, "Type": RECORD_TYPE, "SetIdentifier": SET_IDENTIFIERS[kind], "Failover": kind,
             "TTL": ttl_s, "HealthCheckId": checks[kind], "ResourceRecords": [{"Value": host}]}})
     route53.change_resource_record_sets(HostedZoneId=zone_id, ChangeBatch={"Changes": changes})
     return checks

@@ -9,10 +9,10 @@ variable "domain_name" {
 }
 
 variable "primary" {
-  description = "The primary region's router: execute-api host (probed) and custom domain target (name, zone_id; aliased)."
+  description = "The primary region's router: execute-api host (probed) and custom domain target (name: the regional domain name the record points at)."
   type = object({
     host   = string
-    target = object({ name = string, zone_id = string })
+    target = object({ name = string })
   })
 }
 
@@ -20,7 +20,7 @@ variable "standby" {
   description = "The standby region's router, as for primary."
   type = object({
     host   = string
-    target = object({ name = string, zone_id = string })
+    target = object({ name = string })
   })
 }
 
@@ -39,4 +39,10 @@ variable "failure_threshold" {
   description = "Consecutive failed checks that make an endpoint unhealthy (and healthy again after as many successes)."
   type        = number
   default     = 3
+}
+
+variable "record_ttl_s" {
+  description = "Seconds resolvers and clients cache each record: a failover reaches a client at most this long after Route 53 decides it."
+  type        = number
+  default     = 30
 }
