@@ -22,6 +22,7 @@ import aiohttp
 
 from fleet.clock import monotonic_s
 from fleet.config import FleetConfig
+from fleet.lease import HardenedRules
 from fleet.logline import log
 
 ON, OFF = "On", "Off"
@@ -80,6 +81,6 @@ class RegionGate:
 def gate_for(config: FleetConfig) -> RegionGate:
     """The gate of ``config``'s region; its lease is the hardened fence time (lease, less the fencing margin
     and a request's timeout), which outlasts a heartbeat."""
-    fence_ms = config.lease_ms - config.fence_margin_ms - config.aws_timeout_ms
-    return RegionGate(config.region_gate_url, config.region, config.scaled_s(max(fence_ms, config.heartbeat_ms)),
+    fence_s = HardenedRules(config).fence_ms / 1000.0
+    return RegionGate(config.region_gate_url, config.region, max(fence_s, config.heartbeat_s),
                       config.scaled_s(config.aws_timeout_ms))
