@@ -104,8 +104,8 @@ def _terraform_table(tables: Instance, body: dict[str, Any]) -> dict[str, Any]:
 
 def table_problems(terraform_dir: Path) -> list[str]:
     """The tables equal fleet/schema.py's (names with the root's defaults, keys, attribute types, indexes
-    and projections, billing); the connections table has point-in-time recovery; a table with replicas
-    has the stream Global Tables require."""
+    and projections, billing); the connections table has point-in-time recovery; every table has replicas,
+    as the harness's emulation replicates every table, and the stream Global Tables require."""
     tables = Instance.root(terraform_dir).child("tables")
     expected = {d["TableName"]: d for d in schema.tables(FleetConfig())}
     problems = []
@@ -116,7 +116,10 @@ def table_problems(terraform_dir: Path) -> list[str]:
         resolved = tables.resolve(body)
         replicated = any("replica" in block for block in resolved.get("dynamic", []))
         streamed = resolved.get("stream_enabled") is True
-        if replicated and not (streamed and resolved.get("stream_view_type") == "NEW_AND_OLD_IMAGES"):
+        if not replicated:
+            problems.append(f"table {resource}: no replica (the harness's Global Tables replicate every table, "
+                            "harness/region/global_tables.py)")
+        elif not (streamed and resolved.get("stream_view_type") == "NEW_AND_OLD_IMAGES"):
             problems.append(f"table {resource}: replicas need stream_enabled with NEW_AND_OLD_IMAGES")
         if table["TableName"] == FleetConfig().connections_table:
             recovery = resolved.get("point_in_time_recovery", [{}])[0].get("enabled")

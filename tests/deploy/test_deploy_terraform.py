@@ -96,6 +96,8 @@ BREAKAGES = [
      'workers_table_name     = "${var.name}-liveness"', "wsfleet-workers"),
     ("tables", "modules/tables/main.tf", 'stream_enabled              = true',
      'stream_enabled              = false', "replicas need stream_enabled"),
+    ("tables", "modules/tables/main.tf", 'dynamic "replica" {', 'dynamic "replicas_off" {',
+     "no replica (the harness's Global Tables replicate every table"),
     ("tables", "variables.tf",
      'replica."\n  type        = bool\n  default     = true',
      'replica."\n  type        = bool\n  default     = false', "point-in-time recovery"),
