@@ -2,9 +2,14 @@
 fleet is within the band, with hysteresis so a flapping worker causes no thrash.  Pure decisions over the
 workers table and a clock; the worker acts on them (``fleet.worker.Worker.rebalance``, ``fleet.liveness``).
 
-- *Counts*: each renewal records how many streams its incarnation holds (``held`` on its worker item).
+- *Counts*: each renewal records how many streams its incarnation holds (``held`` on its worker item); a
+  worker's count is that plus the gifts still on its item.
 - *Who counts*: live incarnations (not expired) that have reported a count and that this worker has seen
   alive for ``settle_s`` at least: a worker that joins and leaves at once never draws streams.
+- *Who draws*: only workers that *joined*: first seen more than ``settle_s`` after this worker's first
+  look, for ``JOIN_WINDOW_SETTLES`` settle times.  Scale-out and a restarted worker draw; the imbalance a
+  takeover or a START burst leaves between the others moves nothing (each move is a short disruption: not
+  one a failure should add to).
 - *When*: only while the fleet is out of the band (max / min over ``band``, and more than one stream apart),
   and at most once per ``settle_s`` per worker, so the counts a decision reads have been renewed since the
   last one moved streams.
@@ -27,12 +32,15 @@ workers table and a clock; the worker acts on them (``fleet.worker.Worker.rebala
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from fleet.expr import Eq, Gt, Update, Write, all_of
 from fleet.lease import Lease, WorkerRecord
 
+# A worker first seen more than a settle time after this worker's first look has joined; it draws streams
+# for this many settle times (then it is one of the fleet, whose imbalance after a takeover moves nothing).
+JOIN_WINDOW_SETTLES = 4
 GIFTS = "gifts"  # the worker item's string set of streams transferred to it: ``<pk>@<epoch>``
 
 
@@ -50,6 +58,7 @@ class Balancer:
     settle_s: float             # a worker counts once seen alive this long; and at most one shed this often
     first_seen: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, gen) -> monotonic s
     last_shed_s: float = float("-inf")
+    started_s: float | None = None  # this worker's first look
 
     def consider(self, me: str, mine: int, workers: Mapping[str, WorkerRecord], now_ms: int,
                  now_s: float) -> list[Gift]:
@@ -59,15 +68,21 @@ class Balancer:
                  if w.expires_at_ms > now_ms and w.held is not None and w.worker_id != me}
         for key in [k for k in self.first_seen if alive.get(k[0]) is None or alive[k[0]].gen != k[1]]:
             del self.first_seen[key]
-        counts = {me: mine}
+        if self.started_s is None:
+            self.started_s = now_s
+        counts, joiners = {me: mine}, set()
         for worker in alive.values():
             seen = self.first_seen.setdefault((worker.worker_id, worker.gen), now_s)
             if now_s - seen >= self.settle_s:
-                counts[worker.worker_id] = worker.held or 0
-        if len(counts) < 2 or now_s - self.last_shed_s < self.settle_s or balanced(counts.values(), self.band):
+                # what it was given and has not counted yet is its own already (a recipient read before
+                # its renewal would look short, and every giver would fill it)
+                counts[worker.worker_id] = (worker.held or 0) + len(worker.gifts)
+                if seen - self.started_s > self.settle_s and now_s - seen <= JOIN_WINDOW_SETTLES * self.settle_s:
+                    joiners.add(worker.worker_id)
+        if not joiners or now_s - self.last_shed_s < self.settle_s or balanced(counts.values(), self.band):
             return []
         shares = fair_shares(counts)
-        gifts = [Gift(alive[to], n) for giver, to, n in matching(counts, shares) if giver == me]
+        gifts = [Gift(alive[to], n) for giver, to, n in matching(counts, shares, joiners) if giver == me]
         if gifts:
             self.last_shed_s = now_s
         return gifts
@@ -79,9 +94,11 @@ def fair_shares(counts: Mapping[str, int]) -> dict[str, int]:
     return {worker_id: base + (1 if rank < extra else 0) for rank, worker_id in enumerate(ranked)}
 
 
-def matching(counts: Mapping[str, int], shares: Mapping[str, int]) -> list[tuple[str, str, int]]:
-    """(giver, recipient, streams): the surpluses, givers in id order, fill the deficits, in id order."""
-    recipients = [w for w in sorted(counts) if counts[w] < shares[w]]
+def matching(counts: Mapping[str, int], shares: Mapping[str, int],
+             joiners: Collection[str]) -> list[tuple[str, str, int]]:
+    """(giver, recipient, streams): the surpluses, givers in id order, fill the joiners' deficits, in id
+    order."""
+    recipients = [w for w in sorted(counts) if counts[w] < shares[w] and w in joiners]
     wanted = [shares[w] - counts[w] for w in recipients]
     moves, next_recipient = [], 0
     for giver in sorted(w for w in counts if counts[w] > shares[w]):

@@ -4,6 +4,8 @@ gift write's condition."""
 
 from __future__ import annotations
 
+import time
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,10 +26,14 @@ def table(*records: WorkerRecord) -> dict[str, WorkerRecord]:
     return {r.worker_id: r for r in records}
 
 
-def settled_balancer(workers: dict[str, WorkerRecord], me: str = "w1", mine: int = 15) -> Balancer:
-    """A balancer that has seen ``workers`` at 0 s; asked at 10 s they are settled."""
+def settled_balancer(workers: dict[str, WorkerRecord], me: str = "w1", mine: int = 15,
+                     joiners: tuple[str, ...] = ("w3",)) -> Balancer:
+    """A balancer whose first look (0 s) saw the workers but ``joiners``, which it first saw at 3 s: asked at
+    10 s, every worker is settled and the joiners are within their join window."""
     balancer = Balancer(band=1.2, settle_s=2.0)
-    assert balancer.consider(me, mine, workers, NOW_MS, now_s=0.0) == []  # nobody settled yet
+    members = {w: r for w, r in workers.items() if w not in joiners}
+    assert balancer.consider(me, mine, members, NOW_MS, now_s=0.0) == []  # nobody settled yet
+    assert balancer.consider(me, mine, workers, NOW_MS, now_s=3.0) == []  # the joiners not yet
     return balancer
 
 
@@ -40,15 +46,24 @@ def test_a_joiner_draws_the_busiest_down_to_their_shares() -> None:
     workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0))
     assert gifts_of(settled_balancer(workers), "w1", 15, workers) == [("w3", 5)]
     assert gifts_of(settled_balancer(workers, "w2"), "w2", 15, workers) == [("w3", 5)]
-    assert gifts_of(settled_balancer(workers, "w3", 0), "w3", 0, workers) == []
+    assert gifts_of(settled_balancer(workers, "w3", 0, joiners=()), "w3", 0, workers) == []
+
+
+def test_only_a_worker_that_joined_draws_and_only_for_its_join_window() -> None:
+    """The imbalance a takeover or a START burst leaves between the first workers moves nothing."""
+    workers = table(worker("w1", 20), worker("w2", 10), worker("w3", 0))
+    assert gifts_of(settled_balancer(workers, joiners=()), "w1", 20, workers) == []
+    balancer = settled_balancer(workers)
+    assert gifts_of(balancer, "w1", 20, workers, now_s=11.5) == []  # 8.5 s after it joined: one of the fleet
 
 
 def test_the_shares_keep_the_remainder_with_the_busiest_and_the_gifts_fill_the_deficits_in_order() -> None:
     counts = {"w1": 10, "w2": 10, "w3": 10, "w4": 0}
     assert fair_shares(counts) == {"w1": 8, "w2": 8, "w3": 7, "w4": 7}
-    assert matching(counts, fair_shares(counts)) == [("w1", "w4", 2), ("w2", "w4", 2), ("w3", "w4", 3)]
+    assert matching(counts, fair_shares(counts), {"w4"}) == [("w1", "w4", 2), ("w2", "w4", 2), ("w3", "w4", 3)]
     counts = {"a": 12, "b": 0, "c": 0}
-    assert matching(counts, fair_shares(counts)) == [("a", "b", 4), ("a", "c", 4)]
+    assert matching(counts, fair_shares(counts), {"b", "c"}) == [("a", "b", 4), ("a", "c", 4)]
+    assert matching(counts, fair_shares(counts), {"c"}) == [("a", "c", 4)]
 
 
 def test_within_the_band_nothing_moves() -> None:
@@ -58,7 +73,7 @@ def test_within_the_band_nothing_moves() -> None:
 
 def test_a_worker_that_has_not_been_alive_the_settle_time_draws_nothing() -> None:
     workers = table(worker("w1", 15), worker("w2", 15))
-    balancer = settled_balancer(workers)
+    balancer = settled_balancer(workers, joiners=())
     joined = table(*workers.values(), worker("w3", 0))
     assert gifts_of(balancer, "w1", 15, joined, now_s=11.0) == []       # first seen at 11 s
     assert gifts_of(balancer, "w1", 15, joined, now_s=12.5) == []       # 1.5 s: not yet
@@ -80,9 +95,9 @@ def test_an_expired_or_silent_worker_is_not_counted() -> None:
 def test_one_gift_per_settle_time() -> None:
     workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0))
     balancer = settled_balancer(workers)
-    assert gifts_of(balancer, "w1", 15, workers, now_s=10.0) == [("w3", 5)]
-    assert gifts_of(balancer, "w1", 15, workers, now_s=11.0) == []   # the counts have not been renewed yet
-    assert gifts_of(balancer, "w1", 15, workers, now_s=12.0) == [("w3", 5)]
+    assert gifts_of(balancer, "w1", 15, workers, now_s=6.0) == [("w3", 5)]
+    assert gifts_of(balancer, "w1", 15, workers, now_s=7.0) == []   # the counts have not been renewed yet
+    assert gifts_of(balancer, "w1", 15, workers, now_s=8.0) == [("w3", 5)]
 
 
 def test_a_transfer_is_the_handoff_release_naming_the_recipient_at_the_next_epoch() -> None:
@@ -106,20 +121,32 @@ def test_a_gift_names_the_stream_and_needs_the_recipients_live_incarnation() -> 
     assert not write.allowed(None)
 
 
-@given(st.lists(st.integers(0, 200), min_size=2, max_size=8))
-def test_every_giver_computes_the_same_gifts_and_they_balance_the_fleet(counts: list[int]) -> None:
-    """Each worker decides alone from the same table; what the givers give adds up to what the recipients
-    lack, and the fleet ends within the band (one round, when every count is seen at once)."""
+@given(st.lists(st.integers(0, 200), min_size=2, max_size=8), st.integers(1, 3))
+def test_every_giver_computes_the_same_gifts_and_they_fill_the_joiners_shares(counts: list[int], joined: int) -> None:
+    """Each worker decides alone from the same table; the last ``joined`` workers joined.  What the givers
+    give goes to joiners only, no giver gives below its share, no joiner is filled above its share, and when
+    the fleet's surplus covers the joiners' deficits they reach their shares."""
     names = [f"w{i}" for i in range(len(counts))]
+    joiners = tuple(names[-min(joined, len(names) - 1):])
     workers = table(*(worker(n, c) for n, c in zip(names, counts, strict=True)))
-    after = dict(zip(names, counts, strict=True))
+    initial = dict(zip(names, counts, strict=True))
+    shares = fair_shares(initial)
+    after = dict(initial)
     for name in names:
-        for recipient, n in gifts_of(settled_balancer(workers, name, after[name]), name, workers[name].held or 0,
-                                     workers):
+        balancer = settled_balancer(workers, name, after[name], joiners=tuple(j for j in joiners if j != name))
+        for recipient, n in gifts_of(balancer, name, workers[name].held or 0, workers):
+            assert recipient in joiners
             after[name] -= n
             after[recipient] += n
     assert sum(after.values()) == sum(counts)
-    assert balanced(after.values(), 1.2) or balanced(counts, 1.2)
+    if balanced(counts, 1.2):
+        assert after == initial
+        return
+    assert all(after[n] >= min(shares[n], initial[n]) for n in names if n not in joiners)
+    assert all(after[j] <= max(shares[j], initial[j]) for j in joiners)
+    surplus = sum(max(0, initial[n] - shares[n]) for n in names if n not in joiners)
+    if surplus >= sum(max(0, shares[j] - initial[j]) for j in joiners):
+        assert all(after[j] >= shares[j] for j in joiners)
 
 
 async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_worker_at_a_time() -> None:
@@ -130,7 +157,8 @@ async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_wo
     for pk in pks:
         add_stream(store, pk)
     async with running(store) as first:
-        await until(lambda: len(first.held) == 12)
+        joining_after = time.monotonic() + first.config.lease_s  # a joiner comes more than a lease later
+        await until(lambda: len(first.held) == 12 and time.monotonic() > joining_after)
         async with running(store, config(worker_id="w2")) as second:
             await until(lambda: len(second.held) == 6 and len(first.held) == 6)
             owners = {pk: store.connection(pk).lease_owner for pk in pks}
@@ -142,3 +170,12 @@ async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_wo
             assert sorted(e["pk"] for e in moved) == sorted(second.held) and {e["to"] for e in moved} == {"w2"}
             assert [e["streams"] for e in history(first).of("balance.give", to="w2")] == [6]
             await until(lambda: not (store.item(WORKERS, "w2") or {}).get(GIFTS))  # deleted with the renewal after
+
+
+def test_gifts_not_yet_counted_are_the_recipients_already() -> None:
+    workers = table(worker("w1", 15), worker("w2", 15), worker("w3", 0))
+    balancer = settled_balancer(workers, "w2")
+    given = table(worker("w1", 15), worker("w2", 15),
+                  WorkerRecord("w3", "g1", NOW_MS + 2_000, held=0, gifts=frozenset(f"CONN#{i}@1" for i in range(5))))
+    # 35 streams: shares 12/12/11, w3 lacks 6, w1 fills 3 and w2 3 (not 5: w3 is not at 0)
+    assert gifts_of(balancer, "w2", 15, given) == [("w3", 3)]
