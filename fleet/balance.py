@@ -1,6 +1,6 @@
 """Balanced scale-out (``hardened``): when workers join, the busiest hand streams over to the idlest until the
 fleet is within the band, with hysteresis so a flapping worker causes no thrash.  Pure decisions over the
-workers table and a clock; the worker acts on them (``fleet.worker.Worker.rebalance``, ``fleet.liveness``).
+workers table and a clock; the worker acts on them (``fleet.release.Releases.give_away``, ``fleet.liveness``).
 
 - *Counts*: each renewal records how many streams its incarnation holds (``held`` on its worker item); a
   worker's count is that plus the gifts still on its item.
@@ -55,9 +55,9 @@ class Gift:
 @dataclass
 class Balancer:
     band: float                 # max / min streams per worker the fleet may keep without moving any
-    settle_s: float             # a worker counts once seen alive this long; and at most one shed this often
+    settle_s: float             # a worker counts once seen alive this long; and at most one gift this often
     first_seen: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, gen) -> monotonic s
-    last_shed_s: float = float("-inf")
+    last_gift_s: float = float("-inf")
     started_s: float | None = None  # this worker's first look
 
     def consider(self, me: str, mine: int, workers: Mapping[str, WorkerRecord], now_ms: int,
@@ -79,12 +79,12 @@ class Balancer:
                 counts[worker.worker_id] = (worker.held or 0) + len(worker.gifts)
                 if seen - self.started_s > self.settle_s and now_s - seen <= JOIN_WINDOW_SETTLES * self.settle_s:
                     joiners.add(worker.worker_id)
-        if not joiners or now_s - self.last_shed_s < self.settle_s or balanced(counts.values(), self.band):
+        if not joiners or now_s - self.last_gift_s < self.settle_s or balanced(counts.values(), self.band):
             return []
         shares = fair_shares(counts)
         gifts = [Gift(alive[to], n) for giver, to, n in matching(counts, shares, joiners) if giver == me]
         if gifts:
-            self.last_shed_s = now_s
+            self.last_gift_s = now_s
         return gifts
 
 

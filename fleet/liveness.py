@@ -98,7 +98,7 @@ class Liveness:
         self._checkpoints_due()
         return all(results)
 
-    async def _renew(self, renewal: Renewal, handled: frozenset[str], taken: frozenset[str] = frozenset()) -> bool:
+    async def _renew(self, renewal: Renewal, handled: frozenset[str], taken: frozenset[str]) -> bool:
         w = self.w
         sent = monotonic_s()
         try:

@@ -53,7 +53,7 @@ def cmd_region(args: argparse.Namespace) -> int:
     from harness.cluster import ClusterError
     from harness.processes import ProcessError
     from harness.region.failover import VARIANTS, FailoverError, FailoverSetup, run_region_failover
-    from harness.report.region import gated_holds, write_region_report
+    from harness.report.region import gated_holds, rto_text, write_region_report
 
     run_dir = args.run_dir or Path("runs") / time.strftime("region-%Y%m%d-%H%M%S")
     results = []
@@ -73,10 +73,8 @@ def cmd_region(args: argparse.Namespace) -> int:
         if outage is None:
             rto = ""
         else:
-            bound = (f"bound {outage['rto_bound_s']:.1f} s" if outage["rto_bound_s"] is not None else
-                     f"{outage['operator_s']:.1f} s of it waiting for the operator")
             back = outage.get("failback")
-            rto = (f"; RTO {outage['rto_s']:.2f} s ({bound}), {outage['redelivered']} re-delivered, "
+            rto = (f"; RTO {rto_text(outage)}, {outage['redelivered']} re-delivered, "
                    f"{outage['lost']} lost" + ("" if not back else
                                               f"; failback {back['rto_s']:.2f} s, {back['split_brain']} in both"))
         print(f"wsfleet region: {result['variant']}: {result['split_brain']['streams']} of {result['streams']} "

@@ -15,8 +15,8 @@ One run of a ``Variant``:
    yet replicated stay behind); the harness moves the activation when the zone's answer changes, as an
    operator's automation would on the health check's alarm.  Or (variant ``dynamodb``) only east's
    DynamoDB goes out: its router still answers the shallow health check, so nothing fails over by itself;
-   after the window a region's outage takes, the operator moves the activation.  Phases, seconds after the cut, from the
-   history (per stream, the last stream's):
+   after the window a region's outage takes, the operator moves the activation.  Phases (``PHASES``),
+   seconds after the cut, from the history (per stream, the last stream's):
 
    - ``detected``: east's health check turns unhealthy (failure threshold x interval, the 18 % rule);
    - ``answer``: the zone answers west;
@@ -189,10 +189,7 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             raise FailoverError(f"the standby did not take over within {patience_s:.0f} s")
         time.sleep(0.05)
     heads = {i: s.get("head_seq") or 0 for i, s in east.streams().items() if i in ids}
-    _wait(lambda: all(max(stored.get(i, [0])) >= heads[i] for stored in [_stored(regions)] for i in ids),
-          patience_s, "the standby stores what the streams had emitted")
-    stored = _stored(regions)
-    lost = sum(len(set(range(1, heads[i] + 1)) - set(stored.get(i, []))) for i in ids)
+    lost = _lost_once_stored(regions, "west", heads, patience_s, "the standby stores what the streams had emitted")
     say(f"the standby consumes every stream; {lost} sequences lost")
     history = read_history(regions.spec.run_dir)
     phases = _phases(history, cut_ms, ids)
@@ -240,7 +237,16 @@ def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
     return len(items) == count and all(i.get("lease_owner", {}).get("S", "").startswith("east-") for i in items)
 
 
-def _stored(regions: TwoRegions, region: str = "west") -> dict[str, list[int]]:
+def _lost_once_stored(regions: TwoRegions, region: str, heads: dict[str, int], patience_s: float, what: str) -> int:
+    """Wait until ``region``'s messages table reaches each stream's head (``heads``: stream id -> seq), then
+    count the sequences from 1 to the head it lacks."""
+    _wait(lambda: all(max(stored.get(i, [0])) >= head for stored in [_stored(regions, region)]
+                      for i, head in heads.items()), patience_s, what)
+    stored = _stored(regions, region)
+    return sum(len(set(range(1, head + 1)) - set(stored.get(i, []))) for i, head in heads.items())
+
+
+def _stored(regions: TwoRegions, region: str) -> dict[str, list[int]]:
     """The seqs a region's messages table holds, per stream (its own writes and the replicated ones)."""
     backend = regions.backends[region]
     pages = client(backend.env(), "dynamodb").get_paginator("scan").paginate(
@@ -289,10 +295,7 @@ def _failback(regions: TwoRegions, ids: list[str], heads: dict[str, int], patien
     regions.heal("east")
     say("the primary is back: failing back")
     _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream again")
-    _wait(lambda: all(max(stored.get(i, [0])) >= heads[i] for stored in [_stored(regions, "east")] for i in ids),
-          patience_s, "the primary's tables hold what the standby stored")
-    stored = _stored(regions, "east")
-    lost = sum(len(set(range(1, heads[i] + 1)) - set(stored.get(i, []))) for i in ids)
+    lost = _lost_once_stored(regions, "east", heads, patience_s, "the primary's tables hold what the standby stored")
     _wait(lambda: _persisted_by(regions, "east", ids, heal_ms), patience_s, "the primary stores each stream again")
     phases = _phases(read_history(regions.spec.run_dir), heal_ms, ids, check=("east", True), taker="east")
     overlaps = cross_region_overlaps(regions, since_ms=heal_ms)

@@ -5,9 +5,8 @@ side by side, in the report's two renderings (``report.html``, ``report.md``).
   time scale implies), and the scale with its bound;
 - split brain under the replication pause, per variant (with the gate, without it, the published design),
   and the conflicts last-writer-wins resolved;
-- the gated variant's recovery from the primary's outage, phase by phase (measured, and what that is at
-  scale 1), with a figure;
-- data: the RPO (writes in flight at the cut; sequences re-delivered) and the sequences lost.
+- per gated variant, the recovery from the primary's outage phase by phase, with a figure, its failback,
+  and the data: the RPO (writes in flight at the cut; sequences re-delivered) and the sequences lost.
 """
 
 from __future__ import annotations
@@ -43,21 +42,29 @@ def gated_holds(result: dict[str, Any]) -> bool:
             and failback.get("split_brain", 0) == 0 and failback.get("lost_in_primary", 0) == 0)
 
 
+def rto_text(outage: dict[str, Any]) -> str:
+    """``6.50 s (bound 8.7 s)``, or for an outage nothing fails over from by itself, how long of it was the
+    operator's wait."""
+    bound = (f"bound {outage['rto_bound_s']:.1f} s" if outage["rto_bound_s"] is not None
+             else f"{outage['operator_s']:.1f} s of it waiting for the operator")
+    return f"{outage['rto_s']:.2f} s ({bound})"
+
+
 def region_document(results: list[dict[str, Any]]) -> Document:
     gated = [r for r in results if r["gate"] and r.get("outage")]
     scale = results[0]["timescale"]
     status = "unknown" if not gated else ("pass" if all(gated_holds(r) for r in gated) else "fail")
-    lines = [("time scale", f"{scale:g} (health checks every {10 * scale:g} s x 3, TTL {30 * scale:g} s)"),
+    record = (results[0].get("route53") or [None])[0]  # the primary's, as created from terraform's definitions
+    timing = "" if record is None else (f" (health checks every {record['check_interval_s'] * scale:g} s x "
+                                        f"{record['failure_threshold']}, TTL {record['ttl_s'] * scale:g} s)")
+    lines = [("time scale", f"{scale:g}{timing}"),
              ("variants", ", ".join(f"{r['variant']} ({r['description']})" for r in results))]
     for r in gated:
         outage = r["outage"]
-        if outage["rto_bound_s"] is not None:
-            lines.append((f"RTO ({r['variant']})", f"{outage['rto_s']:.2f} s, bound {outage['rto_bound_s']:.1f} s "
-                          f"(the {outage['target_rto_s_at_scale_1']:.0f} s target at scale 1: its timers scaled, "
-                          f"{UNSCALED_WORK_S:g} s of claims, handshakes and writes not)"))
-        else:
-            lines.append((f"RTO ({r['variant']})", f"{outage['rto_s']:.2f} s, {outage['operator_s']:.1f} s of it "
-                          "waiting for the operator (nothing fails over by itself)"))
+        why = ((f"the {outage['target_rto_s_at_scale_1']:.0f} s target at scale 1: its timers scaled, "
+                f"{UNSCALED_WORK_S:g} s of claims, handshakes and writes not") if outage["rto_bound_s"] is not None
+               else "nothing fails over by itself")
+        lines.append((f"RTO ({r['variant']})", f"{rto_text(outage)}; {why}"))
         lines.append((f"data ({r['variant']})",
                       f"{outage['lost']} sequences lost; {outage['redelivered']} re-delivered"))
     sections = [

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from harness.history import read_history
-from harness.region.failover import VARIANTS, FailoverSetup, run_region_failover
+from harness.region.failover import PHASES, VARIANTS, FailoverSetup, run_region_failover
 from harness.report.region import write_region_report
 from harness.scenarios.gate import progress_reporter
 
@@ -56,8 +56,7 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     outage = result["outage"]
     assert outage["lost"] == 0
     assert outage["rto_s"] <= outage["rto_bound_s"], outage["phases"]
-    phases = [outage["phases"][name]["last_s"] for name in ("detected", "answer", "activated", "claimed",
-                                                             "connected", "resumed")]
+    phases = [outage["phases"][name]["last_s"] for name in PHASES]
     assert phases == sorted(phases), outage["phases"]
     # detection takes the failure threshold's probes: 3 intervals of 10 s, scaled
     assert outage["phases"]["detected"]["last_s"] >= 2 * 10 * result["timescale"]
@@ -68,8 +67,7 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     # tables (replicated from the standby's) hold every sequence
     failback = outage["failback"]
     assert failback["split_brain"] == 0 and failback["lost_in_primary"] == 0
-    back = [failback["phases"][name]["last_s"] for name in ("detected", "answer", "activated", "claimed",
-                                                            "connected", "resumed")]
+    back = [failback["phases"][name]["last_s"] for name in PHASES]
     assert back == sorted(back), failback["phases"]
     # the activation moved: east Off first, west On a gate's lease later (never both On)
     history = read_history(Path(result["run_dir"]))

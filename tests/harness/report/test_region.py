@@ -20,7 +20,8 @@ PHASES = {"detected": 3.0, "answer": 3.0, "activated": 4.7, "claimed": 5.1, "con
 def gated(**outage: Any) -> dict[str, Any]:
     return {"variant": "gate", "description": "hardened with the gate", "profile": "hardened", "gate": True,
             "timescale": 0.1, "streams": 6, "pause_s": 12.0, "conflicts": 0, "route53": [
-                {"failover": "PRIMARY", "set_identifier": "primary", "ttl_s": 30, "check_interval_s": 10}],
+                {"failover": "PRIMARY", "set_identifier": "primary", "ttl_s": 30, "check_interval_s": 10,
+                 "failure_threshold": 3}],
             "split_brain": {"streams": 0, "overlap_ms": 0, "pks": []},
             "outage": {"kind": "region", "phases": {n: {"p50_s": t - 0.2, "last_s": t} for n, t in PHASES.items()},
                        "client_s": 6.1, "rto_s": 6.5, "rto_bound_s": rto_bound_s(0.1),
@@ -74,6 +75,7 @@ def test_a_dynamodb_outage_has_no_bound_and_says_the_operator_moved_the_activati
     assert gated_holds(dynamodb) and status([gated(), dynamodb]) == "pass"
     page = to_markdown(region_document([gated(), dynamodb]))
     assert "7.2 s of it waiting for the operator" in page and "the zone still answered east" in page
+    assert "0.1 (health checks every 1 s x 3, TTL 3 s)" in page
     assert status([gated(), {**dynamodb, "outage": {**dynamodb["outage"], "lost": 1}}]) == "fail"
 
 
