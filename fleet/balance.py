@@ -7,9 +7,9 @@ workers table and a clock; the worker acts on them (``fleet.release.Releases.giv
 - *Who counts*: live incarnations (not expired) that have reported a count and that this worker has seen
   alive for ``settle_s`` at least: a worker that joins and leaves at once never draws streams.
 - *Who draws*: only workers that *joined*: first seen more than ``settle_s`` after this worker's first
-  look, for ``JOIN_WINDOW_SETTLES`` settle times.  Scale-out and a restarted worker draw; the imbalance a
-  takeover or a START burst leaves between the others moves nothing (each move is a short disruption: not
-  one a failure should add to).
+  look and holding nothing then, for ``JOIN_WINDOW_SETTLES`` settle times.  Scale-out and a restarted
+  worker draw; the imbalance a takeover or a START burst leaves between the others moves nothing (each
+  move is a short disruption: not one a failure should add to).
 - *When*: only while the fleet is out of the band (max / min over ``band``, and more than one stream apart),
   and at most once per ``settle_s`` per worker, so the counts a decision reads have been renewed since the
   last one moved streams.
@@ -56,7 +56,8 @@ class Gift:
 class Balancer:
     band: float                 # max / min streams per worker the fleet may keep without moving any
     settle_s: float             # a worker counts once seen alive this long; and at most one gift this often
-    first_seen: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, gen) -> monotonic s
+    # (worker, gen) -> (monotonic s, its count) when this worker first saw it
+    first_seen: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
     last_gift_s: float = float("-inf")
     started_s: float | None = None  # this worker's first look
 
@@ -72,12 +73,16 @@ class Balancer:
             self.started_s = now_s
         counts, joiners = {me: mine}, set()
         for worker in alive.values():
-            seen = self.first_seen.setdefault((worker.worker_id, worker.gen), now_s)
+            # what it was given and has not counted yet is its own already (a recipient read before its
+            # renewal would look short, and every giver would fill it)
+            count = (worker.held or 0) + len(worker.gifts)
+            seen, count_then = self.first_seen.setdefault((worker.worker_id, worker.gen), (now_s, count))
             if now_s - seen >= self.settle_s:
-                # what it was given and has not counted yet is its own already (a recipient read before
-                # its renewal would look short, and every giver would fill it)
-                counts[worker.worker_id] = (worker.held or 0) + len(worker.gifts)
-                if seen - self.started_s > self.settle_s and now_s - seen <= JOIN_WINDOW_SETTLES * self.settle_s:
+                counts[worker.worker_id] = count
+                # looks are paced, so a worker that started with the fleet may be first seen a look late:
+                # only one seen late *holding nothing* joined
+                if (seen - self.started_s > self.settle_s and count_then == 0
+                        and now_s - seen <= JOIN_WINDOW_SETTLES * self.settle_s):
                     joiners.add(worker.worker_id)
         if not joiners or now_s - self.last_gift_s < self.settle_s or balanced(counts.values(), self.band):
             return []
