@@ -26,6 +26,12 @@ owed).  A START again before the deadline leaves nothing due.  The bound is ``st
 ``run.start``, else ``config.desired_check_ms + config.heartbeat_ms`` (the blog's per-connection
 desired-state poll plus one heartbeat); no bound at all: every STOP undecided.  Undecided STOPs make the
 verdict unknown.
+
+The bound assumes the owner reaches DynamoDB: it learns of the STOP from its next renewal, retried once.
+When a fault cuts the owner of a live session from DynamoDB during [stop, stop + B] (``STORE_FAULTS``: a
+partition from AWS, a DynamoDB toxic or API fault aimed at it), only its fence promises anything: it stops
+consuming within a lease of its last renewal, which was sent before the STOP.  Its deadline is then the
+earlier of the fault's end + B and stop + lease + B (``deferred_by`` names the fault).
 """
 
 from __future__ import annotations
@@ -39,17 +45,21 @@ from harness.checkers.consuming import Consumption, accepted_writes, sessions
 from harness.checkers.events import (
     STARTED,
     STOPPED,
+    Fault,
     History,
     RunInfo,
     as_events,
     desired_states,
+    faults,
     run_info,
     select,
 )
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
 STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "drains", "drains_closed_t",
-                "late_writes", "possible_late_writes", "bound_ms", "within_bound"]
+                "late_writes", "possible_late_writes", "bound_ms", "deadline_t", "deferred_by", "within_bound"]
+# Faults that cut their target from DynamoDB (the service named in their params; these default to it).
+STORE_FAULTS = frozenset({"partition_aws", "toxic", "aws_throttle", "aws_5xx", "aws_slow"})
 DETAIL_ROWS = 50
 
 Emissions = tuple[np.ndarray, np.ndarray]
@@ -60,6 +70,34 @@ def stop_bound(info: RunInfo) -> float | None:
         return info.stop_bound_ms
     check, heartbeat = info.duration("desired_check_ms"), info.duration("heartbeat_ms")
     return check + heartbeat if check is not None and heartbeat is not None else None
+
+
+def store_cuts(fault_list: list[Fault], end_t: float) -> dict[str, list[tuple[float, float, str]]]:
+    """Per worker, the (start, stop, label) of each fault cutting it from DynamoDB (open ones run to
+    ``end_t``)."""
+    cuts: dict[str, list[tuple[float, float, str]]] = {}
+    for fault in fault_list:
+        params = fault.params if isinstance(fault.params, dict) else {}
+        if fault.kind not in STORE_FAULTS or params.get("service", "dynamodb") != "dynamodb":
+            continue
+        label = f"{fault.kind}:{params['type']}" if fault.kind == "toxic" and "type" in params else fault.kind
+        for target in fault.targets:
+            cuts.setdefault(target, []).append((fault.start_t, fault.stop_t if fault.stop_t is not None else end_t,
+                                                f"{label} on {target}"))
+    return cuts
+
+
+def deadline_for(stop_t: float, bound: float, lease: float | None, owners: set[str],
+                 cuts: dict[str, list[tuple[float, float, str]]]) -> tuple[float, str | None]:
+    """The STOP's deadline and the fault that deferred it (None: stop + ``bound``)."""
+    deadline, deferred_by = stop_t + bound, None
+    for owner in sorted(owners):
+        for start, stop, label in cuts.get(owner, []):
+            if start <= stop_t + bound and stop >= stop_t:
+                later = min(stop + bound, stop_t + lease + bound) if lease is not None else stop + bound
+                if later > deadline:
+                    deadline, deferred_by = later, label
+    return deadline, deferred_by
 
 
 def emissions(history: History) -> dict[str, Emissions]:
@@ -103,7 +141,10 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)
     writes = consumed.writes if consumed is not None else accepted_writes(history)
     states = desired_states(history)
-    emitted = emissions(history) if (states["type"] == STOPPED).any() else {}  # only a STOP needs them
+    any_stop = bool((states["type"] == STOPPED).any())
+    emitted = emissions(history) if any_stop else {}  # only a STOP needs them
+    cuts = store_cuts(faults(history), info.last_t) if any_stop else {}
+    lease = info.duration("lease_ms")
     by_pk = session_frame.groupby("pk", sort=False).indices
     writes_by_pk = writes.groupby("pk", sort=False).indices
     rows: list[Row] = []
@@ -114,6 +155,7 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
         ends = session_frame["end_t"].to_numpy()[index]
         still_open = session_frame["open_at_end"].to_numpy()[index]
         consumers = session_frame["consumer"].to_numpy()[index]
+        workers = session_frame["worker"].to_numpy()[index]
         pk_writes = writes.iloc[writes_by_pk.get(pk, np.empty(0, dtype=int))]
         write_emitted = emitted_at(emitted.get(str(pk)), pk_writes["seq_to"].to_numpy())
         for i in np.flatnonzero(types == STOPPED):
@@ -128,8 +170,10 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
             latency = closed_t - stop_t if closed_t is not None else None
             late = possible = 0
             within: bool | None = None
+            deadline: float | None = None
+            deferred_by: str | None = None
             if bound is not None:
-                deadline = stop_t + bound
+                deadline, deferred_by = deadline_for(stop_t, bound, lease, {str(w) for w in workers[live]}, cuts)
                 after = (pk_writes["t"] > deadline) & (pk_writes["t"] < until) & ~(write_emitted <= deadline)
                 late = int((after & pk_writes["certain"]).sum())
                 possible = int((after & ~pk_writes["certain"]).sum())
@@ -137,7 +181,7 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
                 if until <= deadline:
                     within = True  # START came again before anything was due
                 elif latency is not None or judged_until > deadline:
-                    within = latency is not None and latency <= bound and not late
+                    within = closed_t is not None and closed_t <= deadline and not late
                 drained = _drain_verdicts(opened[drains], ends[drains], unclosed[drains], consumers[drains],
                                           pk_writes.loc[write_emitted <= deadline], bound, judged_until,
                                           restarted=until <= info.last_t)
@@ -150,7 +194,7 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
                          "latency_ms": latency, "drains": int(drains.sum()),
                          "drains_closed_t": _last_close(None, drains, unclosed, ends),
                          "late_writes": late, "possible_late_writes": possible, "bound_ms": bound,
-                         "within_bound": within})
+                         "deadline_t": deadline, "deferred_by": deferred_by, "within_bound": within})
     late_rows = [r for r in rows if r["within_bound"] is False]
     valid: Validity
     if late_rows:
@@ -165,6 +209,7 @@ def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo
         "late": len(late_rows),
         "late_writes": sum(r["late_writes"] for r in rows),
         "undecided": sum(1 for r in rows if r["within_bound"] is None),
+        "deferred": sum(1 for r in rows if r["deferred_by"] is not None),
         "latency_ms": summarise(r["latency_ms"] for r in rows),
         "late_examples": late_rows[:DETAIL_ROWS],
     }

@@ -46,7 +46,7 @@ async def delayed_store(engine_config: FleetConfig, toxiproxy: ToxiproxyClient,
     toxiproxy.add_toxic("held-dynamodb", "latency", stream="upstream", attributes={"latency": HELD_MS})
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://{proxy.listen}")
     try:
-        async with AwsClients(engine_config.with_changes(timescale=1.0)) as aws:
+        async with AwsClients(engine_config.with_changes(timescale=1.0, aws_timeout_ms=3_000)) as aws:
             yield LeaseStore(aws)
     finally:
         toxiproxy.delete_proxy("held-dynamodb")

@@ -263,3 +263,52 @@ def test_a_drain_still_open_when_start_came_again_after_it_was_due_is_invalid(bu
     router(build, 2500, "START").at(9000, "run.stop", "harness")
 
     assert check_stop(build.frame()).valid is False
+
+
+def cut_from_dynamodb(build, worker: str, start: float, stop: float, **params) -> None:
+    params = {"service": "dynamodb", "type": "timeout", **params}
+    build.at(start, "fault.start", "nemesis", kind="toxic", target=worker, params=params)
+    build.at(stop, "fault.stop", "nemesis", kind="toxic", target=worker, params=params)
+
+
+def test_an_owner_cut_from_dynamodb_has_until_its_fence_closes(build) -> None:
+    """Bound 1500, lease 2000: cut from 500 to 6000, the owner has until the earlier of 6000 + 1500 and
+    1000 + 2000 + 1500."""
+    stopped_at_1000(build).session(PK, "worker-1", 100, 3000)
+    cut_from_dynamodb(build, "worker-1", 500, 6000)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    [row] = result.tables["stops"]
+    assert result.valid is True and result.details["deferred"] == 1
+    assert (row["latency_ms"], row["deadline_t"], row["deferred_by"]) == (2000, 4500, "toxic:timeout on worker-1")
+
+
+def test_an_owner_cut_from_dynamodb_is_still_late_past_its_fence(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 5000)
+    cut_from_dynamodb(build, "worker-1", 500, 6000)
+    build.at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is False
+
+
+def test_a_cut_ending_soon_defers_the_deadline_only_to_its_end_plus_the_bound(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 3000)
+    cut_from_dynamodb(build, "worker-1", 500, 1200)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.tables["stops"][0]["deadline_t"] == 2700
+
+
+def test_only_a_dynamodb_cut_of_the_owner_defers_the_deadline(build) -> None:
+    stopped_at_1000(build).session(PK, "worker-1", 100, 3000)
+    cut_from_dynamodb(build, "worker-2", 500, 6000)
+    cut_from_dynamodb(build, "worker-1", 500, 6000, service="sqs")
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.tables["stops"][0]["deferred_by"] is None
