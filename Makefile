@@ -44,7 +44,7 @@ browser:
 	  || echo "could not install chromium: the report's browser test will be skipped"; fi
 
 test: lint typecheck browser
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=25
 
 bench: setup
 	$(PY) bench/coordination_cost.py

@@ -47,6 +47,10 @@ class FleetConfig:
     desired_check_ms: int = 10_000
     # SQS long-poll wait; also how long a shutting-down worker may wait for its last poll to hand back.
     notify_wait_ms: int = 5_000
+    # A shutting-down worker's handoff (final writes, releases, announcements) is cut after this long, and at
+    # least 2 s at any time scale: what it has not released by then lapses at lease expiry, as a crash's would.
+    # Keep it under the platform's stop timeout (ECS: stopTimeout, then SIGKILL).
+    shutdown_budget_ms: int = 6_000
     metric_interval_ms: int = 60_000
     max_connections: int = 700
     # Claiming (fleet.claims): notifications one worker acts on at once (reads and acquires), and acquires one
@@ -101,7 +105,8 @@ class FleetConfig:
             raise ConfigError(f"WSFLEET_PROFILE must be one of {', '.join(PROFILES)}, not {self.profile!r}")
         if not self.timescale > 0:
             raise ConfigError(f"WSFLEET_TIMESCALE must be a positive number, not {self.timescale!r}")
-        for name in ("lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "aws_timeout_ms"):
+        for name in ("lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "aws_timeout_ms",
+                     "shutdown_budget_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{ENV_VARS[name]} must be positive, not {getattr(self, name)}")
         if self.heartbeat_ms >= self.lease_ms:
@@ -147,6 +152,10 @@ class FleetConfig:
     @property
     def desired_check_s(self) -> float:
         return self.scaled_s(self.desired_check_ms)
+
+    @property
+    def shutdown_budget_s(self) -> float:
+        return max(2.0, self.scaled_s(self.shutdown_budget_ms))
 
     @property
     def notify_wait_s(self) -> int:
@@ -198,8 +207,8 @@ ENV_VARS: dict[str, str] = {f.name: "WSFLEET_" + f.name.upper() for f in fields(
 # variables and ``--set``.  The other fields are wiring (names, endpoints, files) the launcher sets itself,
 # or have their own flags (profile, time scale).
 TUNABLE: tuple[str, ...] = (
-    "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "metric_interval_ms",
-    "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate", "balance_band",
+    "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "shutdown_budget_ms",
+    "metric_interval_ms", "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate", "balance_band",
     "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
     "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions",
 )

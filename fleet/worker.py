@@ -131,7 +131,7 @@ class Worker:
         await self.claims.cancel()
         await self.chores.drain()
         held = list(self.held.values())
-        await self.hand_off(held, "shutdown")
+        await self.releases.hand_off_before_exit(held)
         retire = self.rules.retire(self.me)
         if retire is not None and self.liveness.registered:
             try:
@@ -266,18 +266,10 @@ class Worker:
 
     # -- letting go ----------------------------------------------------------------------------------
     async def hand_off(self, held: list[HeldConnection], reason: str) -> None:
-        """Release these leases together, then announce what the profile announces in batches, so other
-        workers' long polls return them together (with the released epoch, so a taker acquires at once)."""
+        """Release these leases together, then announce them (``fleet.release.Releases.announce``)."""
         released = await asyncio.gather(*(self.drop(h, reason, release=True) for h in held),
                                         return_exceptions=True)
-        handoffs = self.profile.handoffs([(h.pk, h.lease.epoch) for h, ok in zip(held, released, strict=True)
-                                          if ok is True])
-        if not handoffs:
-            return
-        try:
-            await self.store.notify(handoffs)
-        except StoreError as exc:
-            log("notify.error", error=str(exc), streams=len(handoffs))
+        await self.releases.announce([h for h, ok in zip(held, released, strict=True) if ok is True])
 
     async def give_up(self, held: HeldConnection, reason: str) -> None:
         """The consume task's last act: hand ``held`` off (drained, or its upstream out of reach).  The task's
@@ -309,7 +301,8 @@ class Worker:
                 held.task.cancel()
                 unread = True  # what it read may not all be stored
             except asyncio.CancelledError:
-                pass
+                if (me := asyncio.current_task()) is not None and me.cancelling():
+                    raise  # this drop was cancelled, not the consume task it waited for
         if self.held.get(held.pk) is held:
             del self.held[held.pk]
         if held.draining and not held.drained:

@@ -57,3 +57,13 @@ def test_an_unknown_reconnect_policy_is_refused_with_the_choices() -> None:
 def test_a_reconnect_base_of_zero_or_above_the_cap_is_refused(base: int, cap: int) -> None:
     with pytest.raises(ConfigError, match="WSFLEET_RECONNECT_BASE_MS must be positive and at most"):
         FleetConfig(worker_id="t", reconnect_base_ms=base, reconnect_max_ms=cap)
+
+
+@pytest.mark.parametrize(("timescale", "budget_s"), [(1.0, 6.0), (0.1, 2.0), (2.0, 12.0)])
+def test_the_shutdown_budget_scales_but_never_below_two_seconds(timescale: float, budget_s: float) -> None:
+    assert FleetConfig(timescale=timescale).shutdown_budget_s == budget_s
+
+
+def test_a_shutdown_budget_of_zero_is_refused() -> None:
+    with pytest.raises(ConfigError, match="WSFLEET_SHUTDOWN_BUDGET_MS must be positive"):
+        FleetConfig(shutdown_budget_ms=0)

@@ -5,17 +5,22 @@ read consistency each profile's client settings ask for."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from typing import Any
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from fleet.aws import AwsClients, ClientSettings
 from fleet.config import FleetConfig
-from fleet.errors import ConditionFailed
+from fleet.errors import ConditionFailed, StoreUnavailable
 from fleet.lease import STARTED, HardenedRules, Holder, Lease
-from fleet.store import LeaseStore, from_wire, to_wire
+from fleet.store import NOTIFY_REQUESTS_IN_FLIGHT, LeaseStore, from_wire, to_wire
+from tests.fleet.memworker import until
 
 ME = Holder("w1", "gen-a")
 OTHER = Holder("w2", "gen-b")
@@ -159,3 +164,50 @@ async def test_the_desired_state_read_follows_the_client_settings(engine_config:
         await LeaseStore(aws).get_connection(new_pk())
     assert asked == [consistent]
 
+
+
+class HeldSqs:
+    """A stand-in SQS client whose SendMessageBatch requests wait until ``opened`` is set; it counts how
+    many wait at once and refuses the batch that carries ``refused_pk``."""
+
+    def __init__(self, refused_pk: str) -> None:
+        self.opened = asyncio.Event()
+        self.waiting = self.most_waiting = 0
+        self.sent: list[str] = []
+        self.refused_pk = refused_pk
+
+    async def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        await self.opened.wait()
+        self.waiting -= 1
+        pks = [json.loads(entry["MessageBody"])["pk"] for entry in Entries]
+        if self.refused_pk in pks:
+            raise EndpointConnectionError(endpoint_url=QueueUrl)
+        self.sent += pks
+        return {"Successful": [], "Failed": []}
+
+
+async def test_an_announcement_sends_its_batches_together_and_tries_every_one() -> None:
+    sqs = HeldSqs(refused_pk="CONN#p005")
+    aws = SimpleNamespace(config=FleetConfig(queue_url="http://q"), sqs=sqs, errors=Counter(), requests=Counter())
+    handoffs = [(f"CONN#p{i:03d}", 1) for i in range(200)]
+    announcing = asyncio.create_task(LeaseStore(cast(AwsClients, aws)).notify(handoffs))
+    await until(lambda: sqs.waiting == NOTIFY_REQUESTS_IN_FLIGHT)
+    sqs.opened.set()
+    with pytest.raises(StoreUnavailable):
+        await announcing
+    assert sqs.most_waiting == NOTIFY_REQUESTS_IN_FLIGHT
+    assert sorted(sqs.sent) == [pk for pk, _ in handoffs if not pk.startswith("CONN#p00")]
+
+
+async def test_an_announcement_reaches_the_queue_whole(store: LeaseStore) -> None:
+    prefix = f"CONN#{uuid.uuid4().hex[:8]}-"
+    handoffs = [(f"{prefix}{i}", i) for i in range(25)]
+    await store.notify(handoffs)
+    seen: dict[str, int | None] = {}
+    async with asyncio.timeout(20):
+        while len(seen) < len(handoffs):
+            notes = await store.receive_notifications(wait=False)
+            seen |= {note.pk: note.released_epoch for note in notes if note.pk.startswith(prefix)}
+    assert seen == dict(handoffs)

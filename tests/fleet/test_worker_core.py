@@ -673,3 +673,19 @@ async def test_a_stop_landing_before_a_handoff_release_leaves_the_stream_to_drai
     assert [(e["reason"], e["outcome"]) for e in released] == [(cause, "fail"), (cause, "ok"), ("drained", "ok")]
     item = store.connection(PK)
     assert (item.lease_owner, item.lease_expires_at_ms, item.drained_epoch, item.stopped_at_ms) == ("", 0, 2, 10)
+
+
+async def test_a_shutdown_whose_releases_never_answer_ends_within_its_budget() -> None:
+    """A store that stops answering the releases must not keep a stopping worker alive (it did, until the
+    platform's SIGKILL): past the shutdown budget what was not released is left to lapse, and it retires."""
+    async with holding() as (store, worker):
+        never = asyncio.Event()
+
+        async def unanswered(table: str, write: Write) -> None:
+            if table == CONNS:
+                await never.wait()
+
+        store.before_write = unanswered
+    assert [e["reason"] for e in history(worker).of("lease.lost", pk=PK)] == ["shutdown budget spent: left to lapse"]
+    assert history(worker).of("worker.stop") and not history(worker).of("lease.release", pk=PK)
+    assert store.item(CONNS, PK)["lease_owner"] == worker.me.worker_id  # to lapse at expiry
