@@ -200,9 +200,12 @@ async def test_sqs_round_trip(aws: AwsClients) -> None:
 
 
 async def test_long_poll_returns_promptly_when_a_message_arrives_mid_wait(aws: AwsClients) -> None:
+    """The poll answers when the message arrives, not when its wait ends: a poll answered by its timeout would
+    take ``wait_s``, one answered by the message about half a second.  (It asserted "within 0.5 s of the send"
+    until a loaded CI machine took 0.57 s; the point was never the latency.)"""
     queue = aws.config.queue_url
     await aws.sqs.purge_queue(QueueUrl=queue)
-    wait_s = 2
+    wait_s = 6
     started = time.perf_counter()
     poll = asyncio.create_task(aws.sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=wait_s))
     # No event says "the server is now holding the poll"; give the request time to get there.
@@ -215,7 +218,7 @@ async def test_long_poll_returns_promptly_when_a_message_arrives_mid_wait(aws: A
     assert [json.loads(m["Body"])["pk"] for m in received.get("Messages", [])] == ["CONN#mid-wait"]
     print(f"\nlong poll delivered {1000 * (delivered - sending):.1f} ms after the send began "
           f"({1000 * (delivered - started):.0f} ms into a {wait_s} s wait)")
-    assert delivered - sending < 0.5
+    assert delivered - started < wait_s / 2
 
 
 async def test_cloudwatch_accepts_metric_data(aws: AwsClients) -> None:
