@@ -23,13 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
 
-from harness.cluster import http_json
+from harness.cluster import ClusterError, http_json, start_connection
+from harness.history import HistoryWriter
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
@@ -43,7 +43,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16, help="threads sending STARTs (default 16)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shutdown-time-") as folder:
-        measure(args, Path(folder))
+        try:
+            measure(args, Path(folder))
+        except ClusterError as exc:
+            sys.exit(f"shutdown_time: {exc}")
 
 
 def measure(args: argparse.Namespace, run_dir: Path) -> None:
@@ -51,30 +54,12 @@ def measure(args: argparse.Namespace, run_dir: Path) -> None:
         [sys.executable, "-m", "harness.cli", "up", "--workers", "1", "--timescale", "1", "--rate", str(args.rate),
          "--set", f"max_connections={args.streams + 100}", "--run-dir", str(run_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
-    assert up.stdout is not None
-    info = json.loads(up.stdout.readline())
-    control, router = info["upstream_control_url"], info["router_url"]
-
-    def start(number: int) -> int:
-        connection_id = f"c{number:05d}"
-        http_json("POST", f"{control}/streams/{connection_id}")
-        status, _ = http_json("POST", f"{router}/events", {"event_type": "START", "connection_id": connection_id,
-                                                           "ws_url": f"{info['upstream_url']}/streams/{connection_id}"})
-        return status
-
-    began = time.monotonic()
-    with ThreadPoolExecutor(args.threads) as pool:
-        statuses = Counter(pool.map(start, range(args.streams)))
-    print(f"{time.monotonic() - began:6.1f} s  {args.streams} STARTs answered: {dict(statuses)}", flush=True)
-    while (live := int(http_json("GET", f"{control}/stats")[1]["live_sessions"])) < args.streams:
-        print(f"{time.monotonic() - began:6.1f} s  {live} of {args.streams} streams live", flush=True)
-        time.sleep(5.0)
-    print(f"{time.monotonic() - began:6.1f} s  all live; holding {args.hold:g} s", flush=True)
-    time.sleep(args.hold)
-    children = psutil.Process(up.pid).children(recursive=True)
-    interrupted = time.monotonic()
-    up.send_signal(signal.SIGINT)
-    code = up.wait(300)
+    try:
+        children, interrupted, code = _hold_then_interrupt(args, up)
+    finally:
+        if up.poll() is None:  # an error before the SIGINT: nothing it started may outlive the bench
+            up.send_signal(signal.SIGINT)
+            up.wait(300)
     exit_s = time.monotonic() - interrupted
     time.sleep(1.0)
     left = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
@@ -83,6 +68,34 @@ def measure(args: argparse.Namespace, run_dir: Path) -> None:
     lapsed = sum(1 for e in events if e["type"] == "lease.lost" and "shutdown budget" in str(e.get("reason")))
     print(f"shutdown: {args.streams} streams held, exit {exit_s:.1f} s after SIGINT (exit code {code}), "
           f"{released} released, {lapsed} left to lapse, {len(left)} processes left; target {TARGET_S:.0f} s")
+
+
+def _hold_then_interrupt(args: argparse.Namespace,
+                         up: subprocess.Popen[bytes]) -> tuple[list[psutil.Process], float, int]:
+    """STARTs the streams, waits until all are live and ``--hold`` more, sends SIGINT and waits for the exit:
+    (the processes ``wsfleet up`` had started, when SIGINT was sent, the exit code)."""
+    assert up.stdout is not None
+    info = json.loads(up.stdout.readline())
+    control, router = info["upstream_control_url"], info["router_url"]
+
+    unrecorded = HistoryWriter(None, "bench")  # the run's own history is the worker's
+
+    def start(number: int) -> None:
+        start_connection(unrecorded, router, info["upstream_url"], control, f"c{number:05d}")
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(args.threads) as pool:
+        list(pool.map(start, range(args.streams)))
+    print(f"{time.monotonic() - began:6.1f} s  {args.streams} STARTs accepted", flush=True)
+    while (live := int(http_json("GET", f"{control}/stats")[1]["live_sessions"])) < args.streams:
+        print(f"{time.monotonic() - began:6.1f} s  {live} of {args.streams} streams live", flush=True)
+        time.sleep(5.0)
+    print(f"{time.monotonic() - began:6.1f} s  all live; holding {args.hold:g} s", flush=True)
+    time.sleep(args.hold)
+    children = psutil.Process(up.pid).children(recursive=True)
+    interrupted = time.monotonic()
+    up.send_signal(signal.SIGINT)
+    return children, interrupted, up.wait(300)
 
 
 if __name__ == "__main__":

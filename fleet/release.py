@@ -31,31 +31,29 @@ class Releases:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
 
-    async def announce(self, released: list[HeldConnection]) -> None:
-        """Announce what the profile announces of these released streams, in batches, so other workers' long
-        polls return them together (with the released epoch, so a taker acquires at once)."""
-        w = self.w
-        handoffs = w.profile.handoffs([(h.pk, h.lease.epoch) for h in released])
-        if not handoffs:
-            return
-        try:
-            await w.store.notify(handoffs)
-        except StoreError as exc:
-            log("notify.error", error=str(exc), streams=len(handoffs))
+    async def hand_off(self, held: list[HeldConnection], reason: str, budget_s: float | None = None) -> None:
+        """Release these leases together, then announce what the profile announces of them in batches, so
+        other workers' long polls return them together (with the released epoch, so a taker acquires at once).
 
-    async def hand_off_before_exit(self, held: list[HeldConnection]) -> None:
-        """The shutdown's handoff (``Worker.hand_off``) within ``FleetConfig.shutdown_budget_s``: a slow store
-        must not keep the process past its stop timeout (2,000 streams on a loaded local backend took over a
-        minute, and the platform's SIGKILL then ends everything at once).  A stream whose release was not
-        answered by then stops being consumed and is left to lapse at lease expiry (``lease.lost``), as a
-        crashed worker's would (its release, if in flight, may land: either way nobody else held it); the
+        With ``budget_s`` (a shutdown: ``FleetConfig.shutdown_budget_s``) all of it ends within that time: a
+        slow store must not keep the process past its stop timeout (2,000 streams on a loaded local backend
+        took over a minute, and the platform's SIGKILL then ends everything at once).  A stream whose release
+        was not answered by then stops being consumed and is left to lapse at lease expiry (``lease.lost``), as
+        a crashed worker's would (its release, if in flight, may land: either way nobody else held it); the
         announcement gets what is left of the budget."""
         w = self.w
-        deadline = asyncio.get_running_loop().time() + w.config.shutdown_budget_s
-        drops = {asyncio.ensure_future(w.drop(h, "shutdown", release=True)): h for h in held}
-        done, pending = await asyncio.wait(drops, timeout=w.config.shutdown_budget_s) if drops else (set(), set())
+        if not held:
+            return
+        deadline = None if budget_s is None else asyncio.get_running_loop().time() + budget_s
+        drops = {asyncio.ensure_future(w.drop(h, reason, release=True)): h for h in held}
+        try:
+            done, pending = await asyncio.wait(drops, timeout=budget_s)
+        except asyncio.CancelledError:  # as a gather would: the caller's cancel reaches its drops
+            for drop in drops:
+                drop.cancel()
+            raise
         if pending:
-            log("shutdown.budget_spent", budget_s=w.config.shutdown_budget_s, left=len(pending))
+            log("shutdown.budget_spent", budget_s=budget_s, left=len(pending))
         for drop in pending:  # not awaited: a drop waiting on its consume task outlives one cancel
             drop.cancel()
             left = drops[drop]
@@ -63,11 +61,16 @@ class Releases:
                 left.task.cancel()
             w.emit("lease.lost", pk=left.pk, epoch=left.lease.epoch, reason="shutdown budget spent: left to lapse")
         released = [drops[d] for d in done if not d.cancelled() and d.exception() is None and d.result() is True]
+        handoffs = w.profile.handoffs([(h.pk, h.lease.epoch) for h in released])
+        if not handoffs:
+            return
         try:
             async with asyncio.timeout_at(deadline):
-                await self.announce(released)
+                await w.store.notify(handoffs)
+        except StoreError as exc:
+            log("notify.error", error=str(exc), streams=len(handoffs))
         except TimeoutError:
-            log("shutdown.announce_cut", streams=len(released))
+            log("shutdown.announce_cut", streams=len(handoffs))
 
     async def read_through(self, held: HeldConnection, stopped_at_ms: int | None) -> bool:
         """Whether ``held``'s open session delivered everything the stream owes the store for the STOP at

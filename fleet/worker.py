@@ -131,7 +131,7 @@ class Worker:
         await self.claims.cancel()
         await self.chores.drain()
         held = list(self.held.values())
-        await self.releases.hand_off_before_exit(held)
+        await self.releases.hand_off(held, "shutdown", self.config.shutdown_budget_s)
         retire = self.rules.retire(self.me)
         if retire is not None and self.liveness.registered:
             try:
@@ -249,11 +249,11 @@ class Worker:
                               drain_until_ms=drain_until, stopped_at_ms=stopped_at if drain_until else None)
         self.held[pk] = held
         if self.closing:
-            await self.hand_off([held], "shutdown")
+            await self.releases.hand_off([held], "shutdown")
             return False
         if drain_until is None and not self.profile.consumes(item, self.pending_stops):
             if not self.profile.drains:
-                await self.hand_off([held], "desired state is not STARTED")
+                await self.releases.hand_off([held], "desired state is not STARTED")
             else:  # for the STOP it found, else the latest one seen during the acquire
                 seen_stops = [r.stopped_at_ms for r in self.pending_stops
                               if r.pk == pk and r.stops(lease.epoch) and r.stopped_at_ms is not None]
@@ -265,12 +265,6 @@ class Worker:
         return True
 
     # -- letting go ----------------------------------------------------------------------------------
-    async def hand_off(self, held: list[HeldConnection], reason: str) -> None:
-        """Release these leases together, then announce them (``fleet.release.Releases.announce``)."""
-        released = await asyncio.gather(*(self.drop(h, reason, release=True) for h in held),
-                                        return_exceptions=True)
-        await self.releases.announce([h for h, ok in zip(held, released, strict=True) if ok is True])
-
     async def give_up(self, held: HeldConnection, reason: str) -> None:
         """The consume task's last act: hand ``held`` off (drained, or its upstream out of reach).  The task's
         work is over, so the release must not wait for the task that runs it: it would wait a heartbeat,
@@ -278,7 +272,7 @@ class Worker:
         release until explore seed 3231)."""
         held.task = None
         log("lease.give_up", pk=held.pk, reason=reason)
-        await self.hand_off([held], reason)
+        await self.releases.hand_off([held], reason)
 
     async def drop(self, held: HeldConnection, reason: str, release: bool, stopped_at_ms: int | None = None) -> bool:
         """Stop consuming ``held``; with ``release`` give the lease back: for the STOP at ``stopped_at_ms``

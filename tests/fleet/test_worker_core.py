@@ -665,7 +665,7 @@ async def test_a_stop_landing_before_a_handoff_release_leaves_the_stream_to_drai
         table = store.tables[CONNS]
         table[PK] = store_rules(store).stop_connection(PK, 10).apply(table[PK])  # its mailbox is not read yet
         if cause == "shutdown":
-            await worker.hand_off([held], cause)
+            await worker.releases.hand_off([held], cause)
         else:
             await worker.give_up(held, cause)
         await until(lambda: bool(consumer(worker).drained) and PK not in worker.held)
