@@ -212,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(several: a comparison and an aggregate).")
     report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
     report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
+    report.add_argument("--locust-csv", metavar="PREFIX", type=Path,
+                        help="Locust's --csv PREFIX of a load run against the (one) run folder (default: "
+                             "Locust's *_stats.csv found in the run folder)")
 
     add_region_command(sub)
     add_aws_commands(sub)
@@ -526,17 +529,18 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 # -- report ----------------------------------------------------------------------------------------------
-def _report(run_dirs: list[Path], out: Path | None) -> Path:
+def _report(run_dirs: list[Path], out: Path | None, locust_csv: Path | None = None) -> Path:
     from harness.report import build_report
 
-    return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                        locust_csv=locust_csv)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.history import HistoryError
 
     try:
-        path = _report(args.run_dirs, args.out)
+        path = _report(args.run_dirs, args.out, args.locust_csv)
     except (HistoryError, OSError, ValueError) as exc:
         raise CliError(str(exc), 2) from None
     print(path)

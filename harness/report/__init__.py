@@ -4,7 +4,8 @@ recovery CDF, recovery phases, persisted sequences).
 
 ``build_report(run_dirs, out, progress)`` is the entry point; ``python -m harness.report`` its command line.
 Modules: ``model`` (a run read and analysed), ``summary`` (headline and tables), ``figures`` (matplotlib),
-``render`` (HTML and Markdown), ``build`` (putting it together).
+``render`` (HTML and Markdown), ``load`` (the Locust section: Locust's CSVs and the history's ``load.*``
+events), ``build`` (putting it together).
 """
 
 from harness.report.build import build_report

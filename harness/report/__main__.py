@@ -1,6 +1,6 @@
-"""``python -m harness.report RUN_DIR [RUN_DIR ...] [--out DIR]``: build the report of one or several runs;
-progress on stderr, the path of ``report.html`` on stdout, a one-line error and exit status 2 for a folder
-that is not a run."""
+"""``python -m harness.report RUN_DIR [RUN_DIR ...] [--out DIR] [--locust-csv PREFIX]``: build the report of
+one or several runs; progress on stderr, the path of ``report.html`` on stdout, a one-line error and exit
+status 2 for a folder that is not a run or a Locust CSV that is not one."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--out", metavar="DIR", type=Path, default=None,
                         help="where to write the report (created if missing); default: the run folder "
                              "itself, which only works with one RUN_DIR")
+    result.add_argument("--locust-csv", metavar="PREFIX", type=Path, default=None,
+                        help="the --csv PREFIX of a Locust run against the (one) RUN_DIR: its PREFIX_stats.csv, "
+                             "PREFIX_stats_history.csv and PREFIX_failures.csv go into a \"Load (Locust)\" "
+                             "section with the history's load.* events; default: Locust's *_stats.csv found "
+                             "in the run folder")
     result.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     return result
 
@@ -38,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(message, file=sys.stderr, flush=True)
 
     try:
-        path = build_report(list(args.run_dirs), args.out, progress)
+        path = build_report(list(args.run_dirs), args.out, progress, args.locust_csv)
     except ReportError as exc:
         print(f"wsfleet report: error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,8 @@ several runs share one file).
 One run: headline (with the zombie writes, the fault model and the outcome counts), checkers, outcomes per
 event type, ownership timeline, recovery CDF and phases, sequences and zombie writes.  Several runs: the
 profiles compared per scenario (with the blog/hardened ratio), the aggregate over trials and seeds, one line
-per run, then the details of the first ``MAX_DETAILED_RUNS`` runs.
+per run, then the details of the first ``MAX_DETAILED_RUNS`` runs.  A run with Locust data (its CSVs, or
+``load.*`` events in its history) also gets a "Load (Locust)" section (``harness.report.load``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from matplotlib.figure import Figure
 
 from harness.checkers.result import compose
 from harness.checkers.verdict import TABLE_COLUMNS
-from harness.report import figures, summary
+from harness.report import figures, load, summary
 from harness.report.model import ReportError, RunData, labels_for, load_run
 from harness.report.render import (
     FIGURES_DIR,
@@ -43,12 +44,16 @@ CSV_TABLES = ("phases", "claims", "sequences", "zombie_writes")
 MAX_DETAILED_RUNS = 6
 
 
-def build_report(run_dirs: list[Path], out: Path | None, progress: Progress) -> Path:
+def build_report(run_dirs: list[Path], out: Path | None, progress: Progress,
+                 locust_csv: Path | None = None) -> Path:
     """Write the report of these runs into ``out`` (default: the run folder, when there is one) and return
-    the path of ``report.html``.  Raises ``ReportError`` when a folder is not a run or ``out`` cannot be
-    written."""
+    the path of ``report.html``.  ``locust_csv``: the ``--csv`` prefix of a Locust run against the (one) run
+    (default: Locust CSVs found in the run folder).  Raises ``ReportError`` when a folder is not a run,
+    ``out`` cannot be written or a Locust CSV is not one."""
     if not run_dirs:
         raise ReportError("no run folder given")
+    if locust_csv is not None and len(run_dirs) > 1:
+        raise ReportError("--locust-csv names the CSVs of one run: give one RUN_DIR")
     if out is None:
         if len(run_dirs) > 1:
             raise ReportError("several run folders need an output folder (--out DIR)")
@@ -62,7 +67,7 @@ def build_report(run_dirs: list[Path], out: Path | None, progress: Progress) -> 
         raise ReportError(f"cannot create the output folder {out}: {exc.strerror}") from None
     csv_files = _write_tables(runs, out, progress)
     progress("drawing the figures")
-    document = single_run_document(runs[0], csv_files) if len(runs) == 1 else several_runs_document(
+    document = single_run_document(runs[0], csv_files, locust_csv) if len(runs) == 1 else several_runs_document(
         runs, csv_files, progress)
     path = write_document(document, out)
     progress(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.1f} s")
@@ -192,7 +197,7 @@ def _handshake_blocks(runs: list[RunData]) -> list[Block]:
             Table("New connections against the quota (saturated: a window with a 429)", rows)]
 
 
-def single_run_document(run: RunData, files: list[str]) -> Document:
+def single_run_document(run: RunData, files: list[str], locust_csv: Path | None = None) -> Document:
     colours = figures.worker_colours([run])
     details = run_details(run, colours)
     recovery = [
@@ -207,8 +212,8 @@ def single_run_document(run: RunData, files: list[str]) -> Document:
                        Table("Checkers", summary.checker_table(run)),
                        Table("Faults", summary.faults_table(run), empty="no faults"),
                        requests_block(run), outcomes_block(run)])
-    return Document(f"wsfleet report: {run.scenario} / {run.profile}", [top, *details], files,
-                    _generated([run]))
+    return Document(f"wsfleet report: {run.scenario} / {run.profile}",
+                    [top, *details, *load.sections(run, locust_csv)], files, _generated([run]))
 
 
 def _outside_text(runs: list[RunData]) -> str:
@@ -262,7 +267,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
             Table("Checkers", summary.checker_table(run)),
             Table("Faults", summary.faults_table(run), empty="no faults"),
             requests_block(run), outcomes_block(run)], f"run{number}"))
-        for section in run_details(run, colours, prefix):
+        for section in [*run_details(run, colours, prefix), *load.sections(run, None, prefix)]:
             sections.append(Section(f"{run.label}: {section.title}", section.blocks))
     if len(runs) > MAX_DETAILED_RUNS:
         left_out = f"Details of runs {MAX_DETAILED_RUNS + 1} to {len(runs)} are left out; their rows are in "

@@ -1,6 +1,7 @@
 """The Locust storm file against a real fleet: every user owns its stream, a mass disconnect is recovered
 from, and both Locust's CSVs and the run's history say so, with two Locust processes (a master and a worker:
-one storm for all of them; standalone runs the same user code in one process)."""
+one storm for all of them; standalone runs the same user code in one process), and ``python -m
+harness.report RUN --locust-csv PREFIX`` turns the CSVs and the history into the report's Locust section."""
 
 from __future__ import annotations
 
@@ -43,3 +44,11 @@ def test_every_user_owns_its_stream_and_recovers_from_a_mass_disconnect(tmp_path
     kinds = Counter(e["type"] for e in events)
     assert kinds["load.storm"] == 1 and kinds["load.owned"] == USERS and kinds["load.recovered"] >= USERS
     assert all(e["src"] == "locust" and e["ms"] >= 0 for e in events if e["type"] == "load.recovered")
+    report = subprocess.run([sys.executable, "-m", "harness.report", str(spec.run_dir), "--locust-csv",
+                             str(tmp_path / "locust"), "--out", str(tmp_path / "report")],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    assert report.returncode == 0, report.stderr[-3000:]
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert '<h2 id="load">Load (Locust)</h2>' in html
+    assert f"<td>STREAM</td><td>owned</td><td>{USERS}</td><td>0</td>" in html
+    assert (tmp_path / "report" / "figures" / "locust_history.png").is_file()
