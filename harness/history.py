@@ -66,23 +66,28 @@ ends at ``last_pong_t`` (the client stopped reading then; the rest is zombie-con
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
 from fleet.history import HistoryWriter
+from harness.history_columns import FieldColumn, TypeColumnsBuilder
 
 __all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "history_frame", "read_history",
            "read_typed_history"]
 
 REQUIRED_FIELDS = ("t", "src", "type")
 Event = dict[str, Any]
+_LINES = msgspec.json.Decoder()  # JSON Lines: one event per line, blank lines skipped
+PIECE_BYTES = 1 << 20  # about 8,000 events: read, turned into columns and dropped while in the cache
 
 
 class HistoryError(Exception):
@@ -91,11 +96,11 @@ class HistoryError(Exception):
 
 @dataclass(frozen=True)
 class TypedHistory:
-    """A run's events split by type.  ``events[type]`` are that type's events (parsed dicts) in history
-    order, ``positions[type]`` their row numbers in ``read_history``'s frame and ``times[type]`` their
-    ``t`` (float64); ``dropped_lines`` as ``read_history``'s."""
+    """A run's events split by type.  ``columns[type]`` are that type's fields as columns, rows in history
+    order (``harness.history_columns``), ``positions[type]`` their row numbers in ``read_history``'s frame
+    and ``times[type]`` their ``t`` (float64); ``dropped_lines`` as ``read_history``'s."""
 
-    events: dict[str, list[Event]]
+    columns: dict[str, dict[str, FieldColumn]]
     positions: dict[str, np.ndarray]
     times: dict[str, np.ndarray]
     dropped_lines: list[dict[str, Any]]
@@ -110,24 +115,43 @@ def read_history(run_dir: str | Path) -> pd.DataFrame:
     return merged
 
 
-def read_typed_history(run_dir: str | Path) -> TypedHistory:
-    """The events of ``read_history``, split by type (see ``TypedHistory``)."""
-    _, parsed, dropped = _read_files(run_dir)
-    everything: list[Event] = list(chain.from_iterable(file.events for file in parsed))
-    times = np.concatenate([file.times for file in parsed])
-    order = np.argsort(times, kind="stable")  # files in name order, then lines: ties keep that order
+def read_typed_history(run_dir: str | Path, piece_bytes: int = PIECE_BYTES) -> TypedHistory:
+    """The events of ``read_history``, split by type (see ``TypedHistory``), read about ``piece_bytes`` at a
+    time so the parsed events never all exist at once."""
+    builders: dict[str, TypeColumnsBuilder] = {}
+    type_ids: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    dropped: list[dict[str, Any]] = []
+    with _cycle_collector_paused():
+        for path in _history_files(run_dir):
+            for events, fields in _file_pieces(path, dropped, piece_bytes):
+                codes, names = pd.factorize(fields["type"])
+                ids = np.empty(len(names), dtype=np.int64)
+                for code, name in enumerate(names):
+                    ids[code] = list(builders).index(name) if name in builders else len(builders)
+                    rows = np.flatnonzero(codes == code)
+                    piece = events if len(names) == 1 else list(map(events.__getitem__, rows.tolist()))
+                    builders.setdefault(name, TypeColumnsBuilder()).add(piece, {k: v[rows] for k, v in fields.items()})
+                type_ids.append(ids[codes])
+                times.append(fields["t"].astype("float64"))
+    all_ids = np.concatenate(type_ids) if type_ids else np.empty(0, dtype=np.int64)
+    all_times = np.concatenate(times) if times else np.empty(0)
+    order = np.argsort(all_times, kind="stable")  # files in name order, then lines: ties keep that order
     position = np.empty(order.size, dtype="int64")
     position[order] = np.arange(order.size)
-    codes, names = pd.factorize(np.concatenate([file.kinds for file in parsed])[order])
-    by_type = np.argsort(codes, kind="stable")
-    bounds = np.cumsum(np.bincount(codes, minlength=len(names)))[:-1]
-    rows_of = dict(zip(names, np.split(order[by_type], bounds), strict=True)) if len(names) else {}
-    return TypedHistory(
-        events={str(name): list(map(everything.__getitem__, rows.tolist())) for name, rows in rows_of.items()},
-        positions={str(name): position[rows] for name, rows in rows_of.items()},
-        times={str(name): times[rows] for name, rows in rows_of.items()},
-        dropped_lines=dropped,
-    )
+    rank = np.empty(order.size, dtype="int64")  # each event's row among its type's, in file order
+    by_type = np.argsort(all_ids, kind="stable")
+    counts = np.bincount(all_ids, minlength=len(builders))
+    rank[by_type] = np.arange(order.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    ordered_ids = all_ids[order]
+    typed = TypedHistory({}, {}, {}, dropped)
+    for type_id, (name, builder) in enumerate(builders.items()):
+        rows = order[ordered_ids == type_id]  # this type's events in history order (file-order indices)
+        columns = builder.build()
+        typed.columns[name] = {field: column.take(rank[rows]) for field, column in columns.items()}
+        typed.positions[name] = position[rows]
+        typed.times[name] = all_times[rows]
+    return typed
 
 
 class HistoryTail:
@@ -189,48 +213,101 @@ class _File:
     kinds: np.ndarray
 
 
-def _read_files(run_dir: str | Path) -> tuple[list[Path], list[_File], list[dict[str, Any]]]:
-    """The run's history files in name order, the checked events of each, and the dropped truncated lines."""
+def _history_files(run_dir: str | Path) -> list[Path]:
+    """The run's history files in name order."""
     folder = Path(run_dir) / "history"
     if not folder.is_dir():
         raise HistoryError(f"{run_dir} is not a run folder: it has no history/ folder")
     files = sorted(folder.glob("*.jsonl"))
     if not files:
         raise HistoryError(f"{run_dir} is not a run folder: {folder} holds no *.jsonl files")
+    return files
+
+
+def _read_files(run_dir: str | Path) -> tuple[list[Path], list[_File], list[dict[str, Any]]]:
+    """The run's history files in name order, the checked events of each, and the dropped truncated lines."""
+    files = _history_files(run_dir)
     parsed: list[_File] = []
     dropped: list[dict[str, Any]] = []
-    for path in files:
-        file, truncated = _read_file(path)
-        parsed.append(file)
-        if truncated is not None:
-            dropped.append(truncated)
+    with _cycle_collector_paused():
+        for path in files:
+            pieces = list(_file_pieces(path, dropped, piece_bytes=None))
+            events = list(chain.from_iterable(events for events, _ in pieces))
+            times, kinds = (np.concatenate([fields[name] for _, fields in pieces]) if pieces else np.empty(0)
+                            for name in ("t", "type"))
+            parsed.append(_File(events, times.astype("float64"), kinds))
     return files, parsed, dropped
 
 
-def _read_file(path: Path) -> tuple[_File, dict[str, Any] | None]:
-    """The events of one file, checked, and the dropped truncated final line (or None)."""
+def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | None
+                 ) -> Iterator[tuple[list[Event], dict[str, np.ndarray]]]:
+    """The checked events of one file, a piece of about ``piece_bytes`` at a time (None: the whole file at
+    once), each with its ``t``, ``src`` and ``type`` (objects).  A truncated final line is appended to
+    ``dropped``; any other line that is not an event raises a ``HistoryError`` naming it."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise HistoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
-    truncated: dict[str, Any] | None = None
-    try:
-        events = json.loads("[" + text.strip().replace("\n", ",") + "]")
-    except json.JSONDecodeError:  # a bad line, or a blank one between two events
-        events, truncated = _parse_lines(path, _numbered(text))
+    start = 0
+    while start < len(data):
+        end = len(data) if piece_bytes is None else (data.find(b"\n", min(start + piece_bytes, len(data)) - 1) + 1
+                                                     or len(data))
+        try:
+            events = _LINES.decode_lines(data[start:end])
+        except msgspec.DecodeError:  # a truncated or bad line, not UTF-8, or a NaN: the stdlib says which
+            break
+        fields = _required_fields(events)
+        if fields is None:
+            break
+        yield events, fields
+        start = end
+    if start < len(data):  # the rest, a line at a time, to name the bad line or drop a truncated last one
+        numbered = _numbered(_text_of(path, data, start), first=data.count(b"\n", 0, start) + 1)
+        events, truncated = _parse_lines(path, numbered)
+        fields = _required_fields(events)
+        if fields is None:
+            _refuse(path, events, numbered)
+        if truncated is not None:
+            dropped.append(truncated)
+        if events:
+            assert fields is not None
+            yield events, fields
+
+
+def _required_fields(events: list[Any]) -> dict[str, np.ndarray] | None:
+    """Each event's ``t``, ``src`` and ``type`` (objects), or None when an event is not a dict or lacks one."""
     if set(map(type, events)) - {dict}:
-        _refuse(path, events, _numbered(text))
-    times, sources, kinds = (_field(events, name) for name in REQUIRED_FIELDS)
-    if not (_numbers(times) and _strings(kinds) and _strings(sources)):
-        _refuse(path, events, _numbered(text))
-    return _File(events, times.astype("float64"), kinds), truncated
+        return None
+    fields = {name: _field(events, name) for name in REQUIRED_FIELDS}
+    if not (_numbers(fields["t"]) and _strings(fields["type"]) and _strings(fields["src"])):
+        return None
+    return fields
 
 
-def _numbered(text: str) -> list[tuple[int, str]]:
-    """The non-blank lines of a file with their line numbers (from 1)."""
-    return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+@contextlib.contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Parsing a million events makes a million dicts, and the cyclic collector would walk every one of them
+    again and again while they are made (a third of the read); they hold no cycles, so it can wait."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _text_of(path: Path, data: bytes, start: int = 0) -> str:
+    """``data[start:]`` as text."""
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HistoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {start + exc.start})") from None
+
+
+def _numbered(text: str, first: int = 1) -> list[tuple[int, str]]:
+    """The non-blank lines of a text with their line numbers (the first line is ``first``)."""
+    return [(number, line) for number, line in enumerate(text.split("\n"), first) if line.strip()]
 
 
 def _field(events: list[Event], name: str) -> np.ndarray:
@@ -270,7 +347,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _parse_lines(path: Path, numbered: list[tuple[int, str]]) -> tuple[list[Any], dict[str, Any] | None]:
-    """Slow path once the fast one failed: find the bad line; only the last one may be bad (truncated)."""
+    """Slow path once the fast one failed: the stdlib's reading of each line (which also takes the NaN that
+    ``json.dumps`` writes), to find the bad line; only the last one may be bad (truncated)."""
     events: list[Any] = []
     for index, (number, line) in enumerate(numbered):
         try:

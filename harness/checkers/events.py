@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from harness.history import TypedHistory, read_typed_history
+from harness.history_columns import NUMBERS, TEXT, FieldColumn
 
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
@@ -40,24 +40,24 @@ CONSUMER_SEP = "@"
 class _Table:
     """The events of one type in history order: their positions in the history, their ``t``, and each
     field as a column, converted on first use and kept (a long history holds hundreds of thousands of
-    events of a type, selected by several checkers).  The events are parsed dicts or the rows of a history
-    DataFrame; a table cut from another (``where``) reads that one's columns."""
+    events of a type, selected by several checkers).  The events are the columns of a typed history
+    (``harness.history_columns``), or the rows of a history DataFrame; a table cut from another (``where``)
+    reads that one's columns."""
 
-    def __init__(self, events: Sequence[dict[str, Any]] | pd.DataFrame, positions: np.ndarray, times: np.ndarray,
+    def __init__(self, events: Mapping[str, FieldColumn] | pd.DataFrame, positions: np.ndarray, times: np.ndarray,
                  cut_from: tuple[_Table, np.ndarray] | None = None) -> None:
         self.events = events
         self.positions = positions
         self.times = times
         self._cut_from = cut_from
         self._columns: dict[tuple[str, str], Any] = {}
-        self._fields: set[str] | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
 
     def where(self, keep: np.ndarray) -> _Table:
         """The events where ``keep`` is true."""
-        return _Table((), self.positions[keep], self.times[keep], (self, keep))
+        return _Table({}, self.positions[keep], self.times[keep], (self, keep))
 
     def has(self, name: str) -> bool:
         """Whether any event of the type has this field."""
@@ -65,11 +65,7 @@ class _Table:
             return self._cut_from[0].has(name)
         if isinstance(self.events, pd.DataFrame):
             return name in self.events.columns
-        if self.events and name in self.events[0]:
-            return True
-        if self._fields is None:  # the events of a type mostly have the same fields: collect them once
-            self._fields = set().union(*self.events)
-        return name in self._fields
+        return name in self.events
 
     def column(self, name: str, kind: str) -> Any:
         """The field as ``kind``: ``number`` (float64, NaN when missing or not a number), ``text`` (strings
@@ -80,15 +76,23 @@ class _Table:
                 parent, keep = self._cut_from
                 self._columns[key] = parent.column(name, kind)[keep]
             elif kind == "number":
-                self._columns[key] = self.times if name == "t" else _number(self.column(name, "raw"))
+                typed = self._typed(name)
+                self._columns[key] = (self.times if name == "t" else typed.values if typed is not None
+                                      and typed.kind == NUMBERS else _number(self.column(name, "raw")))
             elif kind == "text":
-                self._columns[key] = pd.Series(_text(self.column(name, "raw")), copy=False).array
+                typed = self._typed(name)
+                shared = (typed.shared_text() if typed is not None and typed.kind == TEXT
+                          else _text(self.column(name, "raw")))
+                self._columns[key] = pd.Series(shared, copy=False).array
             elif isinstance(self.events, pd.DataFrame):
                 self._columns[key] = self.events[name].to_numpy(dtype=object)
             else:
-                self._columns[key] = np.fromiter(map(dict.get, self.events, repeat(name), repeat(np.nan)),
-                                                 dtype=object, count=len(self.events))
+                self._columns[key] = self.events[name].raw()
         return self._columns[key]
+
+    def _typed(self, name: str) -> FieldColumn | None:
+        """The field's column of a typed history (None for a frame's rows)."""
+        return None if isinstance(self.events, pd.DataFrame) else self.events[name]
 
 
 class Events:
@@ -101,8 +105,8 @@ class Events:
 
     @classmethod
     def of_typed(cls, typed: TypedHistory) -> Events:
-        return cls({name: _Table(events, typed.positions[name], typed.times[name])
-                    for name, events in typed.events.items()})
+        return cls({name: _Table(columns, typed.positions[name], typed.times[name])
+                    for name, columns in typed.columns.items()})
 
     @classmethod
     def of_frame(cls, frame: pd.DataFrame) -> Events:

@@ -386,6 +386,7 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
         return figure
     emitted = run.emitted(pks)
     persisted = run.persisted(pks)
+    emitted_rows, persisted_rows = (frame.groupby("pk", sort=False).indices for frame in (emitted, persisted))
     sequences = {r["pk"]: r for r in run.analysis.sequences}
     recovery = {r["pk"]: r["recovery_ms"] for r in run.analysis.phases}
     workers: set[str] = set()
@@ -393,10 +394,10 @@ def sequence_progress(run: RunData, colours: dict[str, str] | None = None,
     for number, pk in enumerate(pks):
         ax = figure.add_subplot(rows, columns, number + 1, sharex=share)
         share = share or ax
-        mine = emitted.loc[emitted["pk"] == pk]
+        mine = emitted.iloc[emitted_rows.get(pk, [])]
         heads = _thin(mine.assign(seq=mine["seq"].cummax()))
         ax.step(run.seconds(heads["t"]), heads["seq"], where="post", color="#aaaaaa", linewidth=1.0)
-        stored = persisted.loc[persisted["pk"] == pk]
+        stored = persisted.iloc[persisted_rows.get(pk, [])]
         for worker, group in stored.groupby("worker", sort=False):
             workers.add(str(worker))
             shown = _thin(group)

@@ -57,7 +57,7 @@ def test_the_typed_history_holds_each_type_in_merged_order_with_its_rows(tmp_pat
 
     assert {kind: rows.tolist() for kind, rows in typed.positions.items()} == {
         "worker.start": [0], "emit": [1, 2], "lease.acquire": [3], "ws.open": [4]}
-    assert [e["seq"] for e in typed.events["emit"]] == [1, 2] and typed.times["emit"].tolist() == [2.0, 3.0]
+    assert typed.columns["emit"]["seq"].raw().tolist() == [1, 2] and typed.times["emit"].tolist() == [2.0, 3.0]
     merged = read_history(tmp_path)
     for kind, rows in typed.positions.items():
         assert merged.loc[rows, "type"].tolist() == [kind] * len(rows)
@@ -81,7 +81,7 @@ def test_a_truncated_final_line_is_dropped_and_recorded(tmp_path: Path) -> None:
     history = read_history(tmp_path)
     typed = read_typed_history(tmp_path)
 
-    assert history["type"].tolist() == ["worker.start"] and list(typed.events) == ["worker.start"]
+    assert history["type"].tolist() == ["worker.start"] and list(typed.columns) == ["worker.start"]
     [dropped] = history.attrs["dropped_lines"]
     assert dropped["file"].endswith("worker-2.jsonl") and dropped["line"] == 2
     assert typed.dropped_lines == [dropped]
