@@ -68,7 +68,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, repeat
 from pathlib import Path
@@ -88,6 +92,7 @@ REQUIRED_FIELDS = ("t", "src", "type")
 Event = dict[str, Any]
 _LINES = msgspec.json.Decoder()  # JSON Lines: one event per line, blank lines skipped
 PIECE_BYTES = 1 << 20  # about 8,000 events: read, turned into columns and dropped while in the cache
+PARALLEL_BYTES = 32 << 20  # a history this long is read by two processes (~0.4 s of one)
 
 
 class HistoryError(Exception):
@@ -117,25 +122,17 @@ def read_history(run_dir: str | Path) -> pd.DataFrame:
 
 def read_typed_history(run_dir: str | Path, piece_bytes: int = PIECE_BYTES) -> TypedHistory:
     """The events of ``read_history``, split by type (see ``TypedHistory``), read about ``piece_bytes`` at a
-    time so the parsed events never all exist at once."""
+    time so the parsed events never all exist at once.  A long history's files are shared with a forked
+    reader (``_read_files_in_columns``)."""
+    files = _read_files_in_columns(_history_files(run_dir), piece_bytes)
     builders: dict[str, TypeColumnsBuilder] = {}
-    type_ids: list[np.ndarray] = []
-    times: list[np.ndarray] = []
-    dropped: list[dict[str, Any]] = []
-    with _cycle_collector_paused():
-        for path in _history_files(run_dir):
-            for events, fields in _file_pieces(path, dropped, piece_bytes):
-                codes, names = pd.factorize(fields["type"])
-                ids = np.empty(len(names), dtype=np.int64)
-                for code, name in enumerate(names):
-                    ids[code] = list(builders).index(name) if name in builders else len(builders)
-                    rows = np.flatnonzero(codes == code)
-                    piece = events if len(names) == 1 else list(map(events.__getitem__, rows.tolist()))
-                    builders.setdefault(name, TypeColumnsBuilder()).add(piece, {k: v[rows] for k, v in fields.items()})
-                type_ids.append(ids[codes])
-                times.append(fields["t"].astype("float64"))
-    all_ids = np.concatenate(type_ids) if type_ids else np.empty(0, dtype=np.int64)
-    all_times = np.concatenate(times) if times else np.empty(0)
+    for file in files:
+        for name, columns in file.columns.items():
+            builders.setdefault(name, TypeColumnsBuilder()).add_columns(columns, file.rows[name])
+    type_id = {name: number for number, name in enumerate(builders)}
+    all_ids = np.concatenate([np.asarray([type_id[name] for name in file.columns], dtype=np.int64)[file.kinds]
+                              for file in files])
+    all_times = np.concatenate([file.times for file in files])
     order = np.argsort(all_times, kind="stable")  # files in name order, then lines: ties keep that order
     position = np.empty(order.size, dtype="int64")
     position[order] = np.arange(order.size)
@@ -144,14 +141,74 @@ def read_typed_history(run_dir: str | Path, piece_bytes: int = PIECE_BYTES) -> T
     counts = np.bincount(all_ids, minlength=len(builders))
     rank[by_type] = np.arange(order.size) - np.repeat(np.cumsum(counts) - counts, counts)
     ordered_ids = all_ids[order]
-    typed = TypedHistory({}, {}, {}, dropped)
-    for type_id, (name, builder) in enumerate(builders.items()):
-        rows = order[ordered_ids == type_id]  # this type's events in history order (file-order indices)
-        columns = builder.build()
-        typed.columns[name] = {field: column.take(rank[rows]) for field, column in columns.items()}
+    typed = TypedHistory({}, {}, {}, [line for file in files for line in file.dropped])
+    for name, builder in builders.items():
+        rows = order[ordered_ids == type_id[name]]  # this type's events in history order (file-order indices)
+        typed.columns[name] = {field: column.take(rank[rows]) for field, column in builder.build().items()}
         typed.positions[name] = position[rows]
         typed.times[name] = all_times[rows]
     return typed
+
+
+@dataclass(frozen=True)
+class _FileColumns:
+    """One file's events in columns: per type (in order of first appearance) its fields and its number of
+    events, each event's type (``kinds``: its index in ``columns``) and ``t``, in line order."""
+
+    columns: dict[str, dict[str, FieldColumn]]
+    rows: dict[str, int]
+    kinds: np.ndarray
+    times: np.ndarray
+    dropped: list[dict[str, Any]]
+
+
+def _read_files_in_columns(paths: list[Path], piece_bytes: int) -> list[_FileColumns]:
+    """Every file in columns, in the order given.  When there is more than one core and this process runs
+    only one thread (forking one that runs several can copy a lock another holds), a forked process reads
+    about half of the bytes while this one reads the rest."""
+    sizes = {path: path.stat().st_size for path in paths}
+    if not _may_fork(sum(sizes.values())):
+        return _columns_of_files(paths, piece_bytes)
+    mine: list[Path] = []
+    theirs: list[Path] = []
+    for path in sorted(paths, key=sizes.__getitem__, reverse=True):  # largest first, to the lighter share
+        min(mine, theirs, key=lambda share: sum(map(sizes.__getitem__, share))).append(path)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        forked = pool.submit(_columns_of_files, theirs, piece_bytes)
+        read = dict(zip(mine, _columns_of_files(mine, piece_bytes), strict=True))
+        read.update(zip(theirs, forked.result(), strict=True))
+    return [read[path] for path in paths]
+
+
+def _may_fork(size: int) -> bool:
+    """Whether reading ``size`` bytes is worth a second process, and forking one is safe."""
+    return size >= PARALLEL_BYTES and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
+
+
+def _columns_of_files(paths: list[Path], piece_bytes: int) -> list[_FileColumns]:
+    with _cycle_collector_paused():
+        return [_file_columns(path, piece_bytes) for path in paths]
+
+
+def _file_columns(path: Path, piece_bytes: int) -> _FileColumns:
+    builders: dict[str, TypeColumnsBuilder] = {}
+    kinds: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    dropped: list[dict[str, Any]] = []
+    for events, fields in _file_pieces(path, dropped, piece_bytes):
+        codes, names = pd.factorize(fields["type"])
+        ids = np.empty(len(names), dtype=np.int64)
+        for code, name in enumerate(names):
+            ids[code] = list(builders).index(name) if name in builders else len(builders)
+            rows = np.flatnonzero(codes == code)
+            piece = events if len(names) == 1 else list(map(events.__getitem__, rows.tolist()))
+            builders.setdefault(name, TypeColumnsBuilder()).add(piece, {k: v[rows] for k, v in fields.items()})
+        kinds.append(ids[codes])
+        times.append(fields["t"].astype("float64"))
+    return _FileColumns({name: builder.build() for name, builder in builders.items()},
+                        {name: builder.rows for name, builder in builders.items()},
+                        np.concatenate(kinds) if kinds else np.empty(0, dtype=np.int64),
+                        np.concatenate(times) if times else np.empty(0), dropped)
 
 
 class HistoryTail:

@@ -72,48 +72,28 @@ class TypeColumnsBuilder:
     def __init__(self) -> None:
         self.rows = 0
         self._pieces: dict[str, list[tuple[int, FieldColumn]]] = {}  # field -> (first row, piece)
-        self._strings: dict[str, dict[str, int]] = {}  # text field -> its distinct strings and their codes
 
     def add(self, events: Sequence[dict[str, Any]], given: dict[str, np.ndarray]) -> None:
         """Add a piece: events of this type in file order, and the fields the reader has already read
         from them (``given``: their values as objects)."""
         fields = set(events[0]).union(*events) if len(events) > 1 else set(events[0])
-        for name in fields:
-            values = given[name] if name in given else _extract(events, name)
-            self._pieces.setdefault(name, []).append((self.rows, self._column(name, values)))
-        self.rows += len(events)
+        self.add_columns({name: _column(given[name] if name in given else _extract(events, name))
+                          for name in fields}, len(events))
+
+    def add_columns(self, columns: dict[str, FieldColumn], rows: int) -> None:
+        """Add a piece already in columns (``rows`` events; a field they lack is missing from ``columns``)."""
+        for name, column in columns.items():
+            self._pieces.setdefault(name, []).append((self.rows, column))
+        self.rows += rows
 
     def build(self) -> dict[str, FieldColumn]:
         """Every field's column over all pieces (missing rows filled)."""
-        return {name: self._joined(name, pieces) for name, pieces in self._pieces.items()}
+        return {name: self._joined(pieces) for name, pieces in self._pieces.items()}
 
-    def _column(self, name: str, values: np.ndarray) -> FieldColumn:
-        absent = pd.isna(values)
-        if absent.any() and None in values[absent].tolist():  # a JSON null, kept as parsed
-            return FieldColumn(OBJECTS, values)
-        kind = pd.api.types.infer_dtype(values, skipna=True)
-        if kind == "empty":
-            return FieldColumn(MISSING, values)
-        if kind == "string":
-            codes, uniques = pd.factorize(values)
-            strings = self._strings.setdefault(name, {})
-            mapping = np.fromiter((strings.setdefault(u, len(strings)) for u in uniques.tolist()), dtype=np.int32,
-                                  count=len(uniques))
-            return FieldColumn(TEXT, np.where(codes >= 0, mapping[codes], -1).astype(np.int32))
-        if kind in _NUMBER_KINDS:
-            numbers = values.astype("float64")
-            if not (np.abs(numbers[~np.isnan(numbers)]) <= EXACT).all():
-                return FieldColumn(OBJECTS, values)
-            ints = _NUMBER_KINDS[kind]
-            flags = (np.fromiter(map(int.__instancecheck__, values), dtype=bool, count=len(values))
-                     if ints is None else np.full(len(values), ints))
-            return FieldColumn(NUMBERS, numbers, ints=flags & ~np.isnan(numbers))
-        return FieldColumn(OBJECTS, values)
-
-    def _joined(self, name: str, pieces: list[tuple[int, FieldColumn]]) -> FieldColumn:
+    def _joined(self, pieces: list[tuple[int, FieldColumn]]) -> FieldColumn:
         kinds = {piece.kind for _, piece in pieces} - {MISSING}
         kind = kinds.pop() if len(kinds) == 1 else OBJECTS if kinds else MISSING
-        uniques = np.asarray(list(self._strings.get(name, {})), dtype=object) if kind == TEXT else None
+        strings: dict[str, int] = {}  # a text field's distinct strings over every piece, and their codes
         parts: list[np.ndarray] = []
         ints: list[np.ndarray] = []
         covered = 0
@@ -123,21 +103,52 @@ class TypeColumnsBuilder:
                 ints.append(np.zeros(first - covered, dtype=bool))
             if piece is None:
                 break
-            if kind == OBJECTS and piece.kind != OBJECTS:
-                parts.append(_as_objects(piece, self._strings.get(name, {})))
+            if kind == TEXT and piece.kind == TEXT:
+                assert piece.uniques is not None
+                mapping = np.fromiter((strings.setdefault(u, len(strings)) for u in piece.uniques.tolist()),
+                                      dtype=np.int32, count=len(piece.uniques))
+                parts.append(np.where(piece.values >= 0, mapping[piece.values], -1).astype(np.int32))
             elif piece.kind == MISSING:
                 parts.append(_gap(kind, len(piece)))
             else:
-                parts.append(piece.values)
+                parts.append(piece.values if kind == piece.kind else piece.raw())
             ints.append(piece.ints if piece.ints is not None else np.zeros(len(piece), dtype=bool))
             covered = first + len(piece)
         values = np.concatenate(parts) if parts else np.empty(0, dtype=object)
-        return FieldColumn(kind, values, uniques, np.concatenate(ints) if kind == NUMBERS else None)
+        return FieldColumn(kind, values, np.asarray(list(strings), dtype=object) if kind == TEXT else None,
+                           np.concatenate(ints) if kind == NUMBERS else None)
+
+
+def _column(values: np.ndarray) -> FieldColumn:
+    """One piece of a field (objects, NaN where missing) as a column of the kind its values allow."""
+    kind = pd.api.types.infer_dtype(values, skipna=True)
+    if kind == "empty":
+        return FieldColumn(OBJECTS if _has_null(values) else MISSING, values)
+    if kind == "string":
+        codes, uniques = pd.factorize(values)
+        if _has_null(values[codes < 0]):
+            return FieldColumn(OBJECTS, values)
+        return FieldColumn(TEXT, codes.astype(np.int32), np.asarray(uniques, dtype=object))
+    if kind in _NUMBER_KINDS:
+        numbers = values.astype("float64")
+        absent = np.isnan(numbers)
+        if _has_null(values[absent]) or not (np.abs(numbers[~absent]) <= EXACT).all():
+            return FieldColumn(OBJECTS, values)
+        ints = _NUMBER_KINDS[kind]
+        flags = (np.fromiter(map(int.__instancecheck__, values), dtype=bool, count=len(values))
+                 if ints is None else np.full(len(values), ints))
+        return FieldColumn(NUMBERS, numbers, ints=flags & ~absent)
+    return FieldColumn(OBJECTS, values)
 
 
 def _extract(events: Sequence[dict[str, Any]], name: str) -> np.ndarray:
     """One field of every event (dicts), as objects (NaN where missing)."""
     return np.fromiter(map(dict.get, events, repeat(name), repeat(np.nan)), dtype=object, count=len(events))
+
+
+def _has_null(values: np.ndarray) -> bool:
+    """Whether a JSON null (None) is among these values (the missing ones: a null is kept as parsed)."""
+    return len(values) > 0 and None in values.tolist()
 
 
 def _gap(kind: str, rows: int) -> np.ndarray:
@@ -146,12 +157,3 @@ def _gap(kind: str, rows: int) -> np.ndarray:
     if kind == TEXT:
         return np.full(rows, -1, dtype=np.int32)
     return np.full(rows, np.nan, dtype=object)
-
-
-def _as_objects(piece: FieldColumn, strings: dict[str, int]) -> np.ndarray:
-    """A piece of another kind as parsed objects (its field is joined as ``objects``)."""
-    if piece.kind == TEXT:
-        return FieldColumn(TEXT, piece.values, np.asarray(list(strings), dtype=object)).raw()
-    if piece.kind == MISSING:
-        return _gap(OBJECTS, len(piece))
-    return piece.raw()

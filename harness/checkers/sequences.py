@@ -58,6 +58,8 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "gen", "epoch", "seq_from", "seq_to",
                                                "outcome"]).dropna(subset=["pk", "seq_from", "seq_to"])
     heads = select(history, "final.emitted", ["pk", "head_seq"]).dropna(subset=["pk"])
+    emits, bad_emits = _sequence_numbers(emits, ["seq"])
+    persists, bad_persists = _sequence_numbers(persists, ["seq_from", "seq_to"])
     source = "final.persisted" if len(final) else "msg.persist"
 
     pk_names = pd.Index(pd.unique(np.concatenate([
@@ -116,6 +118,9 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     valid: Validity
     if emits.empty:
         valid, reason = UNKNOWN, "no emit events: nothing to compare with"
+    elif bad_emits + bad_persists:
+        valid, reason = UNKNOWN, (f"{bad_emits + bad_persists} emit or msg.persist events carry a seq that is not "
+                                  f"a whole number below 2^{SEQ_BITS}: they were left out")
     elif totals["lost"] or totals["duplicated"]:
         valid, reason = False, "sequences lost or stored more than once"
     elif totals["possibly_persisted"]:
@@ -138,6 +143,13 @@ def check_sequences(history: History, *, settle_ms: float | None = None,
     for name, ranges in (("lost_ranges", lost_ranges), ("duplicated_ranges", dup_ranges)):
         details[name], details[f"{name}_truncated"] = _detail_ranges(ranges, pk_names)
     return CheckResult("sequences", valid, details, {"sequences": rows})
+
+
+def _sequence_numbers(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, int]:
+    """The rows whose ``columns`` are all whole numbers in [0, 2^SEQ_BITS), and how many others there were."""
+    values = frame[columns].to_numpy(dtype="float64")
+    good = ((values >= 0) & (values < 2**SEQ_BITS) & (values == np.floor(values))).all(axis=1)
+    return frame.loc[good], int((~good).sum())
 
 
 def _keys(pk_names: pd.Index, pks: pd.Series | np.ndarray, seqs: np.ndarray) -> np.ndarray:

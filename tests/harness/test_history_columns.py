@@ -111,3 +111,23 @@ def test_read_in_small_pieces_a_truncated_last_line_is_dropped_and_a_bad_one_is_
     (tmp_path / "history" / "worker-1.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(HistoryError, match=r"worker-1.jsonl: line 151: not a JSON event"):
         read_typed_history(tmp_path, piece_bytes=100)
+
+
+def test_a_history_shared_with_a_forked_reader_reads_the_same(tmp_path: Path, monkeypatch: Any) -> None:
+    files = {f"worker-{n}.jsonl": [{"t": (i * 7 + n) % 50, "src": f"worker-{n}", "type": kind, "pk": f"CONN#{i % 3}",
+                                    "seq": i, **({"items": [i]} if i % 5 == 0 else {})}
+                                   for i in range(300) for kind in ("msg.persist", "lease.renew")[: 1 + i % 2]]
+             for n in range(1, 5)}
+    write(tmp_path, files)
+    alone = read_typed_history(tmp_path, piece_bytes=500)
+    forked: list[bool] = []
+    monkeypatch.setattr("harness.history._may_fork", lambda size: forked.append(True) or True)
+
+    shared = read_typed_history(tmp_path, piece_bytes=500)
+
+    assert forked and list(shared.columns) == list(alone.columns)
+    for kind, columns in alone.columns.items():
+        assert shared.positions[kind].tolist() == alone.positions[kind].tolist()
+        for name, column in columns.items():
+            assert all(same(a, b) for a, b in zip(shared.columns[kind][name].raw().tolist(), column.raw().tolist(),
+                                                  strict=True)), (kind, name)

@@ -172,6 +172,18 @@ def test_no_emit_events_cannot_be_judged(build) -> None:
     assert check_sequences(build.frame()).valid == UNKNOWN
 
 
+def test_a_seq_that_is_not_a_sequence_number_is_left_out_and_makes_the_verdict_unknown(build) -> None:
+    emitted(build.run_start(), seqs=range(1, 4))
+    build.emit(PK, -5, 350).emit(PK, 2.5, 360).emit(PK, 2**40, 370)
+    build.persist(305, PK, "worker-1", 1, 3).persist(380, PK, "worker-1", -1, 2)
+    build.at(5000, "run.stop", "harness")
+
+    result = check_sequences(build.frame())
+
+    assert result.valid == UNKNOWN and "4 emit or msg.persist events" in result.details["reason"]
+    assert result.details["emitted"] == 3 and result.details["lost_sequences"] == 0
+
+
 def test_each_stream_is_judged_apart(build) -> None:
     emitted(build.run_start(), seqs=range(1, 4))
     emitted(build, pk="CONN#b", seqs=range(1, 4))
