@@ -33,7 +33,7 @@ from typing import Any
 
 from fleet.config import tuning
 from harness.backends.resources import client
-from harness.cluster import Cluster, ClusterSpec, http_json
+from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json, send_event
 
 QUOTA_PER_S = 500.0  # the simulator's default new-connection quota at scale 1 (API Gateway's)
 SLACK_S = 2.0  # the target: N / quota + this
@@ -100,20 +100,20 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
         with ThreadPoolExecutor(args.threads) as pool:
             list(pool.map(lambda c: http_json("POST", f"{control}/streams/{c}"), ids))
         progress(f"{profile}: {args.n} streams created in the simulator; sending STARTs from {args.threads} threads")
-        refused: Counter[int] = Counter()
+        refused: Counter[str] = Counter()
         answered: list[float] = []
         lock = threading.Lock()
 
         def start(cid: str) -> None:
-            for attempt in range(4):
-                status, _ = cluster.post_event("START", cid, f"{upstream}/streams/{cid}")
-                if status != 503:
-                    break
-                time.sleep(0.1 * (attempt + 1))
+            refusal = None
+            try:  # as harness.cluster.start_connection does, a 503 repeated a few times
+                send_event(cluster.router_url, "START", cid, f"{upstream}/streams/{cid}")
+            except ClusterError as exc:
+                refusal = str(exc).removeprefix(f"START {cid} ")
             with lock:
                 answered.append(time.time())
-                if status != 200:
-                    refused[status] += 1
+                if refusal is not None:
+                    refused[refusal] += 1
 
         assert cluster.backend is not None
         sqs, queue_url = client(cluster.backend.env(), "sqs"), cluster.backend.queue_url
