@@ -186,11 +186,13 @@ def _may_fork(size: int) -> bool:
 
 
 def _columns_of_files(paths: list[Path], piece_bytes: int) -> list[_FileColumns]:
+    """These files in columns, one after another."""
     with _cycle_collector_paused():
         return [_file_columns(path, piece_bytes) for path in paths]
 
 
 def _file_columns(path: Path, piece_bytes: int) -> _FileColumns:
+    """One file in columns: each piece's events split by type, each type's fields added to its builder."""
     builders: dict[str, TypeColumnsBuilder] = {}
     kinds: list[np.ndarray] = []
     times: list[np.ndarray] = []
