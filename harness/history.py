@@ -74,7 +74,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,8 @@ class TypedHistory:
 
 def read_history(run_dir: str | Path) -> pd.DataFrame:
     """Every event of the run in ``run_dir``, merged from ``history/*.jsonl`` and sorted by ``t``."""
-    files, parsed, dropped = _read_files(run_dir)
-    merged = history_frame(chain.from_iterable(file.events for file in parsed))
+    files, events, dropped = _read_files(run_dir)
+    merged = history_frame(events)
     merged.attrs["dropped_lines"] = dropped
     merged.attrs["files"] = [str(path) for path in files]
     return merged
@@ -263,15 +263,6 @@ def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class _File:
-    """The checked events of one file in line order, with their ``t`` (float64) and ``type``."""
-
-    events: list[Event]
-    times: np.ndarray
-    kinds: np.ndarray
-
-
 def _history_files(run_dir: str | Path) -> list[Path]:
     """The run's history files in name order."""
     folder = Path(run_dir) / "history"
@@ -283,19 +274,15 @@ def _history_files(run_dir: str | Path) -> list[Path]:
     return files
 
 
-def _read_files(run_dir: str | Path) -> tuple[list[Path], list[_File], list[dict[str, Any]]]:
-    """The run's history files in name order, the checked events of each, and the dropped truncated lines."""
+def _read_files(run_dir: str | Path) -> tuple[list[Path], list[Event], list[dict[str, Any]]]:
+    """The run's history files in name order, their checked events (file by file, in line order), and the
+    dropped truncated lines."""
     files = _history_files(run_dir)
-    parsed: list[_File] = []
     dropped: list[dict[str, Any]] = []
     with _cycle_collector_paused():
-        for path in files:
-            pieces = list(_file_pieces(path, dropped, piece_bytes=None))
-            events = list(chain.from_iterable(events for events, _ in pieces))
-            times, kinds = (np.concatenate([fields[name] for _, fields in pieces]) if pieces else np.empty(0)
-                            for name in ("t", "type"))
-            parsed.append(_File(events, times.astype("float64"), kinds))
-    return files, parsed, dropped
+        events = [event for path in files for piece, _ in _file_pieces(path, dropped, piece_bytes=None)
+                  for event in piece]
+    return files, events, dropped
 
 
 def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | None
