@@ -11,8 +11,10 @@ Entries, comma-separated:
 A name or address entry without a port admits only the scheme's default port (80 for ``ws://``, 443 for
 ``wss://``).  A name must resolve to public addresses only: a loopback, private, link-local, shared,
 reserved or multicast address is refused unless it is itself an address entry or lies in a network entry,
-so a name cannot point the fleet at the metadata service or a neighbour.  A malformed entry is a
-``ConfigError`` naming it.
+so a name cannot point the fleet at the metadata service or a neighbour.  An IPv6 address that carries an
+IPv4 address (IPv4-mapped, -compatible and -translated, NAT64, 6to4, Teredo) is public only when every
+IPv4 address it carries is; the NAT64 local-use prefix ``64:ff9b:1::/48`` is never public (RFC 8215).
+A malformed entry is a ``ConfigError`` naming it.
 """
 
 from __future__ import annotations
@@ -74,10 +76,39 @@ def _unmapped(address: IPAddress) -> IPAddress:
     return address
 
 
+# IPv6 prefixes whose low 32 bits are an IPv4 address: IPv4-compatible (deprecated), IPv4-translated
+# (SIIT) and the NAT64 well-known prefix (RFC 6052).  IPv4-mapped, 6to4 and Teredo are decoded by ipaddress.
+_LOW_32_CARRIERS = tuple(ipaddress.IPv6Network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+# Translates to IPv4 by the operator's own rules (any RFC 6052 prefix length); not globally reachable.
+_NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def carried_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries as a tunnel or translator's destination (a Teredo
+    address carries its server's and its client's); none for a plain IPv6 one.  An IPv4-mapped address
+    is not one of these: it is the IPv4 address itself (``_unmapped``)."""
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    if any(address in carrier for carrier in _LOW_32_CARRIERS):
+        return (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF),)
+    return ()
+
+
+def _routable(address: IPAddress) -> bool:
+    return address.is_global and not address.is_multicast
+
+
 def is_public(address: IPAddress) -> bool:
-    """A globally routable unicast address (not loopback, private, link-local, shared, reserved...)."""
+    """A globally routable unicast address (not loopback, private, link-local, shared, reserved...),
+    carrying no IPv4 address that is not one."""
     plain = _unmapped(address)
-    return plain.is_global and not plain.is_multicast
+    if isinstance(plain, ipaddress.IPv4Address):
+        return _routable(plain)
+    if plain in _NAT64_LOCAL_USE:
+        return False
+    return _routable(plain) and all(_routable(carried) for carried in carried_ipv4(plain))
 
 
 @dataclass(frozen=True)

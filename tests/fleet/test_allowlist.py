@@ -5,8 +5,10 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from fleet.allowlist import ALLOWLIST_VAR, Allowlist
+from fleet.allowlist import ALLOWLIST_VAR, Allowlist, is_public
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConfigError
 
@@ -94,3 +96,62 @@ def test_admission_is_port_aware(url: str, admitted: bool) -> None:
 def test_addresses_must_be_public_or_listed(address: str, permitted: bool) -> None:
     allowlist = Allowlist.parse(("stream.example.com", "10.0.0.0/8", "[fd00::7]"))
     assert allowlist.permits_address(ipaddress.ip_address(address)) is permitted
+
+
+def _embeddings(v4: ipaddress.IPv4Address) -> dict[str, ipaddress.IPv6Address]:
+    """Every IPv6 form that carries ``v4`` (a Teredo address as its server and, obfuscated, its client)."""
+    low = int(v4)
+    public = int(ipaddress.IPv4Address("93.184.216.34"))
+    return {
+        "mapped": ipaddress.IPv6Address(f"::ffff:{v4}"),
+        "compatible": ipaddress.IPv6Address(low),
+        "translated": ipaddress.IPv6Address((0xFFFF << 48) | low),
+        "nat64": ipaddress.IPv6Address(f"64:ff9b::{v4}"),
+        "6to4": ipaddress.IPv6Address((0x2002 << 112) | (low << 80) | 1),
+        "teredo-server": ipaddress.IPv6Address((0x20010000 << 96) | (low << 64) | (public ^ 0xFFFFFFFF)),
+        "teredo-client": ipaddress.IPv6Address((0x20010000 << 96) | (public << 64) | (low ^ 0xFFFFFFFF)),
+    }
+
+
+REFUSED_V4 = ["127.0.0.1", "10.0.0.5", "169.254.169.254", "192.168.1.1", "100.64.0.1", "0.0.0.0", "224.0.0.1"]
+
+
+@pytest.mark.parametrize("v4", REFUSED_V4)
+@pytest.mark.parametrize("form", list(_embeddings(ipaddress.IPv4Address("10.0.0.1"))))
+def test_an_ipv6_form_carrying_a_refused_ipv4_address_is_refused(form: str, v4: str) -> None:
+    address = _embeddings(ipaddress.IPv4Address(v4))[form]
+    assert not is_public(address)
+    assert not Allowlist.parse(("stream.example.com",)).permits_address(address)
+
+
+@pytest.mark.parametrize("address", [
+    "64:ff9b::a9fe:a9fe",  # NAT64 of the metadata service, 169.254.169.254
+    "64:ff9b::10.0.0.1",
+    "::10.0.0.1",  # IPv4-compatible
+    "::ffff:0:192.168.0.1",  # IPv4-translated
+    "2002:a00:1::1",  # 6to4 of 10.0.0.1
+    "2002:7f00:1::",  # 6to4 of 127.0.0.1
+    "64:ff9b:1::5db8:d822",  # NAT64 local-use prefix: never public, whatever it carries
+    "64:ff9b:1:5db8:d8:2200::",
+])
+def test_ipv4_hidden_in_ipv6_cannot_reach_a_private_network(address: str) -> None:
+    assert not Allowlist.parse(("stream.example.com",)).permits_address(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::93.184.216.34", "::ffff:93.184.216.34"])
+def test_a_public_ipv4_address_reached_through_nat64_or_mapped_is_public(address: str) -> None:
+    assert is_public(ipaddress.ip_address(address))
+
+
+@given(st.ip_addresses(v=4).filter(lambda a: not is_public(a)), st.sampled_from(list(_embeddings(
+    ipaddress.IPv4Address("10.0.0.1")))))
+def test_no_embedding_makes_a_refused_ipv4_address_public(v4: ipaddress.IPv4Address, form: str) -> None:
+    assert not is_public(_embeddings(v4)[form])
+
+
+def test_a_listed_network_permits_the_mapped_form_only() -> None:
+    """An IPv4-mapped address is the IPv4 address itself; a translated or tunnelled one is someone else's
+    route to it, so listing 10.0.0.0/8 does not open NAT64 or 6to4 to it."""
+    allowlist = Allowlist.parse(("stream.example.com", "10.0.0.0/8"))
+    forms = _embeddings(ipaddress.IPv4Address("10.1.2.3"))
+    assert {name for name, address in forms.items() if allowlist.permits_address(address)} == {"mapped"}
