@@ -159,10 +159,10 @@ class ConnectionRunner:
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
         # the quota's second is a second at scale 1: a run at scale S meters S-second "seconds"
         self.handshakes = HandshakePacer(config.handshake_rate / config.timescale, random.Random())
-        # Hosts are checked (and their addresses pinned) when the worker dials them itself; through the
-        # operator's own proxy (``upstream_via``) the proxy is the only place it connects to.
-        checked = bool(config.allowed_ws_hosts) and not config.upstream_via
-        self.allowlist = Allowlist.parse(config.allowed_ws_hosts) if checked else None
+        # Hosts are checked (and their addresses pinned) when the worker dials them itself, an empty allowlist
+        # admitting none (as the router's); through the operator's own proxy (``upstream_via``) the proxy is
+        # the only place it connects to.
+        self.allowlist = None if config.upstream_via else Allowlist.parse(config.allowed_ws_hosts)
 
     def _backoff(self, policy: str) -> Backoff:
         return Backoff(

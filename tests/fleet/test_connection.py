@@ -21,6 +21,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from fleet.allowlist import Allowlist
 from fleet.aws import AwsClients
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
@@ -43,6 +44,13 @@ def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, f
         raise AssertionError(f"gave up {held.pk}: {reason}")
     return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up,
                             reconnect_policy=profile_for(config).reconnect_policy)
+
+
+def admitting(runner: ConnectionRunner, url: str) -> ConnectionRunner:
+    """``runner`` with an allowlist that admits ``url``'s host and port (a stub's port is only known once it
+    listens), as a worker's ``WSFLEET_ALLOWED_WS_HOSTS`` would."""
+    runner.allowlist = Allowlist.parse((urlsplit(url).netloc,))
+    return runner
 
 
 def messages(*seqs: int) -> list[UpstreamMessage]:
@@ -231,7 +239,8 @@ async def test_a_new_owner_resumes_at_the_first_hole_and_says_which_incarnation_
         await store.put_message_unless_newer(message(rules, previous, OTHER, seq))
     lease = await take_over(store, rules, pk, ME)
     held = HeldConnection(lease=Lease(pk, url, lease.epoch, lease.resume_seq), last_seq=lease.resume_seq)
-    consuming = asyncio.create_task(runner_for(engine_config, store, HistoryWriter(None, "w1")).consume(held))
+    consuming = asyncio.create_task(admitting(runner_for(engine_config, store, HistoryWriter(None, "w1")), url)
+                                    .consume(held))
     await asyncio.wait_for(stub.reconnected.wait(), 20)
     held.stopping.set()
     stub.release.set()
@@ -278,7 +287,7 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
     async with serve(stub.handler, "127.0.0.1", 0) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease(pk, url, lease.epoch, 0), drain_until_ms=until_ms(int(time.time() * 1000)))
-        await asyncio.wait_for(runner.consume(held), 20)
+        await asyncio.wait_for(admitting(runner, url).consume(held), 20)
     return held, given_up, path
 
 
@@ -403,7 +412,7 @@ async def reconnects(upstream: Refusing, config: FleetConfig, wanted: int) -> li
     async with serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
-        consuming = asyncio.create_task(runner.consume(held))
+        consuming = asyncio.create_task(admitting(runner, url).consume(held))
         await asyncio.wait_for(history.enough.wait(), 10)
         held.stopping.set()  # ends the wait before the next attempt
         await asyncio.wait_for(consuming, 10)
@@ -437,3 +446,17 @@ async def test_a_refusal_with_retry_after_delays_the_next_attempt_up_to_the_cap(
     [close] = await reconnects(Refusing(429, {"Retry-After": seconds}), config, 1)
     assert (close["policy"], close["attempt"], close["retry_after_ms"], close["retry_in_ms"]) == (
         "full", 1, retry_after_ms, retry_in_ms)
+
+
+async def test_a_worker_with_an_empty_allowlist_dials_no_url(upstream: tuple[str, UpstreamStub]) -> None:
+    """As the router does, a worker that dials upstreams itself and was given no allowlist admits no host."""
+    url, stub = upstream
+    history = Closes(1)
+    runner = runner_for(HARDENED, cast(LeaseStore, NoHoles(transactions=False)), history)
+    held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
+    consuming = asyncio.create_task(runner.consume(held))
+    await asyncio.wait_for(history.enough.wait(), 10)
+    held.stopping.set()
+    await asyncio.wait_for(consuming, 10)
+    assert "the allowlist (WSFLEET_ALLOWED_WS_HOSTS) is empty" in history.events[0]["reason"]
+    assert stub.sessions == []
