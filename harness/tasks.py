@@ -12,8 +12,11 @@ the first is sent.  A paused or partitioned worker's process is still running: n
 The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
 its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
 exit is then handled as any other.  And a FIS experiment someone starts (the AWS backend's ``kill``) is
-carried out on the tasks it names by ARN, as FIS would: ``aws:ecs:task-kill-process`` sends the process
-SIGKILL, ``aws:ecs:stop-task`` stops the task.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones)
+carried out on the tasks its targets resolve to, as FIS would: the tasks named by ARN, or those carrying its
+``resourceTags`` among the tasks of the cluster and service its parameters name, narrowed by its ``TaskArn``
+filters (``adopt`` says which service the tasks belong to and which tags they carry, what ECS's
+``propagateTags`` gives a service's tasks); ``aws:ecs:task-kill-process`` sends the process SIGKILL,
+``aws:ecs:stop-task`` stops the task.  The supervisor asks ECS (``ListTasks`` of the STOPPED ones)
 and FIS (``ListExperiments``) every ``LOOK_EVERY_S``.
 
 The AWS calls go straight to the backend, not through any worker's proxies: EventBridge is not on a worker's
@@ -29,6 +32,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -72,6 +76,8 @@ class LocalTasks:
         self._ec2 = client(env, "ec2")
         self._fis = client(env, "fis")
         self._experiments_done: set[str] = set()
+        self.service = ""
+        self.task_tags: dict[str, str] = {}
         self.cluster_arn = ""
         self._watched: list[_Watched] = []
         self._lock = threading.Lock()
@@ -103,6 +109,10 @@ class LocalTasks:
         if not tasks:
             raise BackendError(f"starting a task for {worker_id}: {answer.get('failures')}")
         return str(tasks[0]["taskArn"])
+
+    def adopt(self, service: str, tags: dict[str, str]) -> None:
+        """Every task, running or launched later, is one of ``service``'s and carries ``tags``."""
+        self.service, self.task_tags = service, dict(tags)
 
     def watch(self, worker_id: str, child: Child, task_arn: str) -> None:
         """Supervise ``child``, running as ``task_arn``, until it exits."""
@@ -169,7 +179,7 @@ class LocalTasks:
                 watched.child.signal(signal.SIGTERM)
 
     def _carry_out_experiments(self) -> None:
-        """Do what each FIS experiment started since the last look asks of the tasks it names by ARN."""
+        """Do what each FIS experiment started since the last look asks of the tasks its targets resolve to."""
         try:
             started = [e["id"] for e in self._fis.list_experiments().get("experiments", [])
                        if e["id"] not in self._experiments_done]
@@ -182,14 +192,28 @@ class LocalTasks:
             self._experiments_done.add(experiment["id"])
             for action in experiment.get("actions", {}).values():
                 target = experiment.get("targets", {}).get(action.get("targets", {}).get("Tasks", ""), {})
-                for arn in target.get("resourceArns", []):
-                    if arn not in running:
-                        continue
+                for arn in self._resolved(target, list(running)):
                     if action.get("actionId") == "aws:ecs:task-kill-process":
                         running[arn].child.signal(signal.SIGKILL)
                     elif action.get("actionId") == "aws:ecs:stop-task":
                         with contextlib.suppress(BotoCoreError, ClientError):
                             self._ecs.stop_task(cluster=CLUSTER, task=arn, reason="FIS aws:ecs:stop-task")
+
+    def _resolved(self, target: dict[str, Any], running: list[str]) -> list[str]:
+        """The running tasks a FIS target resolves to (an unknown filter path resolves to none)."""
+        if target.get("resourceArns"):
+            return [arn for arn in target["resourceArns"] if arn in running]
+        parameters = target.get("parameters", {})
+        if parameters.get("cluster", CLUSTER) not in (CLUSTER, self.cluster_arn):
+            return []
+        if "service" in parameters and parameters["service"] != self.service:
+            return []
+        if any(self.task_tags.get(key) != value for key, value in target.get("resourceTags", {}).items()):
+            return []
+        for each in target.get("filters", []):
+            running = [arn for arn in running if each.get("path") == "TaskArn" and arn in each.get("values", [])]
+        mode = str(target.get("selectionMode", "ALL"))
+        return running[:int(mode[6:-1])] if mode.startswith("COUNT(") else running
 
     def _exited(self, watched: _Watched) -> str | None:
         """The process exited: stop its task, send the event of its container STOPPED (the task now

@@ -81,6 +81,7 @@ module "chaos" {
   service          = module.primary.service
   log_groups       = compact([module.primary.worker_log_group, module.primary.router_log_group, var.upstream_log_group])
   router_route_arn = module.primary.router_events_route_arn
+  router_api_id    = module.primary.router_api_id
 }
 
 module "standby" {

@@ -11,6 +11,11 @@ output "router_url" {
   value       = local.failover ? module.failover[0].router_url : module.primary.router_url
 }
 
+output "router_api_id" {
+  description = "Id of the primary region's router API (API Gateway v2): `wsfleet aws-preflight` checks that router_url is this API (its endpoint or a custom domain mapped to it) and that it carries the chaos tag before anything is signed or sent."
+  value       = module.primary.router_api_id
+}
+
 output "router_events_route_arn" {
   description = "execute-api ARN of the primary POST /events route (grant execute-api:Invoke on it when events_authorization is AWS_IAM)."
   value       = module.primary.router_events_route_arn

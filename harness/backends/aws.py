@@ -7,7 +7,10 @@ deployment's directory.  ``preflight`` checks, with credentials from the standar
 - *region*: the outputs' region is the one the command names;
 - *account*: the credentials' account (STS ``GetCallerIdentity``) is the one the command names;
 - *tags*: every resource a run may touch (the three tables, the queue, the ECS cluster and service) carries
-  the allowlisted tag (default ``wsfleet:chaos=allowed``, which terraform adds with ``chaos_target = true``).
+  the allowlisted tag (default ``wsfleet:chaos=allowed``, which terraform adds with ``chaos_target = true``);
+- *router*: ``router_url`` is the deployment's own API (``router_api_id``, API Gateway v2): its execute-api
+  endpoint or a custom domain mapped to it, over HTTPS (plain HTTP to a loopback address only: a stand-in),
+  and the API carries the tag; so a tampered outputs file cannot send signed STARTs and STOPs elsewhere.
 
 A check that cannot be made (no credentials, an access denied, an endpoint down) fails with the reason;
 nothing here writes anything.
@@ -15,12 +18,14 @@ nothing here writes anything.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 CHAOS_TAG = ("wsfleet:chaos", "allowed")
 TABLE_OUTPUTS = {"connections": "connections_table", "messages": "messages_table", "workers": "workers_table"}
@@ -54,6 +59,7 @@ class Deployment:
     upstream_url: str = ""
     upstream_control_url: str = ""
     upstream_log_group: str = ""
+    router_api_id: str = ""  # the router's API Gateway (v2) id: preflight checks router_url against it
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any], source: str) -> Deployment:
@@ -73,6 +79,7 @@ class Deployment:
                    worker_log_group=values["worker_log_group"], router_log_group=values["router_log_group"],
                    fleet_environment={str(k): str(v) for k, v in environment.items()},
                    fis_role_arn=str(values.get("fis_role_arn") or ""),
+                   router_api_id=str(values.get("router_api_id") or ""),
                    **{name: str(values.get(name) or "") for name in UPSTREAM_OUTPUTS})
 
 
@@ -128,6 +135,8 @@ def preflight(deployment: Deployment, guardrails: Guardrails, session: Any) -> l
     checks.append(_checked("account", lambda: _account_check(session, deployment.region, guardrails.account)))
     for name, read_tags in _tag_readers(deployment, session).items():
         checks.append(_checked(name, lambda read_tags=read_tags: _tag_check(read_tags(), guardrails.tag)))
+    checks.append(_checked(f"router {deployment.router_api_id or '(no router_api_id)'}",
+                           lambda: _router_check(deployment, session, guardrails.tag)))
     return checks
 
 
@@ -164,6 +173,35 @@ def _tag_check(tags: dict[str, str], tag: tuple[str, str]) -> tuple[bool, str]:
     if tags.get(key) == value:
         return True, f"tagged {key}={value}"
     return False, f"not tagged {key}={value} (tags: {', '.join(f'{k}={v}' for k, v in sorted(tags.items())) or 'none'})"
+
+
+def _router_check(deployment: Deployment, session: Any, tag: tuple[str, str]) -> tuple[bool, str]:
+    """Is ``router_url`` the deployment's own API, reached over HTTPS, and is that API tagged?"""
+    url = urlsplit(deployment.router_url)
+    host = url.hostname or ""
+    if not deployment.router_api_id:
+        return False, "the outputs name no router_api_id: router_url cannot be checked (terraform outputs it)"
+    if url.scheme != "https" and not (url.scheme == "http" and _loopback(host)):
+        return False, f"router_url {deployment.router_url!r} is not HTTPS: signed calls would travel in the clear"
+    apigw = session.client("apigatewayv2", region_name=deployment.region)
+    api = apigw.get_api(ApiId=deployment.router_api_id)
+    if host == urlsplit(str(api.get("ApiEndpoint", ""))).hostname:
+        where = "its execute-api endpoint"
+    else:
+        mapped = {item.get("ApiId") for item in apigw.get_api_mappings(DomainName=host).get("Items", [])}
+        if deployment.router_api_id not in mapped:
+            return False, (f"router_url's host {host!r} is neither API {deployment.router_api_id}'s endpoint nor a "
+                           f"custom domain mapped to it (mapped: {', '.join(sorted(map(str, mapped))) or 'none'})")
+        where = f"custom domain {host}"
+    ok, detail = _tag_check(dict(api.get("Tags") or {}), tag)
+    return ok, f"router_url is {where}; {detail}"
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _tag_readers(deployment: Deployment, session: Any) -> dict[str, Callable[[], dict[str, str]]]:

@@ -182,14 +182,27 @@ def _template(description: str, options: FisOptions, targets: dict[str, Any], ac
     }
 
 
+def _task_target(deployment: Deployment, options: FisOptions, selection: str, task_arn: str = "") -> dict[str, Any]:
+    """A FIS target among the deployment's own tasks: those of its service, in its cluster, carrying the
+    allowlisted tag; ``task_arn``: only that one of them (FIS takes tags or ARNs, never both, so the ARN is
+    a filter over the tagged tasks: a task that lost the tag or left the service is no target)."""
+    key, value = options.tag
+    target: dict[str, Any] = {"resourceType": "aws:ecs:task", "resourceTags": {key: value},
+                              "parameters": {"cluster": deployment.cluster, "service": deployment.service},
+                              "selectionMode": selection}
+    if task_arn:
+        target["filters"] = [{"path": "TaskArn", "values": [task_arn]}]
+    return target
+
+
 def kill_template(task_arn: str, deployment: Deployment, options: FisOptions) -> dict[str, Any]:
     """The experiment the AWS backend starts for a ``kill`` step when it runs: SIGKILL to the worker's process
-    in the one task the step resolved to (named by ARN), at once."""
+    in the one task the step resolved to, at once, provided it is still a tagged task of the service."""
     check_options(options)
     action = _planned(Step(0.0, "kill", task_arn), options, deployment.region).action
     assert action is not None
     return _template(f"wsfleet kill of {task_arn.rsplit('/', 1)[-1]} on {deployment.cluster}", options,
-                     {"task": {"resourceType": "aws:ecs:task", "resourceArns": [task_arn], "selectionMode": "ALL"}},
+                     {"task": _task_target(deployment, options, "COUNT(1)", task_arn)},
                      {"kill": {**action, "targets": {"Tasks": "task"}}}, {"wsfleet:fault": "kill"})
 
 
@@ -200,15 +213,12 @@ def fis_plan(name: str, steps: list[Step], deployment: Deployment, options: FisO
     clashes = {id(f) for f in _overlapping_network(faults)}
     faults = [PlannedFault(f.step, REFUSED, "overlaps an earlier network step: FIS runs one network action on a "
                                             "task at a time") if id(f) in clashes else f for f in faults]
-    key, value = options.tag
     targets: dict[str, Any] = {}
     actions: dict[str, Any] = {}
     for i, fault in enumerate(faults):
         if fault.how != FIS or fault.action is None:
             continue
-        targets[f"tasks-{i}"] = {"resourceType": "aws:ecs:task", "resourceTags": {key: value},
-                                 "parameters": {"cluster": deployment.cluster, "service": deployment.service},
-                                 "selectionMode": "ALL" if fault.step.target == "all" else "COUNT(1)"}
+        targets[f"tasks-{i}"] = _task_target(deployment, options, "ALL" if fault.step.target == "all" else "COUNT(1)")
         action: dict[str, Any] = {**fault.action, "description": f"{fault.step.kind} -> {fault.step.target}",
                                   "targets": {"Tasks": f"tasks-{i}"}}
         if fault.step.at_s > 0:

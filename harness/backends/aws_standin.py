@@ -9,10 +9,12 @@ a deployment has on AWS and a local topology lacks:
   the stand-in's credentials pass, and the server counts what it let through and refused;
 - CloudWatch Logs: every process's history lines are shipped to its group every ``SHIP_EVERY_S``, as ECS's
   ``awslogs`` driver does (``LogShipper``): the workers', the router's and the simulator's;
-- an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster and
-  the service (what terraform's ``chaos_target = true`` tags), a FIS role's ARN and a CloudWatch alarm to
-  stop experiments on (``stop_alarm``); the FIS experiments a run starts are carried out on the local
-  processes by the task supervisor (``harness.tasks``);
+- an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster, the
+  service and its tasks (what terraform's ``chaos_target = true`` tags), a FIS role's ARN and a CloudWatch
+  alarm to stop experiments on (``stop_alarm``); the FIS experiments a run starts are carried out on the
+  local processes by the task supervisor (``harness.tasks``);
+- the router's API (API Gateway v2, tagged) with the gateway's host as its custom domain, so the router URL
+  checks out as the deployment's own;
 - the file ``terraform output -json`` would write for such a deployment, plus the simulator's URLs and group.
 
 The fleet's own processes write their history under ``RUN_DIR/fleet``; a run against the stand-in reads it
@@ -41,6 +43,8 @@ SHIP_EVERY_S = 0.2
 SERVICE = "wsfleet-workers"
 ACCOUNT = "123456789012"  # moto's
 STOP_ALARM = "wsfleet-stop-experiments"
+ROUTER_API = "wsfleet-router"
+GATEWAY_HOST = "127.0.0.1"  # the gateway's address, the router API's custom domain
 GROUPS = {"worker_log_group": "/ecs/wsfleet-worker", "router_log_group": "/aws/lambda/wsfleet-router",
           "upstream_log_group": "/ecs/wsfleet-upstream"}
 
@@ -61,9 +65,15 @@ class StandIn:
         return ACCOUNT
 
     def untag(self, resource: str) -> None:
-        """Remove the allowlisted tag from the queue (``resource`` "queue") or the ECS service ("service")."""
+        """Remove the allowlisted tag from the queue (``resource`` "queue"), the ECS service ("service"), its
+        tasks ("tasks") or the router's API ("api")."""
         key = CHAOS_TAG[0]
-        if resource == "queue":
+        if resource == "tasks":
+            self._tasks().adopt(SERVICE, {})
+        elif resource == "api":
+            apigw = client(self.env, "apigatewayv2")
+            apigw.untag_resource(ResourceArn=_api_arn(self.env), TagKeys=[key])
+        elif resource == "queue":
             client(self.env, "sqs").untag_queue(QueueUrl=self._backend().queue_url, TagKeys=[key])
         else:
             ecs = client(self.env, "ecs")
@@ -71,7 +81,11 @@ class StandIn:
 
     def tag(self, resource: str) -> None:
         """Put the allowlisted tag back (``untag``'s other half)."""
-        if resource == "queue":
+        if resource == "tasks":
+            self._tasks().adopt(SERVICE, dict([CHAOS_TAG]))
+        elif resource == "api":
+            client(self.env, "apigatewayv2").tag_resource(ResourceArn=_api_arn(self.env), Tags=dict([CHAOS_TAG]))
+        elif resource == "queue":
             client(self.env, "sqs").tag_queue(QueueUrl=self._backend().queue_url, Tags=dict([CHAOS_TAG]))
         else:
             ecs = client(self.env, "ecs")
@@ -80,6 +94,10 @@ class StandIn:
     def _backend(self) -> Any:
         assert self.cluster.backend is not None
         return self.cluster.backend
+
+    def _tasks(self) -> Any:
+        assert self.cluster.tasks is not None
+        return self.cluster.tasks
 
 
 @contextmanager
@@ -95,6 +113,7 @@ def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: f
         stop_alarm = _tag_and_describe(env, cluster)
         gateway = api_gateway(forward_to(cluster.router_url),
                               {env["AWS_ACCESS_KEY_ID"]: env["AWS_SECRET_ACCESS_KEY"]})
+        api_id = _router_api(env, GATEWAY_HOST)
         start_thread(threading.Thread(target=gateway.serve_forever, name="apigw", daemon=True))
         logs = client(env, "logs")
         shippers = [LogShipper(logs, GROUPS["worker_log_group"], spec.run_dir, list(cluster.workers)),
@@ -110,8 +129,8 @@ def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: f
         shipping = threading.Thread(target=ship, name="log-shipper", daemon=True)
         start_thread(shipping)
         outputs = run_dir / "outputs.json"
-        outputs.write_text(json.dumps(_outputs(cluster, f"http://127.0.0.1:{gateway.server_address[1]}"),
-                                      indent=2) + "\n")
+        outputs.write_text(json.dumps(_outputs(cluster, f"http://{GATEWAY_HOST}:{gateway.server_address[1]}",
+                                               api_id), indent=2) + "\n")
         try:
             yield StandIn(cluster, outputs, env, gateway, stop_alarm)
         finally:
@@ -123,6 +142,24 @@ def aws_standin(run_dir: Path, workers: int = 3, timescale: float = 0.1, rate: f
 
 def _ecs_tag() -> dict[str, str]:
     return {"key": CHAOS_TAG[0], "value": CHAOS_TAG[1]}
+
+
+def _api_arn(env: dict[str, str]) -> str:
+    apigw = client(env, "apigatewayv2")
+    [api] = [item for item in apigw.get_apis()["Items"] if item["Name"] == ROUTER_API]
+    return f"arn:aws:apigateway:{env['AWS_REGION']}::/apis/{api['ApiId']}"
+
+
+def _router_api(env: dict[str, str], host: str) -> str:
+    """The router's API, tagged, and ``host`` as its custom domain (where the gateway listens); its id."""
+    apigw = client(env, "apigatewayv2")
+    api_id = str(apigw.create_api(Name=ROUTER_API, ProtocolType="HTTP", Tags=dict([CHAOS_TAG]))["ApiId"])
+    apigw.create_stage(ApiId=api_id, StageName="$default")
+    certificate = f"arn:aws:acm:{env['AWS_REGION']}:{ACCOUNT}:certificate/standin"
+    apigw.create_domain_name(DomainName=host, DomainNameConfigurations=[
+        {"CertificateArn": certificate, "EndpointType": "REGIONAL"}])
+    apigw.create_api_mapping(ApiId=api_id, DomainName=host, Stage="$default")
+    return api_id
 
 
 def _service_arn(ecs: Any) -> str:
@@ -137,6 +174,7 @@ def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> str:
     ecs.create_service(cluster=CLUSTER, serviceName=SERVICE, taskDefinition=TASK_FAMILY, desiredCount=0,
                        tags=[_ecs_tag()])
     ecs.tag_resource(resourceArn=cluster.tasks.cluster_arn, tags=[_ecs_tag()])
+    cluster.tasks.adopt(SERVICE, dict([CHAOS_TAG]))  # propagateTags=SERVICE
     for table in cluster.backend.tables.values():
         arn = dynamodb.describe_table(TableName=table)["Table"]["TableArn"]
         dynamodb.tag_resource(ResourceArn=arn, Tags=[{"Key": CHAOS_TAG[0], "Value": CHAOS_TAG[1]}])
@@ -150,11 +188,11 @@ def _tag_and_describe(env: dict[str, str], cluster: Cluster) -> str:
     return str(cloudwatch.describe_alarms(AlarmNames=[STOP_ALARM])["MetricAlarms"][0]["AlarmArn"])
 
 
-def _outputs(cluster: Cluster, router_url: str) -> dict[str, Any]:
+def _outputs(cluster: Cluster, router_url: str, router_api_id: str) -> dict[str, Any]:
     """``terraform output -json`` for the stand-in (each output ``{"value": ...}``)."""
     assert cluster.backend is not None
     values: dict[str, Any] = {
-        "region": cluster.backend.region, "router_url": router_url,
+        "region": cluster.backend.region, "router_url": router_url, "router_api_id": router_api_id,
         "connections_table": cluster.backend.tables["connections"],
         "messages_table": cluster.backend.tables["messages"], "workers_table": cluster.backend.tables["workers"],
         "queue_url": cluster.backend.queue_url, "cluster": CLUSTER, "service": SERVICE,

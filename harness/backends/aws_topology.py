@@ -4,13 +4,15 @@ through AWS APIs and the deployment's own endpoints, all named by terraform's ou
 - START / STOP: POST to the router's URL, SigV4-signed for ``execute-api`` (``harness.router_client``);
 - the streams: the upstream simulator's control API (``upstream_control_url``);
 - the workers running now: the workers table's items (``hardened`` registers each incarnation with its ECS
-  task's ARN) whose task ECS lists as RUNNING in the deployment's cluster;
+  task's ARN) whose task ECS lists as RUNNING among the deployment's service's tasks (a task ARN the system
+  under test wrote for another task of the cluster, or of another service, is never a target);
 - how far each stream is stored: its newest item in the messages table (a Query, newest first);
 - faults (``AwsNemesis``): ``term`` is ECS ``StopTask`` of the worker's task (ECS sends SIGTERM, then SIGKILL
-  after the container's stop timeout); ``kill`` is a FIS experiment made for that one task when the step runs
-  (``aws:ecs:task-kill-process``, SIGKILL; it needs the FIS role and a stop alarm, and on Fargate FIS's SSM
-  agent sidecar); ``reset_upstream`` is the simulator's own control call.  Every other kind is refused
-  before the run starts (``refusals``), with the reason;
+  after the container's stop timeout); ``kill`` is a FIS experiment made for that one task when the step runs,
+  provided it still carries the tag and is one of the service's (``aws:ecs:task-kill-process``, SIGKILL; it
+  needs the FIS role and a stop alarm, and on Fargate FIS's SSM agent sidecar); ``reset_upstream`` is the
+  simulator's own control call.  Every other kind is refused before the run starts (``refusals``), with the
+  reason;
 - the history: the harness's own events in the run folder; the workers', the router's and the simulator's are
   read back from their CloudWatch Logs groups after the run (``collect_history``).
 
@@ -114,12 +116,14 @@ class AwsNemesis:
 
 
 def running_workers(dynamodb: Any, ecs: Any, deployment: Deployment) -> dict[str, str]:
-    """Worker id -> task ARN, for the incarnations in the workers table whose task ECS lists as RUNNING."""
+    """Worker id -> task ARN, for the incarnations in the workers table whose task ECS lists as RUNNING in the
+    deployment's service."""
     items = [item for page in dynamodb.get_paginator("scan").paginate(
         TableName=deployment.tables["workers"], ConsistentRead=True, ProjectionExpression="pk, task_arn")
         for item in page.get("Items", [])]
-    running = {arn for page in ecs.get_paginator("list_tasks").paginate(
-        cluster=deployment.cluster, desiredStatus="RUNNING") for arn in page.get("taskArns", [])}
+    pages = ecs.get_paginator("list_tasks").paginate(cluster=deployment.cluster, serviceName=deployment.service,
+                                                     desiredStatus="RUNNING")
+    running = {arn for page in pages for arn in page.get("taskArns", [])}
     return {item["pk"]["S"]: item["task_arn"]["S"] for item in items if item.get("task_arn", {}).get("S") in running}
 
 

@@ -24,6 +24,7 @@ ENDPOINT_ENV_VARS: dict[str, str] = {
     "logs": "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS",
     "sts": "AWS_ENDPOINT_URL_STS",
     "fis": "AWS_ENDPOINT_URL_FIS",
+    "apigatewayv2": "AWS_ENDPOINT_URL_APIGATEWAYV2",
 }
 
 # Local emulators accept any credentials; these keep the SDK from looking for real ones.

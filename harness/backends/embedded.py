@@ -104,6 +104,7 @@ def start_embedded(
             "logs": services.url,  # the AWS backend's offline stand-in (harness.backends.aws_standin)
             "sts": services.url,
             "fis": services.url,
+            "apigatewayv2": services.url,  # the router API the stand-in names (aws_standin)
         }
         if dynamodb == "moto":
             backend.endpoints["dynamodbstreams"] = ddb_server.url

@@ -23,6 +23,8 @@ NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
 # Calls that need more than their own action: creating an experiment template passes the FIS role and tags
 # the template (``aws_fis.kill_template`` always tags).
 IMPLIED = {"fis:CreateExperimentTemplate": ("iam:PassRole", "fis:TagResource")}
+# SDK operations whose IAM action is named otherwise: API Gateway's reads are all ``apigateway:GET``.
+IAM_ACTIONS = {"apigatewayv2:GetApi": "apigateway:GET", "apigatewayv2:GetApiMappings": "apigateway:GET"}
 
 
 def _client_service(node: ast.expr) -> str | None:
@@ -64,7 +66,8 @@ def harness_actions(repo: Path) -> set[str]:
             bound = _bound_name(receiver)
             service = _client_service(receiver) or (clients.get(bound) if bound is not None else None)
             if service is not None:
-                actions.add(f"{service}:{_operation(node)}")
+                call = f"{service}:{_operation(node)}"
+                actions.add(IAM_ACTIONS.get(call, call))
     signer = ast.parse((repo / SIGNER_MODULE).read_text(encoding="utf-8"))
     if any(isinstance(n, ast.Constant) and n.value == "execute-api" for n in ast.walk(signer)):
         actions.add("execute-api:Invoke")

@@ -99,6 +99,14 @@ data "aws_iam_policy_document" "harness" {
     resources = ["${local.prefix}:ecs:${local.region}:${local.account}:service/${var.cluster}/${var.service}"]
   }
   statement {
+    sid     = "PreflightRouter"
+    actions = ["apigateway:GET"]
+    resources = [
+      "${local.prefix}:apigateway:${local.region}::/apis/${var.router_api_id}",
+      "${local.prefix}:apigateway:${local.region}::/domainnames/*/apimappings",
+    ]
+  }
+  statement {
     sid       = "History"
     actions   = ["logs:FilterLogEvents"]
     resources = [for group in var.log_groups : "${local.prefix}:logs:${local.region}:${local.account}:log-group:${group}:*"]

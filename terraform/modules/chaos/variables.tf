@@ -28,6 +28,11 @@ variable "log_groups" {
   type        = list(string)
 }
 
+variable "router_api_id" {
+  description = "Id of the router's API, which the harness's preflight reads (its endpoint, tags and domain mappings)."
+  type        = string
+}
+
 variable "router_route_arn" {
   description = "execute-api ARN of the router's POST /events, which signed `wsfleet start` / `stop` call."
   type        = string

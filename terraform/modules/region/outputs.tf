@@ -8,6 +8,11 @@ output "router_url" {
   value       = module.router.url
 }
 
+output "router_api_id" {
+  description = "Id of this region's router API (API Gateway v2)."
+  value       = module.router.api_id
+}
+
 output "router_host" {
   description = "Host of this region's execute-api endpoint."
   value       = module.router.host

@@ -30,3 +30,8 @@ output "custom_domain_target" {
     zone_id = aws_apigatewayv2_domain_name.router[0].domain_name_configuration[0].hosted_zone_id
   } : null
 }
+
+output "api_id" {
+  description = "Id of the router's API (API Gateway v2): the harness's preflight checks router_url against it."
+  value       = aws_apigatewayv2_api.router.id
+}

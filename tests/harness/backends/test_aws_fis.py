@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.aws import Deployment
-from harness.backends.aws_fis import FIS, HARNESS, REFUSED, FisError, FisOptions, fis_plan
+from harness.backends.aws_fis import FIS, HARNESS, REFUSED, FisError, FisOptions, fis_plan, kill_template
 from harness.cli import main
 from harness.scenarios.scenario_file import Step
 
@@ -65,6 +65,18 @@ def test_every_target_is_the_services_tagged_tasks_and_every_step_waits_for_its_
     assert template["actions"]["step-1-term"]["startAfter"] == ["wait-1"]
     assert template["actions"]["wait-1"]["parameters"] == {"duration": "PT8S"}
     assert plan.action_minutes == 3  # kill, wait, stop-task: a minute each at least
+
+
+def test_a_kill_targets_its_task_only_among_the_services_tagged_tasks() -> None:
+    """The task is a filter over the service's tagged tasks, never a bare ARN: FIS takes ARNs or tags, not
+    both, and a bare ARN would let a task outside the deployment (or one that lost the tag) be killed."""
+    task = "arn:aws:ecs:eu-west-1:123456789012:task/fleet/0123456789abcdef"
+    template = kill_template(task, DEPLOYMENT, OPTIONS)
+    assert template["targets"] == {"task": {
+        "resourceType": "aws:ecs:task", "resourceTags": {"wsfleet:chaos": "allowed"},
+        "parameters": {"cluster": "fleet", "service": "workers"},
+        "filters": [{"path": "TaskArn", "values": [task]}], "selectionMode": "COUNT(1)"}}
+    assert template["actions"]["kill"]["targets"] == {"Tasks": "task"}
 
 
 def test_network_steps_that_overlap_are_refused_fis_runs_one_at_a_time() -> None:

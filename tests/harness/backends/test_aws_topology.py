@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.aws_standin import StandIn, aws_standin
+from harness.backends.aws_standin import SERVICE, StandIn, aws_standin
 from harness.backends.resources import client
 from harness.history import read_history
 from harness.tasks import CLUSTER
@@ -68,12 +68,15 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing(standin: StandIn, tmp_pat
 def test_a_resource_without_the_allowlisted_tag_stops_the_run_before_it_starts(standin: StandIn,
                                                                                tmp_path: Path) -> None:
     standin.untag("service")
+    standin.untag("api")
     try:
         done = wsfleet_aws(standin, tmp_path / "run")
     finally:
         standin.tag("service")
+        standin.tag("api")
     assert done.returncode == 1, done.stderr
     assert "FAIL  service wsfleet-workers: not tagged wsfleet:chaos=allowed" in done.stderr
+    assert "; not tagged wsfleet:chaos=allowed" in done.stderr.split("FAIL  router ")[1].splitlines()[0]
     assert "guardrail checks failed: nothing was run" in done.stderr
     assert connection_items(standin) == 0 and standin.gateway.passed == 0
 
@@ -137,10 +140,27 @@ def test_crash_kills_through_a_fis_experiment(standin: StandIn, tmp_path: Path) 
     fault = history[history["type"] == "fault.stop"].iloc[0]
     assert fault["kind"] == "kill" and fault["params"]["via"] == "fis:StartExperiment"
     experiment = client(standin.env, "fis").get_experiment(id=fault["params"]["experiment"])["experiment"]
-    assert experiment["targets"]["task"]["resourceArns"] == [fault["params"]["task"]]
+    target = experiment["targets"]["task"]  # the one task, among the service's tagged ones
+    assert target["filters"] == [{"path": "TaskArn", "values": [fault["params"]["task"]]}]
+    assert target["resourceTags"] == {"wsfleet:chaos": "allowed"} and target["parameters"]["service"] == SERVICE
     assert fault["params"]["task"] in stopped_tasks(standin)
     killed = history[history["src"] == fault["target"]]
     assert "worker.stop" not in set(killed["type"])  # killed, not shut down: it wrote nothing more
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["valid"] is True and verdict["duplicate_claims"] == 0 and verdict["lost_sequences"] == 0
 
+
+
+def test_a_kill_spares_a_task_that_is_not_a_tagged_task_of_the_service(standin: StandIn, tmp_path: Path) -> None:
+    """The workers' tasks lost the tag after the preflight: the FIS experiment resolves no target, every process
+    lives on, and the run stops with exit 2 rather than be judged as if the kill had happened."""
+    before = stopped_tasks(standin)
+    standin.untag("tasks")
+    try:
+        done = wsfleet_aws(standin, tmp_path / "run", "--stop-alarm", standin.stop_alarm, "--connections", "2",
+                           scenario="crash")
+    finally:
+        standin.tag("tasks")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "task still runs" in done.stderr
+    assert stopped_tasks(standin) == before
