@@ -245,6 +245,11 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
         print(f"{src}: {count} events")
     print(f"wsfleet aws-history: {sum(fetched.events.values())} events from {len(fetched.events)} processes "
           f"({fetched.other_lines} other log lines) in {args.run_dir / 'history'}", file=sys.stderr)
+    for problem, count in fetched.refused.items():
+        print(f"wsfleet aws-history: error: {count} lines refused: {problem}", file=sys.stderr)
+    if fetched.refused:
+        raise CliError(f"{sum(fetched.refused.values())} history lines of the deployment were refused (above): "
+                       "their events are not in the run folder", 1)
     if not fetched.events:
         raise CliError("no history events in that window (is WSFLEET_HISTORY_PATH=/dev/stdout set?)", 1)
     return 0

@@ -6,18 +6,26 @@ log lines.  ``fetch_history`` reads the log groups between two times (``FilterLo
 page), keeps the lines that are history events (a JSON object with a numeric ``t``, a ``src`` and a
 ``type``; log lines have ``event`` instead), and writes them as ``history/<src>.jsonl`` under the run
 folder, in time order, next to what the harness wrote itself.  The same checkers then run on it.
+
+The log groups are written by the system under test, so what they say about their source is checked: a
+``src`` that names one of the harness's own sources (``harness``, ``nemesis``: the run's own records of what
+it did) or that is not a process name (empty, over 128 characters, a NUL, a slash, ...) is refused, counted
+per reason in ``Fetched.refused``, and never written: the harness's files hold only the harness's events.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SAFE_SRC = str.maketrans({c: "_" for c in "/\\:. "})
+SAFE_SRC = str.maketrans({c: "_" for c in ":."})
+HARNESS_SOURCES = ("harness", "nemesis")  # what the harness itself writes: never taken from the deployment
+SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,18 @@ class Fetched:
     events: dict[str, int]
     other_lines: int
     left_out: int = 0
+    refused: dict[str, int] = field(default_factory=dict)  # why a line's src was refused -> lines
+
+
+def source_problem(src: str) -> str | None:
+    """Why the deployment's log lines may not write history as ``src``, or None."""
+    shown = repr(src) if len(src) <= 40 else repr(src[:37]) + "..."
+    if src.lower() in HARNESS_SOURCES:
+        return f"src {shown} is the harness's own source: the deployment cannot write its events"
+    if not SOURCE.fullmatch(src):
+        return (f"src {shown} is not a process name (a letter or digit, then letters, digits, '.', '_', ':', '-'; "
+                "at most 128 characters)")
+    return None
 
 
 def history_event(message: str) -> dict[str, Any] | None:
@@ -55,12 +75,15 @@ def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, 
     """Write the history events of ``groups`` between the two times (Unix ms) to ``run_dir/history``; with
     ``keep``, only the events it keeps (e.g. one run's streams of a fleet others use too)."""
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    refused: dict[str, int] = defaultdict(int)
     other = left_out = 0
     for group in groups:
         for message in log_messages(logs, group, start_ms, end_ms):
             event = history_event(message.strip())
             if event is None:
                 other += 1
+            elif (problem := source_problem(event["src"])) is not None:
+                refused[problem] += 1
             elif keep is not None and not keep(event):
                 left_out += 1
             else:
@@ -71,4 +94,4 @@ def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, 
         events.sort(key=lambda event: event["t"])
         with (history / f"{src.translate(SAFE_SRC)}.jsonl").open("a") as out:
             out.writelines(json.dumps(event, separators=(",", ":")) + "\n" for event in events)
-    return Fetched({src: len(events) for src, events in sorted(by_src.items())}, other, left_out)
+    return Fetched({src: len(events) for src, events in sorted(by_src.items())}, other, left_out, dict(refused))

@@ -279,6 +279,8 @@ def run_on_aws(topology: AwsTopology, phases: Phases, logs_wait_s: float) -> dic
     fetched = topology.collect_history(start_ms, end_ms, phases.prefix)
     phases.say(f"{sum(fetched.events.values())} events from {len(fetched.events)} processes "
                f"({fetched.left_out} of other streams and {fetched.other_lines} other log lines left out)")
+    for problem, count in fetched.refused.items():
+        phases.say(f"error: {count} history lines refused: {problem}")
     if not fetched.events:
         raise ScenarioError("no history events in the deployment's log groups (is WSFLEET_HISTORY_PATH="
                             "/dev/stdout set in terraform's fleet_settings?)")
