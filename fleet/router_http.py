@@ -6,6 +6,11 @@ without reading it all), ``GET /health`` answers ``{"ok": true, "profile": ...}`
 answers 404 and any other method 405, always as JSON.  Settings come from ``FleetConfig.from_env()``
 (``WSFLEET_*`` and the SDK's ``AWS_ENDPOINT_URL_<SERVICE>`` variables).
 
+Slow and greedy clients (``HttpLimits``): a body not all received within ``body_timeout_s`` of its request's
+headers is answered 408 and its connection closed; a connection that sends no complete request for
+``idle_timeout_s`` (half-sent headers, or idle between requests) is closed; a connection beyond
+``max_connections`` open at once is answered 503 and closed before anything of it is read.
+
 ``python -m fleet.router_http --host H --port P`` prints one JSON line ``{"url": ..., "pid": ...}`` when it
 is ready (events go to ``url + "/events"``) and serves until SIGTERM or SIGINT, then exits 0.
 """
@@ -35,6 +40,19 @@ _CLIENTS = web.AppKey("clients", AwsClients)
 _CONFIG = web.AppKey("config", FleetConfig)
 _HISTORY = web.AppKey("history", HistoryWriter)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+BUSY = json.dumps({"error": "the router has too many connections open; try again"}).encode()
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """How long a client may take to send a request, and how many connections may be open at once."""
+
+    body_timeout_s: float = 10.0
+    idle_timeout_s: float = 15.0
+    max_connections: int = 1000
+
+
+_LIMITS = web.AppKey("limits", HttpLimits)
 
 
 def _json(status: int, payload: dict[str, object]) -> web.Response:
@@ -56,7 +74,14 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes:
 
 async def _post_event(request: web.Request) -> web.StreamResponse:
     app = request.app
-    body = await _read_at_most(request, MAX_BODY_BYTES + 1)
+    limit_s = app[_LIMITS].body_timeout_s
+    try:
+        async with asyncio.timeout(limit_s):
+            body = await _read_at_most(request, MAX_BODY_BYTES + 1)
+    except TimeoutError:
+        response = _json(408, {"error": f"the request body did not arrive within {limit_s:g} s"})
+        response.force_close()
+        return response
     status, payload = await handle_event(body, app[_CLIENTS], app[_CONFIG], app[_HISTORY])
     response = _json(status, payload)
     if not request.content.at_eof():
@@ -83,11 +108,12 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return _json(500, {"error": "internal error in the router"})
 
 
-def make_app(config: FleetConfig) -> web.Application:
+def make_app(config: FleetConfig, limits: HttpLimits | None = None) -> web.Application:
     """The router application; its AWS clients and history writer open on startup and close on cleanup."""
     Allowlist.parse(config.allowed_ws_hosts)  # a malformed allowlist fails here, before serving
     app = web.Application(middlewares=[_json_errors])
     app[_CONFIG] = config
+    app[_LIMITS] = limits or HttpLimits()
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         history = HistoryWriter(config.history_path, "router")
@@ -105,6 +131,40 @@ def make_app(config: FleetConfig) -> web.Application:
     return app
 
 
+class _Busy(asyncio.Protocol):
+    """A connection beyond the cap: answered 503 at once and closed, nothing of it read."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+                        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(BUSY), BUSY))
+        transport.close()
+
+
+class _CappedSite(web.BaseSite):
+    """A TCP site whose connections beyond ``max_connections`` open at once get ``_Busy``."""
+
+    __slots__ = ("_host", "_max_connections", "_port")
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, max_connections: int) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._max_connections = host, port, max_connections
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert isinstance(server, web.Server)
+
+        def protocol() -> asyncio.BaseProtocol:
+            return _Busy() if len(server.connections) >= self._max_connections else server()
+
+        self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port)
+
+
 @dataclass
 class RouterServer:
     """A running router: its base URL and the runner that stops it."""
@@ -116,14 +176,16 @@ class RouterServer:
         await self.runner.cleanup()
 
 
-async def start_server(config: FleetConfig, host: str, port: int) -> RouterServer:
+async def start_server(config: FleetConfig, host: str, port: int, limits: HttpLimits | None = None) -> RouterServer:
     """Serve the router on ``host:port`` (port 0: a free one) and return once it accepts connections."""
+    limits = limits or HttpLimits()
     # lingering_time=0: a request whose body was left unread (too large) closes its connection at once
-    # instead of being drained.
-    runner = web.AppRunner(make_app(config), access_log=None, handle_signals=False, lingering_time=0)
+    # instead of being drained; keepalive_timeout: a connection with no request under way is closed after it.
+    runner = web.AppRunner(make_app(config, limits), access_log=None, handle_signals=False, lingering_time=0,
+                           keepalive_timeout=limits.idle_timeout_s)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = _CappedSite(runner, host, port, limits.max_connections)
         await site.start()
     except BaseException:
         await runner.cleanup()

@@ -17,7 +17,7 @@ import pytest
 
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.router import MAX_BODY_BYTES
-from fleet.router_http import RouterServer, start_server
+from fleet.router_http import HttpLimits, RouterServer, start_server
 from harness.backends.resources import client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,6 +144,60 @@ async def test_oversized_body_is_refused_before_it_is_all_read(server: RouterSer
         writer.close()
     assert status_line.startswith(b"HTTP/1.1 400")
     assert b"larger than" in rest
+
+
+@pytest.fixture
+async def strict_server(env: dict[str, str]) -> AsyncIterator[RouterServer]:
+    """A router with short client limits: half a second for a body or a first request, two connections."""
+    limits = HttpLimits(body_timeout_s=0.5, idle_timeout_s=0.5, max_connections=2)
+    running = await start_server(FleetConfig.from_env(), "127.0.0.1", 0, limits)
+    yield running
+    await running.stop()
+
+
+async def raw(server: RouterServer, sent: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = server.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(sent)
+    await writer.drain()
+    return reader, writer
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """Everything the server sends until it closes the connection (10 s at most: a server that never closes
+    fails the test here)."""
+    try:
+        return await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+
+
+async def test_a_half_sent_body_is_answered_408_and_closed(strict_server: RouterServer, env: dict[str, str]) -> None:
+    """A client that announces 100 bytes and sends 10 holds its connection no longer than the body timeout."""
+    sent = await raw(strict_server, b"POST /events HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n"
+                                    b"Content-Length: 100\r\n\r\n" + b'{"event":1')
+    received = await answer(*sent)
+    assert received.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in received
+    assert connection_items(env) == []
+
+
+async def test_half_sent_headers_are_closed(strict_server: RouterServer) -> None:
+    assert await answer(*await raw(strict_server, b"POST /events HTTP/1.1\r\nHost: rou")) == b""
+
+
+async def test_connections_beyond_the_cap_are_answered_503(strict_server: RouterServer) -> None:
+    """Two kept-alive connections (each answered, so the server holds both) fill the cap of two: a third is
+    answered 503 at once and closed; once one closes, a new one is served again."""
+    health = b"GET /health HTTP/1.1\r\nHost: router\r\n\r\n"
+    held = [await raw(strict_server, health) for _ in range(2)]
+    for reader, _ in held:
+        assert (await asyncio.wait_for(reader.readline(), timeout=10)).startswith(b"HTTP/1.1 200")
+    refused = await answer(*await raw(strict_server, health))
+    assert refused.startswith(b"HTTP/1.1 503") and b"too many connections" in refused
+    for reader, writer in held:
+        await answer(reader, writer)  # the idle timeout closes them
+    served = await answer(*await raw(strict_server, health.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")))
+    assert served.startswith(b"HTTP/1.1 200")
 
 
 async def read_json_line(stream: asyncio.StreamReader) -> dict[str, Any]:
