@@ -86,7 +86,7 @@ class LeaseStore:
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
         most ``upper`` (negative: behind), from recent answers' ``Date`` headers; None until enough."""
-        return self.aws.skew.bounds()
+        return self.aws.skew_bounds()
 
     # -- writes --------------------------------------------------------------------------------------
     async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
