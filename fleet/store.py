@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.aws import AwsClients, aws_errors, error_code
-from fleet.deathnotice import DeathNotice, exited_in, parse_death_notice
+from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
 from fleet.errors import StoreError
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
@@ -309,12 +309,12 @@ class LeaseStore:
             found.append(_notification(message.get("Body", ""), receipt))
         return found
 
-    async def task_stopped(self, cluster: str, task_arn: str) -> bool:
-        """Whether ECS reports the task's process exited (``fleet.deathnotice.exited_in``; False when it runs
-        or ECS does not know the task)."""
+    async def task_stopped(self, cluster: str, task_arn: str) -> int | None:
+        """When ECS reports the task's process exited (Unix ms, ``fleet.deathnotice.stopped_at_in``); None
+        when it runs, ECS does not know the task, or reports no stop time."""
         async with aws_errors("describe the task", self.aws.errors):
             response = await self.aws.ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
-        return exited_in(response, task_arn)
+        return stopped_at_in(response, task_arn)
 
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:
