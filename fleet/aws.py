@@ -8,8 +8,9 @@ variables, so the same code talks to real AWS, LocalStack or the embedded backen
 translates botocore and aiohttp exceptions into ``fleet.errors`` (httpx style: callers catch one tree) and
 counts each error it translates by its code in ``AwsClients.errors`` (``error_code``).
 
-Every DynamoDB answer's ``Date`` header is fed, with the request's send and receive times on the lease
-clock, to ``AwsClients.skew`` (``fleet.clock.SkewEstimator``): how far the lease clock is from the server's.
+Every DynamoDB answer's ``Date`` header is fed, with the request's send and receive times on the fence
+clock, to ``AwsClients.skew`` (``fleet.clock.SkewEstimator``); ``AwsClients.skew_bounds`` says from it how
+far the lease clock is from the server's now, whatever steps the lease clock took meanwhile.
 
 Operation names called on ``AwsClients.ddb`` / ``.sqs`` / ``.cloudwatch`` / ``.ecs`` anywhere in ``fleet/`` are what the
 terraform IAM policies must grant; the deployment tests derive that set from the code, so always call AWS
@@ -30,7 +31,7 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from fleet.clock import LeaseClock, SkewEstimator
+from fleet.clock import LeaseClock, SkewEstimator, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 
@@ -135,8 +136,13 @@ class AwsClients:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
+    def skew_bounds(self) -> tuple[float, float] | None:
+        """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
+        most ``upper`` now (negative: behind); None until enough answers agree."""
+        return self.skew.bounds(self.clock.now_ms() - monotonic_s() * 1000.0)
+
     def _note_sent(self, context: dict[str, Any], **_: Any) -> None:
-        context[_SENT_AT] = self.clock.now_ms()  # returns None: botocore goes on to send the request
+        context[_SENT_AT] = monotonic_s() * 1000.0  # returns None: botocore goes on to send the request
 
     def _note_answer(self, parsed: Mapping[str, Any], context: Mapping[str, Any], **_: Any) -> None:
         sent = context.get(_SENT_AT)
@@ -147,7 +153,7 @@ class AwsClients:
             server_ms = parsedate_to_datetime(date).timestamp() * 1000.0
         except (TypeError, ValueError):
             return  # a malformed Date says nothing
-        self.skew.add(sent, max(sent, self.clock.now_ms()), server_ms)
+        self.skew.add(sent, monotonic_s() * 1000.0, server_ms)  # the fence clock never goes back
 
 
 def _cancellation_codes(response: Mapping[str, Any]) -> set[str]:

@@ -8,7 +8,7 @@
   VM or laptop is suspended, where ``CLOCK_MONOTONIC`` stops: a fence on the latter would still look open
   after a suspend longer than the lease, while another worker has taken the streams over.
 * ``SkewEstimator``: bounds on (lease clock − server clock) from the ``Date`` header of the server's
-  answers, NTP style (pure: fed by ``fleet.aws``, tested without a network).
+  answers timed on the fence clock, NTP style (pure: fed by ``fleet.aws``, tested without a network).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class LeaseClock:
 
 @dataclass(frozen=True)
 class SkewSample:
-    """What one answer proves about ``offset = lease clock − server clock``: ``lower < offset <= upper``."""
+    """What one answer proves about ``offset = fence clock − server clock``: ``lower < offset <= upper``."""
 
     lower_ms: float
     upper_ms: float
@@ -68,14 +68,21 @@ class SkewEstimator:
     """Bounds on (lease clock − server clock) in ms, from answers whose ``Date`` header has a resolution
     of ``resolution_ms`` (HTTP dates: whole seconds).
 
+    The answers are timed on the fence clock (``monotonic_s``, in ms), which never steps: what they bound is
+    (fence clock − server clock), and the lease clock's own distance from the fence clock, read when the
+    bounds are asked for, turns that into the lease clock's offset.  So a step of the lease clock (an
+    injected skew, an NTP correction of this machine's wall clock) of any size, even mid-request, moves the
+    estimate by exactly that step at once: no sample straddles it, and none has to agree with the others
+    again first (intersecting answers from both sides of a sub-second step would exclude the true offset).
+
     An answer dated ``D`` was produced at a server time in ``[D, D + resolution)``, at a moment the client
-    saw between sending (``sent``) and receiving (``received``) on its lease clock, so
+    saw between sending (``sent``) and receiving (``received``), so
     ``sent − D − resolution < offset <= received − D``.  Answers produced at different phases of the
     server's second narrow the intersection well below the header's resolution.
 
     The estimate is the intersection of the newest samples that agree with each other: an older sample
-    that would make it empty predates a step of one of the clocks (an injected skew, an NTP correction)
-    and is ignored with everything older.  ``bounds`` is None until ``min_samples`` agree.
+    that would make it empty predates a step of the server's clock and is ignored with everything older.
+    ``bounds`` is None until ``min_samples`` agree.
     """
 
     def __init__(self, min_samples: int = 4, max_samples: int = 256, resolution_ms: float = 1000.0) -> None:
@@ -86,7 +93,7 @@ class SkewEstimator:
         self._samples: deque[SkewSample] = deque(maxlen=max_samples)
 
     def add(self, sent_ms: float, received_ms: float, server_date_ms: float) -> SkewSample:
-        """Record one answer: sent and received on the lease clock, ``Date`` as Unix ms."""
+        """Record one answer: sent and received on the fence clock (ms), ``Date`` as Unix ms."""
         if received_ms < sent_ms:
             raise ValueError("an answer cannot be received before its request was sent")
         sample = SkewSample(lower_ms=sent_ms - server_date_ms - self.resolution_ms,
@@ -94,9 +101,10 @@ class SkewEstimator:
         self._samples.append(sample)
         return sample
 
-    def bounds(self) -> tuple[float, float] | None:
+    def bounds(self, lease_ahead_ms: float) -> tuple[float, float] | None:
         """``(lower, upper)``: the lease clock is ahead of the server's by more than ``lower`` and at most
-        ``upper`` ms (negative: behind); None while fewer than ``min_samples`` recent answers agree."""
+        ``upper`` ms (negative: behind), given that it reads ``lease_ahead_ms`` more than the fence clock
+        (in ms) now; None while fewer than ``min_samples`` recent answers agree."""
         lower, upper = float("-inf"), float("inf")
         agreeing = 0
         for sample in reversed(self._samples):
@@ -105,4 +113,4 @@ class SkewEstimator:
                 break
             lower, upper = new_lower, new_upper
             agreeing += 1
-        return (lower, upper) if agreeing >= self.min_samples else None
+        return (lower + lease_ahead_ms, upper + lease_ahead_ms) if agreeing >= self.min_samples else None

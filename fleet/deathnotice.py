@@ -5,13 +5,16 @@ A notice is the EventBridge event ``ECS Task State Change`` of a task whose proc
 STOPPED, or its containers STOPPED while the task deprovisions), delivered to the workers' queue (terraform:
 an EventBridge rule; locally the harness's supervisor sends the same events when a worker process exits).
 Nothing in a queue message is trusted: before acting, the receiver asks ECS itself (``DescribeTasks``,
-through the store) whether the task's process has exited.  A forged, wrong or early notice (the
-task RUNNING, or unknown to ECS) changes nothing.  Confirmed, every incarnation registered with that task
-(``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
-conditioned on its generation and task), so its streams are claimable (the owner can never renew) and the
-receiver sweeps at once.  A late notice for a worker id registered since by a new incarnation touches only
-the dead one.  A paused or partitioned worker's task is RUNNING: no notice, and its streams wait for its
-lease to lapse, as before.
+through the store) whether the task's process has exited, and when (``executionStoppedAt``, else
+``stoppedAt``).  A forged, wrong or early notice (the task RUNNING, unknown to ECS, or STOPPED with no stop
+time) changes nothing.  Nor is ECS's answer alone enough: an incarnation that renewed after the stop time
+ECS reports is alive, whatever ECS says (the pinned moto, for one, moved a running task a step toward
+STOPPED on every DescribeTasks), and is left alone.  Confirmed, every other incarnation registered with
+that task (``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
+conditioned on its generation, its task and no renewal since the stop), so its streams are claimable
+(the owner can never renew) and the receiver sweeps at once.  A late notice for a worker id registered
+since by a new incarnation touches only the dead one.  A paused or partitioned worker's task is RUNNING:
+no notice, and its streams wait for its lease to lapse, as before.
 
 If the store cannot answer (ECS or DynamoDB down) the notice goes back to the queue; a profile without
 worker liveness (``blog``) has nothing to bury and drops it.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -98,10 +102,26 @@ def parse_death_notice(body: Mapping[str, Any]) -> DeathNotice | None:
     return DeathNotice(arn, cluster, str(detail.get("stoppedReason", "")))
 
 
-def exited_in(described: Mapping[str, Any], task_arn: str) -> bool:
-    """Whether a DescribeTasks answer says the process of ``task_arn`` has exited (unknown: no)."""
-    return any(isinstance(t, Mapping) and t.get("taskArn") == task_arn and _exited(t)
-               for t in described.get("tasks", []))
+def stopped_at_in(described: Mapping[str, Any], task_arn: str) -> int | None:
+    """When a DescribeTasks answer says the process of ``task_arn`` exited (Unix ms): its
+    ``executionStoppedAt`` (its containers stopped), else its ``stoppedAt``.  None while it runs, when ECS
+    does not know it, or when it says the task stopped without saying when (nothing to hold renewals to)."""
+    for task in described.get("tasks", []):
+        if isinstance(task, Mapping) and task.get("taskArn") == task_arn and _exited(task):
+            for field in ("executionStoppedAt", "stoppedAt"):
+                stopped_at = _unix_ms(task.get(field))
+                if stopped_at is not None:
+                    return stopped_at
+    return None
+
+
+def _unix_ms(value: object) -> int | None:
+    """A timestamp as the SDK parses it (an aware ``datetime``), or as JSON carries it (Unix seconds)."""
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value * 1000)
+    return None
 
 
 class DeathNotices:
@@ -114,30 +134,35 @@ class DeathNotices:
         if not w.profile.buries:
             return True
         try:
-            stopped = await w.store.task_stopped(notice.cluster, notice.task_arn)
-            registered = await w.store.workers() if stopped else {}
+            stopped_at = await w.store.task_stopped(notice.cluster, notice.task_arn)
+            registered = {} if stopped_at is None else await w.store.workers()
         except StoreError as exc:
             log("death_notice.error", task=notice.task_arn, error=str(exc))
             return False
         buried: list[str] = []
+        alive: list[str] = []
         now = w.clock.now_ms()
         for record in registered.values():
             if record.task_arn != notice.task_arn or w.rules.dead(record, now):
                 continue  # not that task's, or dead already (buried by an earlier notice of the same exit)
-            write = w.rules.bury(record)
+            assert stopped_at is not None  # (nothing was read otherwise)
+            if w.rules.renewed_since(record, stopped_at):
+                alive.append(f"{record.worker_id}@{record.gen}")
+                continue  # it renewed after ECS says its process exited: alive, whatever ECS says
+            write = w.rules.bury(record, stopped_at)
             if write is None:
                 continue
             try:
                 await w.store.execute(w.config.workers_table, write)
             except ConditionFailed:
-                continue  # replaced, or buried by another receiver
+                continue  # replaced, renewed meanwhile, or buried by another receiver
             except StoreError as exc:
                 log("death_notice.error", task=notice.task_arn, error=str(exc))
                 return False
             buried.append(f"{record.worker_id}@{record.gen}")
-        w.emit("death.notice", task=notice.task_arn, outcome="confirmed" if stopped else "refuted",
-               buried=buried, reason=notice.reason[:200])
-        log("death_notice", task=notice.task_arn, stopped=stopped, buried=buried)
+        w.emit("death.notice", task=notice.task_arn, outcome="refuted" if stopped_at is None else "confirmed",
+               stopped_at_ms=stopped_at, buried=buried, alive=alive, reason=notice.reason[:200])
+        log("death_notice", task=notice.task_arn, stopped_at_ms=stopped_at, buried=buried, alive=alive)
         if buried:
             w.reconciler.request_sweep()
         return True

@@ -357,9 +357,14 @@ class Rules:
     def retire(self, me: Holder) -> Write | None:
         return None
 
-    def bury(self, dead: WorkerRecord) -> Write | None:
-        """After a confirmed death notice for ``dead``'s task (only profiles with worker liveness)."""
+    def bury(self, dead: WorkerRecord, stopped_at_ms: int) -> Write | None:
+        """After a confirmed death notice for ``dead``'s task, which ECS says stopped at ``stopped_at_ms``
+        (only profiles with worker liveness)."""
         return None
+
+    def renewed_since(self, owner: WorkerRecord, at_ms: int) -> bool:
+        """Whether the incarnation renewed after ``at_ms`` (only profiles with worker liveness)."""
+        return False
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Whether a worker incarnation can never renew again (only profiles with worker liveness)."""
@@ -584,15 +589,23 @@ class HardenedRules(Rules):
             condition=Eq("gen", me.gen),
         )
 
-    def bury(self, dead: WorkerRecord) -> Write:
-        """The task running ``dead`` has stopped (ECS said so): the incarnation expires now, as a clean exit
-        does, so its streams are claimable at once (``_owner_gone``) and any renewal of it is refused.  Only
-        that generation on that task (a new incarnation registered since is untouched), and only once (two
-        notices of one exit handled at once bury it once)."""
+    def renewed_since(self, owner: WorkerRecord, at_ms: int) -> bool:
+        """Whether the incarnation renewed after ``at_ms``: a renewal (or the registration) sets its expiry
+        one lease past the moment it was sent."""
+        return owner.expires_at_ms - int(self.lease_ms) > at_ms
+
+    def bury(self, dead: WorkerRecord, stopped_at_ms: int) -> Write:
+        """The task running ``dead`` has stopped (ECS said so, at ``stopped_at_ms``): the incarnation expires
+        now, as a clean exit does, so its streams are claimable at once (``_owner_gone``) and any renewal of it
+        is refused.  Only that generation on that task (a new incarnation registered since is untouched), only
+        once (two notices of one exit handled at once bury it once), and only while it has not renewed since
+        the stop (``renewed_since``): ECS's word alone never buries an incarnation that is still renewing,
+        nor one whose renewal lands between the read and this write."""
         return Write(
             key={"pk": dead.worker_id},
             update=Update(set={"expires_at_ms": 0}),
-            condition=all_of(Eq("gen", dead.gen), Eq("task_arn", dead.task_arn), Gt("expires_at_ms", 0)),
+            condition=all_of(Eq("gen", dead.gen), Eq("task_arn", dead.task_arn), Gt("expires_at_ms", 0),
+                             Le("expires_at_ms", stopped_at_ms + int(self.lease_ms))),
         )
 
 

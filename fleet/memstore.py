@@ -7,7 +7,7 @@ delays its answer once it applied (a request cancelled then has landed anyway), 
 a write then reports its outcome as unknown (counted as a ``Timeout`` error), ``freeze_index`` makes the
 state index answer from a snapshot (a stale listing), ``skew`` is what ``clock_skew_bounds`` reports,
 ``returned`` lists notifications handed back, and ``stopped_tasks`` holds the tasks ECS would report
-STOPPED (``task_stopped``).
+STOPPED, each with the stop time it would report (``task_stopped``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class MemoryStore:
         self.returned: list[Notification] = []
         self.lose_answer_for: Callable[[str, Write], bool] = lambda table, write: False
         self.index_snapshot: list[ConnectionRecord] | None = None
-        self.stopped_tasks: set[str] = set()
+        self.stopped_tasks: dict[str, int] = {}  # task ARN: when ECS says its process exited (Unix ms)
         self._receipts = 0
 
     # -- helpers for tests ---------------------------------------------------------------------------
@@ -150,6 +150,6 @@ class MemoryStore:
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         return self.skew
 
-    async def task_stopped(self, cluster: str, task_arn: str) -> bool:
+    async def task_stopped(self, cluster: str, task_arn: str) -> int | None:
         self.aws.requests["ecs"] += 1
-        return task_arn in self.stopped_tasks
+        return self.stopped_tasks.get(task_arn)

@@ -35,7 +35,8 @@ from fleet.lease import (
     WorkerRecord,
 )
 
-# Skew whose smallest possible magnitude exceeds this share of the clock tolerance leaves the fault model.
+# Skew whose smallest possible magnitude exceeds this share of the clock tolerance leaves the fault model
+# (the worker fences itself); another's lease is judged only while its greatest possible magnitude is within it.
 SKEW_FENCE_SHARE = 0.8
 # A skew estimate is reported again when a bound moved by more than this share of the tolerance.
 SKEW_REPORT_SHARE = 0.1
@@ -351,10 +352,14 @@ class HardenedProfile(BlogProfile):
         return least > SKEW_FENCE_SHARE * self.rules.tolerance_ms
 
     def judges_expiry(self, bounds: tuple[float, float] | None) -> bool:
-        """Only while the newest answers agree on the skew, within the model.  Right after a step of a clock
-        the estimate is unsettled until enough answers agree: explore seed 4148 woke from a freeze with its
-        clock 1.9 s ahead and took over a live worker's streams before the answers showed the skew."""
-        return bounds is not None and not self.skew_fences(bounds)
+        """Only while the newest answers agree on the skew and every skew they allow is within the model
+        (both bounds: that the least possible skew is within it says nothing of the greatest).  Explore
+        seed 4148 woke from a freeze with its clock 1.9 s ahead and took over a live worker's streams
+        before the answers showed the skew."""
+        if bounds is None:
+            return False
+        share = SKEW_FENCE_SHARE * self.rules.tolerance_ms
+        return -share <= bounds[0] and bounds[1] <= share
 
     def skew_worth_reporting(self, reported: tuple[float, float] | None, bounds: tuple[float, float] | None) -> bool:
         if bounds is None:

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet.aws import AwsClients, aws_errors
-from fleet.deathnotice import DeathNotice, exited_in, parse_death_notice
-from fleet.errors import StoreError, StoreUnavailable
+from fleet.aws import AwsClients, aws_errors, error_code
+from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
+from fleet.errors import StoreError
 from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 # The key the transactions probe reads (nothing is ever stored under it).
 TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
+# The answers to the probe that mean the backend has no transactions (dynalite's to an operation it lacks).
+NO_TRANSACTIONS_CODES = frozenset({"UnknownOperationException"})
 
 def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
     """A message item with ``sent_ms``: the writer's wall clock as it builds the request (contract 2)."""
@@ -84,7 +86,7 @@ class LeaseStore:
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
         most ``upper`` (negative: behind), from recent answers' ``Date`` headers; None until enough."""
-        return self.aws.skew.bounds()
+        return self.aws.skew_bounds()
 
     # -- writes --------------------------------------------------------------------------------------
     async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
@@ -103,8 +105,9 @@ class LeaseStore:
 
     async def transactions(self) -> bool:
         """Whether message batches go out as transactions (``WSFLEET_TRANSACTIONS``; ``auto``: whether the
-        backend answers a TransactGetItems, asked once and remembered).  Raises ``StoreUnavailable`` while
-        the probe cannot be answered."""
+        backend answers a TransactGetItems, asked until it answers or says it has no such operation, then
+        remembered).  Raises ``StoreUnavailable`` while the probe cannot be answered, ``StoreError`` while it
+        is refused for another reason."""
         if self.config.transactions != "auto":
             return self.config.transactions == "on"
         async with self._probe_lock:
@@ -119,10 +122,13 @@ class LeaseStore:
                 await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
                     "TableName": self.config.connections_table, "Key": to_wire({"pk": TRANSACTIONS_PROBE_PK}),
                 }}])
-        except StoreUnavailable:
+        except StoreError as exc:
+            # Only the backend saying it has no such operation is remembered as "no transactions"; any other
+            # refusal (an expired token, access denied, no table yet) says nothing about transactions, and
+            # remembering it would weaken the fence for the process's life: raised, and asked again next time.
+            if exc.__cause__ is not None and error_code(exc.__cause__) in NO_TRANSACTIONS_CODES:
+                return False
             raise
-        except StoreError:
-            return False  # dynalite: UnknownOperationException
         return True
 
     async def put_messages_fenced(self, pk: str, held: Condition, items: list[dict[str, Any]]) -> None:
@@ -303,12 +309,12 @@ class LeaseStore:
             found.append(_notification(message.get("Body", ""), receipt))
         return found
 
-    async def task_stopped(self, cluster: str, task_arn: str) -> bool:
-        """Whether ECS reports the task's process exited (``fleet.deathnotice.exited_in``; False when it runs
-        or ECS does not know the task)."""
+    async def task_stopped(self, cluster: str, task_arn: str) -> int | None:
+        """When ECS reports the task's process exited (Unix ms, ``fleet.deathnotice.stopped_at_in``); None
+        when it runs, ECS does not know the task, or reports no stop time."""
         async with aws_errors("describe the task", self.aws.errors):
             response = await self.aws.ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
-        return exited_in(response, task_arn)
+        return stopped_at_in(response, task_arn)
 
     async def delete_notifications(self, notifications: list[Notification]) -> None:
         if not notifications:

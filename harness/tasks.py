@@ -4,7 +4,8 @@ Each worker process runs as a task registered in the embedded backend's ECS (mot
 started with the process (``LocalTasks.launch``: its ARN goes to the worker as ``WSFLEET_TASK_ARN``) and a
 supervisor thread watches every process.  When one exits, for whatever reason (a kill fault, a crash, a
 graceful stop), the supervisor does what ECS and EventBridge do on AWS: the task is stopped (``StopTask``,
-so ``DescribeTasks`` reports it STOPPED to a worker that checks) and ``ECS Task State Change`` events go to
+so ``DescribeTasks`` reports it STOPPED, and since when, to a worker that checks; the embedded moto moves
+a task only then, ``harness.backends.moto_serial.ecs_as_aws``) and ``ECS Task State Change`` events go to
 the workers' queue: the container STOPPED (the task deprovisioning) at once, the task STOPPED
 ``DEPROVISION_S`` later.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history when
 the first is sent.  A paused or partitioned worker's process is still running: no notice.
@@ -166,8 +167,7 @@ class LocalTasks:
         asked = [w for w in running if w.kill_at is None]
         if not asked:
             return
-        try:  # ListTasks, not DescribeTasks: moto moves a task a step toward STOPPED on every describe, which
-            # would soon make a forged death notice look true to the workers that check it
+        try:  # ListTasks: one listing of the stopped ones, however many are watched
             pages = self._ecs.get_paginator("list_tasks").paginate(cluster=CLUSTER, desiredStatus="STOPPED")
             stopped = {arn for page in pages for arn in page.get("taskArns", [])}
         except (BotoCoreError, ClientError):

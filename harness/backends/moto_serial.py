@@ -6,6 +6,9 @@ wraps moto's WSGI application in a middleware holding one lock around every Dyna
 Streams request (``X-Amz-Target`` starting with ``DynamoDB``), so each request sees the effect of the one
 before; other services (SQS long polls in particular) stay concurrent.
 
+Its ECS keeps tasks where they are told to be, as ECS does (``ecs_as_aws``): moto's default lifecycle moves a
+RUNNING task a step toward STOPPED on every DescribeTasks, which made forged death notices look true.
+
 It binds the requested port (0 = any free one), writes ``{"port": N}`` as one line on stdout, then sends
 its stdout to stderr.  It exits 0 on SIGTERM or SIGINT, and by itself when the process that started it
 (``--parent-pid``) is gone, so a killed test run leaves no server behind.
@@ -21,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -47,6 +51,27 @@ class SerialisedDynamoDB:
                 close = getattr(body, "close", None)
                 if close is not None:
                     close()
+
+
+def ecs_as_aws() -> None:
+    """Make moto's ECS tasks behave as ECS's do where death notices look (``fleet.deathnotice``): a task
+    moves only when told (StopTask), never because it was described, and a stopped task says when it
+    stopped (``stoppedAt``; ``executionStoppedAt``, its containers' stop, the same here), which moto leaves
+    out.  The first stop dates it; a second StopTask does not."""
+    from moto.ecs.models import EC2ContainerServiceBackend, Task
+    from moto.moto_api import state_manager
+
+    # "manual": a task moves one step after this many descriptions, so never
+    state_manager.set_transition("ecs::task", {"progression": "manual", "times": sys.maxsize})
+    stop_task = EC2ContainerServiceBackend.stop_task
+
+    def stop_and_date(self: EC2ContainerServiceBackend, cluster_str: str, task_str: str, reason: str) -> Task:
+        task = stop_task(self, cluster_str, task_str, reason)
+        if getattr(task, "stopped_at", None) is None:
+            task.stopped_at = task.execution_stopped_at = datetime.now(UTC)  # type: ignore[attr-defined]
+        return task
+
+    EC2ContainerServiceBackend.stop_task = stop_and_date  # type: ignore[method-assign]
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -99,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
             """One line per request would cost more than the request; errors are still logged."""
 
+    ecs_as_aws()
     app: WsgiApp = DomainDispatcherApplication(create_backend_app)
     if not args.unserialised:
         app = SerialisedDynamoDB(app)

@@ -1,16 +1,22 @@
 """The AWS adapter without a network: how errors are translated and counted by code, and what each
-profile's client settings make of botocore's configuration."""
+profile's client settings make of botocore's configuration, and the skew read from
+answers' ``Date`` headers through the client's own hooks."""
 
 from __future__ import annotations
 
 from collections import Counter
+from email.utils import formatdate
 from typing import Any
 
 import aiohttp
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import fleet.aws
 from fleet.aws import AwsClients, ClientSettings, aws_errors
+from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.store import LeaseStore
@@ -115,3 +121,54 @@ async def test_a_throttled_request_counts_in_the_clients_errors(monkeypatch: pyt
                 await store.get_connection("CONN#throttled")
         assert aws.errors == {"ThrottlingException": 3}
         assert aws.requests == {"coordination": 3}
+
+
+class SteppedClocks(LeaseClock):
+    """The server's clock (integer ms), the fence clock a constant distance from it, and a lease clock
+    ``offset_ms`` ahead of the server that the test steps."""
+
+    def __init__(self, offset_ms: int) -> None:
+        super().__init__()
+        self.server_ms = 1_700_000_000_000
+        self.offset_ms_now = offset_ms
+
+    def now_ms(self) -> int:
+        return self.server_ms + self.offset_ms_now
+
+    def monotonic_s(self) -> float:
+        return (self.server_ms - 1_699_999_000_000) / 1000.0  # a fence clock 1 000 s into its life
+
+
+@settings(max_examples=300, deadline=None)
+@given(offset_ms=st.integers(-300, 300), data=st.data(),
+       steps=st.lists(st.tuples(st.integers(0, 39), st.sampled_from([-700, -300, -50, 50, 300, 700, 1_300]),
+                                st.booleans()), max_size=3))
+def test_the_skew_bounds_contain_the_lease_clocks_offset_after_sub_second_steps(
+        offset_ms: int, data: st.DataObject, steps: list[tuple[int, int, bool]]) -> None:
+    """Hole 2: DynamoDB answers dated in whole seconds, fed through the client's own hooks, with the lease
+    clock stepped by sub-second (and larger) amounts before a request or while it is in flight.  The bounds
+    the store reports must contain the lease clock's true offset from the server's clock now.  The old
+    estimator intersected answers from both sides of a step while they overlapped, so after a 700 ms step
+    it could exclude the true offset (and say the clocks agree)."""
+    clocks = SteppedClocks(offset_ms)
+    aws = AwsClients(FleetConfig(timescale=0.1), clock=clocks)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fleet.aws, "monotonic_s", clocks.monotonic_s, raising=False)
+        for request in range(40):
+            clocks.server_ms += data.draw(st.integers(10, 400), label="idle before the request")
+            for at, step_ms, in_flight in steps:
+                if at == request and not in_flight:
+                    clocks.offset_ms_now += step_ms
+            context: dict[str, Any] = {}
+            aws._note_sent(context)
+            rtt_ms = data.draw(st.integers(1, 60), label="round trip")
+            processed = clocks.server_ms + data.draw(st.integers(0, rtt_ms), label="answered at")
+            clocks.server_ms += rtt_ms
+            for at, step_ms, in_flight in steps:
+                if at == request and in_flight:
+                    clocks.offset_ms_now += step_ms
+            date = formatdate(processed // 1000, usegmt=True)  # whole seconds, as HTTP dates are
+            aws._note_answer(parsed={"ResponseMetadata": {"HTTPHeaders": {"date": date}}}, context=context)
+        bounds = LeaseStore(aws).clock_skew_bounds()
+    assert bounds is not None
+    assert bounds[0] < clocks.offset_ms_now <= bounds[1]

@@ -1,5 +1,8 @@
 """The fleet's clocks: the fence clock keeps counting through a suspend, and the skew estimator bounds
-(lease clock − server clock) from whole-second ``Date`` headers, without a network."""
+(lease clock − server clock) from whole-second ``Date`` headers timed on the fence clock, without a network.
+Here the answers are timed on a fence clock a constant ``offset_ms`` ahead of the server's; the lease clock
+is ``lease_ahead`` ahead of the fence clock (0: they agree).  ``tests/fleet/test_aws.py`` feeds the
+estimator through the client's hooks with the lease clock stepped between and during requests."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def test_fence_clock_falls_back_to_monotonic(monkeypatch: pytest.MonkeyPatch) ->
 
 def answers(offset_ms: float, count: int, seed: int, start_ms: float = 1_700_000_000_000.0,
             rtt_ms: float = 4.0) -> list[tuple[float, float, float]]:
-    """``count`` simulated answers from server time ``start_ms`` on: (sent, received) on a lease clock
+    """``count`` simulated answers from server time ``start_ms`` on: (sent, received) on a fence clock
     ``offset_ms`` ahead of the server, each dated by the server in whole seconds at a random moment of the
     request."""
     rng = random.Random(seed)
@@ -52,7 +55,7 @@ def test_bounds_always_contain_the_true_offset(offset_ms: float, seed: int) -> N
     estimator = SkewEstimator()
     for sent, received, date in answers(offset_ms, 40, seed):
         estimator.add(sent, received, date)
-    bounds = estimator.bounds()
+    bounds = estimator.bounds(0.0)
     assert bounds is not None
     lower, upper = bounds
     assert lower < offset_ms <= upper
@@ -62,7 +65,7 @@ def test_many_answers_narrow_the_bounds_far_below_the_header_resolution() -> Non
     estimator = SkewEstimator()
     for sent, received, date in answers(1_234.0, 200, seed=7):
         estimator.add(sent, received, date)
-    bounds = estimator.bounds()
+    bounds = estimator.bounds(0.0)
     assert bounds is not None
     assert bounds[1] - bounds[0] < 50.0
 
@@ -71,21 +74,37 @@ def test_no_bounds_until_enough_answers_agree() -> None:
     estimator = SkewEstimator(min_samples=4)
     for sent, received, date in answers(0.0, 3, seed=1):
         estimator.add(sent, received, date)
-    assert estimator.bounds() is None
+    assert estimator.bounds(0.0) is None
 
 
-def test_a_clock_step_replaces_the_old_estimate() -> None:
-    """After the lease clock jumps 3 s ahead, the estimate follows it instead of the older answers."""
+@given(offset_ms=st.floats(-5_000.0, 5_000.0), seed=st.integers(0, 1000),
+       steps=st.lists(st.floats(-1_500.0, 1_500.0), min_size=1, max_size=4))
+def test_bounds_follow_every_step_of_the_lease_clock_at_once(offset_ms: float, seed: int, steps: list[float]) -> None:
+    """Steps of the lease clock, sub-second ones included, never reach the samples (timed on the fence
+    clock): the bounds contain the lease clock's new offset as soon as it steps, with no answer since."""
+    estimator = SkewEstimator()
+    for sent, received, date in answers(offset_ms, 40, seed):
+        estimator.add(sent, received, date)
+    lease_ahead = 0.0
+    for step in steps:
+        lease_ahead += step
+        bounds = estimator.bounds(lease_ahead)
+        assert bounds is not None
+        assert bounds[0] < offset_ms + lease_ahead <= bounds[1]
+
+
+def test_a_step_of_the_servers_clock_replaces_the_old_estimate() -> None:
+    """After the server's clock jumps 3 s behind, the estimate follows it instead of the older answers."""
     estimator = SkewEstimator(min_samples=4)
     before = answers(0.0, 50, seed=2)
     after = answers(3_000.0, 50, seed=3, start_ms=1_700_000_100_000.0)  # 100 s later on the server
     for sent, received, date in before:
         estimator.add(sent, received, date)
-    first = estimator.bounds()
+    first = estimator.bounds(0.0)
     assert first is not None and first[0] < 0.0 <= first[1]
     for sent, received, date in after:
         estimator.add(sent, received, date)
-    stepped = estimator.bounds()
+    stepped = estimator.bounds(0.0)
     assert stepped is not None and stepped[0] < 3_000.0 <= stepped[1]
 
 

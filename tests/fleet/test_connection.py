@@ -32,7 +32,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import LeaseStore
-from fleet.upstream import UpstreamMessage
+from fleet.upstream import UpstreamMessage, UpstreamSession
 from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
 
 pytestmark = pytest.mark.timeout(120)
@@ -364,6 +364,32 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
         await again.submit(each)
     await again.drain()
     assert held.last_seq == 45
+
+
+class Frames:
+    """A session that delivers ``sent`` and then ends (``frames`` iterates it as it would a real one)."""
+
+    def __init__(self, sent: list[UpstreamMessage]) -> None:
+        self.sent = sent
+
+    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
+        for each in self.sent:
+            yield each
+
+
+async def test_a_gap_is_not_counted_as_read_so_a_stop_is_not_read_through_past_it() -> None:
+    """Hole 4: the message that revealed the gap (44, emitted at 4 400 ms) was recorded as delivered before
+    the sink refused it, so ``read_through`` took a STOP reaching 4 000 ms as read while 43 was never stored
+    and no session would ask for it again.  Only a message the sink took counts as delivered."""
+    runner = recording_runner(RecordingStore(transactions=False), Fence(), HistoryWriter(None, "w1"))
+    held = HeldConnection(lease=LEASE, last_seq=40)
+    sink = MessageSink(runner, held)
+    session = [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=100.0 * seq) for seq in (41, 42, 44)]
+    with pytest.raises(UpstreamError, match="43 missing"):
+        await runner._receive(cast(UpstreamSession, Frames(session)), held, sink)
+    await sink.drain()
+    assert held.last_ts_ms == 4_200.0  # 42's: the reach of a STOP past it is not read yet
+    assert held.last_seq == 42
 
 
 class Refusing:

@@ -35,6 +35,19 @@ def test_hardened_fences_exactly_when_every_possible_skew_exceeds_its_share_of_t
     assert not BLOG.skew_fences(bounds)  # the published design never looks
 
 
+@given(st.floats(-3 * TOLERANCE, 3 * TOLERANCE), st.floats(0, 2 * TOLERANCE))
+def test_hardened_judges_another_s_lease_only_when_every_possible_skew_is_within_its_share_of_the_tolerance(
+    low: float, width: float
+) -> None:
+    """Hole 2: judging looked only at the least possible skew, so bounds of (0, 1.5 tolerance) (the skew
+    may be anywhere up to past the model) said "may judge".  Judging needs both bounds inside the model;
+    between judging and fencing (the skew may or may not be out of the model) the worker does neither."""
+    bounds = (low, low + width)
+    candidates = [low + width * i / 20 for i in range(21)]
+    assert HARDENED.judges_expiry(bounds) == all(abs(c) <= SKEW_FENCE_SHARE * TOLERANCE for c in candidates)
+    assert BLOG.judges_expiry(bounds)  # the published design never looks
+
+
 def test_skew_is_reported_when_it_first_appears_moves_or_crosses_the_fence() -> None:
     assert HARDENED.skew_worth_reporting(None, (1.0, 5.0))
     assert not HARDENED.skew_worth_reporting((1.0, 5.0), (2.0, 6.0))

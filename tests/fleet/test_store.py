@@ -17,7 +17,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from fleet.aws import AwsClients, ClientSettings
 from fleet.config import FleetConfig
-from fleet.errors import ConditionFailed, StoreUnavailable
+from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.lease import STARTED, HardenedRules, Holder, Lease
 from fleet.store import NOTIFY_REQUESTS_IN_FLIGHT, LeaseStore, from_wire, to_wire
 from tests.fleet.memworker import until
@@ -66,6 +66,26 @@ async def test_transactions_are_probed_once(store: LeaseStore, engine_backend: A
     assert store.aws.requests["coordination"] - before == 1
     assert await store.transactions() == answers[0]
     assert store.aws.requests["coordination"] - before == 1
+
+
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ExpiredTokenException", "ResourceNotFoundException"])
+async def test_a_probe_refused_for_another_reason_is_raised_and_asked_again(store: LeaseStore, engine_backend: Any,
+                                                                           code: str) -> None:
+    """Hole 9: a first probe refused for a reason that says nothing about transactions (an expired token,
+    access denied, a table not there yet) was remembered as "no transactions" for the process's life,
+    downgrading the fence for good.  It is raised, and the next call asks again and gets the real answer."""
+    refusals = [code]
+
+    def refuse(**_: Any) -> tuple[Any, dict[str, Any]] | None:
+        if not refusals:
+            return None
+        error = {"Code": refusals.pop(), "Message": "refused"}
+        return SimpleNamespace(status_code=400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    store.aws.ddb.meta.events.register("before-call.dynamodb.TransactGetItems", refuse)
+    with pytest.raises(StoreError, match=code):
+        await store.transactions()
+    assert await store.transactions() is (engine_backend.dynamodb_engine == "moto")
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])

@@ -225,7 +225,8 @@ async def test_hole_6_a_stop_read_from_a_notification_during_the_acquire_is_hono
 
 async def test_notifications_the_worker_cannot_act_on_go_back_to_the_queue() -> None:
     """At 9eab16e every received notification was deleted, acted on or not: a handoff reaching a worker at
-    capacity was lost, and the stream waited for a sweep."""
+    capacity was lost, and the stream waited for a sweep.  (Deleting it again makes the wait for its return
+    time out; acting on it at capacity fails the last assertion.)"""
     store = MemoryStore(config(max_connections=1))
     add_stream(store, PK)
     add_stream(store, "CONN#c2", desired_state=STARTED)
@@ -233,7 +234,8 @@ async def test_notifications_the_worker_cannot_act_on_go_back_to_the_queue() -> 
         await until(lambda: len(worker.held) == 1)
         other = next(pk for pk in (PK, "CONN#c2") if pk not in worker.held)
         store.send(other, released_epoch=0)
-        await until(lambda: any(n.pk == other for n in store.returned))
+        await until(lambda: any(n.pk == other for n in store.returned))  # deleted unread, it never would be
+        assert other not in worker.held and store.connection(other).lease_owner == ""  # handed back, not acted on
 
 
 async def test_a_burst_of_stop_drops_never_holds_back_the_heartbeat() -> None:

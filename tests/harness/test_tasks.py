@@ -7,11 +7,12 @@ import json
 import signal
 from typing import Any
 
+from fleet.deathnotice import stopped_at_in
 from fleet.history import HistoryWriter
 from fleet.schema import DEATH_NOTICE_COPIES
 from harness.backends.resources import client
 from harness.processes import spawn
-from harness.tasks import LocalTasks
+from harness.tasks import CLUSTER, LocalTasks
 
 TASK = "arn:aws:ecs:us-east-1:123456789012:task/wsfleet/0123456789abcdef"
 
@@ -77,3 +78,27 @@ def test_watching_for_stopped_tasks_leaves_a_running_task_running(clean_backend:
         assert task["lastStatus"] != "STOPPED" and child.running()
     finally:
         child.stop(grace_s=0.1)
+
+
+def test_reading_a_task_never_moves_it_and_a_stopped_task_says_when(clean_backend: Any) -> None:
+    """Hole 1: the pinned moto moved a RUNNING task a step toward STOPPED on every DescribeTasks, so three
+    forged notices (two copies each, every receiver asking ECS once) made a live worker's task read STOPPED
+    and buried it.  The embedded moto moves a task only when told (StopTask), however often it is read; a
+    stopped task says when it stopped, once (``stoppedAt``, ``executionStoppedAt``), as ECS does: the time
+    the fleet holds an incarnation's renewals to before burying it."""
+    env = clean_backend.env()
+    tasks = LocalTasks(env, clean_backend.queue_url, HistoryWriter(None, "harness"))
+    tasks.start()
+    tasks.close()  # no supervisor: nothing but this test reads or stops the task
+    arn = tasks.launch("alive")
+    ecs = client(env, "ecs")
+    for _ in range(8):
+        [task] = ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
+        assert task["lastStatus"] == "RUNNING" and "stoppedAt" not in task
+    ecs.stop_task(cluster=CLUSTER, task=arn, reason="Essential container in task exited")
+    [stopped] = ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
+    assert stopped["lastStatus"] == "STOPPED" and stopped["stoppedAt"] == stopped["executionStoppedAt"]
+    assert stopped_at_in({"tasks": [stopped]}, arn) == int(stopped["stoppedAt"].timestamp() * 1000)
+    ecs.stop_task(cluster=CLUSTER, task=arn, reason="again")
+    [again] = ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
+    assert again["stoppedAt"] == stopped["stoppedAt"]  # stopped once: a second StopTask dates nothing
