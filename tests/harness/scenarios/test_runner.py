@@ -86,6 +86,22 @@ def test_a_step_that_cannot_be_applied_aborts_the_phase_as_could_not_run() -> No
     assert not [entry for entry in nemesis.log if entry[1] == "kill"]  # the rest was abandoned, not waited for
 
 
+@pytest.mark.parametrize(("steps", "ops", "message"), [
+    ([Step(float("inf"), "kill", "worker-1")], [], r"fault kill -> worker-1 at inf s: "),
+    ([], [Op(float("inf"), "stop", "c000")], r"stop c000 at inf s: "),
+])
+def test_a_step_that_cannot_be_scheduled_aborts_the_run_instead_of_being_judged(
+        steps: list[Step], ops: list[Op], message: str) -> None:
+    """The scheduler's own failure (here: a time ``Event.wait`` cannot take) is a run that could not run,
+    never a run judged as if the fault had happened."""
+    nemesis = FakeNemesis()
+    cluster = FakeTopology(nemesis)
+    workload = Workload(cluster, random.Random(1), ["c000"])  # type: ignore[arg-type]
+    with pytest.raises(ScenarioError, match=message):
+        runner._run_schedule(cluster, workload, steps, ops, lambda _: None)  # type: ignore[arg-type]
+    assert nemesis.log == [] and cluster.router == []
+
+
 def test_workload_targets_resolve_against_what_the_client_did(monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = FakeTopology()
     workload = Workload(cluster, random.Random(3), ["c000", "c001", "c002"])  # type: ignore[arg-type]
