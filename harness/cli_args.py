@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from harness.cli_errors import CliError
-from harness.run_folders import RunFolderError, absolute, claim, new_run_folder
+from harness.run_folders import RunFolderError, absolute
+from harness.run_folders import run_folder as choose_run_folder
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +44,6 @@ def run_folder(given: Path | None, force: bool, default_parent: str, option: str
     """The one folder of this run: ``given`` (absolute; empty, or emptied with ``force``), or a new
     timestamped folder under ``default_parent`` with a ``latest`` link.  CliError (exit 2) when it cannot be."""
     try:
-        return new_run_folder(default_parent) if given is None else claim(given, force, option)
+        return choose_run_folder(given, force, default_parent, option)
     except RunFolderError as exc:
         raise CliError(str(exc), 2) from None

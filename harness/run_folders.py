@@ -7,9 +7,11 @@ a run's checkers never read another run's history.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -68,3 +70,26 @@ def claim(folder: str | Path, force: bool, option: str = "--run-dir") -> Path:
     if not os.access(folder, os.W_OK):
         raise RunFolderError(f"{option} {folder}: not writable")
     return folder
+
+
+def run_folder(given: str | Path | None, force: bool, default_parent: str | Path, option: str = "--run-dir") -> Path:
+    """The one folder of a run: ``given`` (``claim``), or a new one under ``default_parent`` when it is None."""
+    return new_run_folder(default_parent) if given is None else claim(given, force, option)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, default_parent: str, what: str) -> None:
+    """``--out`` (default: a new folder under ``default_parent``) and ``--force``, for a script's output."""
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"folder of {what}; it must be new or empty (default: a new folder "
+                             f"{default_parent}/<time>, linked as {default_parent}/latest)")
+    parser.add_argument("--force", action="store_true", help="empty an --out that holds something, then use it")
+    parser.set_defaults(out_parent=default_parent)
+
+
+def output_folder(args: argparse.Namespace, prog: str) -> Path:
+    """The ``--out`` of ``add_output_arguments``, claimed; one line on stderr and exit 2 when it cannot be."""
+    try:
+        return run_folder(args.out, args.force, args.out_parent, "--out")
+    except RunFolderError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
