@@ -485,12 +485,10 @@ def finish_scenario(args: argparse.Namespace, verdict: dict[str, Any], run_dir: 
         _report([run_dir], None)
     print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
                                               "lost_sequences", "recovery_ms", "bound_ms")}))
+    from harness.checkers.verdict import verdict_line
+
     print(f"wsfleet scenario: {verdict['scenario']}/{verdict['profile']} in {time.monotonic() - started:.0f} s: "
-          f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
-
-
-def _outcome(verdict: dict[str, Any]) -> str:
-    return "VALID" if verdict["valid"] is True else "INVALID" if verdict["valid"] is False else "UNKNOWN"
+          f"{verdict_line(verdict)}; run folder {run_dir}", file=sys.stderr)
 
 
 def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:

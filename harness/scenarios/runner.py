@@ -34,7 +34,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.config import FleetConfig
-from harness.checkers.verdict import write_verdict
+from harness.checkers.verdict import verdict_line, write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError
 from harness.ground_truth import record_final
@@ -175,9 +175,7 @@ class Phases:
         """Check the run folder's history and write ``verdict.json``."""
         self.say("checking the history")
         verdict = write_verdict(run_dir)
-        self.say(f"valid={verdict['valid']} duplicate_claims={verdict['duplicate_claims']} "
-                 f"lost={verdict['lost_sequences']} recovery max={verdict['recovery_ms'].get('max')} ms "
-                 f"(bound {self.plan.bound_ms})")
+        self.say(verdict_line(verdict))
         return verdict
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,3 +125,17 @@ def test_the_fault_model_is_left_only_by_skew_beyond_the_tolerance() -> None:
     assert fault_model([Step(0, "kill", "worker-1")], config) == "within"
     assert fault_model(skew(-100), config) == "within"
     assert fault_model(skew(-1000), config) == "outside: clock skew 1000 ms > tolerance 100 ms"
+
+
+def test_the_progress_line_of_a_verdict_is_readable(tmp_path: Path) -> None:
+    """Not ``recovery max=7685.25830078125 ms (bound {'kill': 8000.0})``."""
+    from harness.scenarios.catalog import SCENARIOS
+    from tests.harness.report.histories import small_run
+
+    small_run(tmp_path, bound_ms=8000.0)
+    lines: list[str] = []
+    phases = runner.Phases(SCENARIOS["crash"], FleetConfig(profile="hardened", timescale=0.1, worker_id="t"),
+                           3, 1, 3, progress=lines.append)
+    phases.verdict(tmp_path)
+    assert lines[-1].endswith("crash/hardened: INVALID: 1 duplicate claims, 3 lost sequences, "
+                              "recovery max 2.40 s, bound 8.00 s"), lines[-1]
