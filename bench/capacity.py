@@ -30,7 +30,7 @@ the figure above idle too).  "Streams held" is the number with a live session at
 went well; it is printed when it is not).
 
 Usage: ``python bench/capacity.py [--n 1000] [--rate 1] [--hold 30] [--timescale 1] [--profile hardened]
-[--skip-blog] [--set KEY=VALUE ...] [--out runs/bench-capacity]``.  Progress goes to stderr; one line per
+[--skip-blog] [--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress goes to stderr; one line per
 profile to stdout, and the last line reads ``capacity: N=1000 rate=1/s hardened: RSS X KB/stream, CPU Y
 %core/1000 streams, owned all in T s, emit->persist p99 P s (S % persisted); blog: ...; ratio hardened/blog:
 RSS a, CPU b, p99 c``.  The figures go to ``OUT/capacity-n<N>-rate<R>.json``.  Exit status 2 when a fleet
@@ -43,7 +43,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import threading
 import time
@@ -61,6 +60,7 @@ from fleet.config import PROFILES, tuning
 from fleet.errors import ConfigError
 from harness.checkers.events import read_events, select
 from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json, send_event
+from harness.run_folders import add_output_arguments, output_folder
 
 SEQ_BITS = 32  # a (stream, seq) key: the stream's code above these bits, the seq below
 KB = 1024.0
@@ -99,8 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`; "
                    "max_connections defaults to N + 100")
-    p.add_argument("--out", type=Path, default=Path("runs/bench-capacity"),
-                   help="folder of the run directories (OUT/<profile>) and of the JSON figures")
+    add_output_arguments(p, "runs/bench-capacity", "the run directories (OUT/<profile>) and the JSON figures")
     args = p.parse_args(argv)
     if args.n < 1 or args.threads < 1:
         p.error("--n and --threads must be at least 1")
@@ -371,8 +370,7 @@ def wait_owned(cluster: Cluster, worker: psutil.Process, ids: list[str], deadlin
 
 
 def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = args.out.resolve() / profile
-    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir = args.out / profile
     overrides = {"max_connections": args.n + 100, **args.overrides}
     spec = ClusterSpec(workers=1, profile=profile, timescale=args.timescale, run_dir=run_dir, rate=args.rate,
                        overrides=overrides)
@@ -460,6 +458,7 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.out = output_folder(args, "capacity")
     results: list[dict[str, Any]] = []
     for profile in args.profiles:
         try:
@@ -471,7 +470,6 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(profile_line(r))
     line = summary(results, args)
-    args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"capacity-n{args.n}-rate{args.rate:g}.json"
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out.write_text(json.dumps({"args": settings, "results": results, "summary": line}, indent=1, default=str))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 from fleet.config import tuning
 from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json, send_event
+from harness.run_folders import add_output_arguments, output_folder
 
 QUOTA_PER_S = 500.0  # the simulator's default new-connection quota at scale 1 (API Gateway's)
 SLACK_S = 2.0  # the target: N / quota + this
@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="send every START before the worker starts, and time from its start: the worker's own claim "
                    "rate over a queue and an index already full (the router's pace left out)")
     p.add_argument("--skip-blog", action="store_true", help="measure only --profile")
-    p.add_argument("--out", type=Path, default=Path("runs/bench-claim-rate"))
+    add_output_arguments(p, "runs/bench-claim-rate", "the run directories (OUT/<profile>)")
     return p.parse_args(argv)
 
 
@@ -89,8 +89,7 @@ def acquire_paths(run_dir: Path) -> Counter[str]:
 
 
 def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = args.out.resolve() / profile
-    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir = args.out / profile
     overrides = {"max_connections": args.n + 100, **tuning({}, args.settings)}
     spec = ClusterSpec(workers=0 if args.preload else 1, profile=profile, timescale=args.timescale,
                        run_dir=run_dir, rate=args.rate, overrides=overrides, fleet_root=args.fleet_root)
@@ -174,6 +173,7 @@ def summary(result: dict[str, Any], n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.out = output_folder(args, "claim_rate")
     results = [measure(args.profile, args)]
     if not args.skip_blog and args.profile != "blog":
         results.append(measure("blog", args))

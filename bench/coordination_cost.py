@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from harness.cluster import Cluster, ClusterSpec
+from harness.run_folders import add_output_arguments, output_folder
 
 
 def counters_at(run_dir: Path, t_ms: float) -> dict[str, int]:
@@ -35,7 +35,6 @@ def counters_at(run_dir: Path, t_ms: float) -> dict[str, int]:
 
 def measure(profile: str, args: argparse.Namespace) -> float:
     run_dir = args.out / profile
-    shutil.rmtree(run_dir, ignore_errors=True)
     spec = ClusterSpec(workers=args.workers, profile=profile, timescale=args.timescale, run_dir=run_dir,
                        rate=args.rate)
     with Cluster(spec) as cluster:
@@ -65,8 +64,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0, help="measured steady window in s (default 20)")
     parser.add_argument("--timescale", type=float, default=0.1, help="time scale (default 0.1)")
     parser.add_argument("--rate", type=float, default=1.0, help="messages/s per stream (default 1)")
-    parser.add_argument("--out", type=Path, default=Path("runs/bench-coordination"), help="run folders")
+    add_output_arguments(parser, "runs/bench-coordination", "the run directories (OUT/<profile>)")
     args = parser.parse_args()
+    args.out = output_folder(args, "coordination_cost")
     blog = measure("blog", args)
     hardened = measure("hardened", args)
     print(f"coordination requests per connection-hour: blog {blog:.1f}, hardened {hardened:.1f}, "

@@ -27,7 +27,7 @@ scale.
 
 Usage: ``python bench/reconnect_storm.py [--trigger kill|disconnect] [--n 1000] [--policies full,none]
 [--workers W] [--kill K] [--timescale 1] [--rate 0.01] [--quota 500] [--death-notices] [--set KEY=VALUE ...]
-[--out runs/bench-reconnect-storm]``.  Progress goes to stderr; the per-policy figures to stdout, and its
+[--out DIR [--force]]``.  Progress goes to stderr; the per-policy figures to stdout, and its
 last line reads ``reconnect storm: N=1000 trigger=kill scale=1 full: all recovered, p99 X s, max Y s (bound
 Z s), max 429s/stream A; none: ...``.  The figures go to ``OUT/reconnect-storm-<trigger>-n<N>.json`` too.
 If the fleet cannot consume or recover every stream in time, the setup and the storm each stop at their
@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import signal
 import sys
 import time
@@ -52,6 +51,7 @@ from fleet.backoff import POLICIES
 from fleet.config import tuning
 from fleet.errors import ConfigError
 from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json
+from harness.run_folders import add_output_arguments, output_folder
 
 SLACK_S = 3.0  # the bounds: lease + this, N / quota + this (seconds at scale 1)
 MAX_REJECTIONS = 2  # the acceptance: no stream rejected more than twice
@@ -100,8 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds to wait for recovery after the trigger; past it the figures are those of the "
                    "streams recovered by then (default: 4 x the bound, at least 60)")
-    p.add_argument("--out", type=Path, default=Path("runs/bench-reconnect-storm"),
-                   help="folder of the run directories and the JSON result (default %(default)s)")
+    add_output_arguments(p, "runs/bench-reconnect-storm", "the run directories and the JSON result")
     args = p.parse_args(argv)
     args.policy_list = [x.strip() for x in args.policies.split(",") if x.strip()]
     unknown = [x for x in args.policy_list if x not in POLICIES]
@@ -241,8 +240,7 @@ def wait_consumed(cluster: Cluster, ids: list[str], timeout_s: float, began: flo
 
 
 def measure(policy: str, args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = args.out.resolve() / f"{args.trigger}-n{args.n}" / policy
-    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir = args.out / f"{args.trigger}-n{args.n}" / policy
     overrides: dict[str, Any] = {"max_connections": args.max_connections or args.n + 100}
     if args.trigger == "kill":
         overrides["balance_band"] = 0  # survivors join after the setup: nothing moves to them before the kill
@@ -493,6 +491,7 @@ def summary_part(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.out = output_folder(args, "reconnect_storm")
     results: list[dict[str, Any]] = []
     for policy in args.policy_list:
         try:
@@ -506,7 +505,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(details(r, args)))
     line = (f"reconnect storm: N={args.n} trigger={args.trigger} scale={args.timescale:g} "
             + "; ".join(summary_part(r) for r in results))
-    args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"reconnect-storm-{args.trigger}-n{args.n}.json"
     settings = {k: v for k, v in vars(args).items() if k not in ("out",)}
     out.write_text(json.dumps({"args": {**settings, "out": str(args.out)}, "results": results, "summary": line},

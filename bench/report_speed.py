@@ -31,11 +31,12 @@ from tests.harness.report.histories import write_large_history
 TARGET_S = 8.0
 
 
-def one_report(run: Path, root: Path) -> tuple[float, dict[str, float]]:
-    """Run ``wsfleet report`` of the code in ``root`` on ``run`` in a fresh process: its wall time, and the
-    phases its progress lines give (reading, checking, the whole report after it began reading)."""
+def one_report(run: Path, root: Path, out: Path) -> tuple[float, dict[str, float]]:
+    """Run ``wsfleet report`` of the code in ``root`` on ``run`` in a fresh process, into the new folder ``out``:
+    its wall time, and the phases its progress lines give (reading, checking, the whole report after it began
+    reading)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run), "--out", str(run / root.name)],
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run), "--out", str(out)],
                           cwd=root, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
@@ -69,7 +70,7 @@ def main() -> None:
         walls: dict[str, list[float]] = {name: [] for name in roots}
         for attempt in range(1, args.repeat + 1):
             for name, root in roots.items():
-                wall, phases = one_report(run, root)
+                wall, phases = one_report(run, root, run / f"report-{name}-{attempt}")
                 walls[name].append(wall)
                 print(f"{name} run {attempt}: {wall:.1f} s (read {phases['read']:.1f} s, checked "
                       f"{phases['checked']:.1f} s, whole report {phases['whole']:.1f} s)", flush=True)

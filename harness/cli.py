@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
-from harness.cli_args import positive_int, timescale_arg
+from harness.cli_args import absolute_path, positive_int, run_folder, timescale_arg
 from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
 from harness.cli_errors import CliError
 from harness.cli_region import REGION_COMMANDS, add_region_command
@@ -56,8 +56,11 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
                    help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
     p.add_argument("--timescale", type=timescale_arg, default=0.1,
                    help="multiply every duration by this (default 0.1: 2 s lease, 0.5 s heartbeat)")
-    p.add_argument("--run-dir", type=Path, default=Path(run_dir_default),
-                   help=f"folder for history, logs and verdict (default {run_dir_default})")
+    p.add_argument("--run-dir", type=absolute_path, default=None,
+                   help=f"folder for history, logs and verdict; it must be new or empty (default: a new folder "
+                        f"{run_dir_default}/<time>, linked as {run_dir_default}/latest)")
+    p.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
+    p.set_defaults(run_parent=run_dir_default)
     p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
                    help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
     p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
@@ -98,7 +101,7 @@ def _version() -> str:
 
 
 def _existing_dir(text: str) -> Path:
-    path = Path(text)
+    path = absolute_path(text)
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
     return path
@@ -158,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "history, verdict.json and a report. Settings not given take the file's values. "
                     "Exit 0: valid; 1: invalid; 2: could not run.")
     scenario.add_argument("name", nargs="?", help="built-in scenario name (listed below)")
-    scenario.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
+    scenario.add_argument("--from", dest="from_file", type=absolute_path, metavar="FILE",
                           help="run the scenario file FILE (YAML or JSON) instead of a built-in one")
     scenario.add_argument("--list", action="store_true", help="list the scenarios and exit")
     scenario.add_argument("--repeat", type=positive_int, default=1, metavar="K",
@@ -185,8 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--runs", type=positive_int, default=10, help="schedules to run at most (default 10)")
     explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
     explore.add_argument("--budget-s", type=float, help="start no new run after this many seconds")
-    explore.add_argument("--out", type=Path, default=Path("runs/explore"),
-                         help="folder for runs and scenario files (default runs/explore)")
+    explore.add_argument("--out", type=absolute_path, default=None,
+                         help="folder for runs and scenario files; it must be new or empty (default: a new "
+                              "folder runs/explore/<time>, linked as runs/explore/latest)")
+    explore.add_argument("--force", action="store_true", help="empty an --out that holds something, then use it")
     explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                          help="run the worker and router processes from the checkout DIR")
     explore.add_argument("--workers", type=positive_int, default=3, help="worker processes (default 3)")
@@ -210,9 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="build reports from run folders",
                             description="Write report.html, report.md and CSVs for one or more run folders "
                                         "(several: a comparison and an aggregate).")
-    report.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with history/)")
-    report.add_argument("--out", type=Path, help="output folder (default: the run folder)")
-    report.add_argument("--locust-csv", metavar="PREFIX", type=Path,
+    report.add_argument("run_dirs", nargs="+", type=absolute_path, help="run folders (each with history/)")
+    report.add_argument("--out", type=absolute_path,
+                        help="output folder (default: the run folder); one that holds a report is refused "
+                             "without --force")
+    report.add_argument("--force", action="store_true", help="overwrite the report an --out folder holds")
+    report.add_argument("--locust-csv", metavar="PREFIX", type=absolute_path,
                         help="Locust's --csv PREFIX of a load run against the (one) run folder (default: "
                              "Locust's *_stats.csv found in the run folder)")
 
@@ -268,16 +276,18 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- up ---------------------------------------------------------------------------------------------------
 def cmd_up(args: argparse.Namespace) -> int:
+    overrides = _tuning(args)
+    args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)
     with _localstack(args) as localstack_url:
-        return _run_up(args, localstack_url)
+        return _run_up(args, localstack_url, overrides)
 
 
-def _run_up(args: argparse.Namespace, localstack_url: str) -> int:
+def _run_up(args: argparse.Namespace, localstack_url: str, overrides: dict[str, object]) -> int:
     from harness.cluster import Cluster, ClusterError, ClusterSpec
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
                        run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
-                       localstack_url=localstack_url, overrides=_tuning(args),
+                       localstack_url=localstack_url, overrides=overrides,
                        death_notices=args.death_notices)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -433,13 +443,14 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             print(f"{name:<20} {scenario.description}")
         return 0
     spec = scenario_spec(args)
+    if args.workers is not None and args.workers < 2:
+        raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
+    overrides = _tuning(args)
+    args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)
     if args.backend == "aws":
         return cmd_aws_scenario(args, spec)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)
-    if args.workers is not None and args.workers < 2:
-        raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
-    overrides = _tuning(args)
     with _localstack(args) as localstack_url:
         verdicts = [_run_scenario_once(args, spec, i, localstack_url, overrides) for i in range(args.repeat)]
     if args.repeat > 1:
@@ -474,12 +485,10 @@ def finish_scenario(args: argparse.Namespace, verdict: dict[str, Any], run_dir: 
         _report([run_dir], None)
     print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
                                               "lost_sequences", "recovery_ms", "bound_ms")}))
+    from harness.checkers.verdict import verdict_line
+
     print(f"wsfleet scenario: {verdict['scenario']}/{verdict['profile']} in {time.monotonic() - started:.0f} s: "
-          f"{_outcome(verdict)}; run folder {run_dir}", file=sys.stderr)
-
-
-def _outcome(verdict: dict[str, Any]) -> str:
-    return "VALID" if verdict["valid"] is True else "INVALID" if verdict["valid"] is False else "UNKNOWN"
+          f"{verdict_line(verdict)}; run folder {run_dir}", file=sys.stderr)
 
 
 def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:
@@ -501,6 +510,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
     if args.workers < 2:
         raise CliError("--workers must be at least 2 (someone must take over)")
+    args.out = run_folder(args.out, args.force, "runs/explore", "--out")
     options = ExploreOptions(profile=args.profile, runs=args.runs, seed=args.seed, budget_s=args.budget_s,
                              out=args.out, fleet_root=args.fleet_root, workers=args.workers,
                              connections=args.connections, timescale=args.timescale, rate=args.rate,
@@ -538,7 +548,13 @@ def _report(run_dirs: list[Path], out: Path | None, locust_csv: Path | None = No
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.history import HistoryError
+    from harness.report.build import REPORT_HTML, REPORT_MD
 
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out {args.out} is a file, not a folder")
+    if args.out is not None and not args.force and any((args.out / n).exists() for n in (REPORT_HTML, REPORT_MD)):
+        raise CliError(f"--out {args.out} holds a report already; name another folder, or add --force to "
+                       "overwrite it")
     try:
         path = _report(args.run_dirs, args.out, args.locust_csv)
     except (HistoryError, OSError, ValueError) as exc:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-from harness.cli_args import positive_int, timescale_arg
+from harness.cli_args import absolute_path, positive_int, run_folder, timescale_arg
 from harness.cli_errors import CliError
 
 DEFAULT_VARIANTS = "gate,no-gate,blog,dynamodb"
@@ -45,7 +43,10 @@ def add_region_command(sub: Any) -> None:
                         help="time scale (default 0.1: health checks every 1 s, TTL 3 s; 1 for the real timings)")
     region.add_argument("--streams", type=positive_int, default=6, help="streams to START (default 6)")
     region.add_argument("--workers", type=positive_int, default=2, help="workers per region (default 2)")
-    region.add_argument("--run-dir", type=Path, help="output folder (default runs/region-<time>)")
+    region.add_argument("--run-dir", type=absolute_path,
+                        help="output folder; it must be new or empty (default: a new folder runs/region/<time>, "
+                             "linked as runs/region/latest)")
+    region.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
 
 
 def cmd_region(args: argparse.Namespace) -> int:
@@ -55,7 +56,7 @@ def cmd_region(args: argparse.Namespace) -> int:
     from harness.region.failover import VARIANTS, FailoverError, FailoverSetup, run_region_failover
     from harness.report.region import gated_holds, rto_text, write_region_report
 
-    run_dir = args.run_dir or Path("runs") / time.strftime("region-%Y%m%d-%H%M%S")
+    run_dir = run_folder(args.run_dir, args.force, "runs/region")
     results = []
     for name in args.variants:
         setup = FailoverSetup(VARIANTS[name], run_dir / name, timescale=args.timescale, streams=args.streams,

@@ -30,6 +30,7 @@ from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
 from harness.router_client import Signer, error_text
+from harness.run_folders import absolute
 from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
@@ -66,6 +67,10 @@ class ClusterSpec:
     # A region's name when several topologies share a run folder (``harness.region.regions``): it prefixes
     # the worker ids (``east-worker-1``), the router's id and the topology's own files.
     region: str = ""
+
+    def __post_init__(self) -> None:
+        # every process is given this folder, and the worker and router run from the checkout: absolute
+        self.run_dir = absolute(self.run_dir)
 
     def named(self, name: str) -> str:
         return f"{self.region}-{name}" if self.region else name

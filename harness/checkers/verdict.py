@@ -10,6 +10,7 @@ verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys plus the 
 
 ``analyse(history)`` returns an ``Analysis``: the verdict dict, each ``CheckResult``, and the row tables the
 report generator writes (``TABLE_COLUMNS`` gives each table's columns, so an empty table still has a header).
+``verdict_line`` is the verdict as people read it on one line.
 """
 
 from __future__ import annotations
@@ -177,6 +178,29 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
     }
     safe: dict[str, Any] = json_safe(verdict)
     return safe
+
+
+def verdict_line(verdict: dict[str, Any]) -> str:
+    """``VALID: 0 duplicate claims, 0 lost sequences, recovery max 7.69 s, bound 8.0 s``: the verdict's
+    headline in seconds, the bound per fault kind when there are several."""
+    said = {True: "VALID", False: "INVALID"}.get(verdict.get("valid"), "UNKNOWN")  # type: ignore[arg-type]
+    worst = (verdict.get("recovery_ms") or {}).get("max")
+    given = verdict.get("bound_ms")
+    given = {"any": given} if isinstance(given, int | float) else given or {}  # one number: a wave-1 history
+    bounds = {kind: ms for kind, ms in given.items() if ms is not None}
+    if not bounds:
+        bound = "no bound"
+    elif len(bounds) == 1:
+        bound = f"bound {_seconds(next(iter(bounds.values())))}"
+    else:
+        bound = "bounds " + ", ".join(f"{kind} {_seconds(ms)}" for kind, ms in sorted(bounds.items()))
+    return (f"{said}: {verdict.get('duplicate_claims', '?')} duplicate claims, "
+            f"{verdict.get('lost_sequences', '?')} lost sequences, "
+            f"{'no recovery measured' if worst is None else 'recovery max ' + _seconds(worst)}, {bound}")
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms < 10_000 else f"{ms / 1000:.1f} s"
 
 
 def check_run(run_dir: str | Path) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def _options(parser: Any) -> None:
 
 
 def _state(environment: Environment) -> dict[str, Any]:
-    path = Path(environment.parsed_options.wsfleet_state)
+    path = Path(environment.parsed_options.wsfleet_state).expanduser().resolve()
     try:
         state: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -141,10 +141,10 @@ def _html_block(block: Block) -> str:
 
 def to_markdown(document: Document) -> str:
     """The report in Markdown: the same headline and tables; figures as links to ``figures/*.png``."""
-    parts = [f"# {document.title}", ""]
+    parts = [f"# {_m(document.title)}", ""]
     for section in document.sections:
         if section.title:
-            parts += [f"## {section.title}", ""]
+            parts += [f"## {_m(section.title)}", ""]
         for block in section.blocks:
             parts += [*_markdown_block(block), ""]
     if document.files:
@@ -199,5 +199,9 @@ def _e(text: str) -> str:
 
 
 def _m(text: str) -> str:
-    """Text safe inside a Markdown table cell or line."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("*", "\\*")
+    """Text safe inside a Markdown table cell or line: HTML escaped (a Markdown viewer renders raw HTML), and
+    the characters that would start a link, code, emphasis or a new cell or line escaped."""
+    text = html.escape(text, quote=False).replace("\\", "\\\\")
+    for char in "|*`[]":
+        text = text.replace(char, "\\" + char)
+    return text.replace("\n", " ")

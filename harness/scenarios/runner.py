@@ -34,7 +34,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.config import FleetConfig
-from harness.checkers.verdict import write_verdict
+from harness.checkers.verdict import verdict_line, write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError
 from harness.ground_truth import record_final
@@ -175,9 +175,7 @@ class Phases:
         """Check the run folder's history and write ``verdict.json``."""
         self.say("checking the history")
         verdict = write_verdict(run_dir)
-        self.say(f"valid={verdict['valid']} duplicate_claims={verdict['duplicate_claims']} "
-                 f"lost={verdict['lost_sequences']} recovery max={verdict['recovery_ms'].get('max')} ms "
-                 f"(bound {self.plan.bound_ms})")
+        self.say(verdict_line(verdict))
         return verdict
 
 
@@ -299,9 +297,9 @@ def _run_schedule(topology: Topology, workload: Workload, steps: list[Step], ops
         return not abort.wait(max(0.0, begin + at_s - time.monotonic()))
 
     def fault(step: Step) -> None:
-        if not wait_until(step.at_s):
-            return
-        try:
+        try:  # the wait too: a time it cannot wait for is a step that could not run
+            if not wait_until(step.at_s):
+                return
             target = _resolve(topology, step.target)
             say(f"fault {step.kind} -> {target}" + (f" for {step.duration_s:.2f} s" if step.duration_s else ""))
             started = topology.nemesis.start(step.kind, target, **step.params)
@@ -314,12 +312,12 @@ def _run_schedule(topology: Topology, workload: Workload, steps: list[Step], ops
             abort.set()
 
     def operation(op: Op) -> None:
-        if wait_until(op.at_s):
-            try:
+        try:
+            if wait_until(op.at_s):
                 workload.apply(op, say)
-            except Exception as exc:
-                errors.append(f"{op.op} {op.target} at {op.at_s:.2f} s: {exc}")
-                abort.set()
+        except Exception as exc:
+            errors.append(f"{op.op} {op.target} at {op.at_s:.2f} s: {exc}")
+            abort.set()
 
     threads = [threading.Thread(target=fault, args=(s,), name=f"step-{i}") for i, s in enumerate(steps)]
     threads += [threading.Thread(target=operation, args=(o,), name=f"op-{i}") for i, o in enumerate(ops)]

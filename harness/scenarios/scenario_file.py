@@ -33,11 +33,19 @@ from the seed) and ``random-other`` (one not drawn yet).  Workload targets: a co
 started connection), ``stopped`` (a stopped one), ``owned-by:<worker-N|busiest|random>`` (a stream that
 worker holds in the table), ``previous`` (the previous operation's connection); resolved when the operation
 runs.
+
+Bad input is refused before anything runs, with one line naming the file, the field and the rule: a file
+over 1 MB or not UTF-8 text, YAML aliases (an alias bomb would expand without bound), JSON ``NaN`` and
+``Infinity``, field names that are not text, values that are not text, numbers, true/false, lists or
+mappings (a YAML date), non-finite numbers, counts and rates out of their bounds (``MAX_WORKERS``, ...),
+and times outside ``[0, MAX_SECONDS]``.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field, replace
@@ -48,7 +56,7 @@ import yaml
 
 from fleet.config import PROFILES, FleetConfig
 from harness.faults.plane import REGISTRY
-from harness.scenarios.expressions import ExpressionError, duration_names, evaluate
+from harness.scenarios.expressions import ExpressionError, duration_names, evaluate, shown
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 CONNECTION = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -64,6 +72,15 @@ TOP_LEVEL = {"name", "description", "profile", "workers", "connections", "rate",
 UPSTREAM_SETTINGS = ("handshake_quota", "handshake_burst")
 DEFAULTS: dict[str, Any] = {"profile": "hardened", "workers": 3, "connections": 30, "rate": 5.0,
                             "timescale": 0.1, "seed": 1}
+MAX_BYTES = 1_000_000
+MAX_WORKERS = 256
+MAX_CONNECTIONS = 100_000
+MAX_RATE = 1000.0          # messages per second per stream
+MAX_TIMESCALE = 10.0       # as ``--timescale``
+MAX_SEED = 2**63 - 1
+MAX_UPSTREAM = 1e6         # handshakes a second, or in the bucket
+MAX_SECONDS = 86_400.0     # a step's or an operation's at_s and duration_s: within a day
+MAX_MS = 1e9               # a bound, or a ``*_ms`` param, in ms (about 11 days either way)
 
 
 class ScenarioFileError(ValueError):
@@ -148,12 +165,14 @@ class ScenarioSpec:
             params = {key: _param(where, f"{at}.params.{key}", _for_profile(v, profile), seconds, config, rng)
                       for key, v in (raw.get("params") or {}).items()}
             steps.append(Step(
-                at_s=_number(where, f"{at}.at_s", _for_profile(raw.get("at_s", 0), profile), seconds, rng),
+                at_s=_number(where, f"{at}.at_s", _for_profile(raw.get("at_s", 0), profile), seconds, rng,
+                             (0.0, MAX_SECONDS)),
                 kind=raw["kind"], target=_fault_target(str(raw["target"]), workers, rng, drawn),
                 duration_s=_number(where, f"{at}.duration_s", _for_profile(raw.get("duration_s", 0), profile),
-                                   seconds, rng),
+                                   seconds, rng, (0.0, MAX_SECONDS)),
                 params=params))
-        ops = [Op(_number(where, f"workload[{i}].at_s", _for_profile(raw.get("at_s", 0), profile), seconds, rng),
+        ops = [Op(_number(where, f"workload[{i}].at_s", _for_profile(raw.get("at_s", 0), profile), seconds, rng,
+                          (0.0, MAX_SECONDS)),
                   raw["op"], str(raw["target"])) for i, raw in enumerate(self.workload)]
         kinds = sorted({s.kind for s in steps})
         scale1 = replace(config, timescale=1.0)
@@ -167,7 +186,7 @@ class ScenarioSpec:
             if key in self.bounds:
                 value = _for_profile(self.bounds[key], profile)
                 if value is not None:
-                    bounds[kind] = _number(self.path, f"bounds.{key}", value, ms, rng)
+                    bounds[kind] = _number(self.path, f"bounds.{key}", value, ms, rng, (0.0, MAX_MS))
         return bounds
 
 
@@ -178,11 +197,18 @@ def _for_profile(value: Any, profile: str) -> Any:
     return value
 
 
-def _number(path: str, where: str, value: Any, names: dict[str, float], rng: random.Random) -> float:
+def _number(path: str, where: str, value: Any, names: dict[str, float], rng: random.Random,
+            within: tuple[float, float] = (-MAX_MS, MAX_MS)) -> float:
+    """The value of a number or expression, refused (ScenarioFileError) outside ``within``."""
     try:
-        return evaluate(value, names, rng)
+        number = evaluate(value, names, rng)
     except ExpressionError as exc:
         raise ScenarioFileError(f"{path}: {where}: {exc}") from None
+    low, high = within
+    if not low <= number <= high:
+        rule = f"must be at least {low:g}" if number < low else f"must be at most {high:.0f}"
+        raise ScenarioFileError(f"{path}: {where}: {rule} (it is {number:g})")
+    return number
 
 
 def _param(path: str, where: str, value: Any, seconds: dict[str, float], config: FleetConfig,
@@ -195,7 +221,7 @@ def _param(path: str, where: str, value: Any, seconds: dict[str, float], config:
     if where.endswith("_ms") and value is not None:
         return round(_number(path, where, value, duration_names(config.durations(), 1.0), rng))
     if where.endswith("_s") and value is not None:
-        return _number(path, where, value, seconds, rng)
+        return _number(path, where, value, seconds, rng, (-MAX_SECONDS, MAX_SECONDS))
     return value
 
 
@@ -212,18 +238,47 @@ def _fault_target(target: str, workers: int, rng: random.Random, drawn: list[str
 
 
 # -- loading and validation ----------------------------------------------------------------------------------
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses aliases (``*name``): a few hundred bytes of nested aliases expand
+    to gigabytes, and a scenario has no use for them."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"YAML aliases are not allowed (line {mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
 def load(path: str | Path) -> ScenarioSpec:
-    """Read and validate one scenario file (``.yaml``, ``.yml`` or ``.json``)."""
+    """Read and validate one scenario file (``.yaml``, ``.yml`` or ``.json``; UTF-8, at most 1 MB)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if not path.is_file():
+            raise ScenarioFileError(f"{path}: is not a file" if path.exists() else
+                                    f"{path}: cannot read: no such file")
+        with path.open("rb") as file:
+            raw = file.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ScenarioFileError(f"{path}: larger than 1 MB ({MAX_BYTES} bytes): not a scenario file")
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    form = "JSON" if path.suffix == ".json" else "YAML"
+    try:
+        data = (json.loads(text, parse_constant=_no_constant) if form == "JSON"
+                else yaml.load(text, Loader=_NoAliasLoader))
     except (ValueError, yaml.YAMLError) as exc:
-        raise ScenarioFileError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                                f"{str(exc).splitlines()[0]}") from None
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ScenarioFileError(f"{path}: not valid {form}: {first[:200]}") from None
+    except RecursionError:
+        raise ScenarioFileError(f"{path}: not valid {form}: nested too deeply") from None
     return from_data(data, str(path))
 
 
@@ -235,28 +290,32 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
 
     if not isinstance(data, dict):
         raise ScenarioFileError(f"{path}: the file must hold a mapping (name, faults, bounds, ...)")
+    for key in data:
+        if not isinstance(key, str):
+            raise fail(_field(key), "a field name must be text")
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
-        raise fail(unknown[0], f"unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
+        raise fail(_field(unknown[0]), f"unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
     name = data.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise fail("name", "required: letters, digits, '_', '.', '-' (at most 80)")
     values = {**DEFAULTS, **{k: data[k] for k in DEFAULTS if k in data}}
-    if values["profile"] not in PROFILES:
-        raise fail("profile", f"{values['profile']!r} is not one of {', '.join(PROFILES)}")
-    for key, low in (("workers", 2), ("connections", 1)):
-        if isinstance(values[key], bool) or not isinstance(values[key], int) or values[key] < low:
-            raise fail(key, f"must be a whole number of at least {low}")
-    for key in ("rate", "timescale"):
-        if isinstance(values[key], bool) or not isinstance(values[key], int | float) or values[key] <= 0:
-            raise fail(key, "must be a number above 0")
-    if isinstance(values["seed"], bool) or not isinstance(values["seed"], int):
-        raise fail("seed", "must be a whole number")
+    if not isinstance(values["profile"], str) or values["profile"] not in PROFILES:
+        raise fail("profile", f"{shown(values['profile'])} is not one of {', '.join(PROFILES)}")
+    for key, low, high in (("workers", 2, MAX_WORKERS), ("connections", 1, MAX_CONNECTIONS)):
+        if not _whole(values[key]) or not low <= values[key] <= high:
+            raise fail(key, f"must be a whole number from {low} to {high}")
+    for key, most in (("rate", MAX_RATE), ("timescale", MAX_TIMESCALE)):
+        if not _real(values[key]) or not 0 < values[key] <= most:
+            raise fail(key, f"must be a number above 0 and at most {most:g}")
+    if not _whole(values["seed"]) or abs(values["seed"]) > MAX_SEED:
+        raise fail("seed", f"must be a whole number (at most {MAX_SEED} either way)")
     for key, kind in (("description", str), ("xfail", str)):
         if key in data and data[key] is not None and not isinstance(data[key], kind):
             raise fail(key, "must be text")
     if not isinstance(data.get("death_notices", False), bool):
         raise fail("death_notices", "must be true or false")
+    _check_plain(data, "", fail)
     spec = ScenarioSpec(
         name=name, description=data.get("description") or "", profile=values["profile"],
         workers=values["workers"], connections=values["connections"], rate=float(values["rate"]),
@@ -275,13 +334,47 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
     return spec
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _field(key: object) -> str:
+    """A field name as an error message shows it: as written when it is plain, quoted (and cut) otherwise."""
+    return key if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.:-]{1,60}", key) else shown(key)
+
+
+_KINDS = ((datetime.date, "a date"), (bytes, "binary data"), (set, "a set"))
+
+
+def _check_plain(value: Any, where: str, fail: Any) -> None:
+    """Everything below the top level is text, a finite number, true/false, null, a list or a mapping
+    with text keys; ``where`` is the dotted path of ``value`` (``faults[0].params``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise fail(f"{where}.{_field(key)}" if where else _field(key), "a field name must be text")
+            _check_plain(item, f"{where}.{_field(key)}" if where else _field(key), fail)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]", fail)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise fail(where, f"must be finite (it is {value})")
+    elif not isinstance(value, str | int | float | type(None)):
+        kind = next((name for cls, name in _KINDS if isinstance(value, cls)), type(value).__name__)
+        raise fail(where, f"{kind} is not allowed (text, numbers, true/false, lists and mappings only)")
+
+
 def _upstream(data: dict[str, Any], fail: Any) -> dict[str, float]:
     settings = _mapping(data, "upstream", fail)
     for key, value in settings.items():
         if key not in UPSTREAM_SETTINGS:
             raise fail(f"upstream.{key}", f"unknown setting (known: {', '.join(UPSTREAM_SETTINGS)})")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise fail(f"upstream.{key}", "must be a number above 0")
+        if not _real(value) or not 0 < value <= MAX_UPSTREAM:
+            raise fail(f"upstream.{key}", f"must be a number above 0 and at most {MAX_UPSTREAM:.0f}")
     return {key: float(value) for key, value in settings.items()}
 
 
@@ -308,14 +401,15 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
         at = f"faults[{i}]"
         extra = sorted(set(step) - {"at_s", "kind", "target", "duration_s", "params"})
         if extra:
-            raise fail(f"{at}.{extra[0]}", "unknown field (known: at_s, kind, target, duration_s, params)")
-        if step.get("kind") not in REGISTRY:
-            raise fail(f"{at}.kind", f"{step.get('kind')!r} is not a fault kind (known: {', '.join(sorted(REGISTRY))})")
+            raise fail(f"{at}.{_field(extra[0])}", "unknown field (known: at_s, kind, target, duration_s, params)")
+        if not isinstance(step.get("kind"), str) or step["kind"] not in REGISTRY:
+            raise fail(f"{at}.kind", f"{shown(step.get('kind'))} is not a fault kind "
+                                     f"(known: {', '.join(sorted(REGISTRY))})")
         target = step.get("target")
-        worker = isinstance(target, str) and re.fullmatch(r"worker-(\d+)", target)
+        worker = isinstance(target, str) and re.fullmatch(r"worker-(\d{1,6})", target)
         if not (target in FAULT_TARGETS or worker or (isinstance(target, str) and CONNECTION.fullmatch(target)
                                                       and step["kind"] == "reset_upstream")):
-            raise fail(f"{at}.target", f"{target!r} is not a target (worker-N, {', '.join(FAULT_TARGETS)})")
+            raise fail(f"{at}.target", f"{shown(target)} is not a target (worker-N, {', '.join(FAULT_TARGETS)})")
         if worker and step["kind"] == "join" and int(worker.group(1)) <= spec.workers:
             raise fail(f"{at}.target", f"{target} exists already with {spec.workers} workers (join a new one)")
         if worker and step["kind"] != "join" and target not in joined and not 1 <= int(worker.group(1)) <= spec.workers:
@@ -326,19 +420,19 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
         at = f"workload[{i}]"
         extra = sorted(set(op) - {"at_s", "op", "target"})
         if extra:
-            raise fail(f"{at}.{extra[0]}", "unknown field (known: at_s, op, target)")
-        if op.get("op") not in OPS:
-            raise fail(f"{at}.op", f"{op.get('op')!r} is not an operation ({', '.join(OPS)})")
+            raise fail(f"{at}.{_field(extra[0])}", "unknown field (known: at_s, op, target)")
+        if not isinstance(op.get("op"), str) or op["op"] not in OPS:
+            raise fail(f"{at}.op", f"{shown(op.get('op'))} is not an operation ({', '.join(OPS)})")
         target = op.get("target")
         rule = target.removeprefix("owned-by:") if isinstance(target, str) else None
         if not isinstance(target, str) or not CONNECTION.fullmatch(target) or (
                 target.startswith("owned-by:") and rule not in WORKER_RULES
                 and not re.fullmatch(r"worker-\d+", rule or "")):
-            raise fail(f"{at}.target", f"{target!r} is not a connection id, random, stopped, previous or "
+            raise fail(f"{at}.target", f"{shown(target)} is not a connection id, random, stopped, previous or "
                                        "owned-by:<worker-N|busiest|random>")
     for kind in spec.bounds:
         if kind != ANY_KIND and kind not in REGISTRY:
-            raise fail(f"bounds.{kind}", f"not a fault kind (known: {ANY_KIND}, {', '.join(sorted(REGISTRY))})")
+            raise fail(f"bounds.{_field(kind)}", f"not a fault kind (known: {ANY_KIND}, {', '.join(sorted(REGISTRY))})")
 
 
 def dump(spec: ScenarioSpec, path: str | Path) -> Path:

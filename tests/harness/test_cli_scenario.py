@@ -16,6 +16,12 @@ from harness.processes import REPO_ROOT
 from harness.scenarios.catalog import SCENARIOS
 
 
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command runs in a folder of its own, so a default run folder never lands in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     try:
         code = main(list(argv))
@@ -149,3 +155,63 @@ def test_region_prints_a_line_per_variant_and_exits_0_when_the_gated_ones_held(
     assert "gate: 0 of 6 streams consumed in both regions; RTO 6.50 s (bound 8.7 s)" in out
     assert "no-gate: 6 of 6 streams consumed in both regions; 6 conflicts resolved" in out
     assert "dynamodb: 0 of 6 streams consumed in both regions; RTO 6.50 s (7.2 s of it waiting for the operator)" in out
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet that refuses to start, so a command that wrongly accepts its folder ends at once (exit 1)."""
+    import harness.cluster
+    from harness.region import failover
+
+    class Refused(harness.cluster.Cluster):
+        def __init__(self, spec: harness.cluster.ClusterSpec, *_: object) -> None:
+            raise harness.cluster.ClusterError("not started in this test")
+
+    def refused(*_: object, **__: object) -> None:
+        raise harness.cluster.ClusterError("not started in this test")
+
+    monkeypatch.setattr(harness.cluster, "Cluster", Refused)
+    monkeypatch.setattr(failover, "run_region_failover", refused)
+
+
+@pytest.mark.parametrize("argv", [
+    ["up", "--run-dir", "{dir}"], ["scenario", "crash", "--run-dir", "{dir}"], ["explore", "--out", "{dir}"],
+    ["region", "--variants", "gate", "--run-dir", "{dir}"], ["report", "{run}", "--out", "{dir}"],
+])
+@pytest.mark.parametrize("occupied", ["another run", "a file"])
+def test_a_run_never_writes_into_another_runs_folder_or_onto_a_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, nothing_starts: None, argv: list[str],
+        occupied: str) -> None:
+    """One run, one folder: a folder that holds something (for ``report --out``: a report) is refused without
+    --force, and a file where a folder is expected is one clear line; nothing there is touched."""
+    from tests.harness.report.histories import small_run  # a finished run folder to report on
+
+    run_dir = tmp_path / "done"
+    small_run(run_dir)
+    target = tmp_path / "target"
+    if occupied == "a file":
+        target.write_text("mine")
+    else:
+        target.mkdir()
+        (target / "report.md").write_text("an earlier report")
+        (target / "history").mkdir()
+    code, _, err = run(capsys, *[str(target) if a == "{dir}" else str(run_dir) if a == "{run}" else a for a in argv])
+    assert code == 2, err
+    expected = "is a file, not a folder" if occupied == "a file" else (
+        "holds a report already" if argv[0] == "report" else "is not empty")
+    assert expected in err and ("--force" in err or occupied == "a file")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (target.read_text() == "mine") if occupied == "a file" else \
+        (target / "report.md").read_text() == "an earlier report"
+
+
+def test_report_out_overwrites_with_force(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.harness.report.histories import small_run
+
+    run_dir, out = tmp_path / "done", tmp_path / "out"
+    small_run(run_dir)
+    out.mkdir()
+    (out / "report.md").write_text("an earlier report")
+    code, _, err = run(capsys, "report", str(run_dir), "--out", str(out), "--force")
+    assert code == 0, err
+    assert (out / "report.md").read_text() != "an earlier report"

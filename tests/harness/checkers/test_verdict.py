@@ -242,3 +242,20 @@ def test_a_ten_minute_history_of_a_hundred_streams_is_judged() -> None:
     assert len(analysis.phases) == 50
     assert {row["claim_t"] - row["t0"] for row in analysis.phases} == {2100.0}
     assert verdict["phases_ms"]["connect"]["max"] == 2200.0
+
+
+@pytest.mark.parametrize(("verdict", "line"), [
+    ({"valid": True, "duplicate_claims": 0, "lost_sequences": 0, "recovery_ms": {"max": 7685.25830078125},
+      "bound_ms": {"kill": 8000.0}},
+     "VALID: 0 duplicate claims, 0 lost sequences, recovery max 7.69 s, bound 8.00 s"),
+    ({"valid": False, "duplicate_claims": 2, "lost_sequences": 3, "recovery_ms": {"max": 81234.5},
+      "bound_ms": {"pause": 2700.0, "kill": 80000.0}},
+     "INVALID: 2 duplicate claims, 3 lost sequences, recovery max 81.2 s, bounds kill 80.0 s, pause 2.70 s"),
+    ({"valid": "unknown", "duplicate_claims": 0, "lost_sequences": 0, "recovery_ms": {"max": None},
+      "bound_ms": {}},
+     "UNKNOWN: 0 duplicate claims, 0 lost sequences, no recovery measured, no bound"),
+])
+def test_the_verdict_line_reads_in_seconds_with_its_bounds(verdict: dict, line: str) -> None:
+    from harness.checkers.verdict import verdict_line
+
+    assert verdict_line(verdict) == line

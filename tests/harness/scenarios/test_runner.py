@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +87,22 @@ def test_a_step_that_cannot_be_applied_aborts_the_phase_as_could_not_run() -> No
     assert not [entry for entry in nemesis.log if entry[1] == "kill"]  # the rest was abandoned, not waited for
 
 
+@pytest.mark.parametrize(("steps", "ops", "message"), [
+    ([Step(float("inf"), "kill", "worker-1")], [], r"fault kill -> worker-1 at inf s: "),
+    ([], [Op(float("inf"), "stop", "c000")], r"stop c000 at inf s: "),
+])
+def test_a_step_that_cannot_be_scheduled_aborts_the_run_instead_of_being_judged(
+        steps: list[Step], ops: list[Op], message: str) -> None:
+    """The scheduler's own failure (here: a time ``Event.wait`` cannot take) is a run that could not run,
+    never a run judged as if the fault had happened."""
+    nemesis = FakeNemesis()
+    cluster = FakeTopology(nemesis)
+    workload = Workload(cluster, random.Random(1), ["c000"])  # type: ignore[arg-type]
+    with pytest.raises(ScenarioError, match=message):
+        runner._run_schedule(cluster, workload, steps, ops, lambda _: None)  # type: ignore[arg-type]
+    assert nemesis.log == [] and cluster.router == []
+
+
 def test_workload_targets_resolve_against_what_the_client_did(monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = FakeTopology()
     workload = Workload(cluster, random.Random(3), ["c000", "c001", "c002"])  # type: ignore[arg-type]
@@ -108,3 +125,17 @@ def test_the_fault_model_is_left_only_by_skew_beyond_the_tolerance() -> None:
     assert fault_model([Step(0, "kill", "worker-1")], config) == "within"
     assert fault_model(skew(-100), config) == "within"
     assert fault_model(skew(-1000), config) == "outside: clock skew 1000 ms > tolerance 100 ms"
+
+
+def test_the_progress_line_of_a_verdict_is_readable(tmp_path: Path) -> None:
+    """Not ``recovery max=7685.25830078125 ms (bound {'kill': 8000.0})``."""
+    from harness.scenarios.catalog import SCENARIOS
+    from tests.harness.report.histories import small_run
+
+    small_run(tmp_path, bound_ms=8000.0)
+    lines: list[str] = []
+    phases = runner.Phases(SCENARIOS["crash"], FleetConfig(profile="hardened", timescale=0.1, worker_id="t"),
+                           3, 1, 3, progress=lines.append)
+    phases.verdict(tmp_path)
+    assert lines[-1].endswith("crash/hardened: INVALID: 1 duplicate claims, 3 lost sequences, "
+                              "recovery max 2.40 s, bound 8.00 s"), lines[-1]
