@@ -8,8 +8,10 @@ A worker reads its region's control, ``GET {region_gate_url}/{region}`` answerin
 the worker's own (``GateState``): an On answer keeps the region open until the read was sent plus the fence
 time; an Off answer closes it at once; no answer lets it lapse.  While it is closed a worker registers
 nothing and claims nothing, and one holding streams abandons them and retires; the fence never outlives the
-gate.  The authority's failover turns the old region Off, waits longer than that lease, then turns the new
-one On, so the two regions' consumers never overlap, however late replication is.
+gate.  The authority's failover turns the old region Off, waits ``activation_wait_s`` of the old region's
+settings (that lease, then a request's timeout for the last write sent under it to land, and the fencing
+margin for clock rates), then turns the new one On, so the two regions' consumers never overlap, however
+late replication is.
 """
 
 from __future__ import annotations
@@ -84,3 +86,12 @@ def gate_for(config: FleetConfig) -> RegionGate:
     fence_s = HardenedRules(config).fence_ms / 1000.0
     return RegionGate(config.region_gate_url, config.region, max(fence_s, config.heartbeat_s),
                       config.scaled_s(config.aws_timeout_ms))
+
+
+def activation_wait_s(config: FleetConfig) -> float:
+    """How long the authority must wait, after turning ``config``'s region Off, before another region may be
+    turned On: the region's gate lease (every worker and router there has stopped by then, whether it read
+    the Off or could not read at all), a request's timeout (the last write sent under the gate has landed
+    or failed) and the fencing margin (clock rates)."""
+    return gate_for(config).state.lease_s + config.scaled_s(config.aws_timeout_ms) \
+        + config.scaled_s(config.fence_margin_ms)

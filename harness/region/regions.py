@@ -34,7 +34,7 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
-from fleet.region_gate import gate_for
+from fleet.region_gate import activation_wait_s
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
 from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream
@@ -175,10 +175,10 @@ class TwoRegions(Started):
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
     def fail_over(self, old: str, new: str) -> None:
-        """With the gate: ``old`` Off, a gate's lease, ``new`` On (``RoutingControls.fail_over``)."""
+        """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
+        failover began meanwhile (``RoutingControls.fail_over``)."""
         assert self.controls is not None
-        config = self.clusters[new].config
-        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], gate_for(config).state.lease_s)
+        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], activation_wait_s(self.clusters[old].config))
 
     def heal(self, region: str) -> None:
         cluster = self.clusters[region]

@@ -30,6 +30,7 @@ class RoutingControls:
         self.states = {region: ON if region == active else OFF for region in regions}
         self.emit = emit
         self.lock = threading.Lock()
+        self.generation = 0  # of the latest failover begun
         controls = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,7 +52,7 @@ class RoutingControls:
 
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         for region, state in self.states.items():
-            emit("gate.state", region=region, state=state)
+            emit("gate.state", region=region, state=state, generation=self.generation)
 
     @property
     def url(self) -> str:
@@ -66,13 +67,25 @@ class RoutingControls:
         self.server.server_close()
 
     def set(self, region: str, state: str) -> None:
+        """An operator's change of one control, outside any failover."""
         with self.lock:
-            self.states[region] = state
-        self.emit("gate.state", region=region, state=state)
+            self._set(region, state)
 
-    def fail_over(self, old: str, new: str, gate_lease_s: float) -> None:
-        """``old`` Off; once longer than a gate's lease has passed (no worker of ``old`` may consume any
-        more), ``new`` On."""
-        self.set(old, OFF)
-        time.sleep(gate_lease_s * 1.1)  # the lease is what must pass: a duration, not a synchronisation
-        self.set(new, ON)
+    def _set(self, region: str, state: str) -> None:
+        self.states[region] = state
+        self.emit("gate.state", region=region, state=state, generation=self.generation)
+
+    def fail_over(self, old: str, new: str, wait_s: float) -> bool:
+        """``old`` Off; ``wait_s`` later (``activation_wait_s`` of ``old``'s settings: nothing of ``old``
+        consumes or writes any more), ``new`` On, unless a later failover began meanwhile.  Whether this one
+        turned ``new`` On."""
+        with self.lock:
+            self.generation += 1
+            mine = self.generation
+            self._set(old, OFF)
+        time.sleep(wait_s)  # the old region's gate must run out: a duration, not a synchronisation
+        with self.lock:
+            if self.generation != mine:
+                return False  # superseded: the later failover decides
+            self._set(new, ON)
+        return True

@@ -12,7 +12,7 @@ import pytest
 
 from fleet.clock import monotonic_s
 from fleet.config import FleetConfig
-from fleet.region_gate import OFF, ON, GateState, RegionGate, gate_for
+from fleet.region_gate import OFF, ON, GateState, RegionGate, activation_wait_s, gate_for
 from harness.region.routing_control import RoutingControls
 
 
@@ -75,3 +75,14 @@ def test_without_a_url_there_is_no_gate() -> None:
 def test_the_gates_lease_is_the_fence_time() -> None:
     config = FleetConfig(profile="hardened", worker_id="w", timescale=0.1, region_gate_url="http://x")
     assert gate_for(config).state.lease_s == pytest.approx((20_000 - 2_000 - 3_000) / 1000 * 0.1)
+
+
+def test_the_activation_wait_outlasts_the_gate_and_the_last_write_sent_under_it() -> None:
+    """After the Off, a worker may consume until its last On read was sent plus the gate's lease, and a write
+    it sent just before then lands up to a request's timeout later: the wait covers both, and the margin."""
+    config = FleetConfig(profile="hardened", worker_id="w", timescale=1.0, region_gate_url="http://x")
+    lease_s = gate_for(config).state.lease_s
+    assert activation_wait_s(config) == pytest.approx(lease_s + 3.0 + 2.0)
+    slower = FleetConfig(profile="hardened", worker_id="w", timescale=1.0, region_gate_url="http://x",
+                         lease_ms=40_000, aws_timeout_ms=5_000)
+    assert activation_wait_s(slower) == pytest.approx(gate_for(slower).state.lease_s + 5.0 + 2.0)
