@@ -55,7 +55,7 @@ from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavaila
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
-from fleet.region_gate import gate_for
+from fleet.region_gate import RegionGate, gate_for
 from fleet.schema import conn_pk
 from fleet.wire import from_wire, on_wire
 
@@ -299,7 +299,7 @@ async def handle_event(
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
         event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
-        if await _region_gate(config).admits():
+        if await _region_gate(config, clients).admits():
             (status, payload), written_ms = await _apply(event, clients, config)
         else:
             status, payload = 503, {"error": f"region {config.region} is not the active region (its routing "
@@ -314,7 +314,10 @@ async def handle_event(
     return status, payload
 
 
-_region_gate = functools.cache(gate_for)  # one gate per settings: its lease outlives a request
+@functools.cache
+def _region_gate(config: FleetConfig, clients: AwsClients) -> RegionGate:
+    """One gate per settings and clients: its lease outlives a request."""
+    return gate_for(config, clients.gate_clients)
 
 
 def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float,

@@ -4,21 +4,21 @@ regions On; a later change supersedes one still waiting."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from fleet.region_gate import OFF, ON
-from harness.region import routing_control
-from harness.region.routing_control import RoutingControls
+from harness.region.routing_control import HOLD, RoutingControls, SafetyRuleViolation
 
 EAST, WEST = "us-east-1", "us-west-2"
 
 
 @pytest.fixture
 def controls() -> Iterator[RoutingControls]:
-    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None)
+    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None, {})
     yield authority
 
 
@@ -31,7 +31,7 @@ def _scripted_waits(monkeypatch: pytest.MonkeyPatch, script: dict[str, Callable[
         asked.append(seconds)
         script[threading.current_thread().name]()
 
-    monkeypatch.setattr(routing_control.time, "sleep", wait)
+    monkeypatch.setattr(time, "sleep", wait)
     return asked
 
 
@@ -58,7 +58,7 @@ def test_two_overlapping_failovers_never_leave_both_regions_on(controls: Routing
     a.join(10)
     b.join(10)
     assert not a.is_alive() and not b.is_alive()
-    assert controls.states == {EAST: ON, WEST: OFF}
+    assert regions(controls) == {EAST: ON, WEST: OFF}
 
 
 def test_a_failover_turns_the_new_region_on_after_the_wait_it_was_given(controls: RoutingControls,
@@ -69,14 +69,27 @@ def test_a_failover_turns_the_new_region_on_after_the_wait_it_was_given(controls
     change.start()
     change.join(10)
     assert asked == [2.5]
-    assert seen == [{EAST: OFF, WEST: OFF}]  # during the wait, neither region
-    assert controls.states == {EAST: OFF, WEST: ON}
+    assert seen == [{EAST: OFF, WEST: OFF, HOLD: ON}]  # during the wait, neither region: the hold
+    assert controls.states == {EAST: OFF, WEST: ON, HOLD: OFF}
 
 
 def test_every_change_is_in_the_history_with_its_generation(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[dict[str, Any]] = []
-    authority = RoutingControls([EAST, WEST], EAST, lambda kind, **fields: events.append({"type": kind, **fields}))
-    monkeypatch.setattr(routing_control.time, "sleep", lambda seconds: None)
+    authority = RoutingControls([EAST, WEST], EAST, lambda kind, **fields: events.append({"type": kind, **fields}), {})
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
     authority.fail_over(EAST, WEST, 1.0)
     assert [(e["region"], e["state"], e.get("generation")) for e in events] == [
-        (EAST, ON, 0), (WEST, OFF, 0), (EAST, OFF, 1), (WEST, ON, 1)]
+        (EAST, ON, 0), (WEST, OFF, 0), (HOLD, OFF, 0), (EAST, OFF, 1), (HOLD, ON, 1), (WEST, ON, 1), (HOLD, OFF, 1)]
+
+
+def test_the_assertion_rule_refuses_a_change_that_leaves_no_control_on(controls: RoutingControls) -> None:
+    with pytest.raises(SafetyRuleViolation):
+        controls.set({EAST: OFF})
+    assert controls.states == {EAST: ON, WEST: OFF, HOLD: OFF}
+    controls.set({EAST: OFF, HOLD: ON})  # with the hold: allowed
+    controls.set({WEST: ON, HOLD: OFF})
+    assert controls.states == {EAST: OFF, WEST: ON, HOLD: OFF}
+
+
+def regions(controls: RoutingControls) -> dict[str, str]:
+    return {region: controls.states[region] for region in (EAST, WEST)}
