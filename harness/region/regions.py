@@ -71,7 +71,7 @@ class RegionsSpec:
     seed: int = 0
     lag_ms: float = 1000.0           # Global Tables' replication lag, at scale 1
     ttl_s: float = RECORD_TTL_S      # the failover record's TTL, at scale 1
-    health: HealthCheckSpec = field(default_factory=lambda: HealthCheckSpec(request_interval_s=10.0))
+    health: HealthCheckSpec = field(default_factory=HealthCheckSpec)  # as terraform deploys them
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
     # move the activation when the zone's answer changes (the automation an operator would run on the
     # health check's alarm); otherwise the caller does (``fail_over``)
