@@ -92,7 +92,8 @@ class ClientSettings:
 
 class AwsClients:
     """The four clients a fleet process uses, opened together and closed together (ECS: only to confirm a
-    death notice, ``fleet.deathnotice``).
+    death notice, ``fleet.deathnotice``), and with a region gate one Route 53 ARC data-plane client per
+    cluster endpoint (``gate_clients``).
 
     ``requests`` counts every DynamoDB request by purpose (``coordination`` or ``messages``) so benchmarks
     can compare profiles' coordination cost from the adapter's own count; ``errors`` counts every error
@@ -117,6 +118,9 @@ class AwsClients:
         self.sqs: SQSClient
         self.cloudwatch: CloudWatchClient
         self.ecs: ECSClient
+        # the region gate's (fleet.region_gate): one Route 53 ARC data-plane client per cluster endpoint, by
+        # URL, each request bounded whatever the profile
+        self.gate_clients: list[tuple[str, Any]] = []
 
     async def __aenter__(self) -> AwsClients:
         client_config = self.settings.client_config()
@@ -131,6 +135,11 @@ class AwsClients:
             session.client("cloudwatch", config=client_config)
         )
         self.ecs = await self._stack.enter_async_context(session.client("ecs", config=client_config))
+        gate_config = ClientSettings.bounded(self.config).client_config()
+        for region, url in self.config.region_gate_cluster:
+            client = session.client("route53-recovery-cluster", region_name=region, endpoint_url=url,
+                                    config=gate_config)
+            self.gate_clients.append((url, await self._stack.enter_async_context(client)))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -96,9 +96,11 @@ class FleetConfig:
     # Worker: the ECS task running it (a death notice names it).  On ECS, left empty, it is read from the
     # task metadata endpoint; the harness sets its stand-in's.
     task_arn: str = ""
-    # Worker: the region activation gate's authority (fleet.region_gate), asked for this region's control;
-    # empty: no gate (one region, or regions that may both consume).
-    region_gate_url: str = ""
+    # Worker and router: the region activation gate (fleet.region_gate): the Route 53 ARC cluster's endpoints
+    # (``region=url``, tried in turn) and this region's routing control (its ARN); none: no gate (one region,
+    # or regions that may both consume).
+    region_gate_endpoints: tuple[str, ...] = ()
+    region_gate_control: str = ""
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -129,6 +131,13 @@ class FleetConfig:
         if not self.worker_id:
             raise ConfigError("WSFLEET_WORKER_ID must not be empty")
         Allowlist.parse(self.allowed_ws_hosts)  # a malformed entry fails every process at start-up
+        if bool(self.region_gate_endpoints) != bool(self.region_gate_control):
+            raise ConfigError("WSFLEET_REGION_GATE_ENDPOINTS and WSFLEET_REGION_GATE_CONTROL are set together "
+                              "(the gate's cluster and this region's routing control) or not at all")
+        for entry in self.region_gate_endpoints:
+            region, _, url = entry.partition("=")
+            if not region.strip() or not url.strip().startswith(("https://", "http://")):
+                raise ConfigError(f"WSFLEET_REGION_GATE_ENDPOINTS entries are region=url, not {entry!r}")
 
     def scaled_s(self, ms: int) -> float:
         """A duration given at scale 1 in ms, as seconds at this config's time scale."""
@@ -156,6 +165,12 @@ class FleetConfig:
     @property
     def shutdown_budget_s(self) -> float:
         return max(2.0, self.scaled_s(self.shutdown_budget_ms))
+
+    @property
+    def region_gate_cluster(self) -> list[tuple[str, str]]:
+        """The region gate's cluster endpoints as (region, url) pairs, in the order given."""
+        return [(region.strip(), url.strip()) for region, _, url in
+                (entry.partition("=") for entry in self.region_gate_endpoints)]
 
     @property
     def notify_wait_s(self) -> int:

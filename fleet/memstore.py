@@ -29,6 +29,7 @@ class Requests:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.gate_clients: list[tuple[str, Any]] = []  # no region gate in memory
 
 
 class MemoryStore:

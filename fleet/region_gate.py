@@ -1,27 +1,37 @@
-"""The region activation gate: one authority outside every region says which region may consume, in the
-spirit of Route 53 Application Recovery Controller's routing controls.  Without a gate (``region_gate_url``
-empty, the default) every region may; with a standby region fed by Global Tables, that lets the standby's
-warm fleet claim the streams it sees replicated, while the primary consumes them (split brain).
+"""The region activation gate: one authority outside every region says which region may consume, Route 53
+Application Recovery Controller's routing controls.  Without a gate (no ``region_gate_endpoints``, the
+default) every region may; with a standby region fed by Global Tables, that lets the standby's warm fleet
+claim the streams it sees replicated, while the primary consumes them (split brain).
 
-A worker reads its region's control, ``GET {region_gate_url}/{region}`` answering ``{"state": "On"}`` or
-``{"state": "Off"}``, at every heartbeat before its renewals (``fleet.liveness``).  The gate is a lease like
-the worker's own (``GateState``): an On answer keeps the region open until the read was sent plus the fence
-time; an Off answer closes it at once; no answer lets it lapse.  While it is closed a worker registers
-nothing and claims nothing, and one holding streams abandons them and retires; the fence never outlives the
-gate.  The authority's failover turns the old region Off, waits longer than that lease, then turns the new
-one On, so the two regions' consumers never overlap, however late replication is.
+The authority is ARC's data plane: a cluster of endpoints (``region_gate_endpoints``, each ``region=url``),
+each answering ``GetRoutingControlState`` for this region's routing control (``region_gate_control``, an
+ARN) with ``On`` or ``Off``, called with SigV4 through botocore's ``route53-recovery-cluster`` client.  A
+read tries the endpoint that answered last, then each other in turn, and gives up (no answer) when none
+answers: the gate fails closed.  The harness serves a stand-in of that API
+(``harness.region.routing_control``), so the same code runs locally and on AWS.
+
+A worker reads its region's control at every heartbeat before its renewals (``fleet.liveness``), a router
+before every write (``fleet.router``).  The gate is a lease like the worker's own (``GateState``): an On
+answer keeps the region open until the read was sent plus the fence time; an Off answer closes it at once;
+no answer lets it lapse.  While it is closed a worker registers nothing and claims nothing, one holding
+streams abandons them and retires, and a router refuses writes; the fence never outlives the gate.  The
+authority's failover turns the old region Off, waits ``activation_wait_s`` of the old region's settings
+(that lease, then a request's timeout for the last write sent under it to land, and the fencing margin for
+clock rates), then turns the new one On, so the two regions' consumers never overlap, however late
+replication is.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import aiohttp
-
+from fleet.aws import aws_errors
 from fleet.clock import monotonic_s
 from fleet.config import FleetConfig
+from fleet.errors import StoreError
 from fleet.lease import HardenedRules
 from fleet.logline import log
 
@@ -47,12 +57,13 @@ class GateState:
 
 
 class RegionGate:
-    """Reads ``url/region`` (one request, within ``timeout_s``); an empty URL: no gate, always open."""
+    """Reads ``control`` through ``endpoints`` (url, ARC data-plane client: ``AwsClients.gate_clients``), each request
+    bounded by the client's timeout; no endpoints: no gate, always open."""
 
-    def __init__(self, url: str, region: str, lease_s: float, timeout_s: float) -> None:
-        self.url = f"{url.rstrip('/')}/{region}" if url else ""
-        self.timeout_s = timeout_s
-        self.state = GateState(lease_s, -math.inf if url else math.inf)
+    def __init__(self, endpoints: Sequence[tuple[str, Any]], control: str, lease_s: float) -> None:
+        self.endpoints = list(endpoints)
+        self.control = control
+        self.state = GateState(lease_s, -math.inf if endpoints else math.inf)
 
     @property
     def open_until(self) -> float:
@@ -60,27 +71,42 @@ class RegionGate:
 
     async def admits(self) -> bool:
         """Read the control (with a gate) and say whether the region may consume now."""
-        if self.url:
+        if self.endpoints:
             sent = monotonic_s()
             self.state.answered(sent, await self._read())
         return self.state.open(monotonic_s())
 
     async def _read(self) -> str | None:
-        try:
-            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(self.url) as response:
-                if response.status != 200:
-                    return None
-                state = json.loads(await response.read()).get("state")
-        except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as exc:
-            log("region_gate.error", url=self.url, error=str(exc) or type(exc).__name__)
-            return None
-        return state if state in (ON, OFF) else None
+        """The control's state from the first endpoint that answers (it is tried first next time); None
+        when none does, or an answer is neither On nor Off."""
+        for index, (url, arc) in enumerate(self.endpoints):
+            try:
+                async with aws_errors("GetRoutingControlState"):
+                    answer = await arc.get_routing_control_state(RoutingControlArn=self.control)
+            except StoreError as exc:
+                log("region_gate.error", endpoint=url, error=str(exc)[:200])
+                continue
+            self.endpoints = self.endpoints[index:] + self.endpoints[:index]
+            state = answer.get("RoutingControlState")
+            return state if state in (ON, OFF) else None
+        return None
 
 
-def gate_for(config: FleetConfig) -> RegionGate:
-    """The gate of ``config``'s region; its lease is the hardened fence time (lease, less the fencing margin
-    and a request's timeout), which outlasts a heartbeat."""
-    fence_s = HardenedRules(config).fence_ms / 1000.0
-    return RegionGate(config.region_gate_url, config.region, max(fence_s, config.heartbeat_s),
-                      config.scaled_s(config.aws_timeout_ms))
+def gate_lease_s(config: FleetConfig) -> float:
+    """The gate's lease: the hardened fence time (lease, less the fencing margin and a request's timeout),
+    which outlasts a heartbeat."""
+    return max(HardenedRules(config).fence_ms / 1000.0, config.heartbeat_s)
+
+
+def gate_for(config: FleetConfig, clients: Sequence[tuple[str, Any]]) -> RegionGate:
+    """The gate of ``config``'s region, reading through ``clients`` (``AwsClients.gate_clients``)."""
+    return RegionGate(clients, config.region_gate_control, gate_lease_s(config))
+
+
+def activation_wait_s(config: FleetConfig) -> float:
+    """How long the authority must wait, after turning ``config``'s region Off, before another region may be
+    turned On: the region's gate lease (every worker and router there has stopped by then, whether it read
+    the Off or could not read at all), a request's timeout (the last write sent under the gate has landed
+    or failed) and the fencing margin (clock rates)."""
+    return gate_lease_s(config) + config.scaled_s(config.aws_timeout_ms) \
+        + config.scaled_s(config.fence_margin_ms)

@@ -25,7 +25,10 @@ clobbers a live lease.  STOP (every profile) sets STOPPED and, unless already st
 an existing item (404 otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the
 table write succeeded but the notification (or the hardened STOP mailbox post) did not, the answer is 503
 saying the desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is
-safe because START and STOP are idempotent.
+safe because START and STOP are idempotent.  With a region gate (``region_gate_url``), a router whose region
+is not the active one (its routing control Off, or unreadable for longer than the gate's lease:
+``fleet.region_gate``) writes nothing and answers 503 naming its region: its table is a replica the active
+region's conditions cannot see, so a write there could be reverted by replication or revert a newer one.
 
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import re
 import sys
@@ -51,6 +55,7 @@ from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavaila
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
+from fleet.region_gate import RegionGate, gate_for
 from fleet.schema import conn_pk
 from fleet.wire import from_wire, on_wire
 
@@ -294,7 +299,12 @@ async def handle_event(
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
         event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
-        (status, payload), written_ms = await _apply(event, clients, config)
+        if await _region_gate(config, clients).admits():
+            (status, payload), written_ms = await _apply(event, clients, config)
+        else:
+            status, payload = 503, {"error": f"region {config.region} is not the active region (its routing "
+                                             "control is Off or unreadable): nothing was written; send the "
+                                             "event to the active region (repeating it is safe)"}
     except InvalidEvent as exc:
         kind, pk = exc.kind, exc.pk
         status, payload = exc.status, {"error": str(exc)}
@@ -302,6 +312,12 @@ async def handle_event(
         status, payload = 500, {"error": f"router misconfigured: {exc}"}
     _record(history, kind, pk, status, started, written_ms)
     return status, payload
+
+
+@functools.cache
+def _region_gate(config: FleetConfig, clients: AwsClients) -> RegionGate:
+    """One gate per settings and clients: its lease outlives a request."""
+    return gate_for(config, clients.gate_clients)
 
 
 def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float,

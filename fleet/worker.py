@@ -67,7 +67,7 @@ class Worker:
         self.clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.rng = rng or random.Random()
         self.fence = Fence()
-        self.gate = gate_for(config)
+        self.gate = gate_for(config, store.aws.gate_clients)
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
         self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight

@@ -166,10 +166,11 @@ class Cluster(Started):
 
     def _fleet_env(self, extra: dict[str, str]) -> dict[str, str]:
         assert self.backend is not None
-        env = python_env(self.config.to_env(), root=self.fleet_root)
+        settings = self.config.to_env()
+        env = python_env(settings, root=self.fleet_root)
         env.update(self.backend.env())
         # the user's settings win over the backend's suggestions (moto: transactions off)
-        env.update({ENV_VARS[name]: str(value) for name, value in self.spec.overrides.items()})
+        env.update({ENV_VARS[name]: settings[ENV_VARS[name]] for name in self.spec.overrides})
         env.update(extra)
         return env
 
@@ -230,7 +231,7 @@ class Cluster(Started):
         deadline = time.monotonic() + timeout_s
         pending = set(ids or self.workers)
         # a gated region's workers register only once their region is active (fleet.region_gate)
-        registers = self.config.profile == "hardened" and not self.config.region_gate_url
+        registers = self.config.profile == "hardened" and not self.config.region_gate_endpoints
         needle = '"type":"lease.renew"' if registers else '"type":"worker.start"'
         while pending:
             for worker_id in list(pending):

@@ -6,6 +6,8 @@
 #   modules/package     the router's code zip (fleet/) and dependencies layer zip
 #   modules/region      queue + router + workers + autoscaling + alarms of one region
 #   modules/failover    health checks and PRIMARY / SECONDARY records for the router's domain
+#   modules/region_gate with a standby region: the Route 53 ARC cluster, control panel, routing controls and
+#                       safety rule of the region activation gate (region_gate.tf)
 #   modules/chaos       with chaos_target: the FIS experiment role and the harness operator's policy
 # tests/deploy checks these files against fleet/schema.py, fleet/config.py and the AWS calls in fleet/.
 
@@ -68,6 +70,10 @@ module "primary" {
   fault_injection             = var.chaos_target
   log_retention_days          = var.log_retention_days
   alarm_actions               = var.alarm_actions
+
+  region_gate             = local.gate
+  region_gate_endpoints   = local.gate ? module.region_gate[0].endpoints : ""
+  region_gate_control_arn = local.gate ? module.region_gate[0].control_arns["primary"] : ""
 }
 
 # With chaos_target: the FIS experiment role and the harness operator's policy (modules/chaos).
@@ -123,6 +129,10 @@ module "standby" {
   fault_injection             = var.chaos_target
   log_retention_days          = var.log_retention_days
   alarm_actions               = var.alarm_actions
+
+  region_gate             = local.gate
+  region_gate_endpoints   = local.gate ? module.region_gate[0].endpoints : ""
+  region_gate_control_arn = local.gate ? module.region_gate[0].control_arns["standby"] : ""
 }
 
 module "failover" {

@@ -49,9 +49,12 @@ from typing import Any
 
 import pandas as pd
 
+from fleet.config import FleetConfig
+from fleet.region_gate import activation_wait_s
 from harness.backends.resources import client
 from harness.history import read_history
 from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
+from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
 
 RESULT_FILE = "region.json"
 TARGET_RTO_S = 60.0       # at scale 1 (the issue's acceptance)
@@ -97,6 +100,21 @@ class FailoverSetup:
 
     def ids(self) -> list[str]:
         return [f"c{i:03d}" for i in range(self.streams)]
+
+
+def rto_budget_s(config: FleetConfig, health: HealthCheckSpec | None = None,
+                 ttl_s: float = RECORD_TTL_S) -> dict[str, float]:
+    """The RTO the timings terraform deploys allow at scale 1 (``health``: the health checks, by default
+    ``DEPLOYED``'s; ``config``: the fleet's durations), phase by phase in seconds after the primary stops
+    answering: ``detected`` (failure threshold x interval), ``activated`` (plus the old region's activation
+    wait), ``resumed`` (plus the work that does not scale), ``client`` (a client's cached answer runs out:
+    detection plus the TTL)."""
+    health = health or HealthCheckSpec()
+    at_scale_1 = config.with_changes(timescale=1.0)
+    detected = health.failure_threshold * health.request_interval_s
+    activated = detected + activation_wait_s(at_scale_1)
+    return {"detected": detected, "activated": activated, "resumed": activated + UNSCALED_WORK_S,
+            "client": detected + ttl_s}
 
 
 def rto_bound_s(timescale: float) -> float:
@@ -198,7 +216,8 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "client_s": None if client_s is None else round(client_s, 3),
             "rto_s": phases["resumed"]["last_s"],
             "rto_bound_s": rto_bound_s(spec.timescale) if kind == "region" else None,
-            "target_rto_s_at_scale_1": TARGET_RTO_S, "rpo_writes": backlog,
+            "target_rto_s_at_scale_1": TARGET_RTO_S,
+            "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo_writes": backlog,
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
 
 

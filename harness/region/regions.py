@@ -9,9 +9,11 @@ the harness (``route53``).
   and each check's flips go to the history (``dns.answer``, ``health.check``, src ``route53``).
 - Clients reach the router through ``router_url()``: a resolver that keeps each answer for the TTL
   (``dns.resolved`` when the answer it gives changes), as the router's callers do.
-- With ``gate`` (the default), the region activation gate's authority (``RoutingControls``) stands outside
-  both regions with east On, and every worker asks it before consuming; ``fail_over`` moves the activation,
-  by itself when the zone's answer changes with ``fail_over_on_answer``.
+- With ``gate`` (the default), the region activation gate's authority (``RoutingControls``: a stand-in of
+  Route 53 ARC's data plane, a cluster of endpoints read with SigV4) stands outside both regions with east
+  On, and every worker and router reads its region's control before consuming or writing; ``fail_over``
+  moves the activation (one failover at a time), by itself when the zone's answer changes with
+  ``fail_over_on_answer``.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
   nothing answers, as a dead region's endpoint behaves to a health checker), every proxy of its workers
   is disabled, so they reach neither DynamoDB, the queue, nor the upstream, and replication neither leaves
@@ -34,7 +36,8 @@ from typing import Any
 
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
-from fleet.region_gate import gate_for
+from fleet.region_gate import activation_wait_s
+from harness.backends.base import LOCAL_CREDENTIALS
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
 from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream
@@ -51,10 +54,11 @@ from harness.region.route53 import (
     create_failover,
     probe,
 )
-from harness.region.routing_control import RoutingControls
+from harness.region.routing_control import RoutingControls, control_arn
 
 AWS_REGIONS = {"east": "us-east-1", "west": "us-west-2"}  # PRIMARY first
 ZONE = "wsfleet.test"
+LOCAL_CREDENTIALS_BY_KEY = {LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"]: LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
 
 
 @dataclass
@@ -67,7 +71,7 @@ class RegionsSpec:
     seed: int = 0
     lag_ms: float = 1000.0           # Global Tables' replication lag, at scale 1
     ttl_s: float = RECORD_TTL_S      # the failover record's TTL, at scale 1
-    health: HealthCheckSpec = field(default_factory=lambda: HealthCheckSpec(request_interval_s=10.0))
+    health: HealthCheckSpec = field(default_factory=HealthCheckSpec)  # as terraform deploys them
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
     # move the activation when the zone's answer changes (the automation an operator would run on the
     # health check's alarm); otherwise the caller does (``fail_over``)
@@ -100,7 +104,9 @@ class TwoRegions(Started):
 
     def _cluster_spec(self, region: str = "") -> ClusterSpec:
         spec = self.spec
-        gate = {"region_gate_url": self.controls.url} if self.controls is not None else {}
+        gate: dict[str, object] = {} if self.controls is None or not region else {
+            "region_gate_endpoints": self.controls.endpoints,
+            "region_gate_control": control_arn(AWS_REGIONS[region])}
         return ClusterSpec(workers=spec.workers, profile=spec.profile, timescale=spec.timescale,
                            run_dir=spec.run_dir, rate=spec.rate, seed=spec.seed, region=region, overrides=gate)
 
@@ -114,7 +120,7 @@ class TwoRegions(Started):
                                    self.spec.lag_ms * self.spec.timescale, self.replication.emit).start()
         if self.spec.gate:
             self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"],
-                                            self.route53.emit).start()
+                                            self.route53.emit, LOCAL_CREDENTIALS_BY_KEY).start()
         self.upstream = start_upstream(self._cluster_spec())
         for name, backend in self.backends.items():
             through_feed = dataclasses.replace(backend, endpoints={**backend.endpoints,
@@ -175,10 +181,10 @@ class TwoRegions(Started):
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
     def fail_over(self, old: str, new: str) -> None:
-        """With the gate: ``old`` Off, a gate's lease, ``new`` On (``RoutingControls.fail_over``)."""
+        """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
+        failover began meanwhile (``RoutingControls.fail_over``)."""
         assert self.controls is not None
-        config = self.clusters[new].config
-        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], gate_for(config).state.lease_s)
+        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], activation_wait_s(self.clusters[old].config))
 
     def heal(self, region: str) -> None:
         cluster = self.clusters[region]

@@ -13,6 +13,9 @@ canned, so the decision is made here, by Route 53's documented rules, from probe
   a client at most a TTL after Route 53 decides it.
 - ``health_check_config`` and ``create_failover``: the health checks and failover records in the Route 53 API
   (moto locally), with the settings terraform/modules/failover uses.  tests/deploy compares the two.
+- ``DEPLOYED``: the health checks' interval and failure threshold and the records' TTL, read from
+  terraform/modules/failover/timings.json, the one file terraform deploys them from: the experiment's
+  defaults are what is deployed.
 
 Durations are at scale 1 here; the caller multiplies them by the run's time scale.
 """
@@ -20,6 +23,7 @@ Durations are at scale 1 here; the caller multiplies them by the run's time scal
 from __future__ import annotations
 
 import http.client
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -27,21 +31,25 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.processes import REPO_ROOT
+
 HEALTHY_SHARE = 0.18       # the endpoint is healthy while more than this share of checkers say so
 CONNECT_TIMEOUT_S = 4.0
 ANSWER_TIMEOUT_S = 2.0
 DEFAULT_CHECKERS = 16      # Route 53 probes from several regions, a few checkers each
 SET_IDENTIFIERS = {"PRIMARY": "primary", "SECONDARY": "standby"}  # as terraform/modules/failover names them
-RECORD_TYPE, RECORD_TTL_S = "CNAME", 30  # terraform/modules/failover's records (its record_ttl_s default)
+TIMINGS_FILE = REPO_ROOT / "terraform" / "modules" / "failover" / "timings.json"
+DEPLOYED: dict[str, int] = json.loads(TIMINGS_FILE.read_text(encoding="utf-8"))
+RECORD_TYPE, RECORD_TTL_S = "CNAME", DEPLOYED["record_ttl_s"]  # terraform/modules/failover's records
 
 
 @dataclass(frozen=True)
 class HealthCheckSpec:
-    """A health check's settings (terraform/modules/failover's defaults)."""
+    """A health check's settings (terraform/modules/failover's: ``DEPLOYED``)."""
 
     path: str = "/health"
-    request_interval_s: float = 30.0  # 30 (standard) or 10 (fast)
-    failure_threshold: int = 3
+    request_interval_s: float = DEPLOYED["request_interval_s"]  # 30 (standard) or 10 (fast)
+    failure_threshold: int = DEPLOYED["failure_threshold"]
     checkers: int = DEFAULT_CHECKERS
 
     def __post_init__(self) -> None:

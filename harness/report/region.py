@@ -65,6 +65,11 @@ def region_document(results: list[dict[str, Any]]) -> Document:
                 f"{UNSCALED_WORK_S:g} s of claims, handshakes and writes not") if outage["rto_bound_s"] is not None
                else "nothing fails over by itself")
         lines.append((f"RTO ({r['variant']})", f"{rto_text(outage)}; {why}"))
+        budget = outage.get("rto_budget_s_at_scale_1")
+        if budget:
+            lines.append((f"RTO budget at scale 1 ({r['variant']})",
+                          "with the timings terraform deploys: " + ", ".join(
+                              f"{phase} {seconds:g} s" for phase, seconds in budget.items())))
         lines.append((f"data ({r['variant']})",
                       f"{outage['lost']} sequences lost; {outage['redelivered']} re-delivered"))
     sections = [

@@ -74,6 +74,10 @@ run "single_region" {
     condition     = output.fleet_environment["WSFLEET_LEASE_MS"] == ""
     error_message = "Unset durations must stay empty (FleetConfig's defaults)."
   }
+  assert {
+    condition     = output.region_gate == null && length(module.region_gate) == 0 && output.fleet_environment["WSFLEET_REGION_GATE_ENDPOINTS"] == "" && output.fleet_environment["WSFLEET_REGION_GATE_CONTROL"] == ""
+    error_message = "A single region has no region gate."
+  }
 }
 
 run "chaos_target" {
@@ -122,5 +126,99 @@ run "standby_region_with_failover" {
   assert {
     condition     = output.fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500" && output.standby_fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500"
     error_message = "fleet_settings must reach both regions."
+  }
+}
+
+run "standby_region_has_the_region_gate" {
+  command = plan
+
+  variables {
+    standby_region          = "us-west-2"
+    standby_vpc_id          = "vpc-0fedcba9876543210"
+    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
+    domain_name             = "router.example.com"
+    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+  }
+
+  assert {
+    condition     = length(module.region_gate) == 1 && output.region_gate != null
+    error_message = "A standby region gets the region activation gate (Route 53 ARC) by default."
+  }
+  assert {
+    condition     = module.region_gate[0].assertion_rule.type == "ATLEAST" && module.region_gate[0].assertion_rule.threshold == 1 && module.region_gate[0].assertion_rule.asserted_controls == 3
+    error_message = "The gate's safety rule must assert at least one of the two region controls and the hold On."
+  }
+}
+
+run "standby_region_gate_is_wired_to_every_worker_and_router" {
+  command = plan
+
+  variables {
+    standby_region          = "us-west-2"
+    standby_vpc_id          = "vpc-0fedcba9876543210"
+    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
+    domain_name             = "router.example.com"
+    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+  }
+
+  override_module {
+    target = module.region_gate
+    outputs = {
+      endpoints      = "us-east-1=https://host-a.example/v1,us-west-2=https://host-b.example/v1"
+      control_arns   = { primary = "arn:aws:route53-recovery-control::123456789012:controlpanel/p/routingcontrol/primary", standby = "arn:aws:route53-recovery-control::123456789012:controlpanel/p/routingcontrol/standby" }
+      hold_arn       = "arn:aws:route53-recovery-control::123456789012:controlpanel/p/routingcontrol/hold"
+      assertion_rule = { type = "ATLEAST", threshold = 1, asserted_controls = 3 }
+    }
+  }
+
+  assert {
+    condition     = output.fleet_environment["WSFLEET_REGION_GATE_ENDPOINTS"] == "us-east-1=https://host-a.example/v1,us-west-2=https://host-b.example/v1" && output.standby_fleet_environment["WSFLEET_REGION_GATE_ENDPOINTS"] == output.fleet_environment["WSFLEET_REGION_GATE_ENDPOINTS"]
+    error_message = "Both regions' workers and routers must be given the gate's cluster endpoints."
+  }
+  assert {
+    condition     = endswith(output.fleet_environment["WSFLEET_REGION_GATE_CONTROL"], "/primary") && endswith(output.standby_fleet_environment["WSFLEET_REGION_GATE_CONTROL"], "/standby")
+    error_message = "Each region must read its own routing control."
+  }
+}
+
+run "standby_region_without_the_gate_fails" {
+  command = plan
+
+  variables {
+    standby_region          = "us-west-2"
+    standby_vpc_id          = "vpc-0fedcba9876543210"
+    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
+    domain_name             = "router.example.com"
+    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+    region_gate             = false
+  }
+
+  expect_failures = [output.region_gate]
+}
+
+run "standby_region_without_the_gate_needs_the_named_unsafe_option" {
+  command = plan
+
+  variables {
+    standby_region                     = "us-west-2"
+    standby_vpc_id                     = "vpc-0fedcba9876543210"
+    standby_subnet_ids                 = ["subnet-0fedcba9876543210"]
+    domain_name                        = "router.example.com"
+    hosted_zone_id                     = "Z0123456789ABCDEFGHIJ"
+    certificate_arn                    = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+    standby_certificate_arn            = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+    region_gate                        = false
+    unsafe_standby_without_region_gate = true
+  }
+
+  assert {
+    condition     = length(module.region_gate) == 0 && output.region_gate == null && output.standby_fleet_environment["WSFLEET_REGION_GATE_ENDPOINTS"] == ""
+    error_message = "With the unsafe option, the standby runs ungated, as asked."
   }
 }

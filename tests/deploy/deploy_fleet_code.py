@@ -25,8 +25,10 @@ import botocore.session
 from botocore import xform_name
 
 # The attribute names fleet.aws.AwsClients gives its clients -> botocore service name and IAM prefix.
-CLIENT_SERVICES: dict[str, str] = {"ddb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch", "ecs": "ecs"}
-IAM_PREFIXES: dict[str, str] = {"dynamodb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch", "ecs": "ecs"}
+CLIENT_SERVICES: dict[str, str] = {"ddb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch", "ecs": "ecs",
+                                   "arc": "route53-recovery-cluster"}
+IAM_PREFIXES: dict[str, str] = {"dynamodb": "dynamodb", "sqs": "sqs", "cloudwatch": "cloudwatch", "ecs": "ecs",
+                                "route53-recovery-cluster": "route53-recovery-cluster"}
 # IAM authorises each item of a DynamoDB transaction with the single-item action (TransactWriteItems and
 # TransactGetItems are no IAM actions).
 TRANSACT_ITEM_ACTIONS: dict[str, str] = {

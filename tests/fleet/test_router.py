@@ -23,6 +23,7 @@ from fleet.router import MAX_BODY_BYTES, LambdaRouter, handle_event
 from fleet.schema import conn_pk
 from fleet.store import LeaseStore
 from harness.backends.resources import client
+from harness.region.routing_control import RoutingControls, control_arn
 
 # Opening AwsClients costs ~0.3 s, so the module's tests share one set, on one module-wide event loop.
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -496,6 +497,33 @@ async def test_dynamodb_down_answers_503(
     history.close()
     assert observer.notifications() == []
     assert [e["status"] for e in observer.history()] == [503, 503]
+
+
+async def test_a_router_in_a_region_gated_off_refuses_writes_with_a_503_naming_its_region(
+    env: dict[str, str], observer: Observer
+) -> None:
+    """Its table is a replica the active region's conditions cannot see: nothing is written there.  Once
+    its control is On, the same event is applied."""
+    controls = RoutingControls(["us-east-1", "us-west-2"], "us-west-2", lambda *_, **__: None,
+                               {"test": "test"}, cluster=1).start()
+    config = FleetConfig.from_env().with_changes(region="us-east-1", region_gate_endpoints=controls.endpoints,
+                                                 region_gate_control=control_arn("us-east-1"))
+    history = HistoryWriter(config.history_path, "router")
+    try:
+        async with AwsClients(config) as clients:
+            for event in (start(), stop()):
+                status, payload = await handle_event(json.dumps(event), clients, config, history)
+                assert status == 503
+                assert "region us-east-1 is not the active region" in payload["error"]
+            assert observer.tables()[observer.config.connections_table] == {}
+            assert observer.notifications() == []
+            controls.set({"us-east-1": "On", "us-west-2": "Off"})
+            assert (await handle_event(json.dumps(start()), clients, config, history))[0] == 200
+        assert observer.connection()["desired_state"] == "STARTED"
+        assert [e["status"] for e in observer.history()] == [503, 503, 200]
+    finally:
+        history.close()
+        controls.stop()
 
 
 async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorded(

@@ -28,21 +28,3 @@ variable "health_check_path" {
   description = "Path the health checks request with GET over HTTPS; healthy when the connection opens within 4 s and a 2xx or 3xx status arrives within 2 s after it."
   type        = string
 }
-
-variable "request_interval_s" {
-  description = "Seconds between one checker's requests: 30 (standard) or 10 (fast, billed higher)."
-  type        = number
-  default     = 30
-}
-
-variable "failure_threshold" {
-  description = "Consecutive failed checks that make an endpoint unhealthy (and healthy again after as many successes)."
-  type        = number
-  default     = 3
-}
-
-variable "record_ttl_s" {
-  description = "Seconds resolvers and clients cache each record: a failover reaches a client at most this long after Route 53 decides it."
-  type        = number
-  default     = 30
-}

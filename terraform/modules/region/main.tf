@@ -37,6 +37,9 @@ locals {
     WSFLEET_WORKERS_TABLE     = var.workers_table_name
     WSFLEET_QUEUE_URL         = module.queue.queue_url
     WSFLEET_ALLOWED_WS_HOSTS  = join(",", var.allowed_ws_hosts)
+    # The region activation gate (region_gate.tf): the ARC cluster and this region's routing control.
+    WSFLEET_REGION_GATE_ENDPOINTS = var.region_gate_endpoints
+    WSFLEET_REGION_GATE_CONTROL   = var.region_gate_control_arn
   }
   fleet_settable = {
     WSFLEET_TIMESCALE          = ""
@@ -68,9 +71,6 @@ locals {
     WSFLEET_CLOCK_OFFSET_MS    = ""
     # Read from the task metadata endpoint (death notices name the task).
     WSFLEET_TASK_ARN = ""
-    # The region activation gate's authority (fleet/region_gate.py); empty: no gate.  With a standby region,
-    # set it (fleet_settings) to a routing-control endpoint both regions reach.
-    WSFLEET_REGION_GATE_URL = ""
   }
   fleet_environment = merge(local.fleet_settable, var.fleet_settings, local.fleet_deployment)
 }
@@ -97,6 +97,8 @@ module "router" {
   domain_name             = var.domain_name
   certificate_arn         = var.certificate_arn
   log_retention_days      = var.log_retention_days
+  region_gate             = var.region_gate
+  region_gate_control_arn = var.region_gate_control_arn
 }
 
 module "workers" {
@@ -119,6 +121,9 @@ module "workers" {
   stop_timeout_s        = var.stop_timeout_s
   fault_injection       = var.fault_injection
   log_retention_days    = var.log_retention_days
+
+  region_gate             = var.region_gate
+  region_gate_control_arn = var.region_gate_control_arn
 }
 
 module "autoscaling" {

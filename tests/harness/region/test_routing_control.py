@@ -1,0 +1,95 @@
+"""Tests of harness.region.routing_control: failovers are serialised, so two that overlap never leave both
+regions On; a later change supersedes one still waiting."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from fleet.region_gate import OFF, ON
+from harness.region.routing_control import HOLD, RoutingControls, SafetyRuleViolation
+
+EAST, WEST = "us-east-1", "us-west-2"
+
+
+@pytest.fixture
+def controls() -> Iterator[RoutingControls]:
+    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None, {})
+    yield authority
+
+
+def _scripted_waits(monkeypatch: pytest.MonkeyPatch, script: dict[str, Callable[[], None]]) -> list[float]:
+    """Replace the authority's wait by ``script[thread name]`` (each failover runs in a named thread), so
+    the test chooses the interleaving; returns the durations asked for."""
+    asked: list[float] = []
+
+    def wait(seconds: float) -> None:
+        asked.append(seconds)
+        script[threading.current_thread().name]()
+
+    monkeypatch.setattr(time, "sleep", wait)
+    return asked
+
+
+def test_two_overlapping_failovers_never_leave_both_regions_on(controls: RoutingControls,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turns east Off and waits; B turns west Off and waits; A's wait ends (it would turn west On); then
+    B's (it would turn east On).  Serialised, the later change (B's) wins and A's does nothing."""
+    a_waiting, b_waiting = threading.Event(), threading.Event()
+    a = threading.Thread(target=controls.fail_over, args=(EAST, WEST, 1.0), name="A")
+    b = threading.Thread(target=controls.fail_over, args=(WEST, EAST, 1.0), name="B")
+
+    def a_waits() -> None:
+        a_waiting.set()
+        assert b_waiting.wait(10)
+
+    def b_waits() -> None:
+        b_waiting.set()
+        a.join(10)  # A has done whatever it does after its wait
+
+    _scripted_waits(monkeypatch, {"A": a_waits, "B": b_waits})
+    a.start()
+    assert a_waiting.wait(10)
+    b.start()
+    a.join(10)
+    b.join(10)
+    assert not a.is_alive() and not b.is_alive()
+    assert regions(controls) == {EAST: ON, WEST: OFF}
+
+
+def test_a_failover_turns_the_new_region_on_after_the_wait_it_was_given(controls: RoutingControls,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, str]] = []
+    asked = _scripted_waits(monkeypatch, {"C": lambda: seen.append(dict(controls.states))})
+    change = threading.Thread(target=controls.fail_over, args=(EAST, WEST, 2.5), name="C")
+    change.start()
+    change.join(10)
+    assert asked == [2.5]
+    assert seen == [{EAST: OFF, WEST: OFF, HOLD: ON}]  # during the wait, neither region: the hold
+    assert controls.states == {EAST: OFF, WEST: ON, HOLD: OFF}
+
+
+def test_every_change_is_in_the_history_with_its_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[dict[str, Any]] = []
+    authority = RoutingControls([EAST, WEST], EAST, lambda kind, **fields: events.append({"type": kind, **fields}), {})
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    authority.fail_over(EAST, WEST, 1.0)
+    assert [(e["region"], e["state"], e.get("generation")) for e in events] == [
+        (EAST, ON, 0), (WEST, OFF, 0), (HOLD, OFF, 0), (EAST, OFF, 1), (HOLD, ON, 1), (WEST, ON, 1), (HOLD, OFF, 1)]
+
+
+def test_the_assertion_rule_refuses_a_change_that_leaves_no_control_on(controls: RoutingControls) -> None:
+    with pytest.raises(SafetyRuleViolation):
+        controls.set({EAST: OFF})
+    assert controls.states == {EAST: ON, WEST: OFF, HOLD: OFF}
+    controls.set({EAST: OFF, HOLD: ON})  # with the hold: allowed
+    controls.set({WEST: ON, HOLD: OFF})
+    assert controls.states == {EAST: OFF, WEST: ON, HOLD: OFF}
+
+
+def regions(controls: RoutingControls) -> dict[str, str]:
+    return {region: controls.states[region] for region in (EAST, WEST)}
