@@ -437,3 +437,44 @@ def known_workers(history: History) -> set[str]:
     starts = select(history, "worker.start", ["src"])
     names.update(str(s) for s in starts["src"].dropna().unique())
     return names
+
+
+HANDOVER_COLUMNS = ["pk", "t", "kind", "epoch", "to", "from"]
+
+
+def handovers(history: History) -> pd.DataFrame:
+    """Every moment a pk's lease changed hands (DESIGN §12: supersession is dated at every handover), in time
+    order (``HANDOVER_COLUMNS``); from ``t`` on, every epoch below ``epoch`` is superseded:
+
+    - ``acquire``: a ``lease.acquire`` ok granted ``epoch`` to the consumer ``to`` (``from`` NaN: whoever held
+      it before);
+    - ``transfer``: a ``lease.release`` ok with ``to`` (a balance transfer): the giver ``from`` handed epoch + 1
+      to the worker ``to`` (the release names no incarnation) by the release itself, before the recipient
+      takes it up;
+    - ``burial``: a ``death.notice`` that buried incarnations (``buried``): each pk whose latest acquire or
+      transfer before it went to a buried incarnation is that incarnation's no longer (``from``), ``epoch``
+      its epoch + 1, held by nobody yet (``to`` NaN).  A notice carries no pks: they are these."""
+    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
+    acquires = acquires.loc[acquires["pk"].notna() & (acquires["outcome"] == "ok")]
+    releases = select(history, "lease.release", ["t", "src", "pk", "worker", "gen", "epoch", "outcome", "to"])
+    releases = releases.loc[releases["pk"].notna() & (releases["outcome"] == "ok") & releases["to"].notna()]
+    handed = pd.concat([
+        pd.DataFrame({"pk": acquires["pk"], "t": acquires["t"], "kind": "acquire", "epoch": acquires["epoch"],
+                      "to": consumer_of(acquires), "from": np.nan}),
+        pd.DataFrame({"pk": releases["pk"], "t": releases["t"], "kind": "transfer", "epoch": releases["epoch"] + 1,
+                      "to": releases["to"], "from": consumer_of(releases)}),
+    ], ignore_index=True).sort_values("t", kind="stable")
+    notices = select(history, "death.notice", ["t", "buried"], raw=["buried"])
+    burials: list[dict[str, Any]] = []
+    for t, buried in zip(notices["t"], notices["buried"], strict=True):
+        if not isinstance(buried, list) or not buried:
+            continue
+        before = handed.loc[handed["t"] < t].groupby("pk", sort=False).tail(1)
+        for row in before.itertuples(index=False):
+            holder = next((str(b) for b in buried if same_consumer(str(b), str(row.to))), None)
+            if holder is not None:
+                burials.append({"pk": row.pk, "t": float(t), "kind": "burial", "epoch": row.epoch + 1, "to": np.nan,
+                                "from": holder})
+    frame = pd.concat([handed, pd.DataFrame(burials, columns=HANDOVER_COLUMNS)], ignore_index=True)
+    frame = frame.astype({"t": "float64", "epoch": "float64"})
+    return frame.sort_values("t", kind="stable").reset_index(drop=True)[HANDOVER_COLUMNS]
