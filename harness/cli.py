@@ -58,8 +58,9 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
                    help="multiply every duration by this (default 0.1: 2 s lease, 0.5 s heartbeat)")
     p.add_argument("--run-dir", type=Path, default=Path(run_dir_default),
                    help=f"folder for history, logs and verdict (default {run_dir_default})")
-    p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
-                   help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
+    p.add_argument("--dynamodb", choices=("dynalite", "moto"),
+                   help="embedded DynamoDB server (default: a scenario file's, else dynalite; moto is ~14x "
+                        "slower, serialised)")
     p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
     p.add_argument("--backend", choices=backends, default="embedded",
                    help="AWS backend: embedded servers (default), a running LocalStack (see --localstack-url)"
@@ -197,8 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--rate", type=float,
                          help="messages per second per stream (default: drawn per run with the streams; 5 "
                               "when only --connections is given)")
-    explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
-                         help="embedded DynamoDB server (default dynalite)")
+    explore.add_argument("--dynamodb", choices=("drawn", "dynalite", "moto"), default="drawn",
+                         help="embedded DynamoDB server: drawn per run (default), or fixed to dynalite "
+                              "(conditional puts) or moto (transactions)")
     explore.add_argument("--shrink-runs", type=int, default=20,
                          help="candidates the shrinker may try (default 20; 0: no shrinking)")
     explore.add_argument("--shrink-repeat", type=positive_int, default=1, metavar="K",
@@ -276,7 +278,7 @@ def _run_up(args: argparse.Namespace, localstack_url: str) -> int:
     from harness.cluster import Cluster, ClusterError, ClusterSpec
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
-                       run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
+                       run_dir=args.run_dir, dynamodb=args.dynamodb or "dynalite", rate=args.rate,
                        localstack_url=localstack_url, overrides=_tuning(args),
                        death_notices=args.death_notices)
     stop = threading.Event()

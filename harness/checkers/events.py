@@ -259,6 +259,7 @@ class RunInfo:
     stop_bound_ms: float | None = None
     seed: Any = None
     fault_model: str | None = None
+    dynamodb: str | None = None  # the embedded DynamoDB server the run used (dynalite, moto), when it says
     upstream: dict[str, Any] = field(default_factory=dict)  # the simulator's gateway limits (scenario file)
     settings: dict[str, Any] = field(default_factory=dict)  # the fleet settings the run set (--set)
     start_t: float | None = None
@@ -300,7 +301,7 @@ def run_info(history: History) -> RunInfo:
     settled_t = (float(settled) if isinstance(settled, int | float) and not isinstance(settled, bool)
                  and not np.isnan(settled) else None)
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings"]
+              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings", "dynamodb"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, settled_t=settled_t, first_t=first_t, last_t=last_t)
@@ -335,6 +336,7 @@ def run_info(history: History) -> RunInfo:
         stop_bound_ms=number("stop_bound_ms"),
         seed=get("seed"),
         fault_model=str(get("fault_model")) if get("fault_model") is not None else None,
+        dynamodb=str(get("dynamodb")) if get("dynamodb") is not None else None,
         start_t=float(row["t"]),
         stop_t=stop_t,
         settled_t=settled_t,

@@ -52,7 +52,7 @@ class ExploreOptions:
     connections: int | None = None  # None with rate None: drawn per run (generator.LOAD_MENU)
     timescale: float = 0.1
     rate: float | None = None
-    dynamodb: str = "dynalite"
+    dynamodb: str = "drawn"  # the embedded DynamoDB server: dynalite, moto, or drawn per run (generator.BACKENDS)
     shrink_runs: int = 20
     shrink_repeat: int = 1
     keep_going: bool = False
@@ -68,6 +68,7 @@ class Finding:
     schedule: Path
     minimal: Path | None = None
     outside: str | None = None  # why the schedule is outside the fault model, when it is
+    backend: str | None = None  # the DynamoDB server it ran on
 
     @property
     def invariant(self) -> str:
@@ -79,6 +80,8 @@ class ExploreResult:
     verdicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # seed -> verdict (None: not run)
     fault_mix: Counter[str] = field(default_factory=Counter)
     load_mix: Counter[str] = field(default_factory=Counter)  # "<streams>x<rate>/s" -> runs
+    backend_mix: Counter[str] = field(default_factory=Counter)  # DynamoDB server -> runs
+    notices_runs: int = 0  # runs with death notices
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -106,7 +109,9 @@ class ExploreResult:
             "profile": options.profile, "first_seed": options.seed, "timescale": options.timescale,
             "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
             "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
-            "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "schedule": str(f.schedule),
+            "backend_mix": dict(self.backend_mix.most_common()), "death_notice_runs": self.notices_runs,
+            "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "backend": f.backend,
+                                     "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
                         for invariant, found in self.classes().items()},
             "outside_model": {
@@ -161,7 +166,7 @@ def describe_fault(step: dict[str, Any]) -> str:
 
 def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any] | None:
     """The verdict of one run of ``spec``; None when it could not be run."""
-    run = ScenarioRun(spec, profile=options.profile, run_dir=run_dir, dynamodb=options.dynamodb,
+    run = ScenarioRun(spec, profile=options.profile, run_dir=run_dir, dynamodb=spec.dynamodb,
                       fleet_root=options.fleet_root)
     try:
         return run_scenario(run)
@@ -180,11 +185,14 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
             break
         seed = options.seed + k
         spec = generate(seed, profile=options.profile, workers=options.workers, connections=options.connections,
-                        rate=options.rate, timescale=options.timescale)
+                        rate=options.rate, timescale=options.timescale, dynamodb=options.dynamodb)
         kinds = [describe_fault(s) for s in spec.faults]
         result.fault_mix.update(kinds)
         load = f"{spec.connections}x{spec.rate:g}/s"
         result.load_mix[load] += 1
+        result.backend_mix[str(spec.dynamodb)] += 1
+        result.notices_runs += spec.death_notices
+        load += f" on {spec.dynamodb}{', death notices' if spec.death_notices else ''}"
         run_started = time.monotonic()
         verdict = run_once(spec, options.out / f"seed-{seed}", options)
         result.verdicts[seed] = verdict
@@ -209,7 +217,7 @@ def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions
     invariants = failing_invariants(verdict)
     new_class = invariants[0] not in result.classes()
     finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"),
-                      outside=outside_model(verdict))
+                      outside=outside_model(verdict), backend=spec.dynamodb)
     result.findings.append(finding)
     if finding.outside is not None:
         progress(f"seed {spec.seed} fails {finding.invariant} outside the fault model ({finding.outside}); "

@@ -69,6 +69,10 @@ def test_keep_going_classifies_every_invalid_run_and_shrinks_the_first_of_each_c
     assert [c["seed"] for c in summary["classes"]["sequences"]] == [3, 6]
     assert summary["classes"]["duplicate_claims"][0]["fails"] == ["duplicate_claims", "sequences"]
     assert sum(summary["fault_mix"].values()) > 0
+    # the backend is drawn per run by default, and named per run and per finding
+    assert sum(summary["backend_mix"].values()) == 8 and set(summary["backend_mix"]) == {"dynalite", "moto"}
+    assert summary["classes"]["sequences"][0]["backend"] in ("dynalite", "moto")
+    assert 0 < summary["death_notice_runs"] < 8
     shrunk = {seed for seed, name in runs if name != f"seed-{seed}"}
     assert shrunk == {3, 5}  # the first of each class only
 

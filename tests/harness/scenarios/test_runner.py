@@ -108,3 +108,12 @@ def test_the_fault_model_is_left_only_by_skew_beyond_the_tolerance() -> None:
     assert fault_model([Step(0, "kill", "worker-1")], config) == "within"
     assert fault_model(skew(-100), config) == "within"
     assert fault_model(skew(-1000), config) == "outside: clock skew 1000 ms > tolerance 100 ms"
+
+
+def test_clock_steps_add_up_with_skews_against_the_tolerance() -> None:
+    config = FleetConfig(profile="hardened", timescale=0.1, worker_id="t")
+    step = lambda ms, worker="worker-1": Step(0, "clock_step", worker, 0.0, {"step_ms": ms})  # noqa: E731
+    assert fault_model([step(60), step(-30, "worker-2")], config) == "within"
+    assert fault_model([step(60), step(-50)], config) == "outside: clock skew 110 ms > tolerance 100 ms"
+    assert fault_model([step(-60), Step(1, "clock_skew", "worker-1", 1.0, {"offset_ms": 50})], config) == (
+        "outside: clock skew 110 ms > tolerance 100 ms")

@@ -138,3 +138,16 @@ def test_toxic_attributes_may_be_expressions_in_ms() -> None:
     (step,) = spec.expand("hardened", 1, config(), 3).steps
     assert step.params["attributes"] == {"latency": 2200, "jitter": 5}
     assert step.duration_s == pytest.approx(6.0)
+
+
+def test_the_dynamodb_server_round_trips_and_new_fault_kinds_are_checked() -> None:
+    spec = from_data({"name": "on-moto", "dynamodb": "moto", "faults": [
+        {"at_s": 1, "kind": "clock_step", "target": "worker-1", "params": {"step_ms": -700}}]})
+    assert spec.dynamodb == "moto" and from_data(spec.to_json()).to_json() == spec.to_json()
+    assert "dynamodb" not in from_data({"name": "bare", "faults": []}).to_json()
+    with pytest.raises(ScenarioFileError, match="dynamodb: must be one of dynalite, moto"):
+        from_data({"name": "x", "dynamodb": "dynamo", "faults": []}, "x.yaml")
+    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.params\.step_ms: required for clock_step"):
+        from_data({"name": "x", "faults": [{"kind": "clock_step", "target": "worker-1"}]}, "x.yaml")
+    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.kind: forged_death_notice needs death_notices"):
+        from_data({"name": "x", "faults": [{"kind": "forged_death_notice", "target": "worker-1"}]}, "x.yaml")
