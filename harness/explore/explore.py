@@ -9,8 +9,10 @@ Run k uses seed ``S + k`` (``generator.generate``), in ``OUT/seed-<n>/``, with o
 only sometimes), keeping one only while it fails that same invariant, and the result is written beside it
 as ``OUT/explore-<n>-min.yaml``.  Without ``keep_going`` the first invalid run ends the exploration.  A
 run that could not run (the topology did not start, a step could not be applied) is reported and skipped.
-``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, and each class
-with its seeds and files.
+``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, the load and backend
+mix, and each class with its seeds and files.  Each run's coverage (``harness.checkers.coverage``: the
+transitions its history shows) is printed after its progress line and totalled in ``summary.json``
+(``coverage``), with the transitions no run reached (``not_covered``).
 
 A run whose schedule left the fault model on purpose (the generator draws a clock skew beyond the tolerance
 now and then: ``run.start``'s ``fault_model``) is no finding when it fails: its schedule is written and it is
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.checkers.coverage import TRANSITIONS, coverage, not_covered
+from harness.checkers.events import read_events
 from harness.cluster import ClusterError
 from harness.explore.generator import generate
 from harness.explore.shrink import Budget, shrink, steps
@@ -82,6 +86,7 @@ class ExploreResult:
     load_mix: Counter[str] = field(default_factory=Counter)  # "<streams>x<rate>/s" -> runs
     backend_mix: Counter[str] = field(default_factory=Counter)  # DynamoDB server -> runs
     notices_runs: int = 0  # runs with death notices
+    coverage: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(TRANSITIONS, 0)))
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -110,6 +115,7 @@ class ExploreResult:
             "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
             "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
             "backend_mix": dict(self.backend_mix.most_common()), "death_notice_runs": self.notices_runs,
+            "coverage": dict(self.coverage), "not_covered": not_covered(self.coverage),
             "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "backend": f.backend,
                                      "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
@@ -175,6 +181,11 @@ def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict
         return None
 
 
+def run_coverage(run_dir: Path) -> Counter[str] | None:
+    """The transitions a run's history shows (None: the run left no history)."""
+    return coverage(read_events(run_dir)) if (run_dir / "history").is_dir() else None
+
+
 def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
     result = ExploreResult()
     started = time.monotonic()
@@ -202,6 +213,11 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
             said += f" ({', '.join(failing_invariants(verdict or {}))}{f'; {why}' if why else ''})"
         progress(f"run {k + 1}/{options.runs} seed {seed}: {load}, faults [{', '.join(kinds)}], "
                  f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
+        reached = run_coverage(options.out / f"seed-{seed}") if verdict is not None else None
+        if reached is not None:
+            result.coverage.update(reached)
+            progress("  coverage: " + (", ".join(f"{name} {count}" for name, count in reached.items() if count)
+                                       or "nothing"))
         if verdict is not None and verdict["valid"] is False:
             _record(spec, verdict, options, result, progress)
         result.elapsed_s = time.monotonic() - started
