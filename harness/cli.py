@@ -61,8 +61,9 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
                         f"{run_dir_default}/<time>, linked as {run_dir_default}/latest)")
     p.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
     p.set_defaults(run_parent=run_dir_default)
-    p.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
-                   help="embedded DynamoDB server (default dynalite; moto is ~14x slower, serialised)")
+    p.add_argument("--dynamodb", choices=("dynalite", "moto"),
+                   help="embedded DynamoDB server (default: a scenario file's, else dynalite; moto is ~14x "
+                        "slower, serialised)")
     p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
     p.add_argument("--backend", choices=backends, default="embedded",
                    help="AWS backend: embedded servers (default), a running LocalStack (see --localstack-url)"
@@ -202,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--rate", type=float,
                          help="messages per second per stream (default: drawn per run with the streams; 5 "
                               "when only --connections is given)")
-    explore.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
-                         help="embedded DynamoDB server (default dynalite)")
+    explore.add_argument("--dynamodb", choices=("drawn", "dynalite", "moto"), default="drawn",
+                         help="embedded DynamoDB server: drawn per run (default), or fixed to dynalite "
+                              "(conditional puts) or moto (transactions)")
     explore.add_argument("--shrink-runs", type=int, default=20,
                          help="candidates the shrinker may try (default 20; 0: no shrinking)")
     explore.add_argument("--shrink-repeat", type=positive_int, default=1, metavar="K",
@@ -286,7 +288,7 @@ def _run_up(args: argparse.Namespace, localstack_url: str, overrides: dict[str, 
     from harness.cluster import Cluster, ClusterError, ClusterSpec
 
     spec = ClusterSpec(workers=args.workers, profile=args.profile, timescale=args.timescale,
-                       run_dir=args.run_dir, dynamodb=args.dynamodb, rate=args.rate,
+                       run_dir=args.run_dir, dynamodb=args.dynamodb or "dynalite", rate=args.rate,
                        localstack_url=localstack_url, overrides=overrides,
                        death_notices=args.death_notices)
     stop = threading.Event()

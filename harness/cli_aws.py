@@ -297,7 +297,7 @@ def add_aws_scenario_arguments(scenario: Any) -> None:
 def _local_only(args: argparse.Namespace) -> list[str]:
     """The local-topology options given with --backend aws: the deployment decides those."""
     given = {"--workers": args.workers is not None, "--profile": args.profile is not None,
-             "--timescale": args.timescale is not None, "--dynamodb": args.dynamodb != "dynalite",
+             "--timescale": args.timescale is not None, "--dynamodb": args.dynamodb not in (None, "dynalite"),
              "--death-notices": args.death_notices, "--fleet-root": args.fleet_root is not None,
              "--start": args.start, "--set": bool(args.settings), "--repeat": args.repeat != 1}
     return [flag for flag, yes in given.items() if yes]

@@ -259,6 +259,7 @@ class RunInfo:
     stop_bound_ms: float | None = None
     seed: Any = None
     fault_model: str | None = None
+    dynamodb: str | None = None  # the embedded DynamoDB server the run used (dynalite, moto), when it says
     upstream: dict[str, Any] = field(default_factory=dict)  # the simulator's gateway limits (scenario file)
     settings: dict[str, Any] = field(default_factory=dict)  # the fleet settings the run set (--set)
     start_t: float | None = None
@@ -300,7 +301,7 @@ def run_info(history: History) -> RunInfo:
     settled_t = (float(settled) if isinstance(settled, int | float) and not isinstance(settled, bool)
                  and not np.isnan(settled) else None)
     fields = ["t", "scenario", "profile", "timescale", "config", "connections", "workers", "bound_ms",
-              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings"]
+              "bound_scale1_ms", "stop_bound_ms", "seed", "fault_model", "upstream", "settings", "dynamodb"]
     starts = select(history, "run.start", fields, raw=fields)
     if starts.empty:
         return RunInfo(stop_t=stop_t, settled_t=settled_t, first_t=first_t, last_t=last_t)
@@ -335,6 +336,7 @@ def run_info(history: History) -> RunInfo:
         stop_bound_ms=number("stop_bound_ms"),
         seed=get("seed"),
         fault_model=str(get("fault_model")) if get("fault_model") is not None else None,
+        dynamodb=str(get("dynamodb")) if get("dynamodb") is not None else None,
         start_t=float(row["t"]),
         stop_t=stop_t,
         settled_t=settled_t,
@@ -437,3 +439,44 @@ def known_workers(history: History) -> set[str]:
     starts = select(history, "worker.start", ["src"])
     names.update(str(s) for s in starts["src"].dropna().unique())
     return names
+
+
+HANDOVER_COLUMNS = ["pk", "t", "kind", "epoch", "to", "from"]
+
+
+def handovers(history: History) -> pd.DataFrame:
+    """Every moment a pk's lease changed hands (DESIGN §12: supersession is dated at every handover), in time
+    order (``HANDOVER_COLUMNS``); from ``t`` on, every epoch below ``epoch`` is superseded:
+
+    - ``acquire``: a ``lease.acquire`` ok granted ``epoch`` to the consumer ``to`` (``from`` NaN: whoever held
+      it before);
+    - ``transfer``: a ``lease.release`` ok with ``to`` (a balance transfer): the giver ``from`` handed epoch + 1
+      to the worker ``to`` (the release names no incarnation) by the release itself, before the recipient
+      takes it up;
+    - ``burial``: a ``death.notice`` that buried incarnations (``buried``): each pk whose latest acquire or
+      transfer before it went to a buried incarnation is that incarnation's no longer (``from``), ``epoch``
+      its epoch + 1, held by nobody yet (``to`` NaN).  A notice carries no pks: they are these."""
+    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
+    acquires = acquires.loc[acquires["pk"].notna() & (acquires["outcome"] == "ok")]
+    releases = select(history, "lease.release", ["t", "src", "pk", "worker", "gen", "epoch", "outcome", "to"])
+    releases = releases.loc[releases["pk"].notna() & (releases["outcome"] == "ok") & releases["to"].notna()]
+    handed = pd.concat([
+        pd.DataFrame({"pk": acquires["pk"], "t": acquires["t"], "kind": "acquire", "epoch": acquires["epoch"],
+                      "to": consumer_of(acquires), "from": np.nan}),
+        pd.DataFrame({"pk": releases["pk"], "t": releases["t"], "kind": "transfer", "epoch": releases["epoch"] + 1,
+                      "to": releases["to"], "from": consumer_of(releases)}),
+    ], ignore_index=True).sort_values("t", kind="stable")
+    notices = select(history, "death.notice", ["t", "buried"], raw=["buried"])
+    burials: list[dict[str, Any]] = []
+    for t, buried in zip(notices["t"], notices["buried"], strict=True):
+        if not isinstance(buried, list) or not buried:
+            continue
+        before = handed.loc[handed["t"] < t].groupby("pk", sort=False).tail(1)
+        for row in before.itertuples(index=False):
+            holder = next((str(b) for b in buried if same_consumer(str(b), str(row.to))), None)
+            if holder is not None:
+                burials.append({"pk": row.pk, "t": float(t), "kind": "burial", "epoch": row.epoch + 1, "to": np.nan,
+                                "from": holder})
+    frame = pd.concat([handed, pd.DataFrame(burials, columns=HANDOVER_COLUMNS)], ignore_index=True)
+    frame = frame.astype({"t": "float64", "epoch": "float64"})
+    return frame.sort_values("t", kind="stable").reset_index(drop=True)[HANDOVER_COLUMNS]

@@ -44,7 +44,7 @@ from harness.checkers.zombies import ZOMBIE_WRITE_COLUMNS, check_zombie_writes
 
 VERDICT_FILE = "verdict.json"
 VERDICT_KEYS = (
-    "scenario", "profile", "timescale", "config", "connections", "workers", "valid", "duplicate_claims",
+    "scenario", "profile", "dynamodb", "timescale", "config", "connections", "workers", "valid", "duplicate_claims",
     "duplicate_overlap_ms", "lost_sequences", "duplicate_deliveries", "zombie_writes", "recovery_ms", "phases_ms",
     "bound_ms", "outcomes", "fault_model", "checkers",
 )
@@ -159,6 +159,7 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
     verdict = {
         "scenario": info.scenario,
         "profile": info.profile,
+        "dynamodb": info.dynamodb,
         "timescale": info.timescale,
         "config": info.config,
         "connections": info.connections,

@@ -1,10 +1,13 @@
 """I6 no zombie write (DESIGN §11): no item is stored, and no write acknowledged, from an epoch that had
 already been superseded when it was accepted, however its request was timed.
 
-Epoch ``e`` of a pk is *superseded* from the first ``lease.acquire`` ok of that pk with an epoch above ``e``
-(the event's ``t``: the new owner had its answer, so the grant had taken effect).  For a writer without
-epochs (``blog``) the ownership is the writer's last ``lease.acquire`` ok of the pk before the write, and it
-is superseded from the next acquire ok of that pk by another consumer (``harness.checkers.events``).  A pk
+Epoch ``e`` of a pk is *superseded* from its first handover past ``e`` (DESIGN §12,
+``harness.checkers.events.handovers``): an acquire ok of a higher epoch (the event's ``t``: the new owner
+had its answer, so the grant had taken effect), a balance transfer of ``e`` (the giver's release ok, which
+hands ``e + 1`` on before the recipient takes it up) or the burial of ``e``'s holder by a death notice.  For
+a writer without epochs (``blog``) the ownership is the writer's last ``lease.acquire`` ok of the pk before
+the write, and it is superseded from the next handover away from it: an acquire ok of that pk by another
+consumer, a transfer by the writer or its burial.  A pk
 whose history grants one epoch to two different consumers (``blog`` logs epoch 0 for every acquire), or
 grants a lower epoch after a higher one, has no fencing epochs: it is judged the epoch-less way, and rules
 (a), (c) and (d) do not apply to it.
@@ -29,6 +32,12 @@ timing alone.  Each rule is evidence that a write was accepted after its epoch w
   with outcome ``ok`` of an epoch above ``e`` exists in the history: the older owner's checkpoint landed
   after the newer one's.  Certain.
 
+The store's contents are those of the final scan, which starts at ``run.stop`` while the fleet still runs
+(else, in older histories, at the first ``final.*`` event): rules (a) and (d) and the possible late landings
+weigh the scan only against writes answered before it started.  A write answered later (a takeover during
+the scan rewriting what it found, as a slow backend's self-fenced owner's successor does) may be missing from
+it, and an older item the scan shows is then no evidence that anything landed over it.
+
 ``zombie_writes`` counts the distinct (pk, kind, seq) written by certain findings; possible ones make the
 verdict unknown.  ``late_landings`` gives the duplicate-claims checker the earliest instant each overwrite
 can have landed.  A history without items or grants gives this checker nothing to judge: valid, with
@@ -43,7 +52,16 @@ import numpy as np
 import pandas as pd
 
 from harness.checkers.consuming import accepted_writes
-from harness.checkers.events import History, RunInfo, as_events, consumer_of, run_info, same_consumer, select
+from harness.checkers.events import (
+    History,
+    RunInfo,
+    as_events,
+    consumer_of,
+    handovers,
+    run_info,
+    same_consumer,
+    select,
+)
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 
 ZOMBIE_WRITE_COLUMNS = ["pk", "kind", "seq_from", "seq_to", "writer", "epoch", "rule", "certain", "sent_t",
@@ -72,7 +90,8 @@ def stored_items(history: History) -> pd.DataFrame:
 
 
 class _Grants:
-    """The acquires of each pk (time-sorted arrays), for supersession look-ups."""
+    """The acquires of each pk (time-sorted arrays) and its handovers (``events.handovers``: acquire, transfer,
+    burial), for supersession look-ups."""
 
     def __init__(self, history: History) -> None:
         acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
@@ -85,6 +104,8 @@ class _Grants:
                                    group["consumer"].to_numpy(dtype=object), (group["outcome"] == "ok").to_numpy())
             if not _epochs_fence(*self.by_pk[str(pk)][1:]):
                 self.unfenced.add(str(pk))
+        self.handed: dict[str, pd.DataFrame] = {str(pk): group for pk, group
+                                                in handovers(history).groupby("pk", sort=False)}
 
     def fencing(self, pk: str, epochs: np.ndarray) -> np.ndarray:
         """``epochs`` of writes to pk, all NaN when the pk's epochs do not fence (see the module docstring)."""
@@ -92,28 +113,37 @@ class _Grants:
 
     def superseded_at(self, pk: str, consumer: str, epochs: np.ndarray, sents: np.ndarray) -> np.ndarray:
         """For writes of one consumer to one pk (their epochs, NaN when unknown, and send times): when the
-        ownership each relied on was superseded (NaN: never, or the ownership is not in the history)."""
+        ownership each relied on was superseded (NaN: never, or the ownership is not in the history): the
+        first handover past its epoch; without an epoch, the first handover away from the writer after its
+        latest acquire before the write."""
         result = np.full(epochs.size, np.nan)
-        if pk not in self.by_pk:
+        handed = self.handed.get(pk)
+        if handed is None:
             return result
-        times, grant_epochs, owners, ok = self.by_pk[pk]
-        times, grant_epochs, owners = times[ok], grant_epochs[ok], owners[ok]
+        times, thresholds = handed["t"].to_numpy(), handed["epoch"].to_numpy(dtype="float64")
         epochs = self.fencing(pk, epochs)
         known = ~np.isnan(epochs)
-        if known.any() and times.size:
-            order = np.argsort(grant_epochs, kind="stable")
-            by_epoch, first_t = grant_epochs[order], np.minimum.accumulate(times[order][::-1])[::-1]
+        dated = ~np.isnan(thresholds)
+        if known.any() and dated.any():
+            order = np.argsort(thresholds[dated], kind="stable")
+            by_epoch = thresholds[dated][order]
+            first_t = np.minimum.accumulate(times[dated][order][::-1])[::-1]
             index = np.searchsorted(by_epoch, epochs[known], side="right")
             result[known] = np.where(index < by_epoch.size, first_t[np.minimum(index, by_epoch.size - 1)], np.nan)
-        own = np.array([same_consumer(owner, consumer) for owner in owners], dtype=bool)
-        if (~known).any() and own.any():
-            own_index = np.flatnonzero(own)
-            next_other = np.full(own_index.size, np.nan)
-            for k, i in enumerate(own_index):
-                others = np.flatnonzero(~own[i + 1:])
-                next_other[k] = times[i + 1 + others[0]] if others.size else np.nan
+        if (~known).any():
+            kinds = handed["kind"].to_numpy(dtype=object)
+            own = np.array([kind == "acquire" and same_consumer(str(to), consumer)
+                            for kind, to in zip(kinds, handed["to"], strict=True)], dtype=bool)
+            away = np.array([not o and (same_consumer(str(frm), consumer) if kind != "acquire" else True)
+                             for o, kind, frm in zip(own, kinds, handed["from"], strict=True)], dtype=bool)
+            own_index, away_index = np.flatnonzero(own), np.flatnonzero(away)
+            following = np.searchsorted(away_index, own_index, side="right")
+            next_away = np.where(following < away_index.size,
+                                 times[away_index[np.minimum(following, max(away_index.size - 1, 0))]]
+                                 if away_index.size else np.nan, np.nan)
             latest_own = np.searchsorted(times[own_index], sents[~known], side="right") - 1
-            result[~known] = np.where(latest_own >= 0, next_other[np.maximum(latest_own, 0)], np.nan)
+            result[~known] = np.where(latest_own >= 0, next_away[np.maximum(latest_own, 0)]
+                                      if own_index.size else np.nan, np.nan)
         return result
 
     def granted(self, pk: str, epoch: float) -> tuple[list[str], list[str]]:
@@ -147,12 +177,13 @@ def check_zombie_writes(history: History, *, info: RunInfo | None = None,
     grants = _Grants(history)
     items = stored_items(history)
     writes = writes if writes is not None else accepted_writes(history)
+    seen = scanned_writes(history, writes)
     findings: list[Row] = []
-    findings.extend(_overwrites(items, writes, grants))
+    findings.extend(_overwrites(items, seen, grants))
     findings.extend(_late_sends(items, writes, grants, tolerance))
     foreign, unexplained = _foreign_epochs(items, _checkpoints(history), grants)
     findings.extend(foreign)
-    findings.extend(_checkpoint_overwrites(history, writes, grants))
+    findings.extend(_checkpoint_overwrites(history, seen, grants))
     findings.sort(key=lambda row: (str(row["pk"]), row["seq_from"] if row["seq_from"] is not None else -1))
 
     certain = [row for row in findings if row["certain"]]
@@ -187,12 +218,26 @@ def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.Da
     ``writes``: ``consuming.accepted_writes(history)`` when already computed."""
     history = as_events(history)
     items = stored_items(history)
-    writes = writes if writes is not None else accepted_writes(history)
+    writes = scanned_writes(history, writes if writes is not None else accepted_writes(history))
     grants = _Grants(history)
     rows = [{"pk": r["pk"], "consumer": r["writer"], "epoch": r["epoch"], "seq": r["seq_from"],
              "landed_after": r["superseded_t"], "certain": True} for r in _overwrites(items, writes, grants)]
     rows.extend(_interleaved(items, writes.loc[~writes["pk"].isin(grants.unfenced)]))
     return pd.DataFrame(rows, columns=LANDING_COLUMNS)
+
+
+def scan_start(history: History) -> float:
+    """When the final scan began: ``run.stop``'s ``t``, else the first ``final.*`` event's (inf: no scan)."""
+    for types in ("run.stop", ["final.persisted", "final.connection"]):
+        times = select(history, types, ["t"])["t"]
+        if len(times):
+            return float(times.min())
+    return float("inf")
+
+
+def scanned_writes(history: History, writes: pd.DataFrame) -> pd.DataFrame:
+    """The ``writes`` answered before the final scan began: those the scan must reflect."""
+    return writes.loc[writes["answered_t"].to_numpy() < scan_start(history)]
 
 
 def _interleaved(items: pd.DataFrame, writes: pd.DataFrame) -> list[Row]:

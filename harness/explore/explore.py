@@ -9,8 +9,10 @@ Run k uses seed ``S + k`` (``generator.generate``), in ``OUT/seed-<n>/``, with o
 only sometimes), keeping one only while it fails that same invariant, and the result is written beside it
 as ``OUT/explore-<n>-min.yaml``.  Without ``keep_going`` the first invalid run ends the exploration.  A
 run that could not run (the topology did not start, a step could not be applied) is reported and skipped.
-``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, and each class
-with its seeds and files.
+``OUT/summary.json`` (rewritten after every run) counts runs by outcome, the fault mix, the load and backend
+mix, and each class with its seeds and files.  Each run's coverage (``harness.checkers.coverage``: the
+transitions its history shows) is printed after its progress line and totalled in ``summary.json``
+(``coverage``), with the transitions no run reached (``not_covered``).
 
 A run whose schedule left the fault model on purpose (the generator draws a clock skew beyond the tolerance
 now and then: ``run.start``'s ``fault_model``) is no finding when it fails: its schedule is written and it is
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.checkers.coverage import TRANSITIONS, coverage, not_covered
+from harness.checkers.events import read_events
 from harness.cluster import ClusterError
 from harness.explore.generator import generate
 from harness.explore.shrink import Budget, shrink, steps
@@ -52,7 +56,7 @@ class ExploreOptions:
     connections: int | None = None  # None with rate None: drawn per run (generator.LOAD_MENU)
     timescale: float = 0.1
     rate: float | None = None
-    dynamodb: str = "dynalite"
+    dynamodb: str = "drawn"  # the embedded DynamoDB server: dynalite, moto, or drawn per run (generator.BACKENDS)
     shrink_runs: int = 20
     shrink_repeat: int = 1
     keep_going: bool = False
@@ -68,6 +72,7 @@ class Finding:
     schedule: Path
     minimal: Path | None = None
     outside: str | None = None  # why the schedule is outside the fault model, when it is
+    backend: str | None = None  # the DynamoDB server it ran on
 
     @property
     def invariant(self) -> str:
@@ -79,6 +84,9 @@ class ExploreResult:
     verdicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # seed -> verdict (None: not run)
     fault_mix: Counter[str] = field(default_factory=Counter)
     load_mix: Counter[str] = field(default_factory=Counter)  # "<streams>x<rate>/s" -> runs
+    backend_mix: Counter[str] = field(default_factory=Counter)  # DynamoDB server -> runs
+    notices_runs: int = 0  # runs with death notices
+    coverage: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(TRANSITIONS, 0)))
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -106,7 +114,10 @@ class ExploreResult:
             "profile": options.profile, "first_seed": options.seed, "timescale": options.timescale,
             "runs": len(self.verdicts), "outcomes": dict(outcomes), "elapsed_s": round(self.elapsed_s, 1),
             "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
-            "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "schedule": str(f.schedule),
+            "backend_mix": dict(self.backend_mix.most_common()), "death_notice_runs": self.notices_runs,
+            "coverage": dict(self.coverage), "not_covered": not_covered(self.coverage),
+            "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "backend": f.backend,
+                                     "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
                         for invariant, found in self.classes().items()},
             "outside_model": {
@@ -161,13 +172,18 @@ def describe_fault(step: dict[str, Any]) -> str:
 
 def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any] | None:
     """The verdict of one run of ``spec``; None when it could not be run."""
-    run = ScenarioRun(spec, profile=options.profile, run_dir=run_dir, dynamodb=options.dynamodb,
+    run = ScenarioRun(spec, profile=options.profile, run_dir=run_dir, dynamodb=spec.dynamodb,
                       fleet_root=options.fleet_root)
     try:
         return run_scenario(run)
     except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
         (run_dir / "could-not-run.txt").write_text(f"{exc}\n")
         return None
+
+
+def run_coverage(run_dir: Path) -> Counter[str] | None:
+    """The transitions a run's history shows (None: the run left no history)."""
+    return coverage(read_events(run_dir)) if (run_dir / "history").is_dir() else None
 
 
 def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
@@ -180,11 +196,14 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
             break
         seed = options.seed + k
         spec = generate(seed, profile=options.profile, workers=options.workers, connections=options.connections,
-                        rate=options.rate, timescale=options.timescale)
+                        rate=options.rate, timescale=options.timescale, dynamodb=options.dynamodb)
         kinds = [describe_fault(s) for s in spec.faults]
         result.fault_mix.update(kinds)
         load = f"{spec.connections}x{spec.rate:g}/s"
         result.load_mix[load] += 1
+        result.backend_mix[str(spec.dynamodb)] += 1
+        result.notices_runs += spec.death_notices
+        load += f" on {spec.dynamodb}{', death notices' if spec.death_notices else ''}"
         run_started = time.monotonic()
         verdict = run_once(spec, options.out / f"seed-{seed}", options)
         result.verdicts[seed] = verdict
@@ -194,6 +213,11 @@ def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
             said += f" ({', '.join(failing_invariants(verdict or {}))}{f'; {why}' if why else ''})"
         progress(f"run {k + 1}/{options.runs} seed {seed}: {load}, faults [{', '.join(kinds)}], "
                  f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
+        reached = run_coverage(options.out / f"seed-{seed}") if verdict is not None else None
+        if reached is not None:
+            result.coverage.update(reached)
+            progress("  coverage: " + (", ".join(f"{name} {count}" for name, count in reached.items() if count)
+                                       or "nothing"))
         if verdict is not None and verdict["valid"] is False:
             _record(spec, verdict, options, result, progress)
         result.elapsed_s = time.monotonic() - started
@@ -209,7 +233,7 @@ def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions
     invariants = failing_invariants(verdict)
     new_class = invariants[0] not in result.classes()
     finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"),
-                      outside=outside_model(verdict))
+                      outside=outside_model(verdict), backend=spec.dynamodb)
     result.findings.append(finding)
     if finding.outside is not None:
         progress(f"seed {spec.seed} fails {finding.invariant} outside the fault model ({finding.outside}); "

@@ -65,6 +65,11 @@ class MenuEntry:
     params: dict[str, Any] = field(default_factory=dict)
     target: str = "worker"                  # "worker" (not the survivor if ``resource`` is set) or "all"
     restart_p: float = 0.0                  # chance a restart of the same worker follows
+    notices: bool = False                   # drawn only in a run with death notices
+    repeat: tuple[int, int] = (1, 1)        # how many times the step is sent (a forged notice, repeated)
+    every: tuple[float, float] = (0.0, 0.0)  # leases between repeats (a third of repeated steps: 0, duplicated)
+    stays: bool = False                     # an instant fault whose effect stays (a clock step): its resource
+                                            # is taken for the rest of the run
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
@@ -78,6 +83,11 @@ TOXIC_ATTRIBUTES: dict[str, dict[str, Any]] = {
                "delay": Choice((100, 1_000, 10_000))},
     "limit_data": {"bytes": Choice((200, 1_000, 5_000))},
 }
+# A long selective delay: a fraction of the worker's connections to a service hold every request (or answer)
+# for seconds, never refreshed (``refresh_s`` 0), so a release, transfer, renewal or write lands long after
+# its answer was given up on while the other connections work.
+HOLD = {"type": "latency", "stream": Choice(("upstream", "downstream")), "toxicity": Uniform(0.2, 0.8),
+        "refresh_s": 0, "attributes": {"latency": Of("lease", 1.0, 4.0), "jitter": Of("lease", 0.0, 0.1)}}
 TOXIC_SERVICES = {"dynamodb": 3.0, "services": 1.0, "upstream": 1.5}
 # (service, toxic) pairs left out: limit_data cuts a DynamoDB request mid-body, and dynalite (the embedded
 # backend) dies on an aborted request (``req.on('error', throw)`` in dynalite/index.js), ending the run.
@@ -93,6 +103,16 @@ FAULT_MENU: list[MenuEntry] = [
     MenuEntry("reset_upstream", "reset_upstream", 0.5, target="all"),
     MenuEntry("clock_skew", "clock_skew", 1.0, "clock", (1.0, 4.0),
               {"offset_ms": Of("clock_tolerance", 0.2, 1.0, signed=True)}),
+    # a step of the lease clock that stays, forward or back, often sub-second (the tolerance is 100 ms at 0.1)
+    MenuEntry("clock_step", "clock_step", 1.0, "clock", params={"step_ms": Of("clock_tolerance", 0.02, 1.0,
+                                                                                   signed=True)}, stays=True),
+    MenuEntry("join", "join", 1.5, target="new"),
+    # forged death notices for a live worker, once, repeated a heartbeat or so apart, or duplicated
+    MenuEntry("forged_death_notice", "forged_death_notice", 2.5, notices=True, repeat=(1, 4), every=(0.0, 0.5)),
+    MenuEntry("pause_mid_write", "pause_mid_write", 1.5, "process", (0.3, 3.0),
+              {"stream": Choice(("upstream", "downstream")), "hold_ms": Of("lease", 0.05, 0.5)}),
+    *(MenuEntry(f"hold-{service}", "toxic", 1.0, f"toxic-{service}", (1.0, 3.0), {"service": service, **HOLD})
+      for service in ("dynamodb", "services")),
     *(MenuEntry(f"toxic-{toxic}-{service}", "toxic", weight / len(TOXIC_ATTRIBUTES), f"toxic-{service}",
                 (0.3, 3.0), {"service": service, "type": toxic, "stream": Choice(("upstream", "downstream")),
                              "toxicity": Choice((1.0, Uniform(0.1, 0.9))), "attributes": attributes})
@@ -102,8 +122,13 @@ FAULT_MENU: list[MenuEntry] = [
     *(MenuEntry(kind, kind, 0.75, f"api-{kind}", (0.3, 3.0))
       for kind in ("aws_throttle", "aws_5xx", "aws_slow", "sqs_throttle", "sqs_duplicate", "sqs_late")),
 ]
-# Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew.
+# Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew
+# or step.
 OUTSIDE_SKEW = Of("clock_tolerance", 2.0, 20.0, signed=True)
+CLOCK_PARAMS = {"clock_skew": "offset_ms", "clock_step": "step_ms"}
+# The embedded DynamoDB servers a run is drawn on (``generate(dynamodb="drawn")``): conditional puts, and
+# transactions (the fence AWS uses).
+BACKENDS = ("dynalite", "moto")
 
 
 @dataclass(frozen=True)
@@ -111,7 +136,9 @@ class WorkloadEntry:
     label: str
     weight: float
     ops: tuple[tuple[float, str, str], ...]   # (lease offset after the first, op, target)
-    after_fault: bool = False                 # starts just after a process or partition fault, at its worker
+    after: str = ""                           # "": any time; "fault": just after a worker's fault, at its
+                                              # worker; "crash": after a kill, term or pause (a takeover or
+                                              # a drain); "join": once the joiner draws streams (transfers)
 
 
 WORKLOAD_MENU: list[WorkloadEntry] = [
@@ -121,10 +148,17 @@ WORKLOAD_MENU: list[WorkloadEntry] = [
                                            (0.2, "stop", "previous"))),
     WorkloadEntry("duplicate-start", 1.0, ((0.0, "start", "random"),)),
     WorkloadEntry("start-stopped", 0.5, ((0.0, "start", "stopped"),)),
-    WorkloadEntry("stop-during-takeover", 2.0, ((0.0, "stop", "owned-by:{worker}"),), after_fault=True),
+    WorkloadEntry("stop-during-takeover", 2.0, ((0.0, "stop", "owned-by:{worker}"),), after="fault"),
     WorkloadEntry("stop-start-during-takeover", 1.5, ((0.0, "stop", "owned-by:{worker}"),
-                                                      (0.1, "start", "previous")), after_fault=True),
+                                                      (0.1, "start", "previous")), after="fault"),
+    # a dead owner's stream STOPPED (so it is drained), STARTED and STOPPED again while the drain runs
+    WorkloadEntry("churn-drain", 1.5, ((0.0, "stop", "owned-by:{worker}"), (0.3, "start", "previous"),
+                                       (0.35, "stop", "previous")), after="crash"),
+    # the busiest worker's streams are the ones it transfers to a joiner: churn on one of them
+    WorkloadEntry("churn-transfer", 2.0, ((0.0, "stop", "owned-by:busiest"), (0.05, "start", "previous"),
+                                          (0.15, "stop", "previous"), (0.3, "start", "previous")), after="join"),
 ]
+CRASHES = frozenset({"kill", "term", "pause", "pause_mid_write"})
 
 
 def _draw(value: Any, rng: random.Random, durations: dict[str, float]) -> Any:
@@ -170,35 +204,46 @@ def load_for(seed: int, connections: int | None, rate: float | None) -> tuple[in
 
 def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connections: int | None = None,
              rate: float | None = None, timescale: float = 0.1, phase_leases: float = 6.0, max_faults: int = 4,
-             max_ops: int = 3, outside_p: float = 0.1) -> ScenarioSpec:
-    """One scenario drawn from ``seed``; ``profile`` is written in the file but does not change the draw."""
+             max_ops: int = 3, outside_p: float = 0.1, notices_p: float = 0.5,
+             dynamodb: str | None = None) -> ScenarioSpec:
+    """One scenario drawn from ``seed``; ``profile`` is written in the file but does not change the draw.
+
+    ``notices_p``: the chance the run has death notices (drawn from a stream of its own, ``explore-notices``);
+    ``dynamodb``: the embedded DynamoDB server written in the file (``"drawn"``: one of ``BACKENDS``, from a
+    stream of its own, ``explore-backend``; None: none, the runner's default)."""
     rng = random.Random(f"explore:{seed}")
     connections, rate = load_for(seed, connections, rate)
+    death_notices = random.Random(f"explore-notices:{seed}").random() < notices_p
+    if dynamodb == "drawn":
+        dynamodb = random.Random(f"explore-backend:{seed}").choice(BACKENDS)
     config = FleetConfig(profile="hardened", timescale=timescale, worker_id="generator")
     durations = config.durations()
     lease_s, phase_s = config.lease_s, phase_leases * config.lease_s
     names = [f"worker-{i}" for i in range(1, workers + 1)]
     survivor = rng.choice(names)
-    menu = [e for e in FAULT_MENU if e.kind in REGISTRY]
+    menu = [e for e in FAULT_MENU if e.kind in REGISTRY and (death_notices or not e.notices)]
     timeline = _Timeline()
     faults: list[dict[str, Any]] = []
-    disrupted: list[tuple[float, str]] = []   # (time, worker) of each fault drawn ("" for every worker)
+    disrupted: list[tuple[float, str, str]] = []   # (time, worker, kind) of each fault drawn ("" for every worker)
     wanted = rng.randint(1, max_faults)
     for _ in range(10 * max_faults):  # a draw that finds no free worker is drawn again
-        if len(disrupted) + sum(1 for s in faults if s["target"] == "all") >= wanted:
+        if len(disrupted) >= wanted:
             break
         entry = rng.choices(menu, weights=[e.weight for e in menu])[0]
         at = round(rng.uniform(0.0, phase_s * 0.8), 3)
         duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
         params = _draw(entry.params, rng, durations)
-        if entry.kind == "clock_skew" and rng.random() < outside_p:
-            params["offset_ms"] = _draw(OUTSIDE_SKEW, rng, durations)
-        if entry.target == "all":
-            faults.append({"at_s": at, "kind": entry.kind, "target": "all"})
-            disrupted.append((at, ""))
+        if entry.kind in CLOCK_PARAMS and rng.random() < outside_p:
+            params[CLOCK_PARAMS[entry.kind]] = _draw(OUTSIDE_SKEW, rng, durations)
+        if entry.target in ("all", "new"):
+            joined = sum(1 for s in faults if s["kind"] == "join")
+            target = "all" if entry.target == "all" else f"worker-{workers + 1 + joined}"
+            faults.append({"at_s": at, "kind": entry.kind, "target": target})
+            disrupted.append((at, "", entry.kind))
             continue
         restart_at = round(at + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
-        end = restart_at if restart_at is not None else (float("inf") if entry.restart_p else at + duration)
+        end = (restart_at if restart_at is not None
+               else float("inf") if entry.restart_p or entry.stays else at + duration)
         spared = entry.resource in SURVIVOR_SPARED
         candidates = [w for w in names if not (spared and w == survivor)
                       and timeline.free(w, entry.resource, at, end)]
@@ -212,10 +257,13 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
             step["duration_s"] = duration
         if params:
             step["params"] = params
-        faults.append(step)
+        # a repeated step is duplicated (every copy at once) a third of the time
+        gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
+        for k in range(rng.randint(*entry.repeat)):
+            faults.append({**step, "at_s": round(at + k * gap, 3)})
         if restart_at is not None:
             faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
-        disrupted.append((at, worker))
+        disrupted.append((at, worker, entry.kind))
     workload = _workload(rng, max_ops, phase_s, lease_s, disrupted)
     faults.sort(key=lambda s: s["at_s"])
     phase_end_ms = 1000.0 * max((s["at_s"] + s.get("duration_s", 0.0) for s in faults), default=0.0)
@@ -223,22 +271,25 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
         name=f"explore-{seed}", description=f"generated from seed {seed} ({len(faults)} fault steps, "
                                             f"{len(workload)} operations); survivor {survivor}",
         profile=profile, workers=workers, connections=connections, rate=rate, timescale=timescale, seed=seed,
-        workload=workload, faults=faults,
+        workload=workload, faults=faults, death_notices=death_notices, dynamodb=dynamodb,
         bounds={"any": {"hardened": f"lease + 0.1*lease + reconnect_max + 1000 + {phase_end_ms:.0f}",
                         "default": f"lease + reconcile + {phase_end_ms:.0f}"}},
     )
 
 
 def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
-              disrupted: list[tuple[float, str]]) -> list[dict[str, Any]]:
+              disrupted: list[tuple[float, str, str]]) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
-    takeovers = [(at, worker) for at, worker in disrupted if worker]
-    menu = [e for e in WORKLOAD_MENU if takeovers or not e.after_fault]
+    after = {"fault": [(at, worker) for at, worker, _ in disrupted if worker],
+             "crash": [(at, worker) for at, worker, kind in disrupted if worker and kind in CRASHES],
+             "join": [(at, worker) for at, worker, kind in disrupted if kind == "join"]}
+    menu = [e for e in WORKLOAD_MENU if not e.after or after[e.after]]
     for _ in range(rng.randint(0, max_ops)):
         entry = rng.choices(menu, weights=[e.weight for e in menu])[0]
-        if entry.after_fault:
-            fault_at, worker = rng.choice(takeovers)
-            start = fault_at + rng.uniform(0.3, 1.2) * lease_s
+        if entry.after:
+            fault_at, worker = rng.choice(after[entry.after])
+            # a joiner draws streams once alive a lease: its transfers come a lease or more after it joins
+            start = fault_at + rng.uniform(*((1.0, 3.0) if entry.after == "join" else (0.3, 1.2))) * lease_s
         else:
             start, worker = rng.uniform(0.0, phase_s), ""
         for offset, op, target in entry.ops:

@@ -13,7 +13,11 @@ new ones refused), ``reset_upstream`` (the
 simulator drops live sessions mid-stream), ``aws_reset`` / ``aws_timeout`` (Toxiproxy ``reset_peer`` /
 ``timeout`` toxics on the worker's DynamoDB proxy: requests in flight are reset or hang), ``toxic`` (any
 toxic, either direction, on any of the worker's proxies, with a partial toxicity drawn afresh every
-``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock),
+``refresh_s``), ``clock_skew`` (an offset of ``offset_ms``, any size, on the worker's lease clock, while
+the fault lasts),
+``clock_step`` (the worker's lease clock jumps by ``step_ms``, forward or back, any size, and stays there;
+steps and skews add up), ``pause_mid_write`` (the worker's DynamoDB requests or answers are held for
+``hold_ms`` and the worker is frozen while some are held: in the middle of a write),
 ``forged_death_notice`` (a death notice for a running worker's task), and the AWS API failures of
 ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -139,7 +144,9 @@ class ToxicFault(Fault):
     the answer is delayed or lost), ``type`` (any toxic our server supports), ``attributes``, ``toxicity``
     (the chance a connection is affected) and ``refresh_s`` (default 0.25).  Toxicity is drawn once per
     connection and the worker reuses pooled connections, so with a toxicity below 1 the toxic is updated
-    every ``refresh_s``, which makes every live connection draw again.
+    every ``refresh_s``, which makes every live connection draw again.  ``refresh_s`` 0: never updated, so
+    the connections drawn at the start stay affected and the rest stay clean for the whole fault (a toxic
+    that holds some connections' requests for seconds: an update would flush what it holds).
     """
 
     defaults: ClassVar[dict[str, Any]] = {"service": "dynamodb", "stream": "upstream", "toxicity": 1.0,
@@ -172,7 +179,7 @@ class ToxicFault(Fault):
         toxiproxy.add_toxic(proxy, self.params["type"], name=self._name, stream=self.params["stream"],
                             toxicity=toxicity, attributes=attributes)
         self.active = True
-        if toxicity < 1.0:
+        if toxicity < 1.0 and float(self.params["refresh_s"]) > 0:
             self._refresher = start_thread(threading.Thread(target=self._refresh, args=(toxiproxy, proxy, toxicity),
                                                             name=f"refresh-{self._name}", daemon=True))
 
@@ -219,15 +226,67 @@ class ForgedDeathNotice(Fault):
         cluster.tasks.send_notice(handle.task_arn, "forged: the task is running")
 
 
+_CLOCK_LOCK = threading.Lock()
+
+
+def _shift_clock(cluster: Cluster, target: str, by_ms: int) -> None:
+    """Move the worker's lease-clock offset (its clock file) by ``by_ms``: skews and steps add up."""
+    path = cluster.run_dir / "clock" / target
+    with _CLOCK_LOCK:
+        current = int(path.read_text().strip() or 0) if path.exists() else 0
+        path.write_text(str(current + by_ms))
+
+
 class ClockSkew(Fault):
+    """The worker's lease clock is off by ``offset_ms`` while the fault lasts."""
+
     def start(self, cluster: Cluster) -> None:
         self._worker(cluster)
-        (cluster.run_dir / "clock" / self.target).write_text(str(int(self.params["offset_ms"])))
+        _shift_clock(cluster, self.target, int(self.params["offset_ms"]))
         self.active = True
 
     def heal(self, cluster: Cluster) -> None:
         if self.active:
-            (cluster.run_dir / "clock" / self.target).write_text("0")
+            _shift_clock(cluster, self.target, -int(self.params["offset_ms"]))
+        self.active = False
+
+
+class ClockStep(Fault):
+    """The worker's lease clock jumps by ``step_ms`` (forward or back, any size) and stays there for the rest
+    of the run, as after an NTP step: an instant fault with nothing to undo."""
+
+    def start(self, cluster: Cluster) -> None:
+        self._worker(cluster)
+        _shift_clock(cluster, self.target, int(self.params["step_ms"]))
+
+
+@dataclass(eq=False)
+class PauseMidWrite(Fault):
+    """Freeze the worker in the middle of a write: a latency toxic of ``hold_ms`` on its DynamoDB proxy
+    (``stream`` ``upstream``: requests are held on their way, so they land while the worker is frozen;
+    ``downstream``: they landed and their answers are held), then SIGSTOP half a hold later, while the
+    requests sent since are held; SIGCONT and the toxic removed when the fault stops."""
+
+    defaults: ClassVar[dict[str, Any]] = {"stream": "upstream", "hold_ms": 200}
+
+    def __post_init__(self) -> None:
+        self.params = {**self.defaults, **self.params}
+        if self.params["stream"] not in ("upstream", "downstream"):
+            raise FaultError(f"{self.kind}: params.stream must be upstream or downstream")
+        self._toxic = ToxicFault("toxic", self.target, {"service": "dynamodb", "type": "latency",
+                                                        "stream": self.params["stream"],
+                                                        "attributes": {"latency": int(self.params["hold_ms"])}})
+        self._pause = Pause("pause", self.target, {})
+
+    def start(self, cluster: Cluster) -> None:
+        self._toxic.start(cluster)
+        self.active = True
+        time.sleep(int(self.params["hold_ms"]) / 2000.0)  # the fault's own timing: requests sent meanwhile are held
+        self._pause.start(cluster)
+
+    def heal(self, cluster: Cluster) -> None:
+        self._pause.heal(cluster)
+        self._toxic.heal(cluster)
         self.active = False
 
 
@@ -235,7 +294,8 @@ REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
     "kill": Kill, "term": Term, "restart": Restart, "join": Join, "pause": Pause,
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
-    "clock_skew": ClockSkew, "forged_death_notice": ForgedDeathNotice,
+    "clock_skew": ClockSkew, "clock_step": ClockStep, "pause_mid_write": PauseMidWrite,
+    "forged_death_notice": ForgedDeathNotice,
     **AWS_API_FAULTS,
 }
 

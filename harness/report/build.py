@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from harness.checkers.result import compose
 from harness.checkers.verdict import TABLE_COLUMNS
 from harness.report import figures, load, summary
+from harness.report.coverage import coverage_section
 from harness.report.model import ReportError, RunData, labels_for, load_run
 from harness.report.render import (
     FIGURES_DIR,
@@ -213,7 +214,8 @@ def single_run_document(run: RunData, files: list[str], locust_csv: Path | None 
                        Table("Faults", summary.faults_table(run), empty="no faults"),
                        requests_block(run), outcomes_block(run)])
     return Document(f"wsfleet report: {run.scenario} / {run.profile}",
-                    [top, *details, *load.sections(run, locust_csv)], files, _generated([run]))
+                    [top, *details, coverage_section([run]), *load.sections(run, locust_csv)], files,
+                    _generated([run]))
 
 
 def _outside_text(runs: list[RunData]) -> str:
@@ -258,7 +260,7 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
               "over runs of each run's worst recovery."),
         Table("Runs", summary.runs_table(runs)),
     ], "aggregate")
-    sections = [top, comparison, aggregate]
+    sections = [top, comparison, aggregate, coverage_section(runs)]
     for number, run in enumerate(runs[:MAX_DETAILED_RUNS], 1):
         progress(f"drawing the figures of {run.label}")
         prefix = f"run{number}-"

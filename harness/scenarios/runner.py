@@ -62,7 +62,7 @@ class ScenarioRun:
     seed: int | None = None
     rate: float | None = None
     run_dir: Path = Path("runs/latest")
-    dynamodb: str = "dynalite"
+    dynamodb: str | None = None  # the embedded DynamoDB server; None: the file's, else dynalite
     localstack_url: str = ""
     fleet_root: Path | None = None  # run the worker and router processes from this checkout
     overrides: dict[str, Any] = field(default_factory=dict)  # FleetConfig settings (``fleet.config.tuning``)
@@ -81,9 +81,16 @@ def _quiet(_: str) -> None:
 
 
 def fault_model(steps: list[Step], config: FleetConfig) -> str:
-    """``within``, or which step leaves the fault model (clock skew beyond the configured tolerance)."""
+    """``within``, or which step leaves the fault model (clock skew beyond the configured tolerance: a worker's
+    largest skew plus all its clock steps, which stay and add up, at worst)."""
     tolerance = config.scaled_ms(config.clock_tolerance_ms)
-    worst = max((abs(float(s.params.get("offset_ms", 0))) for s in steps if s.kind == "clock_skew"), default=0.0)
+    off: dict[str, float] = {}
+    for s in steps:
+        if s.kind == "clock_step":
+            off[s.target] = off.get(s.target, 0.0) + abs(float(s.params.get("step_ms", 0)))
+    worst = max((abs(float(s.params.get("offset_ms", 0))) + off.get(s.target, 0.0) for s in steps
+                 if s.kind == "clock_skew"), default=0.0)
+    worst = max(worst, *off.values(), 0.0)
     if worst > tolerance:
         return f"outside: clock skew {worst:g} ms > tolerance {tolerance:g} ms"
     return "within"
@@ -96,13 +103,14 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
         raise ScenarioError("a scenario needs at least 2 workers (someone must take over)")
     seed = int(run.setting("seed"))
     spec = ClusterSpec(workers=workers, profile=profile, timescale=float(run.setting("timescale")),
-                       run_dir=run.run_dir, dynamodb=run.dynamodb, rate=float(run.setting("rate")), seed=seed,
+                       run_dir=run.run_dir, dynamodb=run.dynamodb or run.scenario.dynamodb or "dynalite",
+                       rate=float(run.setting("rate")), seed=seed,
                        localstack_url=run.localstack_url, fleet_root=run.fleet_root, overrides=run.overrides,
                        upstream=run.scenario.upstream, death_notices=run.scenario.death_notices)
     phases = Phases(run.scenario, spec.fleet_config(), workers, seed, int(run.setting("connections")), progress)
     phases.say(f"starting {workers} workers (time scale {spec.timescale}, lease {phases.config.lease_s:.2f} s)")
     with Cluster(spec) as cluster:
-        phases.run(LocalTopology(cluster), settings=run.overrides or None)
+        phases.run(LocalTopology(cluster), settings=run.overrides or None, dynamodb=spec.dynamodb)
     return phases.verdict(run.run_dir)
 
 

@@ -22,6 +22,8 @@ regression scenarios and every generated or shrunk schedule are written in this 
     xfail: "why it is known to fail" # optional (regression scenarios): a strict expected failure
     death_notices: true              # optional: a worker process that exits sends a death notice
                                      # (``harness.tasks``), as ECS and EventBridge do on AWS
+    dynamodb: moto                   # optional: the embedded DynamoDB server (dynalite, the default, or
+                                     # moto: transactions); the command line's --dynamodb overrides it
 
 Numbers may be expressions (``harness.scenarios.expressions``): names are the configured durations at
 the run's time scale, in seconds in ``*_s`` fields and in ms in bounds, ``*_ms`` params and toxic
@@ -66,7 +68,9 @@ OPS = ("start", "stop")
 ANY_KIND = "any"
 DEFAULT_PROFILE = "default"
 TOP_LEVEL = {"name", "description", "profile", "workers", "connections", "rate", "timescale", "seed", "vars",
-             "workload", "faults", "bounds", "xfail", "upstream", "death_notices"}
+             "workload", "faults", "bounds", "xfail", "upstream", "death_notices",
+             "dynamodb"}
+DYNAMODB_SERVERS = ("dynalite", "moto")
 # The simulated upstream's gateway limits a scenario may set (``python -m harness.upstream_sim --help``):
 # handshakes a second at scale 1, and the bucket's size.
 UPSTREAM_SETTINGS = ("handshake_quota", "handshake_burst")
@@ -137,6 +141,7 @@ class ScenarioSpec:
     xfail: str | None = None
     upstream: dict[str, float] = field(default_factory=dict)  # UPSTREAM_SETTINGS
     death_notices: bool = False
+    dynamodb: str | None = None  # DYNAMODB_SERVERS; None: the runner's default
     path: str = "<scenario>"
 
     def to_json(self) -> dict[str, Any]:
@@ -149,6 +154,8 @@ class ScenarioSpec:
             data["xfail"] = self.xfail
         if self.death_notices:
             data["death_notices"] = True
+        if self.dynamodb:
+            data["dynamodb"] = self.dynamodb
         return data
 
     def expand(self, profile: str, seed: int, config: FleetConfig, workers: int) -> Plan:
@@ -316,13 +323,15 @@ def from_data(data: Any, path: str = "<scenario>") -> ScenarioSpec:
     if not isinstance(data.get("death_notices", False), bool):
         raise fail("death_notices", "must be true or false")
     _check_plain(data, "", fail)
+    if data.get("dynamodb") is not None and data["dynamodb"] not in DYNAMODB_SERVERS:
+        raise fail("dynamodb", f"must be one of {', '.join(DYNAMODB_SERVERS)}")
     spec = ScenarioSpec(
         name=name, description=data.get("description") or "", profile=values["profile"],
         workers=values["workers"], connections=values["connections"], rate=float(values["rate"]),
         timescale=float(values["timescale"]), seed=values["seed"], vars=_mapping(data, "vars", fail),
         workload=_list(data, "workload", fail), faults=_list(data, "faults", fail),
         bounds=_mapping(data, "bounds", fail), xfail=data.get("xfail"), upstream=_upstream(data, fail),
-        death_notices=bool(data.get("death_notices", False)), path=path,
+        death_notices=bool(data.get("death_notices", False)), dynamodb=data.get("dynamodb"), path=path,
     )
     _validate_entries(spec, fail)
     for profile in PROFILES:  # every expression must evaluate, for every profile
@@ -416,6 +425,11 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
             raise fail(f"{at}.target", f"{target} does not exist with {spec.workers} workers")
         if "params" in step and not isinstance(step["params"], dict | None):
             raise fail(f"{at}.params", "must be a mapping")
+        step_ms = (step.get("params") or {}).get("step_ms")
+        if step["kind"] == "clock_step" and not isinstance(step_ms, int | float | str):
+            raise fail(f"{at}.params.step_ms", "required for clock_step: how far the clock jumps, in ms (+/-)")
+        if step["kind"] == "forged_death_notice" and not spec.death_notices:
+            raise fail(f"{at}.kind", "forged_death_notice needs death_notices: true")
     for i, op in enumerate(spec.workload):
         at = f"workload[{i}]"
         extra = sorted(set(op) - {"at_s", "op", "target"})

@@ -51,7 +51,7 @@ class HistoryBuilder:
     def acquire(self, t: float, pk: str, worker: str, expires_ms: float, epoch: int | None = 1,
                 outcome: str = "ok", **fields: Any) -> HistoryBuilder:
         return self.at(t, "lease.acquire", worker, pk=pk, worker=worker, epoch=epoch, outcome=outcome,
-                       expires_ms=expires_ms, via="reconcile", **fields)
+                       expires_ms=expires_ms, **{"via": "reconcile", **fields})
 
     def stored(self, t: float, pk: str, *items: tuple[Any, ...]) -> HistoryBuilder:
         """``final.persisted`` with items (seq, worker, gen, epoch, sent_ms)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.checkers.result import UNKNOWN
 from harness.checkers.zombies import check_zombie_writes, late_landings
 
@@ -117,9 +119,16 @@ def test_the_newest_owners_checkpoint_is_fine(build) -> None:
     assert check_zombie_writes(build.frame()).valid is True
 
 
-def test_without_epochs_a_write_after_another_consumers_acquire_is_a_zombie(build) -> None:
-    # blog: no epochs; worker-1's lease was taken by worker-2 at 3000, worker-1 writes at 3500
-    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=None).acquire(3000, PK, "worker-2", 5000, epoch=None)
+@pytest.mark.parametrize("handover", ["acquire", "burial"])
+def test_without_epochs_a_write_after_the_writers_ownership_ended_is_a_zombie(build, handover: str) -> None:
+    # blog: no epochs; worker-1's lease was taken by worker-2 at 3000, or (hardened without epochs) worker-1 was
+    # buried by a death notice then; worker-1 writes at 3500
+    build.run_start().acquire(0, PK, "worker-1", 2000, epoch=None)
+    if handover == "acquire":
+        build.acquire(3000, PK, "worker-2", 5000, epoch=None)
+    else:
+        build.at(3000, "death.notice", "worker-2", worker="worker-2", task="arn:task/1", outcome="confirmed",
+                 buried=["worker-1"], reason="forged")
     build.persist(3600, PK, "worker-1", 5, epoch=None, sent=3500).persist(2600, PK, "worker-1", 4, epoch=None,
                                                                            sent=2500)
 
@@ -168,3 +177,79 @@ def test_epochs_that_go_down_do_not_fence(build) -> None:
     build.persist(3600, PK, "worker-2", 5, epoch=1, sent=3500)
 
     assert check_zombie_writes(build.frame()).valid is True
+
+
+def transfer(build):
+    """worker-1 (g1) holds epoch 1 from 0 and hands it to worker-4 at 2000 (a balance transfer: the release
+    itself names the recipient at epoch 2); worker-4 (g4) takes it up at 2600."""
+    build.run_start(profile="hardened").acquire(0, PK, "worker-1", 2000, epoch=1, gen="g1")
+    build.at(2000, "lease.release", "worker-1", pk=PK, worker="worker-1", gen="g1", epoch=1, outcome="ok",
+             reason="rebalance", to="worker-4")
+    return build.acquire(2600, PK, "worker-4", 4600, epoch=2, gen="g4", via="balance")
+
+
+def test_a_write_sent_after_its_lease_was_transferred_is_a_zombie(build) -> None:
+    # sent at 2300: after the transfer (2000), before the recipient's take-up (2600)
+    transfer(build).persist(2400, PK, "worker-1", 9, 9, epoch=1, gen="g1", sent=2300)
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.details["by_rule"]["late_send"] == 1
+    assert result.tables["zombie_writes"][0]["superseded_t"] == 2000
+
+
+def test_a_write_sent_before_the_transfer_is_no_zombie(build) -> None:
+    transfer(build).persist(2100, PK, "worker-1", 9, 9, epoch=1, gen="g1", sent=1900)
+
+    assert check_zombie_writes(build.frame()).valid is True
+
+
+def burial(build):
+    """worker-1 (g1) holds epoch 1 from 0; a death notice buries worker-1@g1 at 1500; worker-2 (g2) acquires
+    epoch 2 at 2500."""
+    build.run_start(profile="hardened").acquire(0, PK, "worker-1", 2000, epoch=1, gen="g1")
+    build.at(1500, "death.notice", "worker-2", worker="worker-2", gen="g2", task="arn:task/1", outcome="confirmed",
+             buried=["worker-1@g1"], reason="forged")
+    return build.acquire(2500, PK, "worker-2", 4500, epoch=2, gen="g2")
+
+
+def test_a_write_sent_after_its_writer_was_buried_is_a_zombie(build) -> None:
+    burial(build).stored(9000, PK, (7, "worker-1", "g1", 1, 1800))  # built at 1800 > 1500 + tolerance 100
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.details["by_rule"]["late_send"] == 1
+    assert result.tables["zombie_writes"][0]["superseded_t"] == 1500
+
+
+def test_a_burial_of_another_incarnation_supersedes_nothing(build) -> None:
+    burial(build)
+    build.acquire(1000, "CONN#b", "worker-3", 3000, epoch=1, gen="g3")
+    build.stored(9000, "CONN#b", (7, "worker-3", "g3", 1, 1800))
+    build.stored(9001, PK, (7, "worker-1", "g1", 1, 1450))
+
+    assert check_zombie_writes(build.frame()).valid is True
+
+
+def test_a_newer_write_answered_after_the_final_scan_began_is_no_evidence_of_an_overwrite(build) -> None:
+    # moto-overwrite (issue 27): the scan began at run.stop (8000) and found worker-1's epoch-1 items; worker-2
+    # then took over (epoch 3, during the scan) and rewrote seqs 1-3 from its checkpoint with outcome ok
+    takeover(build).acquire(8500, PK, "worker-2", 10500, epoch=3, gen="g3")
+    build.at(8000, "run.stop", "harness", settled_t=8000).stored(8400, PK, *[(s, "worker-1", "g1", 1, 900)
+                                                                               for s in (1, 2, 3)])
+    build.persist(9600, PK, "worker-2", 1, 3, epoch=3, gen="g3", sent=9500)
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is True and result.details["by_rule"]["overwrite"] == 0
+    assert late_landings(build.frame()).empty
+
+
+def test_a_newer_write_answered_before_the_final_scan_still_proves_an_overwrite(build) -> None:
+    takeover(build).persist(3600, PK, "worker-2", 1, 3, epoch=2, gen="g2", sent=3500)
+    build.at(8000, "run.stop", "harness", settled_t=8000).stored(8400, PK, *[(s, "worker-1", "g1", 1, 900)
+                                                                               for s in (1, 2, 3)])
+
+    result = check_zombie_writes(build.frame())
+
+    assert result.valid is False and result.details["by_rule"]["overwrite"] == 3

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from harness.checkers.coverage import TRANSITIONS
 from harness.explore import explore as explore_module
-from harness.explore.explore import ExploreOptions, condensed_mix, explore
+from harness.explore.explore import ExploreOptions, condensed_mix, explore, run_coverage
 from harness.scenarios.scenario_file import ScenarioSpec, load
 
 FAILS = {3: ["sequences"], 5: ["duplicate_claims", "sequences"], 6: ["sequences"]}  # by seed
@@ -69,6 +70,11 @@ def test_keep_going_classifies_every_invalid_run_and_shrinks_the_first_of_each_c
     assert [c["seed"] for c in summary["classes"]["sequences"]] == [3, 6]
     assert summary["classes"]["duplicate_claims"][0]["fails"] == ["duplicate_claims", "sequences"]
     assert sum(summary["fault_mix"].values()) > 0
+    # the backend is drawn per run by default, and named per run and per finding
+    assert sum(summary["backend_mix"].values()) == 8 and set(summary["backend_mix"]) == {"dynalite", "moto"}
+    assert summary["classes"]["sequences"][0]["backend"] in ("dynalite", "moto")
+    assert 0 < summary["death_notice_runs"] < 8
+    assert set(summary["coverage"]) >= set(TRANSITIONS) and summary["not_covered"] == list(TRANSITIONS)  # no history
     shrunk = {seed for seed, name in runs if name != f"seed-{seed}"}
     assert shrunk == {3, 5}  # the first of each class only
 
@@ -106,3 +112,21 @@ def test_the_condensed_mix_counts_toxics_by_type() -> None:
     mix = Counter({"pause": 3, "toxic:latency/dynamodb/upstream": 2, "toxic:latency/upstream/downstream@0.3": 1,
                    "toxic:timeout/services/upstream": 1})
     assert condensed_mix(mix) == Counter({"pause": 3, "toxic:latency": 3, "toxic:timeout": 1})
+
+
+def test_a_runs_coverage_is_read_from_its_history_and_totalled(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+        (run_dir / "history").mkdir(parents=True)
+        acquire = {"t": 1.0, "src": "worker-1", "type": "lease.acquire", "pk": "CONN#a", "worker": "worker-1",
+                   "epoch": spec.seed, "outcome": "ok", "via": "notify"}
+        (run_dir / "history" / "worker-1.jsonl").write_text(json.dumps(acquire) + "\n")
+        return verdict([])
+
+    monkeypatch.setattr(explore_module, "run_once", run_once)
+    lines: list[str] = []
+    explore(options(tmp_path, runs=2), progress=lines.append)
+    assert "  coverage: acquire:notification 1" in lines
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["coverage"]["acquire:notification"] == 2 and "acquire:notification" not in summary["not_covered"]
+    assert run_coverage(tmp_path / "nowhere") is None

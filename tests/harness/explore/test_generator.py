@@ -32,13 +32,16 @@ def test_every_generated_schedule_is_a_valid_scenario_file() -> None:
         again = from_data(spec.to_json(), spec.name)
         plan = again.expand("hardened", again.seed, CONFIG, again.workers)
         assert set(plan.bound_ms) == {s.kind for s in plan.steps}  # every kind has a bound
-        assert 1 <= len([s for s in spec.faults if s["kind"] != "restart"]) <= 4
+        drawn = {(s["kind"], s["target"]) if s["kind"] == "forged_death_notice" else id(s) for s in spec.faults
+                 if s["kind"] != "restart"}  # a forged notice may be repeated: one draw
+        assert 1 <= len(drawn) <= 4
 
 
 def test_one_worker_survives_every_schedule() -> None:
     for spec in SPECS:
         survivor = spec.description.rsplit(" ", 1)[1]
-        spared = {"kill", "term", "pause", "restart", "partition_aws", "partition_upstream", "clock_skew"}
+        spared = {"kill", "term", "pause", "restart", "partition_aws", "partition_upstream", "clock_skew",
+                  "clock_step", "pause_mid_write"}
         assert not [s for s in spec.faults if s["target"] == survivor and s["kind"] in spared], spec.name
 
 
@@ -77,7 +80,7 @@ def test_the_mix_covers_every_toxic_both_directions_every_service_and_the_worklo
 
 def test_skew_beyond_the_tolerance_is_drawn_sometimes_and_marked_outside_the_model() -> None:
     models = [fault_model(spec.expand("hardened", spec.seed, CONFIG, 3).steps, CONFIG) for spec in SPECS
-              if any(s["kind"] == "clock_skew" for s in spec.faults)]
+              if any(s["kind"] in ("clock_skew", "clock_step") for s in spec.faults)]
     outside = [m for m in models if m != "within"]
     assert outside and len(outside) < len(models)
     assert all(m.startswith("outside: clock skew ") and m.endswith("> tolerance 100 ms") for m in outside)
@@ -99,3 +102,36 @@ def test_the_load_is_drawn_from_the_menu_apart_from_the_faults_unless_given() ->
     assert generate(7, connections=3, rate=1.0).workload == SPECS[6].workload
     assert (generate(7, connections=3).connections, generate(7, connections=3).rate) == (3, 5.0)
     assert (generate(7, rate=50.0).connections, generate(7, rate=50.0).rate) == (20, 50.0)
+
+
+def test_death_notices_joins_clock_steps_holds_and_mid_write_pauses_are_drawn() -> None:
+    with_notices = [spec for spec in SPECS if spec.death_notices]
+    assert len(SPECS) / 3 < len(with_notices) < 2 * len(SPECS) / 3
+    forged = [s for spec in SPECS for s in spec.faults if s["kind"] == "forged_death_notice"]
+    assert forged and all(spec.death_notices for spec in SPECS for s in spec.faults
+                          if s["kind"] == "forged_death_notice")
+    per_target = Counter((spec.seed, s["target"]) for spec in SPECS for s in spec.faults
+                         if s["kind"] == "forged_death_notice")
+    assert max(per_target.values()) >= 3  # repeated
+    assert any(Counter((s["target"], s["at_s"]) for s in spec.faults if s["kind"] == "forged_death_notice")
+               .most_common(1)[0][1] > 1 for spec in SPECS
+               if any(s["kind"] == "forged_death_notice" for s in spec.faults))  # duplicated
+    joins = [(spec, s) for spec in SPECS for s in spec.faults if s["kind"] == "join"]
+    assert joins and all(int(s["target"].split("-")[1]) > spec.workers for spec, s in joins)
+    steps = [s["params"]["step_ms"] for spec in SPECS for s in spec.faults if s["kind"] == "clock_step"]
+    assert min(steps) < 0 < max(steps) and any(abs(ms) < 1000 for ms in steps)
+    holds = [s["params"] for spec in SPECS for s in spec.faults
+             if s["kind"] == "toxic" and s["params"].get("refresh_s") == 0]
+    assert holds and all(h["attributes"]["latency"] >= CONFIG.lease_s * 1000 and h["toxicity"] < 1 for h in holds)
+    assert {s["params"]["stream"] for spec in SPECS for s in spec.faults if s["kind"] == "pause_mid_write"} == {
+        "upstream", "downstream"}
+    # STOP/START churn on the busiest worker's streams after a join: the ones it transfers
+    assert any(o["target"] == "owned-by:busiest" for spec, _ in joins for o in spec.workload)
+
+
+def test_the_backend_is_drawn_per_run_from_a_stream_of_its_own_or_fixed() -> None:
+    drawn = [generate(seed, dynamodb="drawn") for seed in range(1, 41)]
+    assert {spec.dynamodb for spec in drawn} == set(generator.BACKENDS)
+    assert [spec.faults for spec in drawn] == [spec.faults for spec in SPECS[:40]]
+    assert generate(3, dynamodb="moto").dynamodb == "moto" and SPECS[2].dynamodb is None
+    assert from_data(drawn[0].to_json(), "x").dynamodb == drawn[0].dynamodb

@@ -79,3 +79,54 @@ def test_the_old_aws_kinds_are_toxics_with_their_defaults() -> None:
 def test_bad_toxic_params_are_refused(params: dict[str, Any], message: str) -> None:
     with pytest.raises(FaultError, match=message):
         build("toxic", "worker-1", params)
+
+
+def test_a_hold_toxic_with_refresh_0_keeps_the_connections_it_drew_for_the_whole_fault() -> None:
+    toxiproxy = RecordingToxiproxy()
+    fault = build("toxic", "worker-1", {"type": "latency", "toxicity": 0.4, "refresh_s": 0,
+                                        "attributes": {"latency": 4000}})
+    fault.start(cluster(toxiproxy))
+    fault.stop(cluster(toxiproxy))
+    assert [c[0] for c in toxiproxy.calls] == ["add", "remove"]  # never updated: nothing it held is flushed
+    assert toxiproxy.added["toxicity"] == 0.4
+
+
+def test_clock_steps_stay_and_add_up_with_skews(tmp_path) -> None:
+    (tmp_path / "clock").mkdir()
+    (tmp_path / "clock" / "worker-1").write_text("0")
+    fleet = SimpleNamespace(run_dir=tmp_path, workers={"worker-1": SimpleNamespace(child=object())})
+    clock = tmp_path / "clock" / "worker-1"
+    skew = build("clock_skew", "worker-1", {"offset_ms": 300})
+    skew.start(fleet)
+    build("clock_step", "worker-1", {"step_ms": -700}).start(fleet)
+    assert clock.read_text() == "-400"
+    skew.stop(fleet)
+    step = build("clock_step", "worker-1", {"step_ms": 250})
+    step.start(fleet)
+    step.stop(fleet)  # an instant fault: the step stays
+    assert clock.read_text() == "-450"
+
+
+class RecordingChild:
+    def __init__(self, calls: list[tuple[str, ...]]) -> None:
+        self.calls = calls
+
+    def signal(self, sig: int) -> None:
+        self.calls.append(("signal", str(sig)))
+
+
+def test_a_pause_mid_write_freezes_the_worker_while_its_requests_are_held() -> None:
+    import signal
+
+    toxiproxy = RecordingToxiproxy()
+    proxies = {s: f"worker-1-{s}" for s in ("dynamodb", "services", "upstream")}
+    fleet = SimpleNamespace(toxiproxy=toxiproxy, workers={"worker-1": SimpleNamespace(
+        child=RecordingChild(toxiproxy.calls), proxies=proxies)})
+    fault = build("pause_mid_write", "worker-1", {"hold_ms": 20, "stream": "downstream"})
+    fault.start(fleet)
+    assert toxiproxy.added["stream"] == "downstream" and toxiproxy.added["attributes"] == {"latency": 20}
+    fault.stop(fleet)
+    assert [c[0] if c[0] != "signal" else c[1] for c in toxiproxy.calls] == [
+        "add", str(signal.SIGSTOP), str(signal.SIGCONT), "remove"]
+    with pytest.raises(FaultError):
+        build("pause_mid_write", "worker-1", {"stream": "sideways"})

@@ -139,3 +139,12 @@ def test_the_progress_line_of_a_verdict_is_readable(tmp_path: Path) -> None:
     phases.verdict(tmp_path)
     assert lines[-1].endswith("crash/hardened: INVALID: 1 duplicate claims, 3 lost sequences, "
                               "recovery max 2.40 s, bound 8.00 s"), lines[-1]
+
+
+def test_clock_steps_add_up_with_skews_against_the_tolerance() -> None:
+    config = FleetConfig(profile="hardened", timescale=0.1, worker_id="t")
+    step = lambda ms, worker="worker-1": Step(0, "clock_step", worker, 0.0, {"step_ms": ms})  # noqa: E731
+    assert fault_model([step(60), step(-30, "worker-2")], config) == "within"
+    assert fault_model([step(60), step(-50)], config) == "outside: clock skew 110 ms > tolerance 100 ms"
+    assert fault_model([step(-60), Step(1, "clock_skew", "worker-1", 1.0, {"offset_ms": 50})], config) == (
+        "outside: clock skew 110 ms > tolerance 100 ms")

@@ -268,3 +268,16 @@ def test_random_documents_load_or_fail_in_one_line(tmp_path: Path, data: Any, ki
     except ScenarioFileError as exc:
         message = str(exc)
         assert message.startswith(f"{path}: ") and "\n" not in message and len(message) < 1000, message
+
+
+def test_the_dynamodb_server_round_trips_and_new_fault_kinds_are_checked() -> None:
+    spec = from_data({"name": "on-moto", "dynamodb": "moto", "faults": [
+        {"at_s": 1, "kind": "clock_step", "target": "worker-1", "params": {"step_ms": -700}}]})
+    assert spec.dynamodb == "moto" and from_data(spec.to_json()).to_json() == spec.to_json()
+    assert "dynamodb" not in from_data({"name": "bare", "faults": []}).to_json()
+    with pytest.raises(ScenarioFileError, match="dynamodb: must be one of dynalite, moto"):
+        from_data({"name": "x", "dynamodb": "dynamo", "faults": []}, "x.yaml")
+    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.params\.step_ms: required for clock_step"):
+        from_data({"name": "x", "faults": [{"kind": "clock_step", "target": "worker-1"}]}, "x.yaml")
+    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.kind: forged_death_notice needs death_notices"):
+        from_data({"name": "x", "faults": [{"kind": "forged_death_notice", "target": "worker-1"}]}, "x.yaml")

@@ -1,0 +1,161 @@
+"""Coverage (DESIGN §12): which transitions of a held stream a run reached, counted from its history alone,
+so a benchmark can say what it exercised, not only what it found.
+
+``coverage(history)`` counts each transition of ``TRANSITIONS`` (every name is listed, reached or not):
+
+- ``acquire:<path>``: a ``lease.acquire`` ok by the path it took (its ``via``): ``notification`` (notify),
+  ``sweep`` (reconcile), ``death notice`` (a sweep or notification right after the previous holder's burial:
+  the history's ``via`` does not say it, so the acquire is attributed to the burial that preceded it,
+  ``harness.checkers.events.handovers``), ``transfer`` (balance: the recipient takes a transferred lease up),
+  ``restart`` (restarted: taken again after a release for a STOP was refused because the stream was STARTED
+  again), ``adoption`` (adopted: a lease the store says is ours though we hold nothing), ``drain``
+  (a STOPPED stream whose owner died), ``unknown outcome settled`` (resolved: an acquire whose answer was lost,
+  settled by a read); ``acquire refused`` and ``acquire unknown`` (outcome fail / info);
+- ``takeover at expiry``: an acquire of a lease its previous holder neither released nor transferred, nor
+  lost to a burial: it lapsed;
+- ``release:<reason>``: a ``lease.release`` ok by its reason (``STOP``, ``shutdown``, ``drained``,
+  ``rebalance`` ...; the text before the first ``:``); ``release refused`` (outcome fail);
+- ``transfer``: a release ok naming a recipient (``to``); ``burial``: a ``death.notice`` that buried an
+  incarnation; ``notice refuted``: one whose task was still running;
+- ``drain done``, ``fenced write`` (a ``msg.persist`` the store refused: the lease had moved on),
+  ``self-fence`` (``lease.lost`` on the fencing deadline), ``lease lost`` (any other ``lease.lost``),
+  ``skew detected`` (``clock.skew``), ``reconnect in place`` (a ``ws.open`` after a ``ws.close`` of the same
+  incarnation and pk with no acquire between);
+- ``STOP honoured while draining``: a STOP whose desired-state write landed while the stream was held by
+  a drain (acquired via drain, not yet ``drain.done`` or released), and the drain's lease was then released.
+
+Nothing here judges validity: it is what explore prints per run, totals in ``summary.json`` and what the
+HTML report's coverage table shows (a transition no run reached is listed as not covered)."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from harness.checkers.events import (
+    STOPPED,
+    History,
+    as_events,
+    consumer_of,
+    desired_states,
+    handovers,
+    same_consumer,
+    select,
+)
+
+ACQUIRE_PATHS = {"notify": "notification", "reconcile": "sweep", "balance": "transfer", "restarted": "restart",
+                 "adopted": "adoption", "drain": "drain", "resolved": "unknown outcome settled"}
+RELEASE_REASONS = ("STOP", "shutdown", "drained", "rebalance")
+TRANSITIONS = (
+    *(f"acquire:{path}" for path in (*ACQUIRE_PATHS.values(), "death notice")),
+    "acquire refused", "acquire unknown", "takeover at expiry",
+    *(f"release:{reason}" for reason in RELEASE_REASONS), "release refused",
+    "transfer", "burial", "notice refuted", "drain done", "fenced write", "self-fence", "lease lost",
+    "skew detected", "reconnect in place", "STOP honoured while draining",
+)
+FENCED_NOTE = "refused by the store"
+
+
+def coverage(history: History) -> Counter[str]:
+    """How often the run reached each transition (see the module docstring); every name of ``TRANSITIONS``
+    is a key, reached or not, and a release reason not in ``RELEASE_REASONS`` adds its own."""
+    history = as_events(history)
+    counts: Counter[str] = Counter(dict.fromkeys(TRANSITIONS, 0))
+    acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome", "via"])
+    acquires = acquires.loc[acquires["pk"].notna()]
+    counts["acquire refused"] += int((acquires["outcome"] == "fail").sum())
+    counts["acquire unknown"] += int((acquires["outcome"] == "info").sum())
+    handed = handovers(history)
+    after_burial, lapsed = _acquires_after(handed, _releases(history))
+    ok = acquires.loc[acquires["outcome"] == "ok"]
+    for t, pk, via in zip(ok["t"], ok["pk"], ok["via"], strict=True):
+        buried = (pk, t) in after_burial
+        counts[f"acquire:{'death notice' if buried else ACQUIRE_PATHS.get(str(via), str(via))}"] += 1
+        counts["takeover at expiry"] += (pk, t) in lapsed
+    releases = select(history, "lease.release", ["outcome", "reason", "to"])
+    for reason, to in zip(releases.loc[releases["outcome"] == "ok", "reason"],
+                          releases.loc[releases["outcome"] == "ok", "to"], strict=True):
+        counts[f"release:{str(reason).split(':', 1)[0]}"] += 1
+        counts["transfer"] += isinstance(to, str)
+    counts["release refused"] += int((releases["outcome"] == "fail").sum())
+    notices = select(history, "death.notice", ["outcome", "buried"], raw=["buried"])
+    counts["burial"] += sum(1 for b in notices["buried"] if isinstance(b, list) and b)
+    counts["notice refuted"] += int((notices["outcome"] == "refuted").sum())
+    counts["drain done"] += len(select(history, "drain.done", ["t"]))
+    persists = select(history, "msg.persist", ["outcome", "note"])
+    counts["fenced write"] += int(((persists["outcome"] == "fail")
+                                   & persists["note"].fillna("").str.startswith(FENCED_NOTE)).sum())
+    lost = select(history, "lease.lost", ["reason"])["reason"].fillna("")
+    fenced = lost.str.startswith("self-fenced")
+    counts["self-fence"] += int(fenced.sum())
+    counts["lease lost"] += int((~fenced).sum())
+    counts["skew detected"] += len(select(history, "clock.skew", ["t"]))
+    counts["reconnect in place"] += _reconnects(history)
+    counts["STOP honoured while draining"] += _stops_while_draining(history, ok)
+    return counts
+
+
+def not_covered(counts: Counter[str]) -> list[str]:
+    """The transitions of ``TRANSITIONS`` no run reached."""
+    return [name for name in TRANSITIONS if not counts.get(name)]
+
+
+def _releases(history: History) -> pd.DataFrame:
+    releases = select(history, "lease.release", ["t", "src", "pk", "worker", "gen", "outcome"])
+    releases = releases.loc[releases["pk"].notna() & (releases["outcome"] == "ok")]
+    return releases.assign(consumer=consumer_of(releases))
+
+
+def _acquires_after(handed: pd.DataFrame, releases: pd.DataFrame) -> tuple[set[tuple[str, float]],
+                                                                             set[tuple[str, float]]]:
+    """The acquires (pk, t) whose previous handover of the pk was a burial; and those whose previous holder
+    (an acquire) neither released nor was buried before it: a takeover at expiry."""
+    after_burial: set[tuple[str, float]] = set()
+    lapsed: set[tuple[str, float]] = set()
+    released = {pk: group for pk, group in releases.groupby("pk", sort=False)}
+    for pk, group in handed.groupby("pk", sort=False):
+        rows = list(group.itertuples(index=False))
+        for before, row in itertools.pairwise(rows):
+            if row.kind != "acquire":
+                continue
+            if before.kind == "burial":
+                after_burial.add((str(pk), float(row.t)))
+            elif before.kind == "acquire" and not same_consumer(str(before.to), str(row.to)):
+                own = released.get(pk)
+                gave_up = own is not None and bool(((own["t"] >= before.t) & (own["t"] <= row.t) & np.array(
+                    [same_consumer(str(c), str(before.to)) for c in own["consumer"]], dtype=bool)).any())
+                if not gave_up:
+                    lapsed.add((str(pk), float(row.t)))
+    return after_burial, lapsed
+
+
+def _reconnects(history: History) -> int:
+    """``ws.open`` events that follow a ``ws.close`` of the same consumer and pk with no acquire between."""
+    frame = select(history, ["ws.open", "ws.close", "lease.acquire"], ["t", "src", "type", "pk", "worker", "gen"])
+    frame = frame.loc[frame["pk"].notna()].assign(consumer=lambda f: consumer_of(f))
+    count = 0
+    for _, group in frame.groupby(["pk", "consumer"], sort=False):
+        types = group.sort_values("t", kind="stable")["type"].tolist()
+        count += sum(1 for a, b in itertools.pairwise(types) if a == "ws.close" and b == "ws.open")
+    return count
+
+
+def _stops_while_draining(history: History, acquires: pd.DataFrame) -> int:
+    """STOPs written while a drain held the stream, whose drain lease was then released."""
+    drains = acquires.loc[acquires["via"] == "drain"]
+    if drains.empty:
+        return 0
+    ends = select(history, ["drain.done", "lease.release", "lease.lost"], ["t", "type", "pk", "outcome"])
+    ends = ends.loc[ends["pk"].notna()]
+    stops = desired_states(history)
+    stops = stops.loc[stops["type"] == STOPPED]
+    count = 0
+    for t, pk in zip(drains["t"], drains["pk"], strict=True):
+        after = ends.loc[(ends["pk"] == pk) & (ends["t"] > t)].sort_values("t", kind="stable")
+        end = float(after["t"].iloc[0]) if len(after) else float("inf")
+        released = bool(((after["type"] == "lease.release") & (after["outcome"] == "ok")).any())
+        count += released and bool(((stops["pk"] == pk) & (stops["t"] > t) & (stops["t"] < end)).any())
+    return count
