@@ -7,6 +7,8 @@
 * ``monotonic_s``: the clock self-fencing deadlines are kept on.  ``CLOCK_BOOTTIME`` keeps counting while a
   VM or laptop is suspended, where ``CLOCK_MONOTONIC`` stops: a fence on the latter would still look open
   after a suspend longer than the lease, while another worker has taken the streams over.
+* ``Clock``: the port every lease and fence decision reads time through (``LeaseClock`` is the real one,
+  ``FakeClock`` the one tests step by hand), so no decision reads a clock of its own.
 * ``SkewEstimator``: bounds on (lease clock − server clock) from the ``Date`` header of the server's
   answers, NTP style (pure: fed by ``fleet.aws``, tested without a network).
 """
@@ -17,6 +19,7 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -29,7 +32,19 @@ def monotonic_s() -> float:
     return time.clock_gettime(_BOOTTIME)
 
 
+class Clock(Protocol):
+    """The two clocks of a worker: ``now_ms``, the lease clock (wall time in Unix ms, skewable: expiries are
+    compared across machines), and ``fence_s``, the fence clock (seconds that never go back and count
+    through a suspend: deadlines this process keeps for itself)."""
+
+    def now_ms(self) -> int: ...
+
+    def fence_s(self) -> float: ...
+
+
 class LeaseClock:
+    """The real ``Clock``: the wall clock plus the fault-injectable offset, and ``monotonic_s``."""
+
     def __init__(self, offset_ms: int = 0, offset_file: str = "") -> None:
         self._static_offset_ms = offset_ms
         self._file = offset_file
@@ -54,6 +69,33 @@ class LeaseClock:
 
     def now_ms(self) -> int:
         return int(time.time() * 1000) + self.offset_ms()
+
+    def fence_s(self) -> float:
+        return monotonic_s()
+
+
+class FakeClock:
+    """A ``Clock`` for tests: both clocks move only when told (``advance``), and the lease clock can be
+    stepped alone (``step_ms``: a skew injected, an NTP correction) while the fence clock never goes back."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000, fence_s: float = 1_000.0) -> None:
+        self._now_ms = now_ms
+        self._fence_s = fence_s
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def fence_s(self) -> float:
+        return self._fence_s
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("time moves forward")
+        self._fence_s += seconds
+        self._now_ms += round(seconds * 1000)
+
+    def step_ms(self, ms: int) -> None:
+        self._now_ms += ms
 
 
 @dataclass(frozen=True)

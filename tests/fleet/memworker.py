@@ -48,7 +48,7 @@ class RecordingConsumer:
         self.worker = worker
         self.consumed: list[tuple[str, str]] = []  # (pk, gen)
         self.drained: list[tuple[str, str]] = []  # (pk, gen)
-        self.stuck: set[str] = set()  # pks whose task outlives the stop (writes that never finish)
+        self.stuck: set[str] = set()  # pks whose task outlives the stop until cancelled, then writes once more
 
     async def consume(self, held: HeldConnection) -> None:
         if held.draining:
@@ -61,7 +61,14 @@ class RecordingConsumer:
         held.last_ts_ms = float("inf")  # it reads everything the stream emits, up to any STOP
         await held.stopping.wait()
         if held.pk in self.stuck:
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                # its last write was already on its way: it reaches the store as the task ends
+                rules = profile_for(self.worker.config).rules
+                write = rules.message(held.lease, self.me, held.last_seq + 1, "late", 0)
+                await self.worker.store.execute(self.worker.config.messages_table, write, purpose="messages")
+                raise
 
 
 def add_stream(store: MemoryStore, pk: str, **fields: Any) -> None:
