@@ -7,16 +7,19 @@
 * ``monotonic_s``: the clock self-fencing deadlines are kept on.  ``CLOCK_BOOTTIME`` keeps counting while a
   VM or laptop is suspended, where ``CLOCK_MONOTONIC`` stops: a fence on the latter would still look open
   after a suspend longer than the lease, while another worker has taken the streams over.
-* ``Clock``: the port every lease and fence decision reads time through (``LeaseClock`` is the real one,
-  ``FakeClock`` the one tests step by hand), so no decision reads a clock of its own.
+* ``Clock``: the port every lease and fence decision reads time through, so none reads a clock of its own
+  (``LeaseClock`` is the real one; ``LoopClock``, the tests' one, the event loop's time, virtual under
+  ``looptime``).
 * ``SkewEstimator``: bounds on (lease clock − server clock) from the ``Date`` header of the server's
   answers, NTP style (pure: fed by ``fleet.aws``, tested without a network).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -74,28 +77,37 @@ class LeaseClock:
         return monotonic_s()
 
 
-class FakeClock:
-    """A ``Clock`` for tests: both clocks move only when told (``advance``), and the lease clock can be
-    stepped alone (``step_ms``: a skew injected, an NTP correction) while the fence clock never goes back."""
+class LoopClock:
+    """A ``Clock`` on the running event loop's clock, for tests: on a loop whose time is virtual (the
+    ``looptime`` plugin fast-forwards it to the next timer whenever every task waits) both clocks move only as
+    that time does, so tests wait for nothing real.  Every ``LoopClock`` on one loop reads the same lease
+    clock: the wall clock when the loop was first read, plus the loop's time since.  ``stall`` moves this one's
+    clocks without the loop (its process stalled: a GC pause, a starved CPU); ``step_ms`` moves its lease
+    clock alone (a skew injected)."""
 
-    def __init__(self, now_ms: int = 1_700_000_000_000, fence_s: float = 1_000.0) -> None:
-        self._now_ms = now_ms
-        self._fence_s = fence_s
-
-    def now_ms(self) -> int:
-        return self._now_ms
+    def __init__(self) -> None:
+        self._stalled_s = 0.0
+        self._stepped_ms = 0
 
     def fence_s(self) -> float:
-        return self._fence_s
+        return asyncio.get_running_loop().time() + self._stalled_s
 
-    def advance(self, seconds: float) -> None:
+    def now_ms(self) -> int:
+        loop = asyncio.get_running_loop()
+        wall_ms, loop_s = _LOOP_ORIGINS.setdefault(loop, (time.time() * 1000.0, loop.time()))
+        return round(wall_ms + (self.fence_s() - loop_s) * 1000.0) + self._stepped_ms
+
+    def stall(self, seconds: float) -> None:
         if seconds < 0:
-            raise ValueError("time moves forward")
-        self._fence_s += seconds
-        self._now_ms += round(seconds * 1000)
+            raise ValueError("a stall moves time forward")
+        self._stalled_s += seconds
 
     def step_ms(self, ms: int) -> None:
-        self._now_ms += ms
+        self._stepped_ms += ms
+
+
+# each loop's (wall clock ms, loop time) when a LoopClock first read it
+_LOOP_ORIGINS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[float, float]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)

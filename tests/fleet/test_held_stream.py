@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from fleet.clock import monotonic_s
+from fleet.clock import LoopClock
 from fleet.errors import ConditionFailed, StoreUnavailable
 from fleet.expr import Write
 from fleet.lease import WorkerRecord
@@ -22,7 +21,7 @@ from fleet.profiles import Sweep
 from tests.fleet.memworker import consumer, history, until
 from tests.fleet.test_worker_core import CONNS, PK, WORKERS, consuming, hold_writes, holding, releases, stop
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.looptime]
 
 MESSAGES = "wsfleet-messages"
 EVERYTHING = Sweep(expired_before_ms=None, max_pages=None)
@@ -141,8 +140,11 @@ async def test_hole_7_the_fence_of_a_renewal_never_outlives_the_expiry_it_wrote(
     """Hole 7.  At b917e92 the heartbeat computed the renewal's expiry, and each renewal read the fence clock
     for its anchor only when its task first ran: a stall in between (a GC pause, a starved CPU) moved the
     fence past the expiry written by the stall's length.  Now the anchor is read before the expiry is
-    computed.  (The stall, 0.1 s, is shorter than the request timeout: the renewal still counts.)"""
+    computed.  (The stall, 0.1 s, is shorter than the request timeout: the renewal still counts.  At b917e92,
+    whose fence read ``monotonic_s`` itself, the stall was a blocking ``time.sleep``.)"""
     async with holding() as (_store, worker):
+        assert isinstance(worker.clock, LoopClock)
+        clock = worker.clock
         computed: list[float] = []  # the fence clock when the stalled renewal's expiry was computed
         fence_after: list[float] = []  # its fence, when that renewal counted
         profile, emit = worker.profile, worker.history.emit
@@ -150,8 +152,8 @@ async def test_hole_7_the_fence_of_a_renewal_never_outlives_the_expiry_it_wrote(
 
         def stall_before_sending(*args: Any, **kwargs: Any) -> Any:
             if not computed:
-                computed.append(monotonic_s())
-                asyncio.get_running_loop().call_soon(time.sleep, 0.1)  # the process stalls before it sends
+                computed.append(clock.fence_s())
+                asyncio.get_running_loop().call_soon(clock.stall, 0.1)  # the process stalls before it sends
             return renewals(*args, **kwargs)
 
         def watch(type: str, **fields: Any) -> dict[str, Any]:
