@@ -28,7 +28,7 @@ import uuid
 from fleet.aws import AwsClients
 from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
-from fleet.connection import BATCH_MAX, ConnectionRunner, Fence, HeldConnection
+from fleet.connection import BATCH_MAX, ConnectionRunner, HeldConnection
 from fleet.history import HistoryWriter
 from fleet.lease import STARTED, ConnectionRecord, HardenedRules, Holder, Lease
 from fleet.profiles import HardenedProfile
@@ -54,7 +54,7 @@ async def new_connection(store: LeaseStore, holder: Holder) -> Lease:
 async def fenced_writes(store: LeaseStore, config: FleetConfig, count: int) -> tuple[float, float, float]:
     """Requests and client CPU ms per message, wall ms per batch, through the worker's write path."""
     runner = ConnectionRunner(config, HardenedRules(config), OLD, store, HistoryWriter(None, "bench"), LeaseClock(),
-                              Fence(), never_gives_up, reconnect_policy=HardenedProfile(config).reconnect_policy)
+                              never_gives_up, reconnect_policy=HardenedProfile(config).reconnect_policy)
     held = HeldConnection(lease=await new_connection(store, OLD))
     await store.transactions()  # the probe is not a message write
     before = store.aws.requests["messages"]

@@ -7,16 +7,22 @@
 * ``monotonic_s``: the clock self-fencing deadlines are kept on.  ``CLOCK_BOOTTIME`` keeps counting while a
   VM or laptop is suspended, where ``CLOCK_MONOTONIC`` stops: a fence on the latter would still look open
   after a suspend longer than the lease, while another worker has taken the streams over.
+* ``Clock``: the port every lease and fence decision reads time through, so none reads a clock of its own
+  (``LeaseClock`` is the real one; ``LoopClock``, the tests' one, the event loop's time, virtual under
+  ``looptime``).
 * ``SkewEstimator``: bounds on (lease clock − server clock) from the ``Date`` header of the server's
   answers timed on the fence clock, NTP style (pure: fed by ``fleet.aws``, tested without a network).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -29,7 +35,19 @@ def monotonic_s() -> float:
     return time.clock_gettime(_BOOTTIME)
 
 
+class Clock(Protocol):
+    """The two clocks of a worker: ``now_ms``, the lease clock (wall time in Unix ms, skewable: expiries are
+    compared across machines), and ``fence_s``, the fence clock (seconds that never go back and count
+    through a suspend: deadlines this process keeps for itself)."""
+
+    def now_ms(self) -> int: ...
+
+    def fence_s(self) -> float: ...
+
+
 class LeaseClock:
+    """The real ``Clock``: the wall clock plus the fault-injectable offset, and ``monotonic_s``."""
+
     def __init__(self, offset_ms: int = 0, offset_file: str = "") -> None:
         self._static_offset_ms = offset_ms
         self._file = offset_file
@@ -54,6 +72,42 @@ class LeaseClock:
 
     def now_ms(self) -> int:
         return int(time.time() * 1000) + self.offset_ms()
+
+    def fence_s(self) -> float:
+        return monotonic_s()
+
+
+class LoopClock:
+    """A ``Clock`` on the running event loop's clock, for tests: on a loop whose time is virtual (the
+    ``looptime`` plugin fast-forwards it to the next timer whenever every task waits) both clocks move only as
+    that time does, so tests wait for nothing real.  Every ``LoopClock`` on one loop reads the same lease
+    clock: the wall clock when the loop was first read, plus the loop's time since.  ``stall`` moves this one's
+    clocks without the loop (its process stalled: a GC pause, a starved CPU); ``step_ms`` moves its lease
+    clock alone (a skew injected)."""
+
+    def __init__(self) -> None:
+        self._stalled_s = 0.0
+        self._stepped_ms = 0
+
+    def fence_s(self) -> float:
+        return asyncio.get_running_loop().time() + self._stalled_s
+
+    def now_ms(self) -> int:
+        loop = asyncio.get_running_loop()
+        wall_ms, loop_s = _LOOP_ORIGINS.setdefault(loop, (time.time() * 1000.0, loop.time()))
+        return round(wall_ms + (self.fence_s() - loop_s) * 1000.0) + self._stepped_ms
+
+    def stall(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a stall moves time forward")
+        self._stalled_s += seconds
+
+    def step_ms(self, ms: int) -> None:
+        self._stepped_ms += ms
+
+
+# each loop's (wall clock ms, loop time) when a LoopClock first read it
+_LOOP_ORIGINS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[float, float]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)

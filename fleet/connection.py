@@ -17,8 +17,8 @@ drained again.  Every session pings its upstream (``UpstreamSession`` keepalive)
 a half-open connection, is closed and reopened from the next sequence.
 
 After every received frame, and right before every write request goes out (inside its slot, after any
-wait), it asks the worker's fence whether it may still consume (``Fence.allows``, on
-``fleet.clock.monotonic_s``); the check is synchronous, so a process resumed after a pause drops what it
+wait), it asks the fence of the incarnation that took the stream up whether it may still consume
+(``Fence.allows``, on the fence clock); the check is synchronous, so a process resumed after a pause drops what it
 buffered instead of writing it.  The store fences message writes again server-side (``Rules.held``): a
 write that left before the fence closed but arrives after a takeover is refused, wholly where the backend
 has transactions, per message over a newer epoch where it has not (``LeaseStore.put_message_unless_newer``).
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fleet.allowlist import Allowlist
 from fleet.backoff import Backoff
 from fleet.claims import HandshakePacer
-from fleet.clock import LeaseClock, monotonic_s
+from fleet.clock import Clock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
 from fleet.expr import Condition, Write
@@ -64,13 +64,16 @@ class Fenced(Exception):
 
 @dataclass
 class Fence:
-    """The worker-wide self-fencing deadline on ``fleet.clock.monotonic_s`` (inf: never fences)."""
+    """One incarnation's self-fencing deadline on the fence clock (``fleet.clock.Clock.fence_s``; inf: never
+    fences).  Each incarnation has its own: a broken fence is never mended, so a task of an ended incarnation
+    still finishing can never pass ``allows`` again, whatever its successor's fence says."""
 
     deadline: float = float("inf")
     broken: bool = False
+    clock: Callable[[], float] = monotonic_s
 
     def allows(self) -> bool:
-        return not self.broken and monotonic_s() < self.deadline
+        return not self.broken and self.clock() < self.deadline
 
 
 @dataclass
@@ -92,6 +95,7 @@ class HeldConnection:
     last_ts_ms: float | None = None  # when the upstream emitted the last message a session delivered
     delivered: asyncio.Event = field(default_factory=asyncio.Event)  # set at each message a session delivers
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
+    fence: Fence = field(default_factory=Fence)  # the fence of the incarnation that took it up
     transfer_to: WorkerRecord | None = None  # its handoff names this incarnation the owner (``fleet.balance``)
 
     @property
@@ -139,8 +143,7 @@ class ConnectionRunner:
         me: Holder,
         store: LeaseStore,
         history: HistoryWriter,
-        clock: LeaseClock,
-        fence: Fence,
+        clock: Clock,
         give_up: Callable[[HeldConnection, str], Awaitable[None]],
         *,
         reconnect_policy: str,
@@ -153,7 +156,6 @@ class ConnectionRunner:
         self.store = store
         self.history = history
         self.clock = clock
-        self.fence = fence
         self.give_up = give_up
         self.reconnect_policy = reconnect_policy
         self.message_slots = asyncio.Semaphore(MESSAGE_WRITES_IN_FLIGHT)
@@ -200,7 +202,7 @@ class ConnectionRunner:
             url = session_url(held.lease.ws_url, from_seq, self.config.upstream_via)
             reason, retry_after_s = "closed", None
             try:
-                if not self.fence.allows():
+                if not held.fence.allows():
                     raise Fenced()
                 # a session whose pong is late by the whole budget is as unreachable as one that won't open
                 session_timeout_s = max(0.5, budget_s / 4)
@@ -235,7 +237,7 @@ class ConnectionRunner:
             if held.stopping.is_set() or held.drained:
                 self._closed(held, me, why)
                 return None
-            now = monotonic_s()
+            now = self.clock.fence_s()
             down_since = down_since if down_since is not None else now
             if self.rules.resumes and now - down_since > budget_s:
                 self._closed(held, me, why)
@@ -254,7 +256,7 @@ class ConnectionRunner:
         quiet = False  # the upstream answered a ping sent once the drain's end had passed
         async with contextlib.aclosing(frames(session, idle_s)) as received:
             async for message in received:
-                if not self.fence.allows():
+                if not held.fence.allows():
                     raise Fenced()
                 if until is not None and self.rules.drain_ends(until, None if message is None else message.ts,
                                                                self.clock.now_ms()):
@@ -303,16 +305,16 @@ class ConnectionRunner:
         fenced_on = self.rules.held(held.lease, me)
         unstored = writes
         while True:
-            if not self.fence.allows():
+            if not held.fence.allows():
                 raise Fenced()
             note: str | None = None
             sent = time.time() * 1000.0
             try:
                 if fenced_on is None:
-                    await self._write_each(writes)
+                    await self._write_each(held.fence, writes)
                     unstored = []
                 else:
-                    unstored = await self._write_fenced(held.pk, fenced_on, unstored)
+                    unstored = await self._write_fenced(held, fenced_on, unstored)
                 outcome = "ok" if not unstored else "info"
                 note = f"{len(unstored)} of {len(writes)} unstored" if unstored else None
             except ConditionFailed as exc:
@@ -337,14 +339,14 @@ class ConnectionRunner:
                           epoch=held.lease.epoch, seq_from=messages[0].seq, seq_to=messages[-1].seq,
                           outcome=outcome, note=note, sent=sent)
 
-    async def _write_each(self, writes: list[Write]) -> None:
+    async def _write_each(self, fence: Fence, writes: list[Write]) -> None:
         for write in writes:
             async with self.message_slots:
-                if not self.fence.allows():
+                if not fence.allows():
                     raise Fenced()
                 await self.store.execute(self.config.messages_table, write, purpose="messages")
 
-    async def _write_fenced(self, pk: str, fenced_on: Condition, writes: list[Write]) -> list[Write]:
+    async def _write_fenced(self, held: HeldConnection, fenced_on: Condition, writes: list[Write]) -> list[Write]:
         """One attempt at storing ``writes`` behind the server-side fence; returns those not stored.
 
         The fence is checked again inside the slot, right before each request goes out, so a write that
@@ -353,11 +355,12 @@ class ConnectionRunner:
         """
         if await self.store.transactions():
             async with self.message_slots:
-                if not self.fence.allows():
+                if not held.fence.allows():
                     raise Fenced()
-                await self.store.put_messages_fenced(pk, fenced_on, [w.apply(None) for w in writes])
+                await self.store.put_messages_fenced(held.pk, fenced_on, [w.apply(None) for w in writes])
             return []
-        results = await asyncio.gather(*(self._put_unless_newer(w) for w in writes), return_exceptions=True)
+        results = await asyncio.gather(*(self._put_unless_newer(held.fence, w) for w in writes),
+                                       return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         for kind in (Fenced, ConditionFailed):
             refused = next((e for e in errors if isinstance(e, kind)), None)
@@ -370,9 +373,9 @@ class ConnectionRunner:
             raise errors[0]
         return [w for w, r in zip(writes, results, strict=True) if isinstance(r, BaseException)]
 
-    async def _put_unless_newer(self, write: Write) -> None:
+    async def _put_unless_newer(self, fence: Fence, write: Write) -> None:
         async with self.message_slots:
-            if not self.fence.allows():
+            if not fence.allows():
                 raise Fenced()
             await self.store.put_message_unless_newer(write.apply(None))
 

@@ -1,9 +1,12 @@
 """A worker's liveness: registering its incarnation, the heartbeat (renewals the profile decides, the STOP
 mailbox they return, due checkpoints), the clock-skew check, and the self-fencing watchdog.
 
-Every fence time is read on ``fleet.clock.monotonic_s`` (``CLOCK_BOOTTIME``), which keeps counting while
-the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend must find its fence
-closed.
+Every fence time is read on the worker clock's fence clock (``fleet.clock.Clock.fence_s``: ``CLOCK_BOOTTIME``,
+which keeps counting while the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend
+must find its fence closed).  A renewal's fence is anchored on the fence clock read before the lease clock
+that computed its expiry, so however long the process stalls before the request goes out, the fence never
+outlives the expiry written.  Each registration starts a new ``Fence``: the one of an abandoned incarnation
+stays closed for its tasks still finishing.
 STOP drops and checkpoints run as background tasks, so a burst of them never delays the next renewal.
 A fence that has closed never reopens: a renewal answered after the deadline (even within the request
 timeout) does not move it, since a stream may already have stopped on the closed fence; the watchdog then
@@ -19,8 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from fleet.balance import parse_gift
-from fleet.clock import monotonic_s
-from fleet.connection import HeldConnection, wait_until_set
+from fleet.connection import Fence, HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import Holder, StopRequest, WorkerRecord
 from fleet.logline import log
@@ -46,10 +48,10 @@ class Liveness:
     async def heartbeat_loop(self) -> None:
         w = self.w
         while not w.stopping.is_set():
-            started = monotonic_s()
+            started = w.clock.fence_s()
             renewed = await self.renew()
             w.emit("requests", held=len(w.held), errors=dict(w.store.aws.errors), **dict(w.store.aws.requests))
-            await w.pause(w.profile.heartbeat_wait_s(renewed) - (monotonic_s() - started))
+            await w.pause(w.profile.heartbeat_wait_s(renewed) - (w.clock.fence_s() - started))
 
     async def register(self) -> None:
         """Register this incarnation (a profile without worker liveness needs no write), unless the region
@@ -63,19 +65,18 @@ class Liveness:
             with contextlib.suppress(StoreError):
                 await w.store.get_worker(w.me.worker_id)
             return
+        sent = w.clock.fence_s()  # before the expiry is computed: the fence never outlives it
         write = w.rules.register(w.me, w.clock.now_ms(), w.config.task_arn)
         if write is None:
             self.registered = True
             return
-        sent = monotonic_s()
         try:
             await w.store.execute(w.config.workers_table, write)
         except StoreError as exc:
             w.emit("worker.register", outcome="fail", note=str(exc)[:200])
             return
         self.registered = True
-        w.fence.broken = False
-        w.fence.deadline = min(w.profile.fence_deadline(sent), w.gate.open_until)
+        w.fence = Fence(deadline=min(w.profile.fence_deadline(sent), w.gate.open_until), clock=w.clock.fence_s)
         w.emit("lease.renew", outcome="ok", expires_ms=write.update.set["expires_at_ms"])
         w.reconciler.request_sweep()
 
@@ -93,14 +94,15 @@ class Liveness:
             await self.abandon("self-fenced: clock skew beyond the tolerance", retire=True)
             return False
         handled, taken = self.handled_stops, self.taken_gifts
+        sent = w.clock.fence_s()  # before the expiries are computed: the fence never outlives them
         renewals = w.profile.renewals(w.me, [h.lease for h in w.held.values()], w.clock.now_ms(), handled, taken)
-        results = await asyncio.gather(*(self._renew(r, handled, taken) for r in renewals))
+        results = await asyncio.gather(*(self._renew(r, sent, handled, taken) for r in renewals))
         self._checkpoints_due()
         return all(results)
 
-    async def _renew(self, renewal: Renewal, handled: frozenset[str], taken: frozenset[str]) -> bool:
+    async def _renew(self, renewal: Renewal, sent: float, handled: frozenset[str], taken: frozenset[str]) -> bool:
+        """Send one renewal whose expiry was computed no earlier than ``sent`` (fence clock)."""
         w = self.w
-        sent = monotonic_s()
         try:
             item = await self._send(renewal)
         except ConditionFailed:
@@ -114,7 +116,7 @@ class Liveness:
             w.emit("lease.renew", pk=renewal.pk, outcome="info", note=str(exc)[:200])
             return False
         expires = item.get("expires_at_ms", item.get("lease_expires_at_ms"))
-        answered = monotonic_s()
+        answered = w.clock.fence_s()
         on_time = w.profile.on_time(answered - sent)
         if on_time and renewal.pk is None and answered >= w.fence.deadline:
             # the fence has closed: a stream may already have stopped on it, so it never reopens; the
@@ -170,7 +172,7 @@ class Liveness:
         every = self.w.profile.checkpoint_every_s()
         if every is None:
             return
-        now = monotonic_s()
+        now = self.w.clock.fence_s()
         for held in list(self.w.held.values()):
             # a drain checkpoints with its release (a checkpoint requires STARTED)
             due = (now - held.checkpointed_at >= every and held.last_seq != held.last_checkpoint_seq
@@ -250,7 +252,7 @@ class Liveness:
     async def fence_watchdog(self) -> None:
         w = self.w
         while not w.stopping.is_set():
-            remaining = w.fence.deadline - monotonic_s()
+            remaining = w.fence.deadline - w.clock.fence_s()
             if remaining <= 0 and self.registered and not w.fence.broken:
                 await self.abandon("self-fenced: no renewal before the fencing deadline", retire=True)
                 remaining = w.config.heartbeat_s

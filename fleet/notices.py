@@ -19,7 +19,6 @@ is remembered and honoured at take-up.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from fleet.errors import StoreError
@@ -68,8 +67,8 @@ class Notices:
             if not lead and not self.backlog.is_set():
                 await self._backlog_or_stop()
                 continue
-            if self.quiet_until > time.monotonic():
-                await w.pause(self.quiet_until - time.monotonic())
+            if self.quiet_until > self.w.clock.fence_s():
+                await w.pause(self.quiet_until - self.w.clock.fence_s())
             # A long poll asks for one message: if this worker dies while it waits, the poll may still take
             # what arrives, which stays invisible to the others for a while (a death notice's other copy,
             # ``fleet.schema.DEATH_NOTICE_COPIES``, then reaches a live worker at once).  A backlog is read
@@ -115,7 +114,7 @@ class Notices:
         """The queue is behind (a short poll came back with all it asked for) or unreadable: ask the reconcile
         for a sweep, at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
         stream the queued notifications name and claims them; those notifications then find them held."""
-        now = time.monotonic()
+        now = self.w.clock.fence_s()
         if now - self.backlog_swept_at >= self.w.config.heartbeat_s * BACKLOG_SWEEP_SHARE:
             self.backlog_swept_at = now
             self.w.reconciler.request_sweep()
@@ -144,7 +143,7 @@ class Notices:
         except StoreError as exc:
             log("notify.settle_error", error=str(exc))
         if returned:
-            self.quiet_until = time.monotonic() + self.w.config.heartbeat_s / 4
+            self.quiet_until = self.w.clock.fence_s() + self.w.config.heartbeat_s / 4
 
     async def on_notification(self, note: Notification) -> bool:
         """Act on one notification; False when this worker cannot (it goes back to the queue)."""

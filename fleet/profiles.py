@@ -17,7 +17,7 @@ import enum
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from fleet.aws import ClientSettings
 from fleet.balance import GIFTS, Balancer
@@ -230,6 +230,11 @@ class BlogProfile:
         """A consistent read shows the lease ours and the stream STARTED (only with worker liveness: a lapsed
         per-connection lease is not ours however the item reads)."""
         return False
+
+    def holds(self, seen: ConnectionRecord | None, me: Holder, epoch: int) -> TypeGuard[ConnectionRecord]:
+        """Whether a consistent read shows the lease held at ``epoch`` still ``me``'s (not taken, not taken up
+        again at another epoch), whatever the stream's desired state."""
+        return seen is not None and self.adoptable(seen, me) and seen.epoch == epoch
 
     def settles_unknown_acquire(self) -> bool:
         """Whether an acquire of unknown outcome is settled by reading the item (else it simply lapses)."""

@@ -10,7 +10,6 @@ brings back a stream that was dropped (STOP, give-up, refused checkpoint).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -45,7 +44,7 @@ class Reconciler:
             wait = w.config.heartbeat_s
             if w.liveness.registered:
                 workers = await w.store.workers() if w.profile.reads_workers else {}
-                look = self.pacer.look(w.clock.now_ms(), time.monotonic(), w.me, workers, self.requested)
+                look = self.pacer.look(w.clock.now_ms(), w.clock.fence_s(), w.me, workers, self.requested)
                 if look.sweep is not None:
                     self.requested = False
                     await self.sweep(look.sweep)
@@ -61,7 +60,7 @@ class Reconciler:
         w = self.w
         if self.balancer is None or not workers or w.closing:
             return
-        gifts = self.balancer.consider(w.me.worker_id, len(w.held), workers, w.clock.now_ms(), time.monotonic())
+        gifts = self.balancer.consider(w.me.worker_id, len(w.held), workers, w.clock.now_ms(), w.clock.fence_s())
         if gifts:
             w.chores.spawn(w.releases.give_away(gifts))
 

@@ -31,7 +31,7 @@ class Releases:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
 
-    async def hand_off(self, held: list[HeldConnection], reason: str, budget_s: float | None = None) -> None:
+    async def hand_off(self, held: list[HeldConnection], reason: str, budget_s: float | None = None) -> int:
         """Release these leases together, then announce what the profile announces of them in batches, so
         other workers' long polls return them together (with the released epoch, so a taker acquires at once).
 
@@ -40,10 +40,11 @@ class Releases:
         took over a minute, and the platform's SIGKILL then ends everything at once).  A stream whose release
         was not answered by then stops being consumed and is left to lapse at lease expiry (``lease.lost``), as
         a crashed worker's would (its release, if in flight, may land: either way nobody else held it); the
-        announcement gets what is left of the budget."""
+        announcement gets what is left of the budget.  Returns how many were left to lapse (the incarnation is
+        then not retired: they lapse with it, at its expiry)."""
         w = self.w
         if not held:
-            return
+            return 0
         deadline = None if budget_s is None else asyncio.get_running_loop().time() + budget_s
         drops = {asyncio.ensure_future(w.drop(h, reason, release=True)): h for h in held}
         try:
@@ -61,9 +62,14 @@ class Releases:
                 left.task.cancel()
             w.emit("lease.lost", pk=left.pk, epoch=left.lease.epoch, reason="shutdown budget spent: left to lapse")
         released = [drops[d] for d in done if not d.cancelled() and d.exception() is None and d.result() is True]
+        # left to lapse: not let go within the budget, or let go while its consume task would not end
+        lapsing = len(pending)
+        for drop in done:
+            task = drops[drop].task
+            lapsing += task is not None and not task.done()
         handoffs = w.profile.handoffs([(h.pk, h.lease.epoch) for h in released])
         if not handoffs:
-            return
+            return lapsing
         try:
             async with asyncio.timeout_at(deadline):
                 await w.store.notify(handoffs)
@@ -71,6 +77,7 @@ class Releases:
             log("notify.error", error=str(exc), streams=len(handoffs))
         except TimeoutError:
             log("shutdown.announce_cut", streams=len(handoffs))
+        return lapsing
 
     async def read_through(self, held: HeldConnection, stopped_at_ms: int | None) -> bool:
         """Whether ``held``'s open session delivered everything the stream owes the store for the STOP at
@@ -157,7 +164,7 @@ class Releases:
             except StoreError as exc:
                 log("lease.release_error", pk=held.pk, error=str(exc))
                 return "info"
-            if seen is None or not w.profile.adoptable(seen, w.me) or seen.epoch != held.lease.epoch:
+            if not w.profile.holds(seen, w.me, held.lease.epoch):
                 return "fail"
             stopped_at = seen.stopped_at_ms if seen.desired_state == STOPPED else None
             outcome = await self.release(held, reason, stopped_at, behind=stopped_at is not None)

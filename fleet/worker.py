@@ -34,7 +34,7 @@ from typing import Any
 
 from fleet.aws import AwsClients
 from fleet.claims import ClaimSlots
-from fleet.clock import LeaseClock
+from fleet.clock import Clock, LeaseClock
 from fleet.config import PROFILES, FleetConfig
 from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until_set
 from fleet.deathnotice import DeathNotices, task_arn_from_metadata
@@ -56,7 +56,7 @@ from fleet.tasks import TaskSet
 
 class Worker:
     def __init__(self, config: FleetConfig, store: WorkerStore, history: HistoryWriter,
-                 consumer: Callable[[Worker], StreamConsumer], clock: LeaseClock | None = None,
+                 consumer: Callable[[Worker], StreamConsumer], clock: Clock | None = None,
                  rng: random.Random | None = None) -> None:
         self.config = config
         self.store = store
@@ -64,9 +64,9 @@ class Worker:
         self.profile = profile_for(config)
         self.rules = self.profile.rules
         self.me = Holder(config.worker_id, new_gen())
-        self.clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
+        self.clock: Clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.rng = rng or random.Random()
-        self.fence = Fence()
+        self.fence = Fence(clock=self.clock.fence_s)  # this incarnation's (``Liveness.register`` makes each one's)
         self.gate = gate_for(config, store.aws.gate_clients)
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
@@ -126,14 +126,16 @@ class Worker:
         await wait_until_set(self.stopping, seconds)
 
     async def _shutdown(self) -> None:
-        """Graceful: take nothing new up, cancel claims, finish chores, release (and hand off), retire."""
+        """Graceful: take nothing new up, cancel claims, finish chores, release (and hand off), then retire
+        unless a stream was left to lapse."""
         self.closing = True
         await self.claims.cancel()
         await self.chores.drain()
         held = list(self.held.values())
-        await self.releases.hand_off(held, "shutdown", self.config.shutdown_budget_s)
+        lapsing = await self.releases.hand_off(held, "shutdown", self.config.shutdown_budget_s)
         retire = self.rules.retire(self.me)
-        if retire is not None and self.liveness.registered:
+        # a stream left to lapse may still have writes in flight: the incarnation lapses with it, at its expiry
+        if retire is not None and self.liveness.registered and not lapsing:
             try:
                 await self.store.execute(self.config.workers_table, retire)
             except StoreError as exc:
@@ -179,7 +181,7 @@ class Worker:
         except StoreUnavailable as exc:
             self.emit("lease.acquire", pk=pk, outcome="info", via=via, note=str(exc)[:200])
             log("lease.acquire", pk=pk, outcome="info", via=via)
-            settled = await self._settle(pk, me)
+            settled = await self._settle(pk, me, None if seen is None else (seen.epoch or 0) + 1)
             if settled is None:
                 return False
             item, via = settled, "resolved"
@@ -199,33 +201,39 @@ class Worker:
                 except StoreError as exc:
                     log("lease.retake_error", pk=pk, error=str(exc))
                     return
-                if seen is None or not self.profile.adoptable(seen, me) or seen.epoch != held.lease.epoch:
+                if not self.profile.holds(seen, me, held.lease.epoch):
                     return  # taken, or already taken up again
                 via = "restarted" if seen.desired_state == STARTED else "drain"
                 if await self._acquire(pk, via, seen, me, held.last_seq):
                     return
 
     async def adopt(self, pk: str, via: str = "adopted") -> bool:
-        """``pk``'s lease is ours though we hold nothing (listed so, or a gift): take it up if a read agrees."""
+        """``pk``'s lease is ours though we hold nothing (listed so, or a gift): if a consistent read agrees,
+        acquire it again at the next epoch and take it up.  Never at the epoch read: a release or transfer of
+        ours whose answer was lost may still land and free that epoch while we consume it."""
         me = self.me
         with self._acquiring(pk):
-            item = await self._settle(pk, me)
-            return item is not None and await self._take_up(pk, item, via, me)
+            try:
+                seen = await self.store.get_connection(pk)
+            except StoreError:
+                return False
+            return seen is not None and self.profile.owned(seen, me) and await self._acquire(pk, via, seen, me)
 
     def forget_pending_stops(self, pk: str) -> None:
         """The acquire of ``pk`` is over: the STOPs seen during it were honoured or did not apply."""
         self.pending_stops -= {r for r in self.pending_stops if r.pk == pk}
 
-    async def _settle(self, pk: str, me: Holder) -> dict[str, Any] | None:
-        """Read the item after an acquire of unknown outcome: the lease if it is ours and STARTED, else None
-        (where the profile does not settle, a lease we do not renew simply lapses)."""
+    async def _settle(self, pk: str, me: Holder, epoch: int | None) -> dict[str, Any] | None:
+        """After an acquire of unknown outcome: the item if a read shows it ours (``Profile.owned``) at
+        ``epoch`` (None: any), else None (where the profile does not settle, our lease simply lapses)."""
         if not self.profile.settles_unknown_acquire():
             return None
         try:
             seen = await self.store.get_connection(pk)
         except StoreError:
             return None  # still unknown: our fence and the worker item's expiry settle it
-        return dict(seen.__dict__) if seen is not None and self.profile.owned(seen, me) else None
+        owned = self.profile.owned(seen, me) and (epoch is None or (seen is not None and seen.epoch == epoch))
+        return dict(seen.__dict__) if seen is not None and owned else None
 
     async def _take_up(self, pk: str, item: dict[str, Any], via: str, me: Holder, stored_seq: int = 0) -> bool:
         """Start consuming a stream whose lease the store says ``me`` holds, unless the profile says not."""
@@ -242,11 +250,12 @@ class Worker:
         if self.profile.drains and self.profile.stop_seen(lease, self.pending_stops):
             # STOPPED during the acquire: what the previous owner left unpersisted is drained, if the item,
             # read again, is still ours to drain
-            item = await self._settle(pk, me) or item
+            item = await self._settle(pk, me, lease.epoch) or item
         drain_until = self.profile.drain_until_ms(item)
         stopped_at = optional_int(item.get("stopped_at_ms")) if item.get("desired_state") == STOPPED else None
         held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq,
-                              drain_until_ms=drain_until, stopped_at_ms=stopped_at if drain_until else None)
+                              checkpointed_at=self.clock.fence_s(), drain_until_ms=drain_until,
+                              stopped_at_ms=stopped_at if drain_until else None, fence=self.fence)
         self.held[pk] = held
         if self.closing:
             await self.releases.hand_off([held], "shutdown")
@@ -294,9 +303,13 @@ class Worker:
             except TimeoutError:
                 held.task.cancel()
                 unread = True  # what it read may not all be stored
+                # its writes may be on their way: nothing is released or transferred before they end
+                await asyncio.wait({held.task}, timeout=self.config.heartbeat_s)
             except asyncio.CancelledError:
                 if (me := asyncio.current_task()) is not None and me.cancelling():
                     raise  # this drop was cancelled, not the consume task it waited for
+            if not held.task.done():
+                release, reason = False, f"{reason}: its writes did not end"
         if self.held.get(held.pk) is held:
             del self.held[held.pk]
         if held.draining and not held.drained:
@@ -333,7 +346,7 @@ class Worker:
                 log("lease.stop_read_error", pk=held.pk, error=str(exc))
                 await self.drop(held, reason, release=True)  # refused unless still ours
                 return
-            if seen is None or not self.profile.adoptable(seen, self.me) or seen.epoch != held.lease.epoch:
+            if not self.profile.holds(seen, self.me, held.lease.epoch):
                 await self.drop(held, f"{reason}: lease no longer ours", release=False)
                 return
             if seen.desired_state == STARTED:
@@ -370,7 +383,7 @@ async def serve(config: FleetConfig) -> None:
         await reach_backend(store)
 
         def runner(w: Worker) -> ConnectionRunner:
-            return ConnectionRunner(config, w.rules, w.me, store, history, w.clock, w.fence, w.give_up,
+            return ConnectionRunner(config, w.rules, w.me, store, history, w.clock, w.give_up,
                                     reconnect_policy=w.profile.reconnect_policy)
 
         worker = Worker(config, store, history, runner)

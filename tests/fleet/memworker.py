@@ -1,6 +1,7 @@
 """The real ``fleet.worker.Worker`` on a ``fleet.memstore.MemoryStore``: no AWS, no upstream.  A
 ``RecordingConsumer`` stands in for the upstream session (it records which incarnation consumed which stream
-and waits to be stopped), and ``Recorder`` keeps every history event in memory."""
+and waits to be stopped), and ``Recorder`` keeps every history event in memory.  Workers read time through a
+``fleet.clock.LoopClock``: a test marked ``looptime`` runs them on virtual time, waiting for nothing real."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from fleet.clock import LoopClock
 from fleet.config import FleetConfig
 from fleet.connection import HeldConnection
 from fleet.history import HistoryWriter
@@ -48,7 +50,7 @@ class RecordingConsumer:
         self.worker = worker
         self.consumed: list[tuple[str, str]] = []  # (pk, gen)
         self.drained: list[tuple[str, str]] = []  # (pk, gen)
-        self.stuck: set[str] = set()  # pks whose task outlives the stop (writes that never finish)
+        self.stuck: set[str] = set()  # pks whose task outlives the stop until cancelled, then writes once more
 
     async def consume(self, held: HeldConnection) -> None:
         if held.draining:
@@ -61,7 +63,14 @@ class RecordingConsumer:
         held.last_ts_ms = float("inf")  # it reads everything the stream emits, up to any STOP
         await held.stopping.wait()
         if held.pk in self.stuck:
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                # its last write was already on its way: it reaches the store as the task ends
+                rules = profile_for(self.worker.config).rules
+                write = rules.message(held.lease, self.me, held.last_seq + 1, "late", 0)
+                await self.worker.store.execute(self.worker.config.messages_table, write, purpose="messages")
+                raise
 
 
 def add_stream(store: MemoryStore, pk: str, **fields: Any) -> None:
@@ -81,7 +90,7 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 async def running(store: MemoryStore, cfg: FleetConfig | None = None) -> AsyncIterator[Worker]:
     """A worker running on ``store`` until the block ends (then a graceful shutdown, awaited)."""
     history = Recorder((cfg or store.config).worker_id)
-    worker = Worker(cfg or store.config, store, history, RecordingConsumer)
+    worker = Worker(cfg or store.config, store, history, RecordingConsumer, clock=LoopClock())
     task = asyncio.create_task(worker.run())
     try:
         await until(lambda: worker.liveness.registered or task.done())

@@ -6,6 +6,7 @@ estimator through the client's hooks with the lease clock stepped between and du
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 
@@ -14,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet import clock
-from fleet.clock import SkewEstimator, monotonic_s
+from fleet.clock import LoopClock, SkewEstimator, monotonic_s
 
 
 def test_fence_clock_is_boottime_where_the_platform_has_it() -> None:
@@ -29,6 +30,23 @@ def test_fence_clock_falls_back_to_monotonic(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(clock, "_BOOTTIME", None)
     before = time.monotonic()
     assert before <= monotonic_s() <= time.monotonic()
+
+
+@pytest.mark.looptime
+async def test_loop_clocks_follow_the_virtual_loop_time_together_and_a_stall_moves_one_alone() -> None:
+    first, second = LoopClock(), LoopClock()
+    lease_ms, fence_s = first.now_ms(), first.fence_s()
+    assert (second.now_ms(), second.fence_s()) == (lease_ms, fence_s)  # one lease clock per loop
+    real = time.monotonic()
+    await asyncio.sleep(3600)  # an hour of the loop's time, none of the wall's
+    assert time.monotonic() - real < 60
+    assert (first.now_ms() - lease_ms, first.fence_s() - fence_s) == (3_600_000, pytest.approx(3600))
+    first.stall(2.5)
+    first.step_ms(-40)
+    assert first.fence_s() - second.fence_s() == pytest.approx(2.5)
+    assert first.now_ms() - second.now_ms() == 2_460
+    with pytest.raises(ValueError):
+        first.stall(-1)
 
 
 def answers(offset_ms: float, count: int, seed: int, start_ms: float = 1_700_000_000_000.0,

@@ -38,11 +38,10 @@ from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, 
 pytestmark = pytest.mark.timeout(120)
 
 
-def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, fence: Fence | None = None,
-               me: Holder = ME) -> ConnectionRunner:
+def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, me: Holder = ME) -> ConnectionRunner:
     async def give_up(held: HeldConnection, reason: str) -> None:
         raise AssertionError(f"gave up {held.pk}: {reason}")
-    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), fence or Fence(), give_up,
+    return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), give_up,
                             reconnect_policy=profile_for(config).reconnect_policy)
 
 
@@ -160,18 +159,18 @@ HARDENED = FleetConfig(profile="hardened", timescale=0.1)
 LEASE = Lease(pk="CONN#c", ws_url="ws://u/s/c", epoch=1, resume_seq=0)
 
 
-def recording_runner(store: RecordingStore, fence: Fence, history: HistoryWriter) -> ConnectionRunner:
-    return runner_for(HARDENED, cast(LeaseStore, store), history, fence)
+def recording_runner(store: RecordingStore, history: HistoryWriter) -> ConnectionRunner:
+    return runner_for(HARDENED, cast(LeaseStore, store), history)
 
 
 @pytest.mark.parametrize("transactions", [True, False])
 async def test_the_fence_is_checked_again_right_before_the_request_leaves(transactions: bool) -> None:
     """A write that waited for its slot while the fence closed is never sent."""
     store, fence = RecordingStore(transactions), Fence()
-    runner = recording_runner(store, fence, HistoryWriter(None, "w1"))
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         await runner.message_slots.acquire()
-    writing = asyncio.create_task(runner.persist(HeldConnection(lease=LEASE), messages(1, 2)))
+    writing = asyncio.create_task(runner.persist(HeldConnection(lease=LEASE, fence=fence), messages(1, 2)))
     await asyncio.sleep(0)  # let it pass the first check and queue for a slot
     assert not writing.done()
     fence.deadline = monotonic_s()  # the fence closes while it waits
@@ -186,7 +185,7 @@ async def test_a_partly_stored_batch_retries_exactly_what_was_not_stored(tmp_pat
     store = RecordingStore(transactions=False, unavailable={2})
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     held = HeldConnection(lease=LEASE)
-    await recording_runner(store, Fence(), history).persist(held, messages(1, 2, 3))
+    await recording_runner(store, history).persist(held, messages(1, 2, 3))
     assert sorted(map(tuple, store.requests[:3])) == [(1,), (2,), (3,)]
     assert store.requests[3:] == [[2]]
     persisted = events(tmp_path / "w1.jsonl", "msg.persist")
@@ -282,7 +281,7 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
         given_up.append(reason)
 
     path = tmp_path / "w1.jsonl"
-    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), Fence(), give_up,
+    runner = ConnectionRunner(config, rules, ME, store, HistoryWriter(str(path), "w1"), LeaseClock(), give_up,
                               reconnect_policy=HardenedProfile(config).reconnect_policy)
     async with serve(stub.handler, "127.0.0.1", 0) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
@@ -350,7 +349,7 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
     the explore benchmark the worker stored 42, 44, 45 and advanced past 43 for good.  Now the gap ends the
     session (the caller reconnects from the last stored sequence + 1); the same gap a second time, which
     the upstream can no longer fill, is let through."""
-    runner = recording_runner(RecordingStore(transactions=False), Fence(), HistoryWriter(None, "w1"))
+    runner = recording_runner(RecordingStore(transactions=False), HistoryWriter(None, "w1"))
     held = HeldConnection(lease=LEASE, last_seq=40)
     sink = MessageSink(runner, held)
     for each in messages(40, 41, 42):  # a replay of 40, then in order
@@ -381,8 +380,8 @@ async def test_a_gap_is_not_counted_as_read_so_a_stop_is_not_read_through_past_i
     """Hole 4: the message that revealed the gap (44, emitted at 4 400 ms) was recorded as delivered before
     the sink refused it, so ``read_through`` took a STOP reaching 4 000 ms as read while 43 was never stored
     and no session would ask for it again.  Only a message the sink took counts as delivered."""
-    runner = recording_runner(RecordingStore(transactions=False), Fence(), HistoryWriter(None, "w1"))
-    held = HeldConnection(lease=LEASE, last_seq=40)
+    runner = recording_runner(RecordingStore(transactions=False), HistoryWriter(None, "w1"))
+    held = HeldConnection(lease=LEASE, fence=Fence(), last_seq=40)
     sink = MessageSink(runner, held)
     session = [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=100.0 * seq) for seq in (41, 42, 44)]
     with pytest.raises(UpstreamError, match="43 missing"):

@@ -1,10 +1,13 @@
 """The shape the fleet's code keeps (issue 10): modules under 600 lines, a ``Worker`` under 300 lines that
-never branches on its profile's name (every decision is the profile's)."""
+never branches on its profile's name (every decision is the profile's); and (issue 25) an import graph
+without a circle, in which no module but the entry point imports ``Worker``."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 FLEET = Path(__file__).resolve().parents[2] / "fleet"
 
@@ -20,3 +23,67 @@ def test_the_worker_class_is_under_300_lines_and_never_compares_its_profile_name
     assert worker.end_lineno is not None and worker.end_lineno - worker.lineno + 1 < 300
     comparisons = [ast.unparse(node) for node in ast.walk(worker) if isinstance(node, ast.Compare)]
     assert [c for c in comparisons if "profile.name" in c or "config.profile" in c] == []
+
+
+def fleet_imports() -> dict[str, set[str]]:
+    """Each fleet module and the fleet modules it imports, from the source (``TYPE_CHECKING`` imports too:
+    a type that names another module is a dependency on it)."""
+    graph: dict[str, set[str]] = {}
+    for path in FLEET.glob("*.py"):
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            imported |= {name.split(".")[1] for name in names if name.startswith("fleet.")}
+        graph[path.stem] = imported
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module, or of one that imports itself (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1 or module in graph.get(module, ()):
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_and_a_self_import_and_nothing_in_a_tree() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}, "b": set()}) == [["a"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_import_graph_is_read_from_the_source() -> None:
+    graph = fleet_imports()
+    assert "lease" in graph["worker"] and "worker" not in graph["lease"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: helpers still import Worker (for types) and close a circle")
+def test_fleet_has_no_import_cycle_and_only_the_entry_point_imports_worker() -> None:
+    graph = fleet_imports()
+    assert cycles(graph) == []
+    assert sorted(module for module, imported in graph.items() if "worker" in imported) == []

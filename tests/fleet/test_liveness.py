@@ -3,13 +3,15 @@ that never reopens once closed."""
 
 from __future__ import annotations
 
-import time
+import pytest
 
-from fleet.clock import monotonic_s
+from fleet.clock import LoopClock
 from fleet.errors import StoreUnavailable
 from fleet.expr import Write
 from fleet.memstore import MemoryStore
 from tests.fleet.memworker import add_stream, config, history, running, until
+
+pytestmark = pytest.mark.looptime
 
 PK = "CONN#c1"
 WORKERS = "wsfleet-workers"
@@ -48,18 +50,20 @@ async def test_a_renewal_answered_after_the_fence_closed_does_not_reopen_it() ->
         await until(lambda: PK in worker.held)
         first_gen = worker.me.gen
         late: list[float] = []
+        assert isinstance(worker.clock, LoopClock)
+        clock = worker.clock
 
         async def refuse_until_the_fence_is_near(table: str, write: Write) -> None:
             if table == WORKERS and not late and worker.me.gen == first_gen:
-                remaining = worker.fence.deadline - monotonic_s()
+                remaining = worker.fence.deadline - clock.fence_s()
                 if remaining > 0.1:
                     raise StoreUnavailable("throttled")
                 late.append(remaining)
 
         async def answer_after_the_deadline_on_a_starved_loop(table: str, write: Write) -> None:
             if table == WORKERS and len(late) == 1:
-                late.append(worker.fence.deadline - monotonic_s() + 0.03)
-                time.sleep(late[-1])  # blocks the loop: nothing else runs until the answer is handled
+                late.append(worker.fence.deadline - clock.fence_s() + 0.03)
+                clock.stall(late[-1])  # the loop starved: nothing else runs until the answer is handled
 
         store.before_write = refuse_until_the_fence_is_near
         store.after_write = answer_after_the_deadline_on_a_starved_loop

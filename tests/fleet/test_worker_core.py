@@ -21,6 +21,8 @@ from fleet.store import Notification
 from fleet.worker import Worker
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
+pytestmark = pytest.mark.looptime
+
 PK = "CONN#c1"
 CONNS = "wsfleet-connections"
 WORKERS = "wsfleet-workers"
