@@ -101,3 +101,9 @@ variable "certificate_arn" {
   type        = string
   default     = ""
 }
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key of the queue and the router's log groups; empty: AWS-owned keys."
+  type        = string
+  default     = ""
+}
