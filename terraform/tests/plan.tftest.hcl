@@ -170,6 +170,7 @@ run "workers_module_egress_and_key" {
     subnet_ids            = ["subnet-0123456789abcdef0"]
     egress_ports          = [443, 8443]
     kms_key_arn           = "arn:aws:kms:us-east-1:123456789012:key/fleet"
+    queue_key_policy      = jsonencode({ Version = "2012-10-17", Statement = [] })
   }
 
   assert {

@@ -33,3 +33,15 @@ resource "aws_sqs_queue_redrive_allow_policy" "dead_letter" {
     sourceQueueArns   = [aws_sqs_queue.notify.arn]
   })
 }
+
+# With a customer-managed key: the queue's messages are encrypted with it, so sending takes GenerateDataKey
+# and Decrypt, receiving Decrypt.  (DynamoDB and CloudWatch Logs use the key through its own grants and key
+# policy, not the caller's.)
+data "aws_iam_policy_document" "use_key" {
+  count = var.kms_key_arn == "" ? 0 : 1
+  statement {
+    sid       = "QueueKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [var.kms_key_arn]
+  }
+}

@@ -103,6 +103,7 @@ module "router" {
   certificate_arn         = var.certificate_arn
   log_retention_days      = var.log_retention_days
   kms_key_arn             = var.kms_key_arn
+  queue_key_policy        = module.queue.key_policy_json
 }
 
 module "workers" {
@@ -128,6 +129,7 @@ module "workers" {
   egress_ports          = local.worker_egress_ports
   egress_cidr_blocks    = var.worker_egress_cidr_blocks
   kms_key_arn           = var.kms_key_arn
+  queue_key_policy      = module.queue.key_policy_json
 }
 
 module "autoscaling" {

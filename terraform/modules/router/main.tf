@@ -193,20 +193,10 @@ resource "aws_apigatewayv2_api_mapping" "router" {
   stage       = aws_apigatewayv2_stage.default.id
 }
 
-# With a customer-managed key (kms_key_arn): the queue's messages are encrypted with it, so sending needs
-# GenerateDataKey and Decrypt, receiving Decrypt (DynamoDB and CloudWatch Logs use the key through the
-# key's own grants and policy, not the caller's).
-data "aws_iam_policy_document" "router_kms" {
-  statement {
-    sid       = "QueueKey"
-    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
-    resources = [var.kms_key_arn]
-  }
-}
-
+# With a customer-managed key (kms_key_arn): what using the queue's key takes (modules/queue).
 resource "aws_iam_role_policy" "router_kms" {
   count  = var.kms_key_arn == "" ? 0 : 1
   name   = "queue-key"
   role   = aws_iam_role.router.id
-  policy = data.aws_iam_policy_document.router_kms.json
+  policy = var.queue_key_policy
 }

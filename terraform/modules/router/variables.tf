@@ -107,3 +107,9 @@ variable "kms_key_arn" {
   type        = string
   default     = ""
 }
+
+variable "queue_key_policy" {
+  description = "With kms_key_arn: the IAM policy (JSON) that lets a role use the queue's key (modules/queue key_policy_json)."
+  type        = string
+  default     = ""
+}

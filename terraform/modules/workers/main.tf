@@ -275,20 +275,10 @@ resource "aws_ecs_service" "worker" {
   }
 }
 
-# With a customer-managed key (kms_key_arn): the queue's messages are encrypted with it, so sending needs
-# GenerateDataKey and Decrypt, receiving Decrypt (DynamoDB and CloudWatch Logs use the key through the
-# key's own grants and policy, not the caller's).
-data "aws_iam_policy_document" "task_kms" {
-  statement {
-    sid       = "QueueKey"
-    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
-    resources = [var.kms_key_arn]
-  }
-}
-
+# With a customer-managed key (kms_key_arn): what using the queue's key takes (modules/queue).
 resource "aws_iam_role_policy" "task_kms" {
   count  = var.kms_key_arn == "" ? 0 : 1
   name   = "queue-key"
   role   = aws_iam_role.task.id
-  policy = data.aws_iam_policy_document.task_kms.json
+  policy = var.queue_key_policy
 }
