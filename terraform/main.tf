@@ -24,6 +24,8 @@ module "tables" {
   replica_regions        = local.standby ? [var.standby_region] : []
   point_in_time_recovery = var.point_in_time_recovery
   deletion_protection    = var.deletion_protection
+  kms_key_arn            = var.kms_key_arn
+  replica_kms_key_arns   = local.standby && var.standby_kms_key_arn != "" ? { (var.standby_region) = var.standby_kms_key_arn } : {}
 }
 
 module "package" {
@@ -59,6 +61,9 @@ module "primary" {
   vpc_id                      = var.vpc_id
   subnet_ids                  = var.subnet_ids
   assign_public_ip            = var.assign_public_ip
+  worker_egress_ports         = var.worker_egress_ports
+  worker_egress_cidr_blocks   = var.worker_egress_cidr_blocks
+  kms_key_arn                 = var.kms_key_arn
   worker_cpu                  = var.worker_cpu
   worker_memory_mb            = var.worker_memory_mb
   min_tasks                   = var.min_tasks
@@ -118,6 +123,9 @@ module "standby" {
   vpc_id                      = var.standby_vpc_id
   subnet_ids                  = var.standby_subnet_ids
   assign_public_ip            = var.assign_public_ip
+  worker_egress_ports         = var.worker_egress_ports
+  worker_egress_cidr_blocks   = var.worker_egress_cidr_blocks
+  kms_key_arn                 = var.standby_kms_key_arn
   worker_cpu                  = var.worker_cpu
   worker_memory_mb            = var.worker_memory_mb
   min_tasks                   = var.standby_min_tasks

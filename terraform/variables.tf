@@ -108,6 +108,30 @@ variable "assign_public_ip" {
   default     = false
 }
 
+variable "kms_key_arn" {
+  description = "A customer-managed KMS key (primary region) for the tables, the queues and the log groups; empty: AWS-owned keys. Its key policy must let DynamoDB, SQS (and EventBridge, which sends death notices) and CloudWatch Logs (logs.<region>.amazonaws.com) use it; the worker and router roles are granted kms:Decrypt and kms:GenerateDataKey on it."
+  type        = string
+  default     = ""
+}
+
+variable "standby_kms_key_arn" {
+  description = "With kms_key_arn and a standby region: the key in the standby region (the tables' replicas, the standby's queues and log groups)."
+  type        = string
+  default     = ""
+}
+
+variable "worker_egress_ports" {
+  description = "TCP ports worker tasks may connect to besides 443 (AWS APIs, wss://) and the ports allowed_ws_hosts names (host:port); e.g. [80] for ws:// hosts listed without a port. Nothing else leaves a worker."
+  type        = list(number)
+  default     = []
+}
+
+variable "worker_egress_cidr_blocks" {
+  description = "Networks worker tasks may connect to on those ports (default anywhere: the AWS APIs' addresses are not fixed)."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+}
+
 # -- capacity and scaling (published values) ------------------------------------------------------------
 variable "worker_cpu" {
   description = "Worker task CPU units (1024 = one vCPU)."

@@ -222,3 +222,120 @@ run "standby_region_without_the_gate_needs_the_named_unsafe_option" {
     error_message = "With the unsafe option, the standby runs ungated, as asked."
   }
 }
+
+# -- trust boundaries: worker egress, customer-managed keys ---------------------------------------------
+
+run "worker_egress_is_443_and_the_allowlists_ports" {
+  command = plan
+
+  assert {
+    condition     = toset(module.primary.worker_egress_ports) == toset([443, 8443])
+    error_message = "By default workers reach TCP 443 and the ports allowed_ws_hosts names (backup.example.com:8443) only."
+  }
+}
+
+run "worker_egress_can_be_widened" {
+  command = plan
+
+  variables {
+    worker_egress_ports = [80]
+  }
+
+  assert {
+    condition     = toset(module.primary.worker_egress_ports) == toset([80, 443, 8443])
+    error_message = "worker_egress_ports adds ports to the workers' egress."
+  }
+}
+
+run "workers_module_egress_and_key" {
+  command = plan
+
+  module {
+    source = "./modules/workers"
+  }
+
+  variables {
+    name                  = "wsfleet"
+    image                 = "wsfleet-worker:v1"
+    fleet_environment     = {}
+    connections_table_arn = "arn:aws:dynamodb:us-east-1:123456789012:table/c"
+    messages_table_arn    = "arn:aws:dynamodb:us-east-1:123456789012:table/m"
+    workers_table_arn     = "arn:aws:dynamodb:us-east-1:123456789012:table/w"
+    index_arns            = ["arn:aws:dynamodb:us-east-1:123456789012:table/c/index/i"]
+    queue_arn             = "arn:aws:sqs:us-east-1:123456789012:q"
+    metric_namespace      = "wsfleet"
+    vpc_id                = "vpc-0123456789abcdef0"
+    subnet_ids            = ["subnet-0123456789abcdef0"]
+    egress_ports          = [443, 8443]
+    kms_key_arn           = "arn:aws:kms:us-east-1:123456789012:key/fleet"
+    queue_key_policy      = jsonencode({ Version = "2012-10-17", Statement = [] })
+  }
+
+  assert {
+    condition     = alltrue([for rule in aws_security_group.worker.egress : rule.protocol == "tcp" && rule.from_port == rule.to_port]) && toset([for rule in aws_security_group.worker.egress : rule.from_port]) == toset([443, 8443])
+    error_message = "The workers' security group lets out TCP to the listed ports only."
+  }
+  assert {
+    condition     = aws_cloudwatch_log_group.worker.kms_key_id == "arn:aws:kms:us-east-1:123456789012:key/fleet" && length(aws_iam_role_policy.task_kms) == 1
+    error_message = "With kms_key_arn the workers' log group is encrypted with it and the task role may use it for the queue."
+  }
+}
+
+run "queue_with_a_customer_managed_key" {
+  command = plan
+
+  module {
+    source = "./modules/queue"
+  }
+
+  variables {
+    queue_name             = "wsfleet-notify"
+    dead_letter_queue_name = "wsfleet-notify-dlq"
+    kms_key_arn            = "arn:aws:kms:us-east-1:123456789012:key/fleet"
+  }
+
+  assert {
+    condition     = aws_sqs_queue.notify.kms_master_key_id == var.kms_key_arn && aws_sqs_queue.dead_letter.kms_master_key_id == var.kms_key_arn
+    error_message = "With kms_key_arn both queues use it instead of SQS-managed keys."
+  }
+}
+
+run "tables_with_a_customer_managed_key" {
+  command = plan
+
+  module {
+    source = "./modules/tables"
+  }
+
+  variables {
+    connections_table_name = "c"
+    messages_table_name    = "m"
+    workers_table_name     = "w"
+    replica_regions        = ["us-west-2"]
+    kms_key_arn            = "arn:aws:kms:us-east-1:123456789012:key/fleet"
+    replica_kms_key_arns   = { "us-west-2" = "arn:aws:kms:us-west-2:123456789012:key/standby" }
+  }
+
+  assert {
+    condition     = alltrue([for table in [aws_dynamodb_table.connections, aws_dynamodb_table.messages, aws_dynamodb_table.workers] : table.server_side_encryption[0].kms_key_arn == var.kms_key_arn && [for r in table.replica : r.kms_key_arn] == ["arn:aws:kms:us-west-2:123456789012:key/standby"]])
+    error_message = "With kms_key_arn every table and replica is encrypted with the region's key."
+  }
+}
+
+run "tables_key_needs_a_key_per_replica_region" {
+  command = plan
+
+  module {
+    source = "./modules/tables"
+  }
+
+  variables {
+    connections_table_name = "c"
+    messages_table_name    = "m"
+    workers_table_name     = "w"
+    replica_regions        = ["us-west-2"]
+    kms_key_arn            = "arn:aws:kms:us-east-1:123456789012:key/fleet"
+  }
+
+  expect_failures = [data.aws_region.current]
+}

@@ -435,9 +435,10 @@ def iam_problems(terraform_dir: Path, fleet_dir: Path) -> list[str]:
         if not statements:
             problems.append(f"{who}: no inline policy found for {resource_type}.{argument}")
         own_calls = [call for call in calls if call.module in closure]
-        # The router's function writes its own log group; that is the runtime's, not the fleet's code.
+        # The router's function writes its own log group; that is the runtime's, not the fleet's code; and the
+        # queue's customer-managed key (kms_key_arn) is used by SQS on the caller's behalf.
         code = (modules, closure, table_names)
-        problems.extend(_policy_problems(who, instance, statements, own_calls, code, ("logs:",)))
+        problems.extend(_policy_problems(who, instance, statements, own_calls, code, ("logs:", "kms:")))
     return problems
 
 

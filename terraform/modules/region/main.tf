@@ -24,6 +24,10 @@ locals {
   state_index_arn       = "${local.table_arn_prefix}/${var.connections_table_name}/index/${var.state_index_name}"
   # The namespace fleet/store.py publishes ActiveConnections to.
   metric_namespace = "wsfleet"
+  # Worker egress: 443 (AWS APIs, wss://), every port an allowlist entry names (host:port, [v6]:port),
+  # and the operator's additions; a bare ws:// host on port 80 needs 80 in worker_egress_ports.
+  worker_egress_ports = distinct(concat([443], var.worker_egress_ports,
+  [for entry in var.allowed_ws_hosts : tonumber(one(regex(":([0-9]+)$", entry))) if can(regex(":([0-9]+)$", entry))]))
 
   # Every variable of fleet/config.py's ENV_VARS appears in one of these two maps (tests/deploy checks the
   # names against it).  The deployment sets the first; fleet_settings may set any of the second, whose
@@ -79,6 +83,7 @@ module "queue" {
   source                 = "../queue"
   queue_name             = var.queue_name
   dead_letter_queue_name = var.dead_letter_queue_name
+  kms_key_arn            = var.kms_key_arn
 }
 
 module "router" {
@@ -99,6 +104,8 @@ module "router" {
   log_retention_days      = var.log_retention_days
   region_gate             = var.region_gate
   region_gate_control_arn = var.region_gate_control_arn
+  kms_key_arn             = var.kms_key_arn
+  queue_key_policy        = module.queue.key_policy_json
 }
 
 module "workers" {
@@ -124,6 +131,10 @@ module "workers" {
 
   region_gate             = var.region_gate
   region_gate_control_arn = var.region_gate_control_arn
+  egress_ports            = local.worker_egress_ports
+  egress_cidr_blocks      = var.worker_egress_cidr_blocks
+  kms_key_arn             = var.kms_key_arn
+  queue_key_policy        = module.queue.key_policy_json
 }
 
 module "autoscaling" {

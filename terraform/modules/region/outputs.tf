@@ -8,6 +8,11 @@ output "router_url" {
   value       = module.router.url
 }
 
+output "worker_egress_ports" {
+  description = "TCP ports the worker tasks may connect to."
+  value       = module.workers.egress_ports
+}
+
 output "router_api_id" {
   description = "Id of this region's router API (API Gateway v2)."
   value       = module.router.api_id

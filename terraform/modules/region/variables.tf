@@ -166,8 +166,26 @@ variable "alarm_actions" {
   default     = []
 }
 
+variable "worker_egress_ports" {
+  description = "TCP ports worker tasks may connect to besides 443 and the ports allowed_ws_hosts names (host:port)."
+  type        = list(number)
+  default     = []
+}
+
+variable "worker_egress_cidr_blocks" {
+  description = "Networks worker tasks may connect to on those ports."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+}
+
 variable "fault_injection" {
   description = "Let AWS FIS inject network faults into the worker tasks (the root sets it with chaos_target)."
   type        = bool
   default     = false
+}
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key (in this region) of the queues and the log groups; empty: AWS-owned keys."
+  type        = string
+  default     = ""
 }

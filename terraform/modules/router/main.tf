@@ -75,6 +75,7 @@ resource "aws_iam_role_policy" "router_logs" {
 resource "aws_cloudwatch_log_group" "router" {
   name              = "/aws/lambda/${local.function_name}"
   retention_in_days = var.log_retention_days
+  kms_key_id        = var.kms_key_arn == "" ? null : var.kms_key_arn
 }
 
 resource "aws_lambda_layer_version" "dependencies" {
@@ -134,6 +135,7 @@ resource "aws_apigatewayv2_route" "health" {
 resource "aws_cloudwatch_log_group" "api" {
   name              = "/aws/apigateway/${var.name}-router"
   retention_in_days = var.log_retention_days
+  kms_key_id        = var.kms_key_arn == "" ? null : var.kms_key_arn
 }
 
 resource "aws_apigatewayv2_stage" "default" {
@@ -189,4 +191,12 @@ resource "aws_apigatewayv2_api_mapping" "router" {
   api_id      = aws_apigatewayv2_api.router.id
   domain_name = aws_apigatewayv2_domain_name.router[0].id
   stage       = aws_apigatewayv2_stage.default.id
+}
+
+# With a customer-managed key (kms_key_arn): what using the queue's key takes (modules/queue).
+resource "aws_iam_role_policy" "router_kms" {
+  count  = var.kms_key_arn == "" ? 0 : 1
+  name   = "queue-key"
+  role   = aws_iam_role.router.id
+  policy = var.queue_key_policy
 }

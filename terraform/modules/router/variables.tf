@@ -101,3 +101,15 @@ variable "certificate_arn" {
   type        = string
   default     = ""
 }
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key of the queue and the router's log groups; empty: AWS-owned keys."
+  type        = string
+  default     = ""
+}
+
+variable "queue_key_policy" {
+  description = "With kms_key_arn: the IAM policy (JSON) that lets a role use the queue's key (modules/queue key_policy_json)."
+  type        = string
+  default     = ""
+}

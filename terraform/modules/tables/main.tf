@@ -13,6 +13,10 @@ data "aws_region" "current" {
       condition     = !contains(var.replica_regions, self.name)
       error_message = "A replica region must differ from the tables' own region."
     }
+    precondition {
+      condition     = var.kms_key_arn == "" || length(setsubtract(var.replica_regions, keys(var.replica_kms_key_arns))) == 0
+      error_message = "With kms_key_arn, every replica region needs its own key (standby_kms_key_arn)."
+    }
   }
 }
 
@@ -50,12 +54,21 @@ resource "aws_dynamodb_table" "connections" {
     enabled = var.point_in_time_recovery
   }
 
+  dynamic "server_side_encryption" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      enabled     = true
+      kms_key_arn = server_side_encryption.value
+    }
+  }
+
   dynamic "replica" {
     for_each = toset(var.replica_regions)
     content {
       region_name            = replica.value
       point_in_time_recovery = var.point_in_time_recovery
       propagate_tags         = true
+      kms_key_arn            = var.kms_key_arn == "" ? null : lookup(var.replica_kms_key_arns, replica.value, null)
     }
   }
 }
@@ -83,12 +96,21 @@ resource "aws_dynamodb_table" "messages" {
     enabled = var.point_in_time_recovery
   }
 
+  dynamic "server_side_encryption" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      enabled     = true
+      kms_key_arn = server_side_encryption.value
+    }
+  }
+
   dynamic "replica" {
     for_each = toset(var.replica_regions)
     content {
       region_name            = replica.value
       point_in_time_recovery = var.point_in_time_recovery
       propagate_tags         = true
+      kms_key_arn            = var.kms_key_arn == "" ? null : lookup(var.replica_kms_key_arns, replica.value, null)
     }
   }
 }
@@ -110,12 +132,21 @@ resource "aws_dynamodb_table" "workers" {
     enabled = var.point_in_time_recovery
   }
 
+  dynamic "server_side_encryption" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      enabled     = true
+      kms_key_arn = server_side_encryption.value
+    }
+  }
+
   dynamic "replica" {
     for_each = toset(var.replica_regions)
     content {
       region_name            = replica.value
       point_in_time_recovery = var.point_in_time_recovery
       propagate_tags         = true
+      kms_key_arn            = var.kms_key_arn == "" ? null : lookup(var.replica_kms_key_arns, replica.value, null)
     }
   }
 }

@@ -30,3 +30,15 @@ variable "deletion_protection" {
   type        = bool
   default     = false
 }
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key of the tables in their own region; empty: AWS-owned keys."
+  type        = string
+  default     = ""
+}
+
+variable "replica_kms_key_arns" {
+  description = "Customer-managed KMS key of each replica, by region (required for every replica when kms_key_arn is set)."
+  type        = map(string)
+  default     = {}
+}

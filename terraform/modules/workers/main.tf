@@ -184,6 +184,7 @@ resource "aws_iam_role_policy" "execution" {
 resource "aws_cloudwatch_log_group" "worker" {
   name              = local.log_group_name
   retention_in_days = var.log_retention_days
+  kms_key_id        = var.kms_key_arn == "" ? null : var.kms_key_arn
 }
 
 resource "aws_ecs_cluster" "fleet" {
@@ -223,15 +224,20 @@ resource "aws_ecs_task_definition" "worker" {
 
 resource "aws_security_group" "worker" {
   name_prefix = "${var.name}-worker-"
-  description = "wsfleet workers: outbound only"
+  description = "wsfleet workers: outbound only, TCP to the listed ports"
   vpc_id      = var.vpc_id
 
-  egress {
-    description = "AWS APIs and upstream WebSocket hosts"
-    from_port   = 0
-    to_port     = 0
-    protocol    = "-1"
-    cidr_blocks = var.egress_cidr_blocks
+  # TCP only, to 443 (AWS APIs, wss:// upstreams) and the upstream ports; the VPC's DNS resolver and the
+  # task metadata and credentials endpoints are not subject to security groups.
+  dynamic "egress" {
+    for_each = toset(var.egress_ports)
+    content {
+      description = "TCP ${egress.value}: AWS APIs and upstream WebSocket hosts"
+      from_port   = egress.value
+      to_port     = egress.value
+      protocol    = "tcp"
+      cidr_blocks = var.egress_cidr_blocks
+    }
   }
 
   lifecycle {
@@ -267,4 +273,12 @@ resource "aws_ecs_service" "worker" {
     # modules/autoscaling owns the task count.
     ignore_changes = [desired_count]
   }
+}
+
+# With a customer-managed key (kms_key_arn): what using the queue's key takes (modules/queue).
+resource "aws_iam_role_policy" "task_kms" {
+  count  = var.kms_key_arn == "" ? 0 : 1
+  name   = "queue-key"
+  role   = aws_iam_role.task.id
+  policy = var.queue_key_policy
 }

@@ -8,6 +8,11 @@ output "service_name" {
   value       = aws_ecs_service.worker.name
 }
 
+output "egress_ports" {
+  description = "The TCP ports the workers' security group lets out."
+  value       = [for rule in aws_security_group.worker.egress : rule.from_port]
+}
+
 output "log_group_name" {
   description = "The workers' log group (their JSON log lines)."
   value       = aws_cloudwatch_log_group.worker.name

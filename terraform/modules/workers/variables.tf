@@ -59,6 +59,12 @@ variable "assign_public_ip" {
   default     = false
 }
 
+variable "egress_ports" {
+  description = "TCP ports worker tasks may connect to (443 for the AWS APIs, and the upstream ports); nothing else leaves the task."
+  type        = list(number)
+  default     = [443]
+}
+
 variable "egress_cidr_blocks" {
   description = "Where worker tasks may connect to (AWS APIs and the upstream WebSocket hosts); workers accept no inbound traffic."
   type        = list(string)
@@ -116,4 +122,16 @@ variable "fault_injection" {
   description = "Let AWS FIS inject network faults into the tasks (enableFaultInjection); chaos_target sets it."
   type        = bool
   default     = false
+}
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key of the queue and the workers' log group; empty: AWS-owned keys."
+  type        = string
+  default     = ""
+}
+
+variable "queue_key_policy" {
+  description = "With kms_key_arn: the IAM policy (JSON) that lets a role use the queue's key (modules/queue key_policy_json)."
+  type        = string
+  default     = ""
 }
