@@ -533,6 +533,10 @@ class HardenedRules(Rules):
         )
 
     def message(self, lease: Lease, me: Holder, seq: int, data: str, now_ms: int) -> Write:
+        """The item keyed by sequence (a repeat stores the same data under the same key) and carrying the
+        writer's epoch.  Its fence is not a condition of its own (it never was sent): the store sends it
+        behind ``held`` (``LeaseStore.put_messages_fenced``) or refused over a newer epoch
+        (``LeaseStore.put_message_unless_newer``)."""
         return Write(
             key={"pk": lease.pk, "sk": seq},
             update=Update(set={
@@ -542,7 +546,6 @@ class HardenedRules(Rules):
                 "gen": me.gen,
                 "epoch": lease.epoch,
             }),
-            condition=NotExists("sk"),
             replace=True,
         )
 

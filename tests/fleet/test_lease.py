@@ -108,9 +108,16 @@ def test_hardened_checkpoint_release_and_messages_are_fenced_and_idempotent() ->
     assert checkpoint.apply(current)["last_seq"] == 15
     assert not checkpoint.allowed({**current, "epoch": 5})
     assert not rules.release(lease, ME, 1, 15).allowed({**current, "epoch": 5})
+    # a message item is sent as it is, behind the lease (``held``: the ConditionCheck of its transaction) or
+    # refused over a newer epoch (the store's condition, tested on both engines in test_store): keyed by
+    # sequence, so a repeat is the same item, and naming the epoch and incarnation that wrote it
     message = rules.message(lease, ME, seq=11, data="c1:11", now_ms=1)
-    assert message.key == {"pk": PK, "sk": 11}
-    assert message.allowed(None) and not message.allowed(message.apply(None))
+    assert message.key == rules.message(lease, ME, seq=11, data="c1:11", now_ms=2).key == {"pk": PK, "sk": 11}
+    stored = message.apply(None)
+    assert (stored["epoch"], stored["worker_id"], stored["gen"], stored["message_data"]) == (4, "w1", "gen-a", "c1:11")
+    held = rules.held(lease, ME)
+    assert held is not None and held.evaluate(current)
+    assert not held.evaluate({**current, "epoch": 5}) and not held.evaluate({**current, "owner_gen": "gen-z"})
 
 
 def test_hardened_worker_renewal_must_leave_a_request_timeout_before_expiry() -> None:
