@@ -379,8 +379,8 @@ def test_a_death_notice_buries_only_the_incarnation_on_the_stopped_task() -> Non
     bury = rules.bury(WorkerRecord.from_item(item), stopped_at_ms=1_200)
     assert not bury.allowed({**item, "gen": "gen-z"}) and not bury.allowed({**item, "task_arn": "task/b"})
     renewed = rules.renew_worker(ME, 1_201, frozenset()).apply(item)  # after the stop: alive, whatever ECS says
-    assert rules.renewed_since(WorkerRecord.from_item(renewed), 1_200) and not bury.allowed(renewed)
-    assert not rules.renewed_since(WorkerRecord.from_item(item), 1_200)
+    assert not bury.allowed(renewed)
+    assert rules.bury(WorkerRecord.from_item(item), stopped_at_ms=1_000).allowed(item)  # registered at the stop
     buried = bury.apply(item)
     assert rules.dead(WorkerRecord.from_item(buried), int(rules.tolerance_ms) + 1)  # any time from now on
     assert not bury.allowed(buried)  # a second notice of the same exit, handled at once, buries nothing more
