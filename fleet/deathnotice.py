@@ -9,8 +9,8 @@ through the store) whether the task's process has exited, and when (``executionS
 ``stoppedAt``).  A forged, wrong or early notice (the task RUNNING, unknown to ECS, or STOPPED with no stop
 time) changes nothing.  Nor is ECS's answer alone enough: an incarnation that renewed after the stop time
 ECS reports is alive, whatever ECS says (the pinned moto, for one, moved a running task a step toward
-STOPPED on every DescribeTasks), and is left alone.  Confirmed, every other incarnation registered with
-that task (``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
+STOPPED on every DescribeTasks), and is left alone.  Confirmed, every incarnation registered with that
+task (``task_arn`` in its worker item) is buried: its item expires now (``fleet.lease.HardenedRules.bury``,
 conditioned on its generation, its task and no renewal since the stop), so its streams are claimable
 (the owner can never renew) and the receiver sweeps at once.  A late notice for a worker id registered
 since by a new incarnation touches only the dead one.  A paused or partitioned worker's task is RUNNING:
@@ -140,29 +140,25 @@ class DeathNotices:
             log("death_notice.error", task=notice.task_arn, error=str(exc))
             return False
         buried: list[str] = []
-        alive: list[str] = []
         now = w.clock.now_ms()
         for record in registered.values():
             if record.task_arn != notice.task_arn or w.rules.dead(record, now):
                 continue  # not that task's, or dead already (buried by an earlier notice of the same exit)
             assert stopped_at is not None  # (nothing was read otherwise)
-            if w.rules.renewed_since(record, stopped_at):
-                alive.append(f"{record.worker_id}@{record.gen}")
-                continue  # it renewed after ECS says its process exited: alive, whatever ECS says
             write = w.rules.bury(record, stopped_at)
             if write is None:
                 continue
             try:
                 await w.store.execute(w.config.workers_table, write)
             except ConditionFailed:
-                continue  # replaced, renewed meanwhile, or buried by another receiver
+                continue  # replaced, renewed since the stop (alive, whatever ECS says), or buried by another receiver
             except StoreError as exc:
                 log("death_notice.error", task=notice.task_arn, error=str(exc))
                 return False
             buried.append(f"{record.worker_id}@{record.gen}")
         w.emit("death.notice", task=notice.task_arn, outcome="refuted" if stopped_at is None else "confirmed",
-               stopped_at_ms=stopped_at, buried=buried, alive=alive, reason=notice.reason[:200])
-        log("death_notice", task=notice.task_arn, stopped_at_ms=stopped_at, buried=buried, alive=alive)
+               stopped_at_ms=stopped_at, buried=buried, reason=notice.reason[:200])
+        log("death_notice", task=notice.task_arn, stopped_at_ms=stopped_at, buried=buried)
         if buried:
             w.reconciler.request_sweep()
         return True

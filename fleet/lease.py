@@ -358,13 +358,8 @@ class Rules:
         return None
 
     def bury(self, dead: WorkerRecord, stopped_at_ms: int) -> Write | None:
-        """After a confirmed death notice for ``dead``'s task, which ECS says stopped at ``stopped_at_ms``
-        (only profiles with worker liveness)."""
+        """After a death notice for ``dead``'s task, stopped at ``stopped_at_ms`` (liveness profiles only)."""
         return None
-
-    def renewed_since(self, owner: WorkerRecord, at_ms: int) -> bool:
-        """Whether the incarnation renewed after ``at_ms`` (only profiles with worker liveness)."""
-        return False
 
     def dead(self, owner: WorkerRecord, now_ms: int) -> bool:
         """Whether a worker incarnation can never renew again (only profiles with worker liveness)."""
@@ -542,7 +537,6 @@ class HardenedRules(Rules):
                 "gen": me.gen,
                 "epoch": lease.epoch,
             }),
-            condition=NotExists("sk"),
             replace=True,
         )
 
@@ -589,18 +583,11 @@ class HardenedRules(Rules):
             condition=Eq("gen", me.gen),
         )
 
-    def renewed_since(self, owner: WorkerRecord, at_ms: int) -> bool:
-        """Whether the incarnation renewed after ``at_ms``: a renewal (or the registration) sets its expiry
-        one lease past the moment it was sent."""
-        return owner.expires_at_ms - int(self.lease_ms) > at_ms
-
     def bury(self, dead: WorkerRecord, stopped_at_ms: int) -> Write:
-        """The task running ``dead`` has stopped (ECS said so, at ``stopped_at_ms``): the incarnation expires
-        now, as a clean exit does, so its streams are claimable at once (``_owner_gone``) and any renewal of it
-        is refused.  Only that generation on that task (a new incarnation registered since is untouched), only
-        once (two notices of one exit handled at once bury it once), and only while it has not renewed since
-        the stop (``renewed_since``): ECS's word alone never buries an incarnation that is still renewing,
-        nor one whose renewal lands between the read and this write."""
+        """ECS says ``dead``'s task stopped at ``stopped_at_ms``: the incarnation expires now, so its streams are
+        claimable at once (``_owner_gone``) and any renewal of it is refused.  Only that generation on that task,
+        only once, and only if it has not renewed since the stop (a renewal sets the expiry a lease past its
+        sending): one still renewing is alive, whatever ECS says (issue 25 hole 1)."""
         return Write(
             key={"pk": dead.worker_id},
             update=Update(set={"expires_at_ms": 0}),

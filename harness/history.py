@@ -46,8 +46,8 @@ unknown, e.g. a timeout).
   ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent};
   ``death.notice`` {worker, task, outcome: confirmed (ECS says the task stopped, and when) | refuted,
-  stopped_at_ms (ECS's stop time), buried: the incarnations expired by it, ``worker@gen``, alive: those
-  of the task that renewed after the stop time (left alone), reason}.
+  stopped_at_ms (ECS's stop time), buried: the incarnations expired by it, ``worker@gen`` (never one
+  that renewed after the stop time), reason}.
 - upstream simulator (src ``upstream``):
   ``sub.open`` {pk, session, worker, gen, from_seq}; ``sub.close`` {pk, session, worker, gen, reason:
   client_close | keepalive_timeout | evicted | server_shutdown | server_reset | error | max_age | idle_timeout,

@@ -31,6 +31,11 @@ RunScenario = Callable[..., dict[str, Any]]
 EXPLORE_SEEDS = (101, 102)
 # The scenarios where ``_check_blog`` asserts a finding of the published design.
 BLOG_FINDINGS = frozenset({"crash", "aws_5xx", "reconnect_storm", "pause", "partition_aws"})
+# Where the finding is a takeover of the faulted worker's streams while the fault lasts (two leases): the
+# published reconcile (three leases apart) may fall outside the window between the lease's expiry and the
+# fault's end, and then nobody took over and there is nothing to find.  These blog runs reconcile every
+# quarter lease, so a takeover inside the window is certain and the finding is asserted every run.
+BLOG_TAKEOVERS = {"pause": {"reconcile_ms": 5_000}, "partition_aws": {"reconcile_ms": 5_000}}
 REGRESSIONS = load_dir(REGRESSIONS_DIR) if REGRESSIONS_DIR.is_dir() else {}
 
 
@@ -64,8 +69,9 @@ def _check_blog(name: str, verdict: dict[str, Any]) -> None:
         # waited to reconnect) is gone
         assert verdict["lost_sequences"] > 0
         assert verdict["recovery_ms"]["max"] is not None
-    elif name in ("pause", "partition_aws", "aws_5xx") and _takeovers_during(events, name):
+    elif name in BLOG_TAKEOVERS:
         # the zombie owner keeps consuming after its stream was taken over
+        assert _takeovers_during(events, name) > 0
         assert verdict["duplicate_claims"] > 0
 
 
@@ -91,8 +97,9 @@ def _check_notices(verdict: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("name", "profile"), [
     (n, p) for n in SCENARIOS for p in (("hardened", "blog") if n in BLOG_FINDINGS else ("hardened",))])
 def test_scenario(scenario: RunScenario, request: pytest.FixtureRequest, name: str, profile: str) -> None:
+    overrides = BLOG_TAKEOVERS.get(name, {}) if profile == "blog" else {}
     verdict = (request.getfixturevalue("crash_hardened") if (name, profile) == ("crash", "hardened")
-               else scenario(SCENARIOS[name], profile))
+               else scenario(SCENARIOS[name], profile, overrides=overrides))
     if profile == "hardened":
         _assert_valid(verdict)
         if SCENARIOS[name].death_notices:

@@ -108,9 +108,16 @@ def test_hardened_checkpoint_release_and_messages_are_fenced_and_idempotent() ->
     assert checkpoint.apply(current)["last_seq"] == 15
     assert not checkpoint.allowed({**current, "epoch": 5})
     assert not rules.release(lease, ME, 1, 15).allowed({**current, "epoch": 5})
+    # a message item is sent as it is, behind the lease (``held``: the ConditionCheck of its transaction) or
+    # refused over a newer epoch (the store's condition, tested on both engines in test_store): keyed by
+    # sequence, so a repeat is the same item, and naming the epoch and incarnation that wrote it
     message = rules.message(lease, ME, seq=11, data="c1:11", now_ms=1)
-    assert message.key == {"pk": PK, "sk": 11}
-    assert message.allowed(None) and not message.allowed(message.apply(None))
+    assert message.key == rules.message(lease, ME, seq=11, data="c1:11", now_ms=2).key == {"pk": PK, "sk": 11}
+    stored = message.apply(None)
+    assert (stored["epoch"], stored["worker_id"], stored["gen"], stored["message_data"]) == (4, "w1", "gen-a", "c1:11")
+    held = rules.held(lease, ME)
+    assert held is not None and held.evaluate(current)
+    assert not held.evaluate({**current, "epoch": 5}) and not held.evaluate({**current, "owner_gen": "gen-z"})
 
 
 def test_hardened_worker_renewal_must_leave_a_request_timeout_before_expiry() -> None:
@@ -372,8 +379,8 @@ def test_a_death_notice_buries_only_the_incarnation_on_the_stopped_task() -> Non
     bury = rules.bury(WorkerRecord.from_item(item), stopped_at_ms=1_200)
     assert not bury.allowed({**item, "gen": "gen-z"}) and not bury.allowed({**item, "task_arn": "task/b"})
     renewed = rules.renew_worker(ME, 1_201, frozenset()).apply(item)  # after the stop: alive, whatever ECS says
-    assert rules.renewed_since(WorkerRecord.from_item(renewed), 1_200) and not bury.allowed(renewed)
-    assert not rules.renewed_since(WorkerRecord.from_item(item), 1_200)
+    assert not bury.allowed(renewed)
+    assert rules.bury(WorkerRecord.from_item(item), stopped_at_ms=1_000).allowed(item)  # registered at the stop
     buried = bury.apply(item)
     assert rules.dead(WorkerRecord.from_item(buried), int(rules.tolerance_ms) + 1)  # any time from now on
     assert not bury.allowed(buried)  # a second notice of the same exit, handled at once, buries nothing more

@@ -70,3 +70,33 @@ async def test_a_fenced_write_delivered_after_a_takeover_is_refused(store: Lease
         await sent
     items = await stored(store, pk)
     assert {seq: (item["epoch"], item["worker_id"]) for seq, item in items.items()} == {1: (2, OTHER.worker_id)}
+
+
+async def test_a_late_write_of_a_sequence_the_new_owner_has_not_stored_meets_the_window(
+        store: LeaseStore, delayed_store: LeaseStore) -> None:
+    """The case the test above never reaches: the late write is of a sequence the new owner has not stored
+    yet.  With transactions the fence is the lease itself, so it is refused and nothing is stored.  Without,
+    this is the window the README names: the item lands (naming the superseded epoch and writer, which the
+    zombie-writes checker flags), and the new owner's own write of that sequence then replaces it."""
+    rules = HardenedRules(store.config)
+    pk = new_pk()
+    mine = await held_connection(store, pk)
+    transactions = await store.transactions()
+    assert await delayed_store.transactions() == transactions
+    write = message(rules, mine, ME, 3)
+    late = (delayed_store.put_messages_fenced(pk, rules.held(mine, ME), [write]) if transactions
+            else delayed_store.put_message_unless_newer(write))
+    sent = asyncio.ensure_future(late)
+    theirs = await take_over(store, rules, pk, OTHER)
+    assert not sent.done()
+    if transactions:
+        with pytest.raises(ConditionFailed):
+            await sent
+        assert await stored(store, pk) == {}
+        return
+    await sent
+    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in (await stored(store, pk)).items()} == {
+        3: (1, ME.worker_id)}
+    await store.put_message_unless_newer(message(rules, theirs, OTHER, 3))
+    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in (await stored(store, pk)).items()} == {
+        3: (2, OTHER.worker_id)}
