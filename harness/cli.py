@@ -294,6 +294,11 @@ def _run_up(args: argparse.Namespace, localstack_url: str, overrides: dict[str, 
         signal.signal(sig, lambda *_: stop.set())
     try:
         with Cluster(spec) as cluster:
+            # what ran, for the checkers and the report (a scenario's run.start names its scenario)
+            cluster.history.emit("run.start", scenario="up", profile=spec.profile, timescale=spec.timescale,
+                                 config=cluster.config.durations(), workers=spec.workers, seed=spec.seed,
+                                 settings=overrides or None,
+                                 load=f"{spec.rate:g} msg/s per stream, streams STARTed by clients")
             info = cluster.describe()
             STATE_FILE.parent.mkdir(exist_ok=True)
             STATE_FILE.write_text(json.dumps({**info, "backend_env": cluster.backend.env() if cluster.backend

@@ -121,3 +121,10 @@ def test_up_runs_from_outside_the_checkout_into_a_new_folder_per_run(tmp_path: P
     assert up.returncode == 0, err[-2000:]
     assert sorted(p.name for p in (run_dir / "history").glob("worker-*.jsonl")) == ["worker-1.jsonl",
                                                                                    "worker-2.jsonl"]
+    # its report names what ran, not ``wsfleet report: ? / ?``
+    reported = wsfleet(work, "report", "runs/up/latest", timeout_s=180)
+    assert reported.returncode == 0, reported.stderr[-2000:]
+    text = (run_dir / "report.md").read_text()
+    assert text.startswith("# wsfleet report: up / hardened\n"), text[:200]
+    assert "- **Scenario**: up, 5 msg/s per stream, streams STARTed by clients (seed 0)" in text
+    assert "- **Time scale**: 0.1 " in text and " connections, 2 workers, " in text
