@@ -215,3 +215,19 @@ def test_report_out_overwrites_with_force(capsys: pytest.CaptureFixture[str], tm
     code, _, err = run(capsys, "report", str(run_dir), "--out", str(out), "--force")
     assert code == 0, err
     assert (out / "report.md").read_text() != "an earlier report"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: bomb\nfaults:\n  - kind: kill\n    target: worker-1\n    params:\n      a: &a [x, x, x, x, x, x, x, x]\n"
+     "      b: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n      c: [*b, *b, *b, *b, *b, *b, *b, *b]\n",
+     "not valid YAML: YAML aliases are not allowed (line 7)"),
+    ("name: x\nfaults: [{kind: kill, target: worker-1, at_s: .inf}]\n", "faults[0].at_s: must be finite"),
+    ("name: x\nworkers: 1000000000\n", "workers: must be a whole number from 2 to 256"),
+])
+def test_a_hostile_scenario_file_never_starts_a_fleet(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      nothing_starts: None, text: str, message: str) -> None:
+    (tmp_path / "s.yaml").write_text(text)
+    code, _, err = run(capsys, "scenario", "--from", "s.yaml")
+    assert code == 2 and f"wsfleet scenario: {tmp_path.resolve() / 's.yaml'}: {message}" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # refused before a run folder was made
