@@ -83,6 +83,22 @@ def test_region_bad_input_is_a_usage_error(capsys: pytest.CaptureFixture[str], a
     assert code == 2 and f"error: argument {argv[1]}: {message}" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["scenario", "crash", "--rate", "nan"], "argument --rate: nan must be above 0 and at most 1000"),
+    (["up", "--rate", "inf"], "argument --rate: inf must be above 0 and at most 1000"),
+    (["explore", "--rate", "1e9"], "argument --rate: 1000000000.0 must be above 0 and at most 1000"),
+    (["explore", "--budget-s", "nan"], "argument --budget-s: nan must be a number of seconds above 0"),
+    (["scenario", "crash", "--connections", "1" + "0" * 9],
+     "argument --connections: 1000000000 must be at most 100000"),
+    (["up", "--workers", "1" + "0" * 9], "argument --workers: 1000000000 must be at most 256"),
+])
+def test_absurd_numbers_on_the_command_line_are_usage_errors(
+        capsys: pytest.CaptureFixture[str], nothing_starts: None, argv: list[str], message: str) -> None:
+    """The bounds of a scenario file hold for the options that override it."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and f"error: {message}" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("command", [["up"], ["scenario", "crash"]])
 def test_a_localstack_that_cannot_start_is_one_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
