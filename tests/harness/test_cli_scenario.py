@@ -247,3 +247,35 @@ def test_a_hostile_scenario_file_never_starts_a_fleet(capsys: pytest.CaptureFixt
     assert code == 2 and f"wsfleet scenario: {tmp_path.resolve() / 's.yaml'}: {message}" in err, err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()  # refused before a run folder was made
+
+
+def test_explore_and_region_take_their_folders_from_where_they_were_started(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Relative folders name the folder the command started in, absolute from there on (the worker and router
+    processes run from the checkout); the defaults are new per run."""
+    from harness.explore import explore
+    from harness.region import failover
+
+    given: list[Path] = []
+
+    def fake_explore(options: explore.ExploreOptions, progress: object) -> None:
+        given.append(options.out)
+        raise CliErrorStop()
+
+    def fake_failover(setup: failover.FailoverSetup, progress: object) -> None:
+        given.append(setup.run_dir)
+        raise CliErrorStop()
+
+    class CliErrorStop(Exception):
+        pass
+
+    monkeypatch.setattr(explore, "explore", fake_explore)
+    monkeypatch.setattr(failover, "run_region_failover", fake_failover)
+    for argv in (["explore", "--out", "mine"], ["explore"], ["region", "--variants", "gate", "--run-dir", "ours"],
+                 ["region", "--variants", "gate"]):
+        with pytest.raises(CliErrorStop):
+            main(argv)
+    here = tmp_path.resolve()
+    assert given[0] == here / "mine" and given[2] == here / "ours" / "gate"
+    assert given[1].parent == here / "runs" / "explore" and given[3].parent.parent == here / "runs" / "region"
+    assert (here / "runs" / "explore" / "latest").resolve() == given[1]
