@@ -115,6 +115,8 @@ def test_up_runs_from_outside_the_checkout_into_a_new_folder_per_run(tmp_path: P
         assert (work / "runs" / "up" / "latest").resolve() == run_dir
         started = wsfleet(work, "start", "c1", timeout_s=60)  # finds the running fleet from this folder
         assert started.returncode == 0, started.stderr
+        # the Locust recipe reads this folder's state file; its run folder must not depend on Locust's folder
+        assert json.loads((work / ".wsfleet" / "up.json").read_text())["run_dir"] == str(run_dir)
     finally:
         up.send_signal(signal.SIGTERM)
         _, err = up.communicate(timeout=60)
