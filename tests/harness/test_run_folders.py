@@ -84,7 +84,7 @@ def test_a_scenario_run_twice_into_one_folder_from_outside_the_checkout(tmp_path
     (work / "short.yaml").write_text(SHORT)
     first = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
                     "--connections", "2")
-    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.returncode in (0, 1), first.stderr[-2000:]  # it ran (valid or not: not what is tested here)
     assert json.loads((work / "run" / "verdict.json").read_text())["connections"] == 2
 
     again = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
@@ -94,7 +94,7 @@ def test_a_scenario_run_twice_into_one_folder_from_outside_the_checkout(tmp_path
 
     forced = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
                      "--connections", "3", "--force")
-    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert forced.returncode in (0, 1), forced.stderr[-2000:]
     assert json.loads((work / "run" / "verdict.json").read_text())["connections"] == 3
     assert [start["connections"] for start in run_starts(work / "run")] == [3]
     assert (work / "run" / "history" / "worker-2.jsonl").exists()
