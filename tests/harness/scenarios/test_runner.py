@@ -139,3 +139,17 @@ def test_the_progress_line_of_a_verdict_is_readable(tmp_path: Path) -> None:
     phases.verdict(tmp_path)
     assert lines[-1].endswith("crash/hardened: INVALID: 1 duplicate claims, 3 lost sequences, "
                               "recovery max 2.40 s, bound 8.00 s"), lines[-1]
+
+
+def test_a_run_refuses_a_folder_holding_another_runs_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs never mix (history files are opened for append, and the checkers read the first run.start)."""
+    from harness.scenarios.catalog import SCENARIOS
+
+    def no_fleet(*_: object, **__: object) -> None:
+        raise AssertionError("a fleet was started")
+
+    monkeypatch.setattr(runner, "Cluster", no_fleet)
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "harness.jsonl").write_text('{"type": "run.start"}\n')
+    with pytest.raises(ScenarioError, match="holds another run's history"):
+        runner.run_scenario(runner.ScenarioRun(SCENARIOS["crash"], run_dir=tmp_path))
