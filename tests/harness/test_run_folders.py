@@ -130,3 +130,15 @@ def test_up_runs_from_outside_the_checkout_into_a_new_folder_per_run(tmp_path: P
     assert text.startswith("# wsfleet report: up / hardened\n"), text[:200]
     assert "- **Scenario**: up, 5 msg/s per stream, streams STARTed by clients (seed 0)" in text
     assert "- **Time scale**: 0.1 " in text and " connections, 2 workers, " in text
+
+
+def test_force_never_empties_the_current_folder_home_or_a_checkout(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    (work / "notes").mkdir(parents=True)
+    (tmp_path / "checkout" / ".git").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    for folder in (work, tmp_path, tmp_path / "checkout", Path.home()):
+        with pytest.raises(RunFolderError, match="--force empties a run folder, not this one"):
+            claim(folder, force=True)
+    assert (work / "notes").is_dir() and (tmp_path / "checkout" / ".git").is_dir()
