@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.config import PROFILES, FleetConfig, tuning
 from fleet.errors import ConfigError
-from harness.cli_args import absolute_path, positive_int, run_folder, timescale_arg
+from harness.cli_args import (
+    CONNECTIONS,
+    WORKERS,
+    absolute_path,
+    positive_int,
+    rate_arg,
+    run_folder,
+    seconds_arg,
+    timescale_arg,
+)
 from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
 from harness.cli_errors import CliError
 from harness.cli_region import REGION_COMMANDS, add_region_command
@@ -51,7 +60,7 @@ def _connection_id(text: str) -> str:
 
 def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
                   backends: tuple[str, ...] = ("embedded", "localstack")) -> None:
-    p.add_argument("--workers", type=positive_int, default=3, help="worker processes to run (default 3)")
+    p.add_argument("--workers", type=WORKERS, default=3, help="worker processes to run (default 3)")
     p.add_argument("--profile", choices=PROFILES, default="hardened",
                    help="lease algorithm: blog (the published design), hardened (ours), unsafe (tests only)")
     p.add_argument("--timescale", type=timescale_arg, default=0.1,
@@ -64,7 +73,7 @@ def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
     p.add_argument("--dynamodb", choices=("dynalite", "moto"),
                    help="embedded DynamoDB server (default: a scenario file's, else dynalite; moto is ~14x "
                         "slower, serialised)")
-    p.add_argument("--rate", type=float, default=5.0, help="messages per second per stream (default 5)")
+    p.add_argument("--rate", type=rate_arg, default=5.0, help="messages per second per stream (default 5)")
     p.add_argument("--backend", choices=backends, default="embedded",
                    help="AWS backend: embedded servers (default), a running LocalStack (see --localstack-url)"
                         + (", or a fleet deployed on AWS (see the options below)" if "aws" in backends else ""))
@@ -167,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.add_argument("--list", action="store_true", help="list the scenarios and exit")
     scenario.add_argument("--repeat", type=positive_int, default=1, metavar="K",
                           help="run K times (RUN_DIR/run-<i>) and report how often it was invalid")
-    scenario.add_argument("--connections", type=positive_int, help="streams (default: the file's, 30)")
+    scenario.add_argument("--connections", type=CONNECTIONS, help="streams (default: the file's, 30)")
     scenario.add_argument("--seed", type=int, help="seed of the schedule's draws (default: the file's, 1)")
     scenario.add_argument("--no-report", action="store_true", help="skip the HTML/Markdown report")
     scenario.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
@@ -188,19 +197,19 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--profile", choices=PROFILES, default="hardened", help="lease algorithm (default hardened)")
     explore.add_argument("--runs", type=positive_int, default=10, help="schedules to run at most (default 10)")
     explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
-    explore.add_argument("--budget-s", type=float, help="start no new run after this many seconds")
+    explore.add_argument("--budget-s", type=seconds_arg, help="start no new run after this many seconds")
     explore.add_argument("--out", type=absolute_path, default=None,
                          help="folder for runs and scenario files; it must be new or empty (default: a new "
                               "folder runs/explore/<time>, linked as runs/explore/latest)")
     explore.add_argument("--force", action="store_true", help="empty an --out that holds something, then use it")
     explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                          help="run the worker and router processes from the checkout DIR")
-    explore.add_argument("--workers", type=positive_int, default=3, help="worker processes (default 3)")
-    explore.add_argument("--connections", type=positive_int,
+    explore.add_argument("--workers", type=WORKERS, default=3, help="worker processes (default 3)")
+    explore.add_argument("--connections", type=CONNECTIONS,
                          help="streams (default: drawn per run with the rate, 20x5/s, 10x10/s or 5x20/s; "
                               "20 when only --rate is given)")
     explore.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
-    explore.add_argument("--rate", type=float,
+    explore.add_argument("--rate", type=rate_arg,
                          help="messages per second per stream (default: drawn per run with the streams; 5 "
                               "when only --connections is given)")
     explore.add_argument("--dynamodb", choices=("drawn", "dynalite", "moto"), default="drawn",
@@ -296,6 +305,11 @@ def _run_up(args: argparse.Namespace, localstack_url: str, overrides: dict[str, 
         signal.signal(sig, lambda *_: stop.set())
     try:
         with Cluster(spec) as cluster:
+            # what ran, for the checkers and the report (a scenario's run.start names its scenario)
+            cluster.history.emit("run.start", scenario="up", profile=spec.profile, timescale=spec.timescale,
+                                 config=cluster.config.durations(), workers=spec.workers, seed=spec.seed,
+                                 settings=overrides or None,
+                                 load=f"{spec.rate:g} msg/s per stream, streams STARTed by clients")
             info = cluster.describe()
             STATE_FILE.parent.mkdir(exist_ok=True)
             STATE_FILE.write_text(json.dumps({**info, "backend_env": cluster.backend.env() if cluster.backend

@@ -22,6 +22,7 @@ from harness.checkers.verdict import analyse
 from harness.cli_args import timescale_arg
 from harness.history import read_history
 from harness.report import build_report
+from harness.run_folders import add_output_arguments, output_folder
 from harness.scenarios.catalog import SCENARIOS
 from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 
@@ -117,11 +118,12 @@ def _seeds(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="folder for the runs (default runs/demo)")
+    add_output_arguments(parser, "runs/demo", "the runs and their reports")
     parser.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1: 2 s lease)")
     parser.add_argument("--seeds", type=_seeds, default=[1],
                         help="comma-separated seeds of the fault schedule (default 1; each adds ~80 s)")
     args = parser.parse_args(argv)
+    args.out = output_folder(args, "demo")
     verdicts: Verdicts = {profile: {} for profile in PROFILES}
     run_dirs: list[Path] = []
     try:

@@ -2,7 +2,8 @@
 made absolute once, against the folder the command was started in (its child processes run elsewhere);
 a default folder is new for each run (``runs/scenario/20261204-151500-123``) with a ``latest`` link beside
 it; a folder that already holds something is refused unless the user forces it, and then emptied first, so
-a run's checkers never read another run's history.
+a run's checkers never read another run's history.  ``--force`` never empties the current folder, one above
+it, the home folder or a git checkout.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def claim(folder: str | Path, force: bool, option: str = "--run-dir") -> Path:
         if not force:
             raise RunFolderError(f"{option} {folder} is not empty (it holds another run's output); name a new "
                                  "folder, or add --force to empty it first")
+        if folder in (Path.home().resolve(), *Path.cwd().resolve().parents, Path.cwd().resolve()) \
+                or (folder / ".git").exists():
+            raise RunFolderError(f"{option} {folder}: --force empties a run folder, not this one (the current "
+                                 "folder, one above it, the home folder or a git checkout)")
         for entry in folder.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

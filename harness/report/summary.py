@@ -202,7 +202,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     claims = verdict["checkers"]["duplicate_claims"]
     sequences = verdict["checkers"]["sequences"]
     lines = [
-        ("Scenario", f"{info.scenario or '?'} (seed {seed_text(info.seed)})"),
+        ("Scenario", f"{info.scenario or '?'}{_load(run)} (seed {seed_text(info.seed)})"),
         ("Profile", info.profile or "?"),
         ("Time scale", _timescale_line(run)),
         ("Verdict", verdict_line),
@@ -265,6 +265,12 @@ def outcomes_text(outcomes: dict[str, dict[str, int]]) -> str:
     if failing:
         text += " (fail: " + ", ".join(f"{kind} {count:,}" for count, kind in failing) + ")"
     return text
+
+
+def _load(run: RunData) -> str:
+    """``, 5 msg/s per stream, ...``: the load ``run.start`` names (a ``wsfleet up`` run's), or nothing."""
+    load = select(run.events, "run.start", ["load"], raw=["load"])["load"]
+    return f", {load.iloc[0]}" if len(load) and isinstance(load.iloc[0], str) else ""
 
 
 def _timescale_line(run: RunData) -> str:

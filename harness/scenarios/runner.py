@@ -99,6 +99,9 @@ def fault_model(steps: list[Step], config: FleetConfig) -> str:
 def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any]:
     """Run ``run`` on a local topology and return its verdict (also written to ``RUN_DIR/verdict.json``)."""
     workers, profile = int(run.setting("workers")), str(run.setting("profile"))
+    history = run.run_dir / "history"
+    if history.is_dir() and any(history.iterdir()):  # runs never mix: the checkers would read both
+        raise ScenarioError(f"{run.run_dir} holds another run's history; give each run a folder of its own")
     if workers < 2:
         raise ScenarioError("a scenario needs at least 2 workers (someone must take over)")
     seed = int(run.setting("seed"))

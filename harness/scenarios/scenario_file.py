@@ -59,6 +59,17 @@ import yaml
 from fleet.config import PROFILES, FleetConfig
 from harness.faults.plane import REGISTRY
 from harness.scenarios.expressions import ExpressionError, duration_names, evaluate, shown
+from harness.scenarios.limits import (
+    MAX_BYTES,
+    MAX_CONNECTIONS,
+    MAX_MS,
+    MAX_RATE,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_TIMESCALE,
+    MAX_UPSTREAM,
+    MAX_WORKERS,
+)
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 CONNECTION = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -76,15 +87,6 @@ DYNAMODB_SERVERS = ("dynalite", "moto")
 UPSTREAM_SETTINGS = ("handshake_quota", "handshake_burst")
 DEFAULTS: dict[str, Any] = {"profile": "hardened", "workers": 3, "connections": 30, "rate": 5.0,
                             "timescale": 0.1, "seed": 1}
-MAX_BYTES = 1_000_000
-MAX_WORKERS = 256
-MAX_CONNECTIONS = 100_000
-MAX_RATE = 1000.0          # messages per second per stream
-MAX_TIMESCALE = 10.0       # as ``--timescale``
-MAX_SEED = 2**63 - 1
-MAX_UPSTREAM = 1e6         # handshakes a second, or in the bucket
-MAX_SECONDS = 86_400.0     # a step's or an operation's at_s and duration_s: within a day
-MAX_MS = 1e9               # a bound, or a ``*_ms`` param, in ms (about 11 days either way)
 
 
 class ScenarioFileError(ValueError):

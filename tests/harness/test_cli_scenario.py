@@ -83,6 +83,22 @@ def test_region_bad_input_is_a_usage_error(capsys: pytest.CaptureFixture[str], a
     assert code == 2 and f"error: argument {argv[1]}: {message}" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["scenario", "crash", "--rate", "nan"], "argument --rate: nan must be above 0 and at most 1000"),
+    (["up", "--rate", "inf"], "argument --rate: inf must be above 0 and at most 1000"),
+    (["explore", "--rate", "1e9"], "argument --rate: 1000000000.0 must be above 0 and at most 1000"),
+    (["explore", "--budget-s", "nan"], "argument --budget-s: nan must be a number of seconds above 0"),
+    (["scenario", "crash", "--connections", "1" + "0" * 9],
+     "argument --connections: 1000000000 must be at most 100000"),
+    (["up", "--workers", "1" + "0" * 9], "argument --workers: 1000000000 must be at most 256"),
+])
+def test_absurd_numbers_on_the_command_line_are_usage_errors(
+        capsys: pytest.CaptureFixture[str], nothing_starts: None, argv: list[str], message: str) -> None:
+    """The bounds of a scenario file hold for the options that override it."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and f"error: {message}" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("command", [["up"], ["scenario", "crash"]])
 def test_a_localstack_that_cannot_start_is_one_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
@@ -215,3 +231,51 @@ def test_report_out_overwrites_with_force(capsys: pytest.CaptureFixture[str], tm
     code, _, err = run(capsys, "report", str(run_dir), "--out", str(out), "--force")
     assert code == 0, err
     assert (out / "report.md").read_text() != "an earlier report"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: bomb\nfaults:\n  - kind: kill\n    target: worker-1\n    params:\n      a: &a [x, x, x, x, x, x, x, x]\n"
+     "      b: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n      c: [*b, *b, *b, *b, *b, *b, *b, *b]\n",
+     "not valid YAML: YAML aliases are not allowed (line 7)"),
+    ("name: x\nfaults: [{kind: kill, target: worker-1, at_s: .inf}]\n", "faults[0].at_s: must be finite"),
+    ("name: x\nworkers: 1000000000\n", "workers: must be a whole number from 2 to 256"),
+])
+def test_a_hostile_scenario_file_never_starts_a_fleet(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      nothing_starts: None, text: str, message: str) -> None:
+    (tmp_path / "s.yaml").write_text(text)
+    code, _, err = run(capsys, "scenario", "--from", "s.yaml")
+    assert code == 2 and f"wsfleet scenario: {tmp_path.resolve() / 's.yaml'}: {message}" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # refused before a run folder was made
+
+
+def test_explore_and_region_take_their_folders_from_where_they_were_started(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Relative folders name the folder the command started in, absolute from there on (the worker and router
+    processes run from the checkout); the defaults are new per run."""
+    from harness.explore import explore
+    from harness.region import failover
+
+    given: list[Path] = []
+
+    def fake_explore(options: explore.ExploreOptions, progress: object) -> None:
+        given.append(options.out)
+        raise CliErrorStop()
+
+    def fake_failover(setup: failover.FailoverSetup, progress: object) -> None:
+        given.append(setup.run_dir)
+        raise CliErrorStop()
+
+    class CliErrorStop(Exception):
+        pass
+
+    monkeypatch.setattr(explore, "explore", fake_explore)
+    monkeypatch.setattr(failover, "run_region_failover", fake_failover)
+    for argv in (["explore", "--out", "mine"], ["explore"], ["region", "--variants", "gate", "--run-dir", "ours"],
+                 ["region", "--variants", "gate"]):
+        with pytest.raises(CliErrorStop):
+            main(argv)
+    here = tmp_path.resolve()
+    assert given[0] == here / "mine" and given[2] == here / "ours" / "gate"
+    assert given[1].parent == here / "runs" / "explore" and given[3].parent.parent == here / "runs" / "region"
+    assert (here / "runs" / "explore" / "latest").resolve() == given[1]

@@ -158,3 +158,14 @@ def test_outcome_counts_name_the_failing_event_types(tmp_path: Path) -> None:
     totals = {name: sum(counts[name] for counts in expected.values()) for name in ("ok", "fail", "info")}
     assert dict(headline(run))["Outcomes"] == (f"ok {totals['ok']:,} · fail 2 · info 1 "
                                                "(fail: lease.acquire 2)")
+
+
+def test_the_headline_names_the_load_a_run_start_gives(tmp_path: Path) -> None:
+    """A ``wsfleet up`` run's ``run.start`` names its load (clients START the streams)."""
+    small_run(tmp_path, scenario="up")
+    path = next((tmp_path / "history").glob("harness*.jsonl"))
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    events[0]["load"] = "5 msg/s per stream, streams STARTed by clients"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert dict(headline(load_run(tmp_path, lambda _: None)))["Scenario"] == \
+        "up, 5 msg/s per stream, streams STARTed by clients (seed 1)"

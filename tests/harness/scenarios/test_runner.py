@@ -148,3 +148,17 @@ def test_clock_steps_add_up_with_skews_against_the_tolerance() -> None:
     assert fault_model([step(60), step(-50)], config) == "outside: clock skew 110 ms > tolerance 100 ms"
     assert fault_model([step(-60), Step(1, "clock_skew", "worker-1", 1.0, {"offset_ms": 50})], config) == (
         "outside: clock skew 110 ms > tolerance 100 ms")
+
+
+def test_a_run_refuses_a_folder_holding_another_runs_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs never mix (history files are opened for append, and the checkers read the first run.start)."""
+    from harness.scenarios.catalog import SCENARIOS
+
+    def no_fleet(*_: object, **__: object) -> None:
+        raise AssertionError("a fleet was started")
+
+    monkeypatch.setattr(runner, "Cluster", no_fleet)
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "harness.jsonl").write_text('{"type": "run.start"}\n')
+    with pytest.raises(ScenarioError, match="holds another run's history"):
+        runner.run_scenario(runner.ScenarioRun(SCENARIOS["crash"], run_dir=tmp_path))
