@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -47,11 +48,14 @@ class GateState:
 
 
 class RegionGate:
-    """Reads ``url/region`` (one request, within ``timeout_s``); an empty URL: no gate, always open."""
+    """Reads ``url/region`` (one request, within ``timeout_s``); an empty URL: no gate, always open.  Times are
+    on ``clock``, the worker's fence clock (``fleet.clock.Clock.fence_s``), as the fence the gate bounds."""
 
-    def __init__(self, url: str, region: str, lease_s: float, timeout_s: float) -> None:
+    def __init__(self, url: str, region: str, lease_s: float, timeout_s: float,
+                 clock: Callable[[], float] = monotonic_s) -> None:
         self.url = f"{url.rstrip('/')}/{region}" if url else ""
         self.timeout_s = timeout_s
+        self.clock = clock
         self.state = GateState(lease_s, -math.inf if url else math.inf)
 
     @property
@@ -61,9 +65,9 @@ class RegionGate:
     async def admits(self) -> bool:
         """Read the control (with a gate) and say whether the region may consume now."""
         if self.url:
-            sent = monotonic_s()
+            sent = self.clock()
             self.state.answered(sent, await self._read())
-        return self.state.open(monotonic_s())
+        return self.state.open(self.clock())
 
     async def _read(self) -> str | None:
         try:
@@ -78,9 +82,9 @@ class RegionGate:
         return state if state in (ON, OFF) else None
 
 
-def gate_for(config: FleetConfig) -> RegionGate:
-    """The gate of ``config``'s region; its lease is the hardened fence time (lease, less the fencing margin
-    and a request's timeout), which outlasts a heartbeat."""
+def gate_for(config: FleetConfig, clock: Callable[[], float] = monotonic_s) -> RegionGate:
+    """The gate of ``config``'s region, on the fence clock ``clock``; its lease is the hardened fence time
+    (lease, less the fencing margin and a request's timeout), which outlasts a heartbeat."""
     fence_s = HardenedRules(config).fence_ms / 1000.0
     return RegionGate(config.region_gate_url, config.region, max(fence_s, config.heartbeat_s),
-                      config.scaled_s(config.aws_timeout_ms))
+                      config.scaled_s(config.aws_timeout_ms), clock)

@@ -68,7 +68,7 @@ class Worker:
         self.clock: Clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.rng = rng or random.Random()
         self.fence = Fence(clock=self.clock.fence_s)  # this incarnation's (``Liveness.register`` makes each one's)
-        self.gate = gate_for(config)
+        self.gate = gate_for(config, self.clock.fence_s)
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
         self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight

@@ -58,6 +58,18 @@ def test_the_gate_reads_its_regions_control(authority: RoutingControls) -> None:
     assert not asyncio.run(west.admits())
 
 
+def test_the_gate_keeps_its_times_on_the_clock_it_is_given(authority: RoutingControls) -> None:
+    """On the worker's fence clock (here one at 1000 s, then 1004.9 s and 1005 s): the fence it bounds is."""
+    now = [1000.0]
+    gate = RegionGate(authority.url, "us-west-2", lease_s=5.0, timeout_s=1.0, clock=lambda: now[0])
+    assert asyncio.run(gate.admits()) and gate.open_until == 1005.0
+    authority.set("us-west-2", "maybe")  # no answer from now on: the region lapses with the gate's lease
+    now[0] = 1004.9
+    assert asyncio.run(gate.admits())
+    now[0] = 1005.0
+    assert not asyncio.run(gate.admits())
+
+
 def test_an_answer_that_is_no_state_counts_as_none(authority: RoutingControls) -> None:
     authority.set("us-east-1", "maybe")
     gate = RegionGate(authority.url, "us-east-1", lease_s=5.0, timeout_s=1.0)
