@@ -186,7 +186,7 @@ class Liveness:
         w = self.w
         try:
             write = w.rules.checkpoint(held.lease, w.me, w.clock.now_ms(), held.last_seq)
-            if write is None or not w.fence.allows():
+            if write is None or not held.fence.allows():  # its incarnation's fence
                 return
             seq, sent = held.last_seq, time.time() * 1000.0
             try:

@@ -24,7 +24,7 @@ replication is.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +58,13 @@ class GateState:
 
 class RegionGate:
     """Reads ``control`` through ``endpoints`` (url, ARC data-plane client: ``AwsClients.gate_clients``), each request
-    bounded by the client's timeout; no endpoints: no gate, always open."""
+    bounded by the client's timeout; no endpoints: no gate, always open.  Times are on
+    ``clock``, the worker's fence clock (``fleet.clock.Clock.fence_s``), as the fence the gate bounds."""
 
-    def __init__(self, endpoints: Sequence[tuple[str, Any]], control: str, lease_s: float) -> None:
+    def __init__(self, endpoints: Sequence[tuple[str, Any]], control: str, lease_s: float,
+                 clock: Callable[[], float] = monotonic_s) -> None:
         self.endpoints = list(endpoints)
+        self.clock = clock
         self.control = control
         self.state = GateState(lease_s, -math.inf if endpoints else math.inf)
 
@@ -72,9 +75,9 @@ class RegionGate:
     async def admits(self) -> bool:
         """Read the control (with a gate) and say whether the region may consume now."""
         if self.endpoints:
-            sent = monotonic_s()
+            sent = self.clock()
             self.state.answered(sent, await self._read())
-        return self.state.open(monotonic_s())
+        return self.state.open(self.clock())
 
     async def _read(self) -> str | None:
         """The control's state from the first endpoint that answers (it is tried first next time); None
@@ -98,9 +101,11 @@ def gate_lease_s(config: FleetConfig) -> float:
     return max(HardenedRules(config).fence_ms / 1000.0, config.heartbeat_s)
 
 
-def gate_for(config: FleetConfig, clients: Sequence[tuple[str, Any]]) -> RegionGate:
-    """The gate of ``config``'s region, reading through ``clients`` (``AwsClients.gate_clients``)."""
-    return RegionGate(clients, config.region_gate_control, gate_lease_s(config))
+def gate_for(config: FleetConfig, clients: Sequence[tuple[str, Any]],
+             clock: Callable[[], float] = monotonic_s) -> RegionGate:
+    """The gate of ``config``'s region, reading through ``clients`` (``AwsClients.gate_clients``), on the fence
+    clock ``clock``."""
+    return RegionGate(clients, config.region_gate_control, gate_lease_s(config), clock)
 
 
 def activation_wait_s(config: FleetConfig) -> float:

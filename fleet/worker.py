@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from fleet import stream_machine as machine
 from fleet.aws import AwsClients
 from fleet.claims import ClaimSlots
 from fleet.clock import Clock, LeaseClock
@@ -40,7 +41,7 @@ from fleet.connection import ConnectionRunner, Fence, HeldConnection, wait_until
 from fleet.deathnotice import DeathNotices, task_arn_from_metadata
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable
 from fleet.history import HistoryWriter
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, StopRequest, optional_int
+from fleet.lease import STARTED, ConnectionRecord, Holder, Lease, StopRequest
 from fleet.liveness import Liveness, new_gen
 from fleet.logline import log
 from fleet.metrics import publish_active_connections
@@ -67,7 +68,7 @@ class Worker:
         self.clock: Clock = clock or LeaseClock(config.clock_offset_ms, config.clock_offset_file)
         self.rng = rng or random.Random()
         self.fence = Fence(clock=self.clock.fence_s)  # this incarnation's (``Liveness.register`` makes each one's)
-        self.gate = gate_for(config, store.aws.gate_clients)
+        self.gate = gate_for(config, store.aws.gate_clients, self.clock.fence_s)
         self.held: dict[str, HeldConnection] = {}
         self.acquiring: set[str] = set()
         self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight
@@ -252,22 +253,19 @@ class Worker:
             # read again, is still ours to drain
             item = await self._settle(pk, me, lease.epoch) or item
         drain_until = self.profile.drain_until_ms(item)
-        stopped_at = optional_int(item.get("stopped_at_ms")) if item.get("desired_state") == STOPPED else None
         held = HeldConnection(lease=lease, last_seq=lease.resume_seq, last_checkpoint_seq=lease.resume_seq,
                               checkpointed_at=self.clock.fence_s(), drain_until_ms=drain_until,
-                              stopped_at_ms=stopped_at if drain_until else None, fence=self.fence)
+                              stopped_at_ms=machine.stopped_at(item) if drain_until else None, fence=self.fence)
         self.held[pk] = held
-        if self.closing:
-            await self.releases.hand_off([held], "shutdown")
+        start = machine.take_up(item, closing=self.closing, drains=self.profile.drains, drain_until_ms=drain_until,
+                                consumes=self.profile.consumes(item, self.pending_stops),
+                                stops_seen_ms=[r.stopped_at_ms for r in self.pending_stops if r.pk == pk
+                                               and r.stops(lease.epoch) and r.stopped_at_ms is not None])
+        if start.start is machine.Start.HAND_OFF:
+            await self.releases.hand_off([held], start.reason)
             return False
-        if drain_until is None and not self.profile.consumes(item, self.pending_stops):
-            if not self.profile.drains:
-                await self.releases.hand_off([held], "desired state is not STARTED")
-            else:  # for the STOP it found, else the latest one seen during the acquire
-                seen_stops = [r.stopped_at_ms for r in self.pending_stops
-                              if r.pk == pk and r.stops(lease.epoch) and r.stopped_at_ms is not None]
-                await self.end_for_stop(held, "desired state is not STARTED",
-                                        stopped_at if stopped_at is not None else max(seen_stops, default=None))
+        if start.start is machine.Start.END_FOR_STOP:
+            await self.end_for_stop(held, start.reason, start.stopped_at_ms)
             if self.held.get(pk) is not held or held.dropping:
                 return False  # else a read showed it STARTED again since that STOP: consumed after all
         held.task = asyncio.create_task(self.consumer.consume(held))
@@ -308,21 +306,17 @@ class Worker:
             except asyncio.CancelledError:
                 if (me := asyncio.current_task()) is not None and me.cancelling():
                     raise  # this drop was cancelled, not the consume task it waited for
-            if not held.task.done():
-                release, reason = False, f"{reason}: its writes did not end"
         if self.held.get(held.pk) is held:
             del self.held[held.pk]
-        if held.draining and not held.drained:
-            # released, it would never be drained: left to lapse with this incarnation, or to be taken up again
-            release, reason = False, f"{reason}: drain unfinished"
-        if not release or not self.fence.allows():
-            self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch,
-                      reason=reason if release is False else "fenced before release")
+        letting = machine.let_go(release=release, reason=reason, fence_open=self.fence.allows(),
+                                 task_ended=held.task is None or held.task.done(), draining=held.draining,
+                                 drained=held.drained, drain_stop_ms=held.stopped_at_ms, stop_ms=stopped_at_ms,
+                                 unread=unread)
+        if isinstance(letting, machine.Lapse):
+            self.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=letting.reason)
             return False
-        for_stop = held.stopped_at_ms if held.drained else stopped_at_ms
-        behind = unread and not held.drained and for_stop is not None  # released for a STOP, left to drain
-        outcome = await self.releases.release(held, reason, for_stop, behind)
-        if outcome == "fail" and for_stop is not None:
+        outcome = await self.releases.release(held, reason, letting.for_stop_ms, letting.behind)
+        if outcome == "fail" and machine.after_refusal(letting) is machine.Refused.RETAKE:
             await self._retake(held)
         elif outcome == "fail":
             outcome = await self.releases.after_refused_handoff(held, reason)
@@ -339,6 +333,7 @@ class Worker:
         """``held``'s stream was STOPPED (at ``stopped_at_ms``): stop consuming it and release it for that
         STOP (``drop``).  A STOP of unknown time (a refused checkpoint, an older router's entry) is read
         first: the item shows it, or the stream STARTED again (still ours: it goes on), or not ours."""
+        release = True
         if stopped_at_ms is None:
             try:
                 seen = await self.store.get_connection(held.pk)
@@ -346,13 +341,11 @@ class Worker:
                 log("lease.stop_read_error", pk=held.pk, error=str(exc))
                 await self.drop(held, reason, release=True)  # refused unless still ours
                 return
-            if not self.profile.holds(seen, self.me, held.lease.epoch):
-                await self.drop(held, f"{reason}: lease no longer ours", release=False)
+            read = machine.on_stop_read(seen, ours=self.profile.holds(seen, self.me, held.lease.epoch))
+            if read.go_on:
                 return
-            if seen.desired_state == STARTED:
-                return
-            stopped_at_ms = seen.stopped_at_ms
-        await self.drop(held, reason, release=True, stopped_at_ms=stopped_at_ms)
+            reason, release, stopped_at_ms = reason + read.reason_suffix, read.release, read.stop_ms
+        await self.drop(held, reason, release=release, stopped_at_ms=stopped_at_ms)
 
 
 RETAKE_ATTEMPTS = 3  # reads and acquires after a refused release for a STOP, each refused by a newer START or STOP

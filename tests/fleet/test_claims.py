@@ -17,6 +17,8 @@ from fleet.memstore import MemoryStore
 from fleet.store import Notification
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
+pytestmark = pytest.mark.looptime
+
 NO_SWEEP = {"reconcile_ms": 600_000}
 PK = "CONN#c1"  # no sweep but the first one (hardened) while a test runs
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleet.memstore import MemoryStore
 from tests.fleet.memworker import add_stream, config, running, until
+
+pytestmark = pytest.mark.looptime
 
 
 async def test_a_worker_publishes_how_many_streams_it_holds() -> None:

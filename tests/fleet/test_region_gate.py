@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -63,14 +63,14 @@ def authority(monkeypatch: pytest.MonkeyPatch) -> Iterator[RoutingControls]:
 
 @contextlib.asynccontextmanager
 async def gate(authority: RoutingControls, region: str, endpoints: tuple[str, ...] | None = None,
-               ) -> AsyncIterator[RegionGate]:
+               clock: Callable[[], float] = monotonic_s) -> AsyncIterator[RegionGate]:
     """``region``'s gate, its ARC clients opened by ``AwsClients`` as a worker's are (``endpoints``: the
     cluster's, by default)."""
     config = FleetConfig(profile="hardened", worker_id="w", region=region,
                          region_gate_endpoints=authority.endpoints if endpoints is None else endpoints,
                          region_gate_control=control_arn(region))
     async with AwsClients(config) as aws:
-        yield RegionGate(aws.gate_clients, config.region_gate_control, lease_s=5.0)
+        yield RegionGate(aws.gate_clients, config.region_gate_control, lease_s=5.0, clock=clock)
 
 
 def test_the_gate_reads_its_regions_control_through_the_clusters_data_plane(authority: RoutingControls) -> None:
@@ -115,6 +115,22 @@ def test_an_unsigned_or_wrongly_signed_read_is_refused(authority: RoutingControl
     async def scenario() -> None:
         async with gate(authority, "us-west-2") as west:
             assert not await west.admits() and west.open_until == -math.inf
+    asyncio.run(scenario())
+
+
+def test_the_gate_keeps_its_times_on_the_clock_it_is_given(authority: RoutingControls) -> None:
+    """On the worker's fence clock (here one at 1000 s, then 1004.9 s and 1005 s): the fence it bounds is."""
+    now = [1000.0]
+
+    async def scenario() -> None:
+        async with gate(authority, "us-west-2", clock=lambda: now[0]) as west:
+            assert await west.admits() and west.open_until == 1005.0
+            for index in range(len(authority.endpoints)):  # no answer from now on: the region lapses with
+                authority.down(index)                      # the gate's lease
+            now[0] = 1004.9
+            assert await west.admits()
+            now[0] = 1005.0
+            assert not await west.admits()
     asyncio.run(scenario())
 
 
