@@ -3,9 +3,10 @@ so a benchmark can say what it exercised, not only what it found.
 
 ``coverage(history)`` counts each transition of ``TRANSITIONS`` (every name is listed, reached or not):
 
-- ``acquire:<path>``: a ``lease.acquire`` ok by the path it took (its ``via``): ``notification`` (notify),
-  ``sweep`` (reconcile), ``death notice`` (a sweep or notification right after the previous holder's burial:
-  the history's ``via`` does not say it, so the acquire is attributed to the burial that preceded it,
+- ``acquire:<path>``: a ``lease.acquire`` ok by the path it took (its ``via``): ``notification`` (notify: a
+  START's), ``handoff`` (the notification of a release, naming the released epoch), ``sweep`` (reconcile),
+  ``death notice`` (a sweep or notification right after the previous holder's burial: the history's ``via``
+  does not say it, so the acquire is attributed to the burial that preceded it,
   ``harness.checkers.events.handovers``), ``transfer`` (balance: the recipient takes a transferred lease up),
   ``restart`` (restarted: taken again after a release for a STOP was refused because the stream was STARTED
   again), ``adoption`` (adopted: a lease the store says is ours though we hold nothing), ``drain``
@@ -46,8 +47,8 @@ from harness.checkers.events import (
     select,
 )
 
-ACQUIRE_PATHS = {"notify": "notification", "reconcile": "sweep", "balance": "transfer", "restarted": "restart",
-                 "adopted": "adoption", "drain": "drain", "resolved": "unknown outcome settled"}
+ACQUIRE_PATHS = {"notify": "notification", "handoff": "handoff", "reconcile": "sweep", "balance": "transfer",
+                 "restarted": "restart", "adopted": "adoption", "drain": "drain", "resolved": "unknown outcome settled"}
 RELEASE_REASONS = ("STOP", "shutdown", "drained", "rebalance")
 TRANSITIONS = (
     *(f"acquire:{path}" for path in (*ACQUIRE_PATHS.values(), "death notice")),
