@@ -257,10 +257,14 @@ def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
 
 
 def _lost_once_stored(regions: TwoRegions, region: str, heads: dict[str, int], patience_s: float, what: str) -> int:
-    """Wait until ``region``'s messages table reaches each stream's head (``heads``: stream id -> seq), then
-    count the sequences from 1 to the head it lacks."""
+    """Wait until ``region``'s messages table reaches each stream's head (``heads``: stream id -> seq) and
+    every write made until then has been replicated (order is kept per item only: a later batch can arrive
+    before an earlier one), then count the sequences from 1 to the head it lacks."""
     _wait(lambda: all(max(stored.get(i, [0])) >= head for stored in [_stored(regions, region)]
                       for i, head in heads.items()), patience_s, what)
+    tables, reached_ms = regions.tables, time.time() * 1000.0
+    assert tables is not None
+    _wait(lambda: tables.delivered_before(reached_ms), patience_s, f"{what}: replicated until then")
     stored = _stored(regions, region)
     return sum(len(set(range(1, head + 1)) - set(stored.get(i, []))) for i, head in heads.items())
 
