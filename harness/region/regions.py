@@ -40,7 +40,7 @@ from fleet.region_gate import activation_wait_s
 from harness.backends.base import LOCAL_CREDENTIALS
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
-from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream
+from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream, stop_connection
 from harness.processes import Child, Started, start_thread
 from harness.region.global_tables import GlobalTables
 from harness.region.replication import LagModel
@@ -173,6 +173,10 @@ class TwoRegions(Started):
         east = self.clusters["east"]
         start_connection(self.harness, self.router_url(), east.upstream_url, east.upstream_control_url,
                          connection_id)
+
+    def stop_stream(self, connection_id: str) -> None:
+        """STOP a stream through the failover name (the router's ``event`` is in the history)."""
+        stop_connection(self.harness, self.router_url(), connection_id)
 
     def outage(self, region: str) -> None:
         cluster = self.clusters[region]

@@ -112,7 +112,11 @@ def _outage_sections(result: dict[str, Any]) -> list[Section]:
                   "would fail over by itself, at the risk of failing over on a passing error.")
     else:
         client = f"A client resolving the name reached the standby {outage['client_s']:.2f} s after the cut."
-    data = pd.DataFrame([{"replication_backlog_at_cut_writes": outage["rpo_writes"],
+    rpo = outage.get("rpo") or {}
+    data = pd.DataFrame([{"acknowledged_sequences_lost": rpo.get("messages", {}).get("lost"),
+                          "acknowledged_starts_lost_or_reverted": rpo.get("control", {}).get("starts"),
+                          "acknowledged_stops_lost_or_reverted": rpo.get("control", {}).get("stops"),
+                          "replication_backlog_at_cut_writes": outage["replication_backlog_at_cut"],
                           "sequences_redelivered": outage["redelivered"], "sequences_lost": outage["lost"]}])
     return [
         Section(f"Recovery from the primary's outage ({result['variant']})", [

@@ -25,7 +25,9 @@ def gated(**outage: Any) -> dict[str, Any]:
             "split_brain": {"streams": 0, "overlap_ms": 0, "pks": []},
             "outage": {"kind": "region", "phases": {n: {"p50_s": t - 0.2, "last_s": t} for n, t in PHASES.items()},
                        "client_s": 6.1, "rto_s": 6.5, "rto_bound_s": rto_bound_s(0.1),
-                       "target_rto_s_at_scale_1": 60.0, "rpo_writes": 3, "redelivered": 3, "lost": 0, **outage}}
+                       "target_rto_s_at_scale_1": 60.0, "replication_backlog_at_cut": 3, "redelivered": 3,
+                       "lost": 0, "rpo": {"messages": {"lost": 2}, "control": {"starts": 1, "stops": 0}},
+                       **outage}}
 
 
 def ungated() -> dict[str, Any]:
@@ -90,7 +92,7 @@ def test_tables_and_files(tmp_path: Path) -> None:
     assert tables["split brain"][["variant", "streams_in_both_regions", "conflicts_resolved"]].values.tolist() == [
         ["gate", 0, 0], ["no-gate", 6, 6]]
     assert tables["phases"]["last_stream_s"].tolist() == list(PHASES.values())
-    assert tables["data"].iloc[0].tolist() == [3, 3, 0]
+    assert tables["data"].iloc[0].tolist() == [2, 1, 0, 3, 3, 0]
     assert tables["failback phases"]["last_stream_s"].tolist() == list(PHASES.values())
     report = write_region_report([gated(), ungated()], tmp_path)
     assert report.exists() and (tmp_path / "report.md").exists()
