@@ -32,7 +32,8 @@ One run of a ``Variant``:
    (writes made and not delivered, superseded heartbeats included), the sequences east had stored that
    west stored again (re-delivered by the upstream's replay from west's checkpoint), and lost: once west
    has stored up to each stream's head, the sequences from 1 to it that west's messages table lacks.
-   Conflicts: the pairs last-writer-wins resolved.
+   Conflicts: the pairs last-writer-wins resolved.  Split brain is measured here too (sessions of both
+   regions reading one stream at once after the cut), as in the pause and the failback.
 
 5. **failback** (after a region outage): east healed, its health check passes, the zone answers it again,
    the activation moves back, and east's workers take every stream over; split brain during it, and east's
@@ -227,6 +228,7 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
                                           _desired_states(regions, "west"))}
     say(f"RPO: {rpo['messages']['lost']} acknowledged sequences and {rpo['control']['starts']} STARTs, "
         f"{rpo['control']['stops']} STOPs acknowledged in the primary lost or reverted in the standby")
+    overlaps = cross_region_overlaps(regions, since_ms=cut_ms)  # the cut primary's sessions, if any still read
     phases = _phases(history, cut_ms, ids)
     failback = _failback(regions, ids, heads, patience_s, say) if kind == "region" else None
     return {"kind": kind, "phases": phases, "failback": failback,
@@ -235,6 +237,7 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "rto_bound_s": rto_bound_s(spec.timescale) if kind == "region" else None,
             "target_rto_s_at_scale_1": TARGET_RTO_S,
             "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo": rpo,
+            "split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "replication_backlog_at_cut": backlog,
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
 

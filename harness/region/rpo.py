@@ -4,7 +4,10 @@ and table contents in, counts and the lost items out).
 - ``lost_messages``: the sequences the primary's workers had stored, acknowledged (``msg.persist`` ok,
   src ``<primary>-...``) before the cut, that the standby's messages table lacks once the standby has
   taken over and replication has delivered what it could: written in the primary, never replicated, and
-  not stored again by the standby (the upstream's replay did not reach back to them).
+  not stored again by the standby (the upstream's replay did not reach back to them).  Those below the
+  sequence the standby first resumed the stream from (its first ``ws.open`` ``from_seq`` after the cut)
+  are counted apart (``skipped_by_checkpoint``): a checkpoint that reached the standby before the
+  messages it covers made it resume past them.
 - ``lost_control_writes``: the STARTs and STOPs the primary's router acknowledged (``event`` status 200,
   src ``<primary>-router``) within ``window_ms`` before the cut, whose effect the standby's connections
   table does not show: a START whose item is absent or not STARTED, a STOP whose item is still STARTED,
@@ -34,7 +37,11 @@ def lost_messages(history: pd.DataFrame, cut_ms: float, primary: str,
                    if seq not in standby_stored.get(str(row.pk), set())]
         if missing:
             lost.setdefault(str(row.pk), []).extend(missing)
-    return {"lost": sum(len(set(seqs)) for seqs in lost.values()),
+    opens = history[(history["type"] == "ws.open") & (history["outcome"] == "ok") & (history["t"] > cut_ms)
+                    & ~history["src"].astype(str).str.startswith(f"{primary}-")].sort_values("t")
+    resumed_from = opens.groupby("pk")["from_seq"].first().to_dict() if not opens.empty else {}
+    skipped = sum(1 for pk, seqs in lost.items() for seq in set(seqs) if seq < resumed_from.get(pk, 0))
+    return {"lost": sum(len(set(seqs)) for seqs in lost.values()), "skipped_by_checkpoint": skipped,
             "streams": {pk: sorted(set(seqs)) for pk, seqs in sorted(lost.items())}}
 
 

@@ -34,10 +34,13 @@ PHASE_MEANING = {
 
 
 def gated_holds(result: dict[str, Any]) -> bool:
-    """The gated variant's claims: no split brain, nothing lost, recovery within the bound."""
+    """The gated variant's claims: no split brain (in the pause, the outage and the failback), nothing lost
+    (no acknowledged message either), recovery within the bound."""
     outage = result.get("outage") or {}
     bound, failback = outage.get("rto_bound_s"), outage.get("failback") or {}
-    return (result["split_brain"]["streams"] == 0 and outage.get("lost") == 0
+    acknowledged_lost = ((outage.get("rpo") or {}).get("messages") or {}).get("lost", 0)
+    return (result["split_brain"]["streams"] == 0 and outage.get("lost") == 0 and acknowledged_lost == 0
+            and (outage.get("split_brain") or {}).get("streams", 0) == 0
             and outage.get("rto_s") is not None and (bound is None or outage["rto_s"] <= bound)
             and failback.get("split_brain", 0) == 0 and failback.get("lost_in_primary", 0) == 0)
 
