@@ -4,8 +4,9 @@ Each region's fleet reaches its DynamoDB through a change feed (``ChangeFeedProx
 Streams); every write a region's endpoint accepts is recorded in the shared ``Replication`` as made there,
 stamped with that region's clock (the harness's plus ``clock_offsets_ms[region]``: skew between regions).
 A pump applies each write due (``Replication.take_due``) that wins straight to the other region's endpoint
-(not through its feed, so a replicated write is not replicated back): a ``PutItem`` of the winning image,
-or a ``DeleteItem``.  Last-writer-wins is atomic: the pump holds the item in the target region exclusively (no write
+(not through its feed, so a replicated write is not replicated back): a put of the winning image or a
+deletion, up to ``BATCH_ITEMS`` in one ``BatchWriteItem``.  Last-writer-wins is atomic: the pump holds
+the item in the target region exclusively (no write
 of the item by its fleet is between being committed and being reported: each item's stripe of
 ``STRIPES`` locks, shared by the fleet's requests, exclusive for the pump) while it decides and applies.  A
 region that does not answer keeps the write pending: it is tried again, in order, on the next
@@ -37,6 +38,7 @@ from harness.region.replication import Delivery, LagModel, Replication
 
 PUMP_EVERY_S = 0.01
 STRIPES = 64  # item locks per region (by key hash): the pump holds one while it applies a write of an item
+BATCH_ITEMS = 25  # replicated writes a request (BatchWriteItem's limit)
 STATS_EVERY_S = 1.0
 Emit = Callable[..., Any]  # HistoryWriter.emit
 
@@ -196,48 +198,51 @@ class GlobalTables:
                 applied_then = stats["applied"]
 
     def _land(self, region: str) -> None:
-        """Apply what is due in ``region``, each delivery holding its item's stripe exclusively (every write of
-        the item by the region's fleet that the endpoint committed is reported, so last-writer-wins is
-        decided on what the table holds); of several writes of one item due at once, only the last is
-        applied (the others would be overwritten at once); what the region does not take stays pending, in
-        order."""
+        """Apply what is due in ``region``: of several writes of one item due at once only the last (the
+        others would be overwritten at once), ``BATCH_ITEMS`` items a request, each batch holding its items'
+        stripes exclusively (every write of them by the region's fleet that the endpoint committed is
+        reported, so last-writer-wins is decided on what the table holds); what the region does not take
+        stays pending, in order."""
         with self.lock:
             due = self.replication.take_due(time.time() * 1000.0, region)
             self.applying = len(due)
         last = {d.version.item: d for d in due}  # a write of an item due with a later one of it is superseded
+        latest = [d for d in due if last[d.version.item] is d]
         done = 0
-        for delivery in due:
-            if last[delivery.version.item] is not delivery:
+        for start in range(0, len(latest), BATCH_ITEMS):
+            batch = latest[start:start + BATCH_ITEMS]
+            stripes = sorted({self._stripe(d.version.item[0], self.keys[d.version.item[1]]) for d in batch})
+            with contextlib.ExitStack() as held:
+                for index in stripes:
+                    held.enter_context(self.stripes[region][index].hold_exclusive())
                 with self.lock:
-                    self.applying -= 1
-                done += 1
-                continue
-            table, name = delivery.version.item
-            with self.stripes[region][self._stripe(table, self.keys[name])].hold_exclusive():
-                with self.lock:
-                    wins = self.replication.wins(delivery)
-                if wins and not self._apply(delivery):
+                    winners = [d for d in batch if self.replication.wins(d)]
+                if winners and not self._apply(region, winners):
                     break
                 with self.lock:
-                    if wins:
+                    for delivery in winners:
                         self.replication.landed(delivery)
-                        self.applied += 1
-                    self.applying -= 1
-            done += 1
+                    self.applied += len(winners)
+            done += len(batch)
         with self.lock:
-            self.replication.put_back(due[done:])
+            self.replication.put_back(latest[done:])
             self.applying = 0
 
-    def _apply(self, delivery: Delivery) -> bool:
-        """Apply one replicated write; whether the region took it (if not, it stays pending)."""
-        table, name = delivery.version.item
-        dynamodb = self.direct[delivery.region]
+    def _apply(self, region: str, deliveries: list[Delivery]) -> bool:
+        """Apply replicated writes of distinct items in one ``BatchWriteItem``; whether the region took them
+        all (if not, they stay pending: applying one twice writes the same image)."""
+        requests: dict[str, list[dict[str, Any]]] = {}
+        for delivery in deliveries:
+            table, name = delivery.version.item
+            image = delivery.version.image
+            requests.setdefault(table, []).append({"DeleteRequest": {"Key": self.keys[name]}} if image is None
+                                                  else {"PutRequest": {"Item": image}})
         try:
-            if delivery.version.image is None:
-                dynamodb.delete_item(TableName=table, Key=self.keys[name])
-            else:
-                dynamodb.put_item(TableName=table, Item=delivery.version.image)
+            unprocessed = self.direct[region].batch_write_item(RequestItems=requests).get("UnprocessedItems")
         except (BotoCoreError, ClientError) as exc:
-            self.emit("replication.error", region=delivery.region, table=table, error=str(exc)[:200])
+            self.emit("replication.error", region=region, error=str(exc)[:200])
+            return False
+        if unprocessed:
+            self.emit("replication.error", region=region, error=f"unprocessed: {sum(map(len, unprocessed.values()))}")
             return False
         return True
