@@ -11,11 +11,15 @@ What a write reports, per item (table, key, image; an image of ``None`` is a del
 - ``TransactWriteItems``: each put, update or delete (where the endpoint has transactions).
 
 A refused write (any answer but 200) reports nothing.  Keys are read from each table's key schema
-(``DescribeTable``, once per table).
+(``DescribeTable``, once per table).  Each request, from its forwarding to its report, runs inside
+``guard(items)`` (the (table, key) pairs it writes; by default nothing): Global Tables holds an item
+exclusively while it applies a replicated write of it, so no write of that item the endpoint has committed
+is still unreported then (last-writer-wins is decided on what the table holds).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
 import json
@@ -42,6 +46,8 @@ class ChangeFeedProxy:
         self.key_names: dict[str, list[str]] = {}
         self.lock = threading.Lock()
         self.down = False  # the region's DynamoDB is out (a fault): every request answered 503
+        self.guard: Callable[[list[tuple[str, dict[str, Any]]]], contextlib.AbstractContextManager[object]] = \
+            lambda items: contextlib.nullcontext()
         self.server = QuietHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -96,6 +102,23 @@ class ChangeFeedProxy:
                     for entry in self._written(operations[kind], part, {}, headers)]
         return []
 
+    def targets(self, target: str, request: dict[str, Any],
+                headers: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+        """The (table, key) pairs a request would write (none for a read)."""
+        if target == "PutItem":
+            return [(request["TableName"], self._key(request["TableName"], request["Item"], headers))]
+        if target in ("DeleteItem", "UpdateItem"):
+            return [(request["TableName"], request["Key"])]
+        if target == "BatchWriteItem":
+            return [(table, self._key(table, r["PutRequest"]["Item"], headers) if "PutRequest" in r
+                     else r["DeleteRequest"]["Key"])
+                    for table, requests in request["RequestItems"].items() for r in requests]
+        if target == "TransactWriteItems":
+            operations = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}
+            return [pair for item in request["TransactItems"] for kind, part in item.items() if kind in operations
+                    for pair in self.targets(operations[kind], part, headers)]
+        return []
+
     def _key(self, table: str, item: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         with self.lock:
             names = self.key_names.get(table)
@@ -122,19 +145,29 @@ class ChangeFeedProxy:
                 headers = {name: self.headers[name] for name in FORWARDED_HEADERS if self.headers.get(name)}
                 target = headers.get("X-Amz-Target", "").removeprefix(TARGET_PREFIX)
                 try:
+                    items = proxy.targets(target, json.loads(raw or b"{}"), headers)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    items = []  # malformed: the endpoint refuses it, nothing is written
+                with proxy.guard(items):
+                    self._forward(target, raw, headers)
+
+            def _forward(self, target: str, raw: bytes, headers: dict[str, str]) -> None:
+                try:
                     if proxy.down:
                         raise OSError("the region's DynamoDB is down (fault)")
                     status, body = proxy.call(target, raw, headers)
                 except OSError as exc:  # the endpoint is down: what a client of DynamoDB sees then
                     status, body = 503, json.dumps({"__type": "ServiceUnavailable", "message": str(exc)}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.0")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                self.wfile.flush()
-                if status == 200:  # after the answer: the feed never slows the write down
-                    proxy.report(target, json.loads(raw or b"{}"), json.loads(body or b"{}"), headers)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/x-amz-json-1.0")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.wfile.flush()
+                finally:  # after the answer (the feed never slows the write down), even to a client gone
+                    if status == 200:
+                        proxy.report(target, json.loads(raw or b"{}"), json.loads(body or b"{}"), headers)
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -25,10 +25,15 @@ One run of a ``Variant``:
      message; ``resumed`` is the RTO as the streams see it;
    - ``client``: a client resolving the name reaches west (its cached answer's TTL ran out).
 
-   RPO: the replication backlog at the cut (writes), and the sequences east had stored that west stored
-   again (persisted in east, never replicated, re-delivered by the upstream's replay from west's
-   checkpoint); lost: once west has stored up to each stream's head, the sequences from 1 to it that
-   west's messages table lacks.  Conflicts: the pairs last-writer-wins resolved.
+   RPO as data lost (``harness.region.rpo``): the sequences east's workers had acknowledged before the
+   cut that west's messages table lacks once it has taken over, and the STARTs and STOPs east's router
+   acknowledged just before the cut (``LATE_STREAMS`` STARTs, the last STOPped again) that west's
+   connections table lost or reverted.  Beside it, named as such: the replication backlog at the cut
+   (writes made and not delivered, superseded heartbeats included), the sequences east had stored that
+   west stored again (re-delivered by the upstream's replay from west's checkpoint), and lost: once west
+   has stored up to each stream's head, the sequences from 1 to it that west's messages table lacks.
+   Conflicts: the pairs last-writer-wins resolved.  Split brain is measured here too (sessions of both
+   regions reading one stream at once after the cut), as in the pause and the failback.
 
 5. **failback** (after a region outage): east healed, its health check passes, the zone answers it again,
    the activation moves back, and east's workers take every stream over; split brain during it, and east's
@@ -55,12 +60,14 @@ from harness.backends.resources import client
 from harness.history import read_history
 from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
+from harness.region.rpo import lost_control_writes, lost_messages
 
 RESULT_FILE = "region.json"
 TARGET_RTO_S = 60.0       # at scale 1 (the issue's acceptance)
 # Of that, the work that does not shrink with the time scale: claims, handshakes, the backlog's fenced writes
 # (one request per message on dynalite), about 1.5 s for 6 streams on 2 cores.
 UNSCALED_WORK_S = 3.0
+LATE_STREAMS = 2  # STARTed through the primary just before the cut (the last STOPped again): its RPO in writes
 PHASES = ("detected", "answer", "activated", "claimed", "connected", "resumed")
 Progress = Callable[[str], None]
 
@@ -180,6 +187,11 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     tables, east, spec = regions.tables, regions.clusters["east"], regions.spec
     assert tables is not None
     time.sleep(east.config.lease_s)  # a lease of steady running, so the cut lands mid-stream
+    late = [f"late{i}" for i in range(LATE_STREAMS)]  # STARTed (the last STOPped again) just before the cut
+    control_since_ms = time.time() * 1000.0
+    for connection_id in late:
+        regions.start_stream(connection_id)
+    regions.stop_stream(late[-1])
     backlog = tables.stats()["backlog"]
     cut_ms, cut = time.time() * 1000.0, time.monotonic()
     regions.harness.emit("fault.start", kind=f"{kind}_outage", target="east")
@@ -210,6 +222,13 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     lost = _lost_once_stored(regions, "west", heads, patience_s, "the standby stores what the streams had emitted")
     say(f"the standby consumes every stream; {lost} sequences lost")
     history = read_history(regions.spec.run_dir)
+    rpo = {"messages": lost_messages(history, cut_ms, "east",
+                                     {f"CONN#{i}": set(seqs) for i, seqs in _stored(regions, "west").items()}),
+           "control": lost_control_writes(history, cut_ms, "east", cut_ms - control_since_ms,
+                                          _desired_states(regions, "west"))}
+    say(f"RPO: {rpo['messages']['lost']} acknowledged sequences and {rpo['control']['starts']} STARTs, "
+        f"{rpo['control']['stops']} STOPs acknowledged in the primary lost or reverted in the standby")
+    overlaps = cross_region_overlaps(regions, since_ms=cut_ms)  # the cut primary's sessions, if any still read
     phases = _phases(history, cut_ms, ids)
     failback = _failback(regions, ids, heads, patience_s, say) if kind == "region" else None
     return {"kind": kind, "phases": phases, "failback": failback,
@@ -217,7 +236,9 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "rto_s": phases["resumed"]["last_s"],
             "rto_bound_s": rto_bound_s(spec.timescale) if kind == "region" else None,
             "target_rto_s_at_scale_1": TARGET_RTO_S,
-            "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo_writes": backlog,
+            "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo": rpo,
+            "split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
+            "replication_backlog_at_cut": backlog,
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
 
 
@@ -257,12 +278,25 @@ def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
 
 
 def _lost_once_stored(regions: TwoRegions, region: str, heads: dict[str, int], patience_s: float, what: str) -> int:
-    """Wait until ``region``'s messages table reaches each stream's head (``heads``: stream id -> seq), then
-    count the sequences from 1 to the head it lacks."""
+    """Wait until ``region``'s messages table reaches each stream's head (``heads``: stream id -> seq) and
+    every write made until then has been replicated (order is kept per item only: a later batch can arrive
+    before an earlier one), then count the sequences from 1 to the head it lacks."""
     _wait(lambda: all(max(stored.get(i, [0])) >= head for stored in [_stored(regions, region)]
                       for i, head in heads.items()), patience_s, what)
+    tables, reached_ms = regions.tables, time.time() * 1000.0
+    assert tables is not None
+    _wait(lambda: tables.delivered_before(reached_ms), patience_s, f"{what}: replicated until then")
     stored = _stored(regions, region)
     return sum(len(set(range(1, head + 1)) - set(stored.get(i, []))) for i, head in heads.items())
+
+
+def _desired_states(regions: TwoRegions, region: str) -> dict[str, str]:
+    """Each stream's desired state as ``region``'s connections table holds it."""
+    backend = regions.backends[region]
+    pages = client(backend.env(), "dynamodb").get_paginator("scan").paginate(
+        TableName=backend.tables["connections"], ConsistentRead=True)
+    return {item["pk"]["S"]: item.get("desired_state", {}).get("S", "") for page in pages
+            for item in page.get("Items", [])}
 
 
 def _stored(regions: TwoRegions, region: str) -> dict[str, list[int]]:

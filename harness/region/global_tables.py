@@ -1,12 +1,19 @@
 """Global Tables between two regions' embedded DynamoDB endpoints: the adapters around ``Replication``.
 
 Each region's fleet reaches its DynamoDB through a change feed (``ChangeFeedProxy``, since dynalite has no
-Streams); every write a region's endpoint accepts is recorded in the shared ``Replication`` as made there.
-A pump applies what ``Replication.due`` returns straight to the other region's endpoint (not through its
-feed, so a replicated write is not replicated back): a ``PutItem`` of the winning image, or a
-``DeleteItem``; a region that does not answer loses the write (``replication.error``).  Every
-``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes made but
-not delivered: the RPO if a region were lost then), conflicts (pairs so far), paused} to the history.
+Streams); every write a region's endpoint accepts is recorded in the shared ``Replication`` as made there,
+stamped with that region's clock (the harness's plus ``clock_offsets_ms[region]``: skew between regions).
+A pump applies each write due (``Replication.take_due``) that wins straight to the other region's endpoint
+(not through its feed, so a replicated write is not replicated back): a put of the winning image or a
+deletion, up to ``BATCH_ITEMS`` in one ``BatchWriteItem``.  Last-writer-wins is atomic: the pump holds
+the item in the target region exclusively (no write
+of the item by its fleet is between being committed and being reported: each item's stripe of
+``STRIPES`` locks, shared by the fleet's requests, exclusive for the pump) while it decides and applies.  A
+region that does not answer keeps the write pending: it is tried again, in order, on the next
+round (``replication.error`` each time).  The lag model is written to the history once (``replication.config``);
+every ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
+made but not delivered: the replication backlog, not data lost), conflicts (pairs so far), paused, lag
+quantiles of the lags drawn}.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
 outage; ``dynamodb_outage`` takes one region's DynamoDB out (its feed answers 503) and cuts it.
 
@@ -15,10 +22,11 @@ This is the local emulation only; on AWS the terraform replica is the real thing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -26,9 +34,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from harness.backends.base import ENDPOINT_ENV_VARS, LOCAL_CREDENTIALS
 from harness.backends.resources import client
 from harness.region.change_feed import ChangeFeedProxy
-from harness.region.replication import Delivery, Replication
+from harness.region.replication import Delivery, LagModel, Replication
 
 PUMP_EVERY_S = 0.01
+STRIPES = 64  # item locks per region (by key hash): the pump holds one while it applies a write of an item
+BATCH_ITEMS = 25  # replicated writes a request (BatchWriteItem's limit)
 STATS_EVERY_S = 1.0
 Emit = Callable[..., Any]  # HistoryWriter.emit
 
@@ -38,16 +48,56 @@ def key_name(key: Mapping[str, Any]) -> Hashable:
     return tuple(sorted((name, json.dumps(value, sort_keys=True)) for name, value in key.items()))
 
 
-class GlobalTables:
-    """Replicates every write between the regions' endpoints (``endpoints``: region -> DynamoDB URL); each
-    region's fleet must use ``feed_url(region)`` as its DynamoDB endpoint."""
+class SharedExclusive:
+    """A lock many may hold shared (a region's fleet's requests) or one exclusively (the pump applying a
+    replicated write); an exclusive request waits for the shared holders and stops new ones."""
 
-    def __init__(self, endpoints: Mapping[str, str], lag_ms: float, emit: Emit) -> None:
-        self.replication = Replication(regions=tuple(endpoints), lag_ms=lag_ms)
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.shared = 0
+        self.exclusive = False
+
+    @contextlib.contextmanager
+    def hold_shared(self) -> Iterator[None]:
+        with self.condition:
+            self.condition.wait_for(lambda: not self.exclusive)
+            self.shared += 1
+        try:
+            yield
+        finally:
+            with self.condition:
+                self.shared -= 1
+                self.condition.notify_all()
+
+    @contextlib.contextmanager
+    def hold_exclusive(self) -> Iterator[None]:
+        with self.condition:
+            self.condition.wait_for(lambda: not self.exclusive)
+            self.exclusive = True
+            self.condition.wait_for(lambda: self.shared == 0)
+        try:
+            yield
+        finally:
+            with self.condition:
+                self.exclusive = False
+                self.condition.notify_all()
+
+
+class GlobalTables:
+    """Replicates every write between the regions' endpoints (``endpoints``: region -> DynamoDB URL), with
+    the lags of ``lag``; each region's fleet must use ``feed_url(region)`` as its DynamoDB endpoint."""
+
+    def __init__(self, endpoints: Mapping[str, str], lag: LagModel, emit: Emit,
+                 clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+        self.replication = Replication(regions=tuple(endpoints), lag=lag)
         self.emit = emit
         self.lock = threading.Lock()
+        self.clock_offsets_ms = dict(clock_offsets_ms or {})
         self.keys: dict[Hashable, dict[str, Any]] = {}
+        self.stripes = {region: [SharedExclusive() for _ in range(STRIPES)] for region in endpoints}
         self.feeds = {region: ChangeFeedProxy(url, self._recorder(region)) for region, url in endpoints.items()}
+        for region, feed in self.feeds.items():
+            feed.guard = self._guard(region)
         self.direct = {region: client({ENDPOINT_ENV_VARS["dynamodb"]: url, **LOCAL_CREDENTIALS}, "dynamodb")
                        for region, url in endpoints.items()}
         self.applied = 0
@@ -61,6 +111,7 @@ class GlobalTables:
     def start(self) -> GlobalTables:
         for feed in self.feeds.values():
             feed.start()
+        self.emit("replication.config", lag=self.replication.lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
         self._pump.start()
         return self
 
@@ -93,49 +144,105 @@ class GlobalTables:
         with self.lock:
             return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
                     "conflicts": self.replication.conflicts, "paused": self.replication.paused,
-                    "behind_ms": self.replication.behind_ms(time.time() * 1000.0)}
+                    "behind_ms": self.replication.behind_ms(time.time() * 1000.0),
+                    "lag_ms": self.replication.lag_quantiles()}
+
+    def delivered_before(self, ms: float) -> bool:
+        """Whether every write made before ``ms`` (Unix ms) has been delivered, but for those from or to a region
+        cut off."""
+        with self.lock:
+            return self.applying == 0 and self.replication.pending_before(ms) == 0
 
     def caught_up(self) -> bool:
-        """No write waits longer than twice the lag (after a pause, what fell due meanwhile is delivered)."""
+        """No write has been due for longer than the lag's median (after a pause, what fell due meanwhile is
+        delivered)."""
         with self.lock:
             return self.applying == 0 and \
-                self.replication.behind_ms(time.time() * 1000.0) <= 2 * self.replication.lag_ms
+                self.replication.overdue_ms(time.time() * 1000.0) <= self.replication.lag.median_ms
+
+    @staticmethod
+    def _stripe(table: str, key: Mapping[str, Any]) -> int:
+        return hash((table, key_name(key))) % STRIPES
+
+    def _guard(self, region: str) -> Callable[[list[tuple[str, dict[str, Any]]]],
+                                              contextlib.AbstractContextManager[object]]:
+        """A request of ``region``'s fleet holds the stripes of the items it writes, shared, in order."""
+        @contextlib.contextmanager
+        def guard(items: list[tuple[str, dict[str, Any]]]) -> Iterator[None]:
+            with contextlib.ExitStack() as held:
+                for index in sorted({self._stripe(table, key) for table, key in items}):
+                    held.enter_context(self.stripes[region][index].hold_shared())
+                yield
+        return guard
 
     def _recorder(self, region: str) -> Callable[[str, dict[str, Any], dict[str, Any] | None, float], None]:
         def written(table: str, key: dict[str, Any], image: dict[str, Any] | None, written_ms: float) -> None:
             name = key_name(key)
             with self.lock:
                 self.keys[name] = key
-                self.replication.written(region, (table, name), image, written_ms)
+                self.replication.written(region, (table, name), image, written_ms,
+                                         written_ms + self.clock_offsets_ms.get(region, 0.0))
         return written
 
     def _run(self) -> None:
         applied_then = 0
         last_stats = time.monotonic()
         while not self._stop.wait(PUMP_EVERY_S):
-            with self.lock:
-                due = self.replication.due(time.time() * 1000.0)
-                self.applying = len(due)
-            for delivery in due:
-                self._apply(delivery)
-                with self.lock:
-                    self.applying -= 1
-                    self.applied += 1
+            for region in self.stripes:
+                self._land(region)
             if time.monotonic() - last_stats >= STATS_EVERY_S:
                 last_stats = time.monotonic()
                 stats = self.stats()
                 self.emit("replication.stats", applied=stats["applied"] - applied_then, backlog=stats["backlog"],
-                          conflicts=stats["conflicts"], paused=stats["paused"])
+                          conflicts=stats["conflicts"], paused=stats["paused"], lag_ms=stats["lag_ms"])
                 applied_then = stats["applied"]
 
-    def _apply(self, delivery: Delivery) -> None:
-        table, name = delivery.version.item
-        dynamodb = self.direct[delivery.region]
+    def _land(self, region: str) -> None:
+        """Apply what is due in ``region``: of several writes of one item due at once only the last (the
+        others would be overwritten at once), ``BATCH_ITEMS`` items a request, each batch holding its items'
+        stripes exclusively (every write of them by the region's fleet that the endpoint committed is
+        reported, so last-writer-wins is decided on what the table holds); what the region does not take
+        stays pending, in order."""
+        with self.lock:
+            due = self.replication.take_due(time.time() * 1000.0, region)
+            self.applying = len(due)
+        last = {d.version.item: d for d in due}  # a write of an item due with a later one of it is superseded
+        latest = [d for d in due if last[d.version.item] is d]
+        done = 0
+        for start in range(0, len(latest), BATCH_ITEMS):
+            batch = latest[start:start + BATCH_ITEMS]
+            stripes = sorted({self._stripe(d.version.item[0], self.keys[d.version.item[1]]) for d in batch})
+            with contextlib.ExitStack() as held:
+                for index in stripes:
+                    held.enter_context(self.stripes[region][index].hold_exclusive())
+                with self.lock:
+                    winners = [d for d in batch if self.replication.wins(d)]
+                if winners and not self._apply(region, winners):
+                    break
+                with self.lock:
+                    for delivery in winners:
+                        self.replication.landed(delivery)
+                    self.applied += len(winners)
+            done += len(batch)
+        with self.lock:
+            self.replication.put_back(latest[done:])
+            self.applying = 0
+
+    def _apply(self, region: str, deliveries: list[Delivery]) -> bool:
+        """Apply replicated writes of distinct items in one ``BatchWriteItem``; whether the region took them
+        all (if not, they stay pending: applying one twice writes the same image)."""
+        requests: dict[str, list[dict[str, Any]]] = {}
+        for delivery in deliveries:
+            table, name = delivery.version.item
+            image = delivery.version.image
+            requests.setdefault(table, []).append({"DeleteRequest": {"Key": self.keys[name]}} if image is None
+                                                  else {"PutRequest": {"Item": image}})
         try:
-            if delivery.version.image is None:
-                dynamodb.delete_item(TableName=table, Key=self.keys[name])
-            else:
-                dynamodb.put_item(TableName=table, Item=delivery.version.image)
-        except (BotoCoreError, ClientError) as exc:  # the region is down: the write is lost to it, as it
-            # would be after a region's outage outlasted the service's retries
-            self.emit("replication.error", region=delivery.region, table=table, error=str(exc)[:200])
+            unprocessed = self.direct[region].batch_write_item(RequestItems=requests).get("UnprocessedItems")
+        except (BotoCoreError, ClientError) as exc:
+            self.emit("replication.error", region=region, error=str(exc)[:200])
+            return False
+        if unprocessed:
+            self.emit("replication.error", region=region, error=f"unprocessed: {sum(map(len, unprocessed.values()))}")
+            return False
+        return True

@@ -40,9 +40,10 @@ from fleet.region_gate import activation_wait_s
 from harness.backends.base import LOCAL_CREDENTIALS
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
-from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream
+from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream, stop_connection
 from harness.processes import Child, Started, start_thread
 from harness.region.global_tables import GlobalTables
+from harness.region.replication import LagModel
 from harness.region.route53 import (
     ANSWER_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
@@ -69,7 +70,9 @@ class RegionsSpec:
     run_dir: Path = Path("runs/regions")
     rate: float = 5.0
     seed: int = 0
-    lag_ms: float = 1000.0           # Global Tables' replication lag, at scale 1
+    lag_ms: float = 1000.0           # Global Tables' replication lag, median, at scale 1
+    lag_p99_ms: float = 3000.0       # its 99th percentile (the tail), at scale 1
+    clock_offsets_ms: dict[str, float] = field(default_factory=dict)  # each region's clock skew (hidden stamps)
     ttl_s: float = RECORD_TTL_S      # the failover record's TTL, at scale 1
     health: HealthCheckSpec = field(default_factory=HealthCheckSpec)  # as terraform deploys them
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
@@ -116,8 +119,10 @@ class TwoRegions(Started):
         for name, aws_region in AWS_REGIONS.items():
             self.backends[name] = start_embedded(region=aws_region, config=config,
                                                  log_dir=self.spec.run_dir / "logs" / name)
-        self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
-                                   self.spec.lag_ms * self.spec.timescale, self.replication.emit).start()
+        scale = self.spec.timescale
+        lag = LagModel(self.spec.lag_ms * scale, self.spec.lag_p99_ms * scale, seed=self.spec.seed)
+        self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()}, lag,
+                                   self.replication.emit, self.spec.clock_offsets_ms).start()
         if self.spec.gate:
             self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"],
                                             self.route53.emit, LOCAL_CREDENTIALS_BY_KEY).start()
@@ -168,6 +173,10 @@ class TwoRegions(Started):
         east = self.clusters["east"]
         start_connection(self.harness, self.router_url(), east.upstream_url, east.upstream_control_url,
                          connection_id)
+
+    def stop_stream(self, connection_id: str) -> None:
+        """STOP a stream through the failover name (the router's ``event`` is in the history)."""
+        stop_connection(self.harness, self.router_url(), connection_id)
 
     def outage(self, region: str) -> None:
         cluster = self.clusters[region]

@@ -34,10 +34,13 @@ PHASE_MEANING = {
 
 
 def gated_holds(result: dict[str, Any]) -> bool:
-    """The gated variant's claims: no split brain, nothing lost, recovery within the bound."""
+    """The gated variant's claims: no split brain (in the pause, the outage and the failback), nothing lost
+    (no acknowledged message either), recovery within the bound."""
     outage = result.get("outage") or {}
     bound, failback = outage.get("rto_bound_s"), outage.get("failback") or {}
-    return (result["split_brain"]["streams"] == 0 and outage.get("lost") == 0
+    acknowledged_lost = ((outage.get("rpo") or {}).get("messages") or {}).get("lost", 0)
+    return (result["split_brain"]["streams"] == 0 and outage.get("lost") == 0 and acknowledged_lost == 0
+            and (outage.get("split_brain") or {}).get("streams", 0) == 0
             and outage.get("rto_s") is not None and (bound is None or outage["rto_s"] <= bound)
             and failback.get("split_brain", 0) == 0 and failback.get("lost_in_primary", 0) == 0)
 
@@ -112,7 +115,11 @@ def _outage_sections(result: dict[str, Any]) -> list[Section]:
                   "would fail over by itself, at the risk of failing over on a passing error.")
     else:
         client = f"A client resolving the name reached the standby {outage['client_s']:.2f} s after the cut."
-    data = pd.DataFrame([{"replication_backlog_at_cut_writes": outage["rpo_writes"],
+    rpo = outage.get("rpo") or {}
+    data = pd.DataFrame([{"acknowledged_sequences_lost": rpo.get("messages", {}).get("lost"),
+                          "acknowledged_starts_lost_or_reverted": rpo.get("control", {}).get("starts"),
+                          "acknowledged_stops_lost_or_reverted": rpo.get("control", {}).get("stops"),
+                          "replication_backlog_at_cut_writes": outage["replication_backlog_at_cut"],
                           "sequences_redelivered": outage["redelivered"], "sequences_lost": outage["lost"]}])
     return [
         Section(f"Recovery from the primary's outage ({result['variant']})", [

@@ -43,12 +43,19 @@ override_module {
   }
 }
 
+# The standby's settings are inert without standby_region (a run sets it to plan a standby region).
 variables {
-  profile          = "blog"
-  allowed_ws_hosts = ["stream.example.com", "backup.example.com:8443"]
-  worker_image     = "123456789012.dkr.ecr.us-east-1.amazonaws.com/wsfleet-worker:v1"
-  vpc_id           = "vpc-0123456789abcdef0"
-  subnet_ids       = ["subnet-0123456789abcdef0"]
+  profile                 = "blog"
+  allowed_ws_hosts        = ["stream.example.com", "backup.example.com:8443"]
+  worker_image            = "123456789012.dkr.ecr.us-east-1.amazonaws.com/wsfleet-worker:v1"
+  vpc_id                  = "vpc-0123456789abcdef0"
+  subnet_ids              = ["subnet-0123456789abcdef0"]
+  standby_vpc_id          = "vpc-0fedcba9876543210"
+  standby_subnet_ids      = ["subnet-0fedcba9876543210"]
+  domain_name             = "router.example.com"
+  hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+  certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+  standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
 }
 
 run "single_region" {
@@ -101,14 +108,8 @@ run "standby_region_with_failover" {
   command = plan
 
   variables {
-    standby_region          = "us-west-2"
-    standby_vpc_id          = "vpc-0fedcba9876543210"
-    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
-    domain_name             = "router.example.com"
-    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
-    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
-    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
-    fleet_settings          = { WSFLEET_MAX_CONNECTIONS = "500" }
+    standby_region = "us-west-2"
+    fleet_settings = { WSFLEET_MAX_CONNECTIONS = "500" }
   }
 
   assert {
@@ -133,13 +134,7 @@ run "standby_region_has_the_region_gate" {
   command = plan
 
   variables {
-    standby_region          = "us-west-2"
-    standby_vpc_id          = "vpc-0fedcba9876543210"
-    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
-    domain_name             = "router.example.com"
-    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
-    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
-    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+    standby_region = "us-west-2"
   }
 
   assert {
@@ -156,13 +151,7 @@ run "standby_region_gate_is_wired_to_every_worker_and_router" {
   command = plan
 
   variables {
-    standby_region          = "us-west-2"
-    standby_vpc_id          = "vpc-0fedcba9876543210"
-    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
-    domain_name             = "router.example.com"
-    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
-    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
-    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
+    standby_region = "us-west-2"
   }
 
   override_module {
@@ -189,14 +178,8 @@ run "standby_region_without_the_gate_fails" {
   command = plan
 
   variables {
-    standby_region          = "us-west-2"
-    standby_vpc_id          = "vpc-0fedcba9876543210"
-    standby_subnet_ids      = ["subnet-0fedcba9876543210"]
-    domain_name             = "router.example.com"
-    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
-    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
-    standby_certificate_arn = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
-    region_gate             = false
+    standby_region = "us-west-2"
+    region_gate    = false
   }
 
   expect_failures = [output.region_gate]
@@ -207,12 +190,6 @@ run "standby_region_without_the_gate_needs_the_named_unsafe_option" {
 
   variables {
     standby_region                     = "us-west-2"
-    standby_vpc_id                     = "vpc-0fedcba9876543210"
-    standby_subnet_ids                 = ["subnet-0fedcba9876543210"]
-    domain_name                        = "router.example.com"
-    hosted_zone_id                     = "Z0123456789ABCDEFGHIJ"
-    certificate_arn                    = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
-    standby_certificate_arn            = "arn:aws:acm:us-west-2:123456789012:certificate/standby"
     region_gate                        = false
     unsafe_standby_without_region_gate = true
   }

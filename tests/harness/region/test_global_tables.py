@@ -1,19 +1,22 @@
 """Global Tables emulated between two real dynalite endpoints (``harness.region.global_tables``): a write made
 through one region's feed reaches the other region only after the lag; concurrent writes of one item are
 counted as a conflict and both regions settle on the later one; a deletion is replicated; a pause holds
-writes back (they are the backlog) until resumed."""
+writes back (they are the backlog) until resumed; a write a region does not take stays pending."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from harness.backends.servers import start_dynalite
 from harness.region.global_tables import GlobalTables
+from harness.region.replication import LagModel
 
 LAG_MS = 300.0
 TABLE = "replicated"
@@ -41,7 +44,7 @@ class Events(list[tuple[str, dict[str, Any]]]):
 @pytest.fixture
 def tables(endpoints: dict[str, str]) -> Iterator[tuple[GlobalTables, dict[str, Any], Events]]:
     events = Events()
-    replicated = GlobalTables(endpoints, LAG_MS, events.emit).start()
+    replicated = GlobalTables(endpoints, LagModel(LAG_MS), events.emit).start()
     yield replicated, {region: _client(replicated.feed_url(region)) for region in endpoints}, events
     replicated.stop()
 
@@ -108,3 +111,26 @@ def test_a_pause_holds_writes_back_until_resumed(tables: tuple[GlobalTables, dic
     _until(lambda: any(t == "replication.stats" and f["paused"] and f["backlog"] == 1 for t, f in events))
     replicated.resume()
     _until(lambda: _item(clients["west"], "held") is not None and replicated.stats()["backlog"] == 0)
+
+
+def test_a_write_the_other_region_does_not_take_stays_pending_until_it_does(
+        tables: tuple[GlobalTables, dict[str, Any], Events]) -> None:
+    replicated, clients, events = tables
+    reachable = replicated.direct["west"]
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    replicated.direct["west"] = boto3.client(
+        "dynamodb", endpoint_url=dead, region_name="us-east-1", aws_access_key_id="test",
+        aws_secret_access_key="test", config=Config(retries={"total_max_attempts": 1}, connect_timeout=0.5))
+    clients["east"].put_item(TableName=TABLE, Item={"pk": {"S": "pending"}})
+    _until(lambda: sum(kind == "replication.error" for kind, _ in events) >= 2)  # tried, and tried again
+    assert replicated.stats()["backlog"] == 1
+    replicated.direct["west"] = reachable
+    _until(lambda: _item(clients["west"], "pending") is not None and replicated.stats()["backlog"] == 0)
+
+
+def test_the_lag_model_is_in_the_history(tables: tuple[GlobalTables, dict[str, Any], Events]) -> None:
+    _, _, events = tables
+    [config] = [fields for kind, fields in events if kind == "replication.config"]
+    assert config["lag"] == {"distribution": "fixed", "median_ms": LAG_MS, "p99_ms": LAG_MS, "seed": 0}

@@ -6,14 +6,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.region.replication import Replication
+from harness.region.replication import LagModel, Replication
 
 ITEM = ("connections", "CONN#c001")
 A, B = "us-east-1", "us-west-2"
 
 
 def test_a_write_reaches_the_other_region_after_the_lag_and_not_before() -> None:
-    replication = Replication((A, B), lag_ms=500)
+    replication = Replication((A, B), LagModel(500))
     version = replication.written(A, ITEM, {"v": 1}, written_ms=1000)
     assert replication.due(1499) == [] and replication.backlog() == 1
     [delivery] = replication.due(1500)
@@ -22,7 +22,7 @@ def test_a_write_reaches_the_other_region_after_the_lag_and_not_before() -> None
 
 
 def test_nothing_is_delivered_while_paused_and_everything_in_order_after() -> None:
-    replication = Replication((A, B), lag_ms=100, paused=True)
+    replication = Replication((A, B), LagModel(100), paused=True)
     first = replication.written(A, ITEM, {"v": 1}, 0)
     second = replication.written(A, ITEM, None, 50)
     assert replication.due(10_000) == [] and replication.backlog() == 2
@@ -34,7 +34,7 @@ def test_nothing_is_delivered_while_paused_and_everything_in_order_after() -> No
 
 
 def test_a_region_cut_off_sends_and_receives_nothing_until_it_is_back() -> None:
-    replication = Replication((A, B), lag_ms=100)
+    replication = Replication((A, B), LagModel(100))
     stuck = replication.written(A, ITEM, {"v": 1}, 0)
     replication.cut.add(A)
     other = ("connections", "CONN#c002")
@@ -45,7 +45,7 @@ def test_a_region_cut_off_sends_and_receives_nothing_until_it_is_back() -> None:
 
 
 def test_writes_made_without_seeing_each_other_conflict_once_and_the_later_wins_everywhere() -> None:
-    replication = Replication((A, B), lag_ms=100)
+    replication = Replication((A, B), LagModel(100))
     replication.written(A, ITEM, {"owner": "a"}, 0)
     later = replication.written(B, ITEM, {"owner": "b"}, 10)
     replication.due(1000)
@@ -54,7 +54,7 @@ def test_writes_made_without_seeing_each_other_conflict_once_and_the_later_wins_
 
 
 def test_a_write_made_after_the_other_regions_write_arrived_is_no_conflict() -> None:
-    replication = Replication((A, B), lag_ms=100)
+    replication = Replication((A, B), LagModel(100))
     replication.written(A, ITEM, {"owner": "a"}, 0)
     replication.due(100)  # it reached B
     replication.written(B, ITEM, {"owner": "b"}, 150)
@@ -70,7 +70,7 @@ writes = st.lists(st.tuples(st.sampled_from([A, B]), st.sampled_from(["k1", "k2"
 @given(writes, st.integers(0, 300))
 def test_every_region_converges_on_the_latest_write_of_each_item(
         schedule: list[tuple[str, str, int]], lag_ms: int) -> None:
-    replication = Replication((A, B), lag_ms=lag_ms)
+    replication = Replication((A, B), LagModel(lag_ms))
     made = []
     for region, key, at in sorted(schedule, key=lambda w: w[2]):
         replication.due(at)  # what arrived before this write
@@ -85,9 +85,51 @@ def test_every_region_converges_on_the_latest_write_of_each_item(
 def test_at_the_same_instant_a_write_made_over_the_other_wins_in_both_regions() -> None:
     """Found by the property above: us-east-1's write, made over us-west-2's at the same instant, lost to it on
     the region-name tie-break in us-west-2 while us-east-1 kept its own: the regions diverged."""
-    replication = Replication((A, B), lag_ms=0)
+    replication = Replication((A, B), LagModel(0))
     replication.written(B, ITEM, {"v": "west"}, 0)
     replication.due(0)
     over = replication.written(A, ITEM, {"v": "east"}, 0)
     replication.due(10_000)
     assert replication.held[(A, ITEM)] == replication.held[(B, ITEM)] == over
+
+
+def test_lags_are_drawn_with_the_configured_median_and_tail() -> None:
+    model = LagModel(100.0, 1000.0, seed=7)
+    lags = sorted(model.draw() for _ in range(20_000))
+    assert 90 <= lags[10_000] <= 110 and 800 <= lags[19_800] <= 1250
+    assert LagModel(100.0).draw() == 100.0 and LagModel(100.0).describe()["distribution"] == "fixed"
+
+
+def test_order_is_kept_per_item_only_writes_of_other_items_overtake() -> None:
+    replication = Replication((A, B), LagModel(100.0, 2000.0, seed=3))
+    made = [replication.written(A, ("t", f"k{i % 5}"), {"i": i}, written_ms=float(i)) for i in range(200)]
+    delivered = replication.due(1e9)
+    assert len(delivered) == 200
+    numbers = [d.version.number for d in delivered]
+    for key in {v.item for v in made}:
+        own = [d.version.number for d in delivered if d.version.item == key]
+        assert own == sorted(own)  # each item's writes in the order they were made
+    assert numbers != sorted(numbers)  # but not one global order
+    quantiles = replication.lag_quantiles()
+    assert quantiles["p50"] < quantiles["p99"] <= quantiles["max"]
+
+
+def test_last_writer_wins_on_the_origin_regions_clock() -> None:
+    """A's clock runs 500 ms ahead: its earlier write carries the later stamp and wins in both regions."""
+    replication = Replication((A, B), LagModel(10.0))
+    ahead = replication.written(A, ITEM, {"v": "a"}, written_ms=0, clock_ms=500)
+    replication.written(B, ITEM, {"v": "b"}, written_ms=100, clock_ms=100)
+    replication.due(10_000)
+    assert replication.held[(A, ITEM)] == replication.held[(B, ITEM)] == ahead
+
+
+def test_writes_pending_before_a_time_leave_out_a_region_cut_off() -> None:
+    replication = Replication((A, B), LagModel(100.0))
+    replication.written(A, ITEM, {"v": 1}, written_ms=0)
+    replication.written(B, ("t", "other"), {"v": 2}, written_ms=50)
+    assert replication.pending_before(60) == 2 and replication.pending_before(10) == 1
+    replication.cut.add(A)
+    assert replication.pending_before(60) == 0  # both involve A: they wait for it
+    replication.cut.discard(A)
+    replication.due(1000)
+    assert replication.pending_before(1000) == 0

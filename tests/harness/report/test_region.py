@@ -25,7 +25,9 @@ def gated(**outage: Any) -> dict[str, Any]:
             "split_brain": {"streams": 0, "overlap_ms": 0, "pks": []},
             "outage": {"kind": "region", "phases": {n: {"p50_s": t - 0.2, "last_s": t} for n, t in PHASES.items()},
                        "client_s": 6.1, "rto_s": 6.5, "rto_bound_s": rto_bound_s(0.1),
-                       "target_rto_s_at_scale_1": 60.0, "rpo_writes": 3, "redelivered": 3, "lost": 0, **outage}}
+                       "target_rto_s_at_scale_1": 60.0, "replication_backlog_at_cut": 3, "redelivered": 3,
+                       "lost": 0, "rpo": {"messages": {"lost": 0}, "control": {"starts": 1, "stops": 0}},
+                       **outage}}
 
 
 def ungated() -> dict[str, Any]:
@@ -60,9 +62,12 @@ FAILBACK_PHASES = {n: {"p50_s": t, "last_s": t} for n, t in PHASES.items()}
 
 @pytest.mark.parametrize("result", [
     gated(lost=2), gated(rto_s=9.0), split_brain(gated()),
+    gated(rpo={"messages": {"lost": 2}, "control": {"starts": 0, "stops": 0}}),
+    gated(split_brain={"streams": 1, "overlap_ms": 30.0}),
     gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 1, "lost_in_primary": 0}),
     gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 0, "lost_in_primary": 3}),
-], ids=["lost", "slow", "split-brain", "failback-split-brain", "failback-replica-lacks"])
+], ids=["lost", "slow", "split-brain", "acknowledged-lost", "outage-split-brain", "failback-split-brain",
+        "failback-replica-lacks"])
 def test_each_broken_claim_fails_the_report(result: dict[str, Any]) -> None:
     assert not gated_holds(result)
     assert status([result, ungated()]) == "fail"
@@ -90,7 +95,7 @@ def test_tables_and_files(tmp_path: Path) -> None:
     assert tables["split brain"][["variant", "streams_in_both_regions", "conflicts_resolved"]].values.tolist() == [
         ["gate", 0, 0], ["no-gate", 6, 6]]
     assert tables["phases"]["last_stream_s"].tolist() == list(PHASES.values())
-    assert tables["data"].iloc[0].tolist() == [3, 3, 0]
+    assert tables["data"].iloc[0].tolist() == [0, 1, 0, 3, 3, 0]
     assert tables["failback phases"]["last_stream_s"].tolist() == list(PHASES.values())
     report = write_region_report([gated(), ungated()], tmp_path)
     assert report.exists() and (tmp_path / "report.md").exists()
