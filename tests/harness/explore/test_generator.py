@@ -97,6 +97,10 @@ def test_the_load_is_drawn_from_the_menu_apart_from_the_faults_unless_given() ->
     loads = Counter((spec.connections, spec.rate) for spec in SPECS)
     assert set(loads) == set(generator.LOAD_MENU)
     assert min(loads.values()) > len(SPECS) / (3 * len(generator.LOAD_MENU))
+    on_moto = Counter((spec.connections, spec.rate) for seed in SEEDS
+                      if (spec := generate(seed, dynamodb="drawn")).dynamodb == "moto")
+    assert set(on_moto) == set(generator.MOTO_LOAD_MENU)  # what moto's serialised ~100 requests a second carry
+    assert all(streams * rate <= 20 for streams, rate in on_moto)
     # the same seed's faults and workload whatever load it runs under
     assert generate(7, connections=3, rate=1.0).faults == SPECS[6].faults
     assert generate(7, connections=3, rate=1.0).workload == SPECS[6].workload
