@@ -381,7 +381,7 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     run_dir = args.out / profile
     overrides = {"max_connections": args.n + 100, **args.overrides}
     spec = ClusterSpec(workers=1, profile=profile, timescale=args.timescale, run_dir=run_dir, rate=args.rate,
-                       overrides=overrides)
+                       overrides=overrides, dynamodb=getattr(args, "dynamodb", ClusterSpec.dynamodb))
     ids = [f"c{i:05d}" for i in range(args.n)]
     began = time.monotonic()
     samples: list[dict[str, float]] = []

@@ -16,14 +16,17 @@ seconds).  Over that window it reads from the history:
 Per stored message: requests (all purposes), write and read units (all purposes, and those of message
 persistence alone), client CPU in microseconds, and dollars per million messages at the on-demand list price
 ($0.625 per million write request units, $0.125 per million read request units, us-east-1:
-https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  The embedded backend
-has no transactions on dynalite, so ``hardened`` stores there with one conditional PutItem per message.
+https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite (the default
+``--dynamodb``) has no transactions, so ``hardened`` stores there with one conditional PutItem per message;
+on moto with ``--set transactions=auto`` it stores one TransactWriteItems per batch (a ConditionCheck and
+the messages, each billed two units per KB).
 
-Usage: ``python -m bench.write_cost [--n 50] [--rate 5] [--hold 20] [--timescale 1] [--set KEY=VALUE ...]
-[--out DIR [--force]]``.  Progress goes to stderr; one line per profile to stdout, and the last line reads
-``write cost: N=50 rate=5/s blog: R req, W WU (M msg WU), U RU, C us CPU per stored message, stored p50 A s p99
-B s, $D per million messages; hardened: ...``.  The figures go to ``OUT/write-cost-n<N>-rate<R>.json``.  Exit
-status 2 when a fleet cannot start or its worker dies during the measurement.
+Usage: ``python -m bench.write_cost [--n 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb dynalite|moto]
+[--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress goes to stderr; one line per profile to stdout, and the
+last line reads ``write cost: N=50 rate=5/s on dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per
+stored message, stored p50 A s p99 B s, $D per million messages; hardened: ...``.  The figures go to
+``OUT/write-cost-n<N>-rate<R>.json``.  Exit status 2 when a fleet cannot start or its worker dies during the
+measurement.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import pandas as pd
 from bench.capacity import checked, run_profiles
 from bench.capacity import measure as measure_fleet
 from fleet.billing import dollars_per_million
+from harness.backends import DYNAMODB_ENGINES
 from harness.checkers.events import read_events, select
 from harness.cluster import ClusterError
 from harness.run_folders import add_output_arguments, output_folder
@@ -59,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timescale", type=float, default=1.0, help="time scale of the fleet")
     p.add_argument("--threads", type=int, default=8, help="threads STARTing the streams")
     p.add_argument("--own-timeout", type=float, default=60.0, help="seconds to wait for every stream to be owned")
+    p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
+                   help="the embedded DynamoDB engine both profiles run on (moto has transactions: add "
+                   "--set transactions=auto for hardened to use them, the harness turns them off there)")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
@@ -136,7 +143,8 @@ def profile_line(r: dict[str, Any]) -> str:
 
 
 def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    return f"write cost: N={args.n} rate={args.rate:g}/s " + "; ".join(profile_part(r) for r in results)
+    head = f"write cost: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
+    return head + "; ".join(profile_part(r) for r in results)
 
 
 # -- one fleet, one profile ------------------------------------------------------------------------------------

@@ -77,14 +77,15 @@ def result(profile: str, usd: float | None) -> dict[str, Any]:
 def test_the_summary_line_names_both_profiles_and_their_dollars() -> None:
     args = parse_args(["--n", "50", "--rate", "5"])
     line = summary([result("blog", 0.8), result("hardened", None)], args)
-    assert line.startswith("write cost: N=50 rate=5/s blog: 1.000 req, 1.250 WU (1.000 msg WU), 0.020 RU, 2100 us")
+    assert line.startswith("write cost: N=50 rate=5/s on dynalite blog: 1.000 req, 1.250 WU (1.000 msg WU), "
+                           "0.020 RU, 2100 us")
     assert "$0.800 per million messages; hardened:" in line and line.endswith("$n/a per million messages")
     full = profile_line(result("blog", 0.8))
     assert "requests: PutItem messages 5000;" in full and "GetItem" not in full  # zero counts left out
 
 
 @pytest.mark.parametrize("argv", [["--n", "0"], ["--rate", "0"], ["--hold", "nan"], ["--grace", "-1"],
-                                  ["--set", "no_such_setting=1"]])
+                                  ["--set", "no_such_setting=1"], ["--dynamodb", "dynamodb-local"]])
 def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         parse_args(argv)
