@@ -106,7 +106,8 @@ class AwsClients:
     bills it (``fleet.billing.units``) added to ``units`` under ``"<read|write> <purpose>"``; every such
     request asks for ``ReturnConsumedCapacity``, and what the backend reports lands under
     ``"reported <read|write> <purpose>"`` (moto reports fixed figures, dynalite size-based ones without
-    transactions; a backend that reports nothing leaves them out).  All are cumulative over the process's
+    transactions; a backend that reports nothing leaves them out); a call the rules cannot size counts under
+    ``"unbillable <purpose>"`` (it is never failed for it).  All are cumulative over the process's
     life (the worker's ``requests`` history events carry them).
     Under the SDK's own retries (``ClientSettings.sdk_defaults``) an error counts only when the last
     attempt fails: the attempts the SDK retried away are not seen here.  ``settings`` defaults to
@@ -178,10 +179,15 @@ class AwsClients:
             return
         purpose = purpose_of(operation, params, self.config.messages_table)
         self.operations[f"{operation} {purpose}"] += 1
-        request = billed_request(operation, params, parsed, self.indexes)
-        if request is None:
+        try:
+            request = billed_request(operation, params, parsed, self.indexes)
+            billed = None if request is None else units(request)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # an answer or request of a shape the rules do not know: counted, never failing the request
+            self.units[f"unbillable {purpose}"] += 1
             return
-        billed = units(request)
+        if billed is None:
+            return
         kind = "write" if billed.write else "read"
         self.units[f"{kind} {purpose}"] += billed.write or billed.read
         consumed = parsed.get("ConsumedCapacity")

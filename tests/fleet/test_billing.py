@@ -4,10 +4,12 @@ request a call amounts to, and the purpose it is counted under; and, through the
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from fleet.aws import AwsClients
 from fleet.billing import (
     Request,
     Units,
@@ -18,6 +20,7 @@ from fleet.billing import (
     purpose_of,
     units,
 )
+from fleet.config import FleetConfig
 from fleet.schema import connections_table
 from fleet.store import LeaseStore
 
@@ -172,3 +175,28 @@ async def test_the_adapter_records_units_that_match_what_the_backend_reports(sto
     if dynalite:  # a consistent read of a missing item: one unit
         assert await store.get_connection("CONN#absent") is None
         assert aws.units["read coordination"] == aws.units["reported read coordination"] == 1.0
+
+
+def test_the_adapter_asks_data_requests_for_their_consumed_capacity_and_bills_their_answers() -> None:
+    """The client hooks on their own (no network): a data request is asked for ``ReturnConsumedCapacity``
+    and its answer billed, computed and reported; another operation is left alone; an answer the rules
+    cannot size is counted as unbillable rather than failing the request."""
+    aws = AwsClients(FleetConfig(timescale=0.1))
+    params: dict[str, Any] = {"TableName": aws.config.messages_table, "Item": MESSAGE}
+    context: dict[str, Any] = {}
+    aws._note_params(params=params, model=SimpleNamespace(name="PutItem"), context=context)
+    assert params["ReturnConsumedCapacity"] == "TOTAL"
+    aws._bill(parsed={"ConsumedCapacity": {"CapacityUnits": 2.0}}, model=SimpleNamespace(name="PutItem"),
+              context=context)
+    assert aws.operations == {"PutItem messages": 1}
+    assert dict(aws.units) == {"write messages": 2.0, "reported write messages": 2.0}
+
+    other: dict[str, Any] = {"TableName": "t"}
+    aws._note_params(params=other, model=SimpleNamespace(name="DescribeTable"), context={})
+    assert "ReturnConsumedCapacity" not in other
+
+    query: dict[str, Any] = {"TableName": aws.config.connections_table}
+    context = {}
+    aws._note_params(params=query, model=SimpleNamespace(name="Query"), context=context)
+    aws._bill(parsed={"Items": [{"x": {"Q": "?"}}]}, model=SimpleNamespace(name="Query"), context=context)
+    assert aws.operations["Query coordination"] == 1 and aws.units["unbillable coordination"] == 1
