@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -100,14 +101,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`; "
                    "max_connections defaults to N + 100")
     add_output_arguments(p, "runs/bench-capacity", "the run directories (OUT/<profile>) and the JSON figures")
-    args = p.parse_args(argv)
+    args = checked(p, p.parse_args(argv), ("settle", "grace", "idle"))
+    args.profiles = [args.profile] + ([] if args.skip_blog or args.profile == "blog" else ["blog"])
+    return args
+
+
+def checked(p: argparse.ArgumentParser, args: argparse.Namespace,
+            non_negative: tuple[str, ...]) -> argparse.Namespace:
+    """``args`` with its ``--set`` settings parsed into ``overrides``, once its counts, its positive numbers
+    (rate, hold, timescale, own-timeout) and ``non_negative`` are in range (else ``p.error``: exit 2)."""
     if args.n < 1 or args.threads < 1:
         p.error("--n and --threads must be at least 1")
     for name in ("rate", "hold", "timescale", "own_timeout"):
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):
             p.error(f"--{name.replace('_', '-')} must be a positive number, not {value:g}")
-    for name in ("settle", "grace", "idle"):
+    for name in non_negative:
         value = getattr(args, name)
         if not (math.isfinite(value) and value >= 0):
             p.error(f"--{name} must be zero or more, not {value:g}")
@@ -115,7 +124,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.overrides = tuning({}, args.settings)
     except ConfigError as exc:
         p.error(str(exc))
-    args.profiles = [args.profile] + ([] if args.skip_blog or args.profile == "blog" else ["blog"])
     return args
 
 
@@ -373,7 +381,7 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     run_dir = args.out / profile
     overrides = {"max_connections": args.n + 100, **args.overrides}
     spec = ClusterSpec(workers=1, profile=profile, timescale=args.timescale, run_dir=run_dir, rate=args.rate,
-                       overrides=overrides)
+                       overrides=overrides, dynamodb=getattr(args, "dynamodb", ClusterSpec.dynamodb))
     ids = [f"c{i:05d}" for i in range(args.n)]
     began = time.monotonic()
     samples: list[dict[str, float]] = []
@@ -456,26 +464,35 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    args.out = output_folder(args, "capacity")
+def run_profiles(prog: str, args: argparse.Namespace, profiles: list[str],
+                 measure_one: Callable[[str, argparse.Namespace], dict[str, Any]],
+                 line_of: Callable[[dict[str, Any]], str],
+                 summary_of: Callable[[list[dict[str, Any]], argparse.Namespace], str]) -> int:
+    """Measure each profile in turn (exit status 2 when a fleet cannot run), print each one's line and the
+    summary last, and write the figures to ``OUT/<prog>-n<N>-rate<R>.json``."""
     results: list[dict[str, Any]] = []
-    for profile in args.profiles:
+    for profile in profiles:
         try:
-            results.append(measure(profile, args))
+            results.append(measure_one(profile, args))
         except ClusterError as exc:
-            progress(f"capacity: {profile}: the fleet could not run: {exc}")
+            progress(f"{prog}: {profile}: the fleet could not run: {exc}")
             return 2
-        progress(profile_line(results[-1]))
+        progress(line_of(results[-1]))
     for r in results:
-        print(profile_line(r))
-    line = summary(results, args)
-    out = args.out / f"capacity-n{args.n}-rate{args.rate:g}.json"
+        print(line_of(r))
+    line = summary_of(results, args)
+    out = args.out / f"{prog.replace('_', '-')}-n{args.n}-rate{args.rate:g}.json"
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out.write_text(json.dumps({"args": settings, "results": results, "summary": line}, indent=1, default=str))
     progress(f"figures written to {out}")
     print(line)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out = output_folder(args, "capacity")
+    return run_profiles("capacity", args, args.profiles, measure, profile_line, summary)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ through these attribute names.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -31,9 +31,11 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from fleet.billing import OPERATIONS, billed_request, index_keys, purpose_of, units
 from fleet.clock import LeaseClock, SkewEstimator, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
+from fleet.schema import connections_table
 
 if TYPE_CHECKING:
     from types_aiobotocore_cloudwatch import CloudWatchClient
@@ -53,6 +55,7 @@ _UNAVAILABLE_CODES = {
 # Reasons a transaction was cancelled although its conditions held: nothing was written, try again.
 _RETRYABLE_CANCELLATIONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 _SENT_AT = "wsfleet_sent_ms"
+_PARAMS = "wsfleet_params"
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,14 @@ class AwsClients:
     ``requests`` counts every DynamoDB request by purpose (``coordination`` or ``messages``) so benchmarks
     can compare profiles' coordination cost from the adapter's own count; ``errors`` counts every error
     answer of any of the four services by its code (``error_code``), as ``aws_errors`` translates it.
-    Both are cumulative over the process's life (the worker's ``requests`` history events carry them).
+    Every answered DynamoDB data request (``fleet.billing.OPERATIONS``) is also counted in ``operations``
+    under ``"<Operation> <purpose>"`` (the purpose from ``fleet.billing.purpose_of``), and the units AWS
+    bills it (``fleet.billing.units``) added to ``units`` under ``"<read|write> <purpose>"``; every such
+    request asks for ``ReturnConsumedCapacity``, and what the backend reports lands under
+    ``"reported <read|write> <purpose>"`` (moto reports fixed figures, dynalite size-based ones without
+    transactions; a backend that reports nothing leaves them out); a call the rules cannot size counts under
+    ``"unbillable <purpose>"`` (it is never failed for it).  All are cumulative over the process's
+    life (the worker's ``requests`` history events carry them).
     Under the SDK's own retries (``ClientSettings.sdk_defaults``) an error counts only when the last
     attempt fails: the attempts the SDK retried away are not seen here.  ``settings`` defaults to
     ``ClientSettings.bounded(config)``; ``clock`` (the lease clock the skew is measured on) to one built
@@ -113,6 +123,10 @@ class AwsClients:
         self.skew = SkewEstimator()
         self.requests: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.operations: Counter[str] = Counter()
+        self.units: defaultdict[str, float] = defaultdict(float)
+        # the table -> key attributes of its all-projecting index, for the index writes a write is billed
+        self.indexes = index_keys(connections_table(config.connections_table))
         self._stack = AsyncExitStack()
         self.ddb: DynamoDBClient
         self.sqs: SQSClient
@@ -128,8 +142,10 @@ class AwsClients:
         sqs_config = self.settings.client_config(read_timeout_extra_s=self.config.notify_wait_s)
         session = aioboto3.Session(region_name=self.config.region)
         self.ddb = await self._stack.enter_async_context(session.client("dynamodb", config=client_config))
+        self.ddb.meta.events.register("before-parameter-build.dynamodb", self._note_params)
         self.ddb.meta.events.register("before-call.dynamodb", self._note_sent)
         self.ddb.meta.events.register("after-call.dynamodb", self._note_answer)
+        self.ddb.meta.events.register("after-call.dynamodb", self._bill)
         self.sqs = await self._stack.enter_async_context(session.client("sqs", config=sqs_config))
         self.cloudwatch = await self._stack.enter_async_context(
             session.client("cloudwatch", config=client_config)
@@ -149,6 +165,35 @@ class AwsClients:
         """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
         most ``upper`` now (negative: behind); None until enough answers agree."""
         return self.skew.bounds(self.clock.now_ms() - monotonic_s() * 1000.0)
+
+    def _note_params(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        if model.name in OPERATIONS:
+            params.setdefault("ReturnConsumedCapacity", "TOTAL")
+            context[_PARAMS] = dict(params)
+
+    def _bill(self, parsed: Mapping[str, Any], model: Any, context: Mapping[str, Any], **_: Any) -> None:
+        """Count one answered data request and add the units it is billed, computed and reported."""
+        operation = str(model.name)
+        params = context.get(_PARAMS)
+        if params is None:
+            return
+        purpose = purpose_of(operation, params, self.config.messages_table)
+        self.operations[f"{operation} {purpose}"] += 1
+        try:
+            request = billed_request(operation, params, parsed, self.indexes)
+            billed = None if request is None else units(request)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # an answer or request of a shape the rules do not know: counted, never failing the request
+            self.units[f"unbillable {purpose}"] += 1
+            return
+        if billed is None:
+            return
+        kind = "write" if billed.write else "read"
+        self.units[f"{kind} {purpose}"] += billed.write or billed.read
+        consumed = parsed.get("ConsumedCapacity")
+        reports = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+        for report in reports:
+            self.units[f"reported {kind} {purpose}"] += float(report.get("CapacityUnits", 0.0))
 
     def _note_sent(self, context: dict[str, Any], **_: Any) -> None:
         context[_SENT_AT] = monotonic_s() * 1000.0  # returns None: botocore goes on to send the request

@@ -50,7 +50,9 @@ class Liveness:
         while not w.stopping.is_set():
             started = w.clock.fence_s()
             renewed = await self.renew()
-            w.emit("requests", held=len(w.held), errors=dict(w.store.aws.errors), **dict(w.store.aws.requests))
+            aws = w.store.aws
+            w.emit("requests", held=len(w.held), errors=dict(aws.errors), operations=dict(aws.operations),
+                   units=dict(aws.units), **dict(aws.requests))
             await w.pause(w.profile.heartbeat_wait_s(renewed) - (w.clock.fence_s() - started))
 
     async def register(self) -> None:

@@ -29,6 +29,8 @@ class Requests:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.operations: Counter[str] = Counter()  # no billing in memory
+        self.units: dict[str, float] = {}
         self.gate_clients: list[tuple[str, Any]] = []  # no region gate in memory
 
 

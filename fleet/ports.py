@@ -14,14 +14,21 @@ from fleet.store import Notification
 
 
 class RequestCounter(Protocol):
-    """Cumulative counts of a process's AWS requests by purpose and of its error answers by code; and the
-    region gate's Route 53 ARC data-plane clients, (endpoint URL, client), none without a gate."""
+    """Cumulative counts of a process's AWS requests by purpose and of its error answers by code, its
+    DynamoDB requests by operation and purpose and the units they are billed (``fleet.aws.AwsClients``); and
+    the region gate's Route 53 ARC data-plane clients, (endpoint URL, client), none without a gate."""
 
     @property
     def requests(self) -> Mapping[str, int]: ...
 
     @property
     def errors(self) -> Mapping[str, int]: ...
+
+    @property
+    def operations(self) -> Mapping[str, int]: ...
+
+    @property
+    def units(self) -> Mapping[str, float]: ...
 
     @property
     def gate_clients(self) -> Sequence[tuple[str, Any]]: ...

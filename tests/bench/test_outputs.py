@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench import capacity, claim_rate, coordination_cost, reconnect_storm
+from bench import capacity, claim_rate, coordination_cost, reconnect_storm, write_cost
 
-BENCHES = [capacity, claim_rate, coordination_cost, reconnect_storm]
+BENCHES = [capacity, claim_rate, coordination_cost, reconnect_storm, write_cost]
 
 
 class Measured(Exception):

@@ -1,0 +1,181 @@
+"""Write cost (issue 26): what one stored message costs in DynamoDB requests, billed units, client CPU and
+dollars, ``blog`` against ``hardened`` side by side in one run on the same (embedded) backend.
+
+Each profile's fleet is started, loaded and watched as ``bench/capacity.py`` does (``bench.capacity.measure``:
+one worker, ``--n`` streams emitting ``--rate`` messages a second each, a steady window of ``--hold``
+seconds).  Over that window it reads from the history:
+
+- the worker's DynamoDB requests by operation and purpose and the read and write units they are billed, from
+  its cumulative ``requests`` events (``fleet.aws.AwsClients.operations`` / ``.units``: computed from AWS's
+  published rules by ``fleet.billing``; what the backend itself reported beside it), between its last event
+  at or before the window's start and its last at or before the window's end;
+- the messages stored over that same span: the seqs covered by the ``ok`` ``msg.persist`` events in it;
+- the worker's CPU seconds over the window (psutil) and the emit-to-stored delays p50 / p99
+  (``bench.capacity.emit_to_persist``).
+
+Per stored message: requests (all purposes), write and read units (all purposes, and those of message
+persistence alone), client CPU in microseconds, and dollars per million messages at the on-demand list price
+($0.625 per million write request units, $0.125 per million read request units, us-east-1:
+https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite (the default
+``--dynamodb``) has no transactions, so ``hardened`` stores there with one conditional PutItem per message;
+on moto with ``--set transactions=auto`` it stores one TransactWriteItems per batch (a ConditionCheck and
+the messages, each billed two units per KB).
+
+Usage: ``python -m bench.write_cost [--n 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb dynalite|moto]
+[--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress goes to stderr; one line per profile to stdout, and the
+last line reads ``write cost: N=50 rate=5/s on dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per
+stored message, stored p50 A s p99 B s, $D per million messages; hardened: ...``.  The figures go to
+``OUT/write-cost-n<N>-rate<R>.json``.  Exit status 2 when a fleet cannot start or its worker dies during the
+measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.capacity import checked, run_profiles
+from bench.capacity import measure as measure_fleet
+from fleet.billing import dollars_per_million
+from harness.backends import DYNAMODB_ENGINES
+from harness.checkers.events import read_events, select
+from harness.cluster import ClusterError
+from harness.run_folders import add_output_arguments, output_folder
+
+PROFILES = ("blog", "hardened")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.write_cost", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--n", type=int, default=50, help="streams the one worker holds")
+    p.add_argument("--rate", type=float, default=5.0, help="messages a second each stream emits")
+    p.add_argument("--hold", type=float, default=20.0, help="seconds of the measured window")
+    p.add_argument("--settle", type=float, default=3.0, help="seconds between owning every stream and the window")
+    p.add_argument("--grace", type=float, default=3.0,
+                   help="a message emitted in the window counts as stored if its write was answered by the "
+                   "window's end + this many seconds")
+    p.add_argument("--timescale", type=float, default=1.0, help="time scale of the fleet")
+    p.add_argument("--threads", type=int, default=8, help="threads STARTing the streams")
+    p.add_argument("--own-timeout", type=float, default=60.0, help="seconds to wait for every stream to be owned")
+    p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
+                   help="the embedded DynamoDB engine both profiles run on (moto has transactions: add "
+                   "--set transactions=auto for hardened to use them, the harness turns them off there)")
+    p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
+                   help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
+    add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
+    args = checked(p, p.parse_args(argv), ("settle", "grace"))
+    args.idle = 1.0  # bench.capacity's idle watch, not reported here
+    return args
+
+
+# -- the figures (pure) --------------------------------------------------------------------------------------
+def counter_span(requests: pd.DataFrame, start_ms: float, end_ms: float) -> tuple[int, int] | None:
+    """Rows of the worker's last ``requests`` event at or before ``start_ms`` and its last at or before
+    ``end_ms`` (None unless both exist and differ)."""
+    t = requests["t"].to_numpy(dtype="float64")
+    before, after = np.flatnonzero(t <= start_ms), np.flatnonzero(t <= end_ms)
+    if before.size == 0 or after.size == 0 or after[-1] == before[-1]:
+        return None
+    return int(before[-1]), int(after[-1])
+
+
+def counter_delta(first: Any, last: Any) -> dict[str, float]:
+    """``last - first`` per key of two cumulative counter dicts (a missing key or a non-dict is zero)."""
+    a = first if isinstance(first, dict) else {}
+    b = last if isinstance(last, dict) else {}
+    return {k: float(b.get(k, 0)) - float(a.get(k, 0)) for k in sorted(set(a) | set(b))}
+
+
+def stored_between(persists: pd.DataFrame, start_ms: float, end_ms: float) -> int:
+    """Seqs covered by the ``ok`` ``msg.persist`` events answered in ``(start_ms, end_ms]``."""
+    t = persists["t"].to_numpy(dtype="float64")
+    first = pd.to_numeric(persists["seq_from"], errors="coerce").to_numpy(dtype="float64")
+    last = pd.to_numeric(persists["seq_to"], errors="coerce").to_numpy(dtype="float64")
+    ok = ((persists["outcome"].to_numpy(dtype=object) == "ok") & (t > start_ms) & (t <= end_ms)
+          & np.isfinite(first) & np.isfinite(last) & (last >= first))
+    return int((last[ok] - first[ok] + 1).sum())
+
+
+def per_message(operations: dict[str, float], units: dict[str, float], stored: int, cpu_s: float,
+                window_s: float, span_s: float) -> dict[str, float | None]:
+    """Requests, units, CPU (µs) and list-price dollars per million, each per stored message; the CPU is the
+    worker's over the window, scaled to the counters' span."""
+    if stored <= 0 or span_s <= 0 or window_s <= 0:
+        return {k: None for k in ("requests", "write_units", "message_write_units", "read_units", "cpu_us",
+                                  "usd_per_million")}
+    write = sum(v for k, v in units.items() if k.startswith("write "))
+    read = sum(v for k, v in units.items() if k.startswith("read "))
+    return {
+        "requests": sum(operations.values()) / stored,
+        "write_units": write / stored,
+        "message_write_units": units.get("write messages", 0.0) / stored,
+        "read_units": read / stored,
+        "cpu_us": cpu_s / window_s * span_s / stored * 1e6,
+        "usd_per_million": dollars_per_million(write, read, stored),
+    }
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def profile_part(r: dict[str, Any]) -> str:
+    m, d = r["per_message"], r["delays"]
+    return (f"{r['profile']}: {_num(m['requests'], '.3f')} req, {_num(m['write_units'], '.3f')} WU "
+            f"({_num(m['message_write_units'], '.3f')} msg WU), {_num(m['read_units'], '.3f')} RU, "
+            f"{_num(m['cpu_us'], '.0f')} us CPU per stored message, stored p50 {_num(d['p50_s'], '.3f')} s p99 "
+            f"{_num(d['p99_s'], '.3f')} s, ${_num(m['usd_per_million'], '.3f')} per million messages")
+
+
+def profile_line(r: dict[str, Any]) -> str:
+    """One profile's figures in full: the summary part, then the counts behind it."""
+    ops = ", ".join(f"{k} {v:g}" for k, v in r["operations"].items() if v) or "none"
+    units = ", ".join(f"{k} {v:g}" for k, v in r["units"].items() if v) or "none"
+    return (f"{profile_part(r)}; {r['stored']} messages stored in {r['span_s']:.1f} s; requests: {ops}; "
+            f"units: {units}; {r['delays']['persisted']} of {r['delays']['emitted']} messages emitted in the "
+            f"window stored; {r['held']} of {r['n']} streams held")
+
+
+def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    head = f"write cost: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
+    return head + "; ".join(profile_part(r) for r in results)
+
+
+# -- one fleet, one profile ------------------------------------------------------------------------------------
+def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
+    fleet = measure_fleet(profile, args)
+    events = read_events(Path(fleet["run_dir"]))
+    requests = select(events, "requests", ["t", "operations", "units"], raw=("operations", "units"))
+    persists = select(events, "msg.persist", ["t", "seq_from", "seq_to", "outcome"])
+    window = fleet["window"]
+    span = counter_span(requests, window["start_ms"], window["end_ms"])
+    if span is None:
+        raise ClusterError(f"{profile}: no two `requests` events around the window; lengthen --hold")
+    a, b = span
+    t_a, t_b = float(requests["t"].iloc[a]), float(requests["t"].iloc[b])
+    operations = counter_delta(requests["operations"].iloc[a], requests["operations"].iloc[b])
+    units = counter_delta(requests["units"].iloc[a], requests["units"].iloc[b])
+    stored = stored_between(persists, t_a, t_b)
+    span_s = (t_b - t_a) / 1000.0
+    return {
+        "profile": profile, "n": args.n, "held": fleet["held"], "run_dir": fleet["run_dir"],
+        "span_s": span_s, "stored": stored, "operations": operations, "units": units,
+        "cpu_s": fleet["cpu_s"], "window_s": fleet["window_s"], "delays": fleet["delays"],
+        "per_message": per_message(operations, units, stored, fleet["cpu_s"], fleet["window_s"], span_s),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out = output_folder(args, "write_cost")
+    return run_profiles("write_cost", args, list(PROFILES), measure, profile_line, summary)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
