@@ -12,11 +12,8 @@ paused workers, re-enables proxies and stops every child, so nothing is left run
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +22,7 @@ from urllib.parse import urlsplit
 
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.history import HistoryWriter
+from harness import http_client
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
@@ -358,21 +356,20 @@ def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str
 
 def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0,
               signer: Signer | None = None) -> tuple[int, Any]:
-    """One JSON request (signed by ``signer`` when given); returns (status, decoded body).  Connection errors
-    raise ``ClusterError``."""
+    """One JSON request (signed by ``signer`` when given); returns (status, decoded body).  No answer, a
+    redirect (never followed: a signed call's headers stay with the host it named) or a non-JSON success
+    raise ``ClusterError``; a non-JSON error answer is returned as ``{"error": text}``."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
     if signer is not None:
         headers = signer.headers(method, url, data, headers)
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw or b"null")
-        except ValueError:
-            return exc.code, {"error": raw.decode(errors="replace")}
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        raise ClusterError(f"{method} {url} failed: {exc}") from exc
+        answer = http_client.request(method, url, timeout_s=timeout_s, body=data, headers=headers)
+    except http_client.HttpError as exc:
+        raise ClusterError(str(exc)) from exc
+    try:
+        return answer.status, answer.json()
+    except ValueError as exc:
+        if answer.status >= 400:
+            return answer.status, {"error": answer.text}
+        raise ClusterError(f"{method} {url} answered {answer.status} with a body that is not JSON") from exc

@@ -18,12 +18,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import reaper
+from harness import http_client, reaper
 from harness.backends.base import BackendError
 from harness.reaper import signal_group
 
@@ -149,18 +147,17 @@ def _read_port(server: ServerProcess, deadline: float) -> int:
 
 
 def _wait_answering(server: ServerProcess, path: str, deadline: float) -> None:
-    """Poll ``path`` until the server answers anything at all (an HTTP error status counts)."""
+    """Poll ``path`` until the server answers anything at all (an HTTP error status or a redirect counts)."""
     last_error = ""
     while time.monotonic() < deadline:
         if not server.running():
             raise _failure(server, f"exited with status {server.process.returncode} while starting")
         try:
-            timeout_s = max(0.1, min(2.0, deadline - time.monotonic()))
-            with urllib.request.urlopen(server.url + path, timeout=timeout_s):
-                return
-        except urllib.error.HTTPError:
+            http_client.request("GET", server.url + path, timeout_s=max(0.1, min(2.0, deadline - time.monotonic())))
             return
-        except OSError as exc:
+        except http_client.Redirected:
+            return
+        except http_client.NoAnswer as exc:
             last_error = str(exc)
         time.sleep(0.05)
     raise _failure(server, f"did not answer {server.url}{path} in time ({last_error})")

@@ -10,13 +10,12 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness import http_client
 from harness.backends.aws_standin import SERVICE, StandIn, aws_standin
 from harness.backends.resources import client
 from harness.history import read_history
@@ -109,10 +108,8 @@ def test_a_scenario_runs_end_to_end_through_aws_apis(standin: StandIn, tmp_path:
     accepted = history[(history["type"] == "event") & (history["status"] == 200)]
     assert sorted(accepted["kind"]) == ["START"] * 6  # the STOPs at the end are after the observed window
     router_url = json.loads(standin.outputs.read_text())["router_url"]["value"]
-    request = urllib.request.Request(router_url + "/events", data=b"{}", method="POST")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=5)
-    assert refused.value.code == 403 and json.loads(refused.value.read()) == {"message": "Missing Authentication Token"}
+    refused = http_client.request("POST", router_url + "/events", body=b"{}", timeout_s=5)
+    assert refused.status == 403 and refused.json() == {"message": "Missing Authentication Token"}
 
     # the fault was an ECS StopTask, and ECS reports that task stopped
     faults = history[history["type"] == "fault.start"]
