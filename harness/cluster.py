@@ -26,6 +26,7 @@ from harness import http_client
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
+from harness.history import HistoryTail
 from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
 from harness.router_client import Signer, error_text
 from harness.run_folders import absolute
@@ -224,13 +225,15 @@ class Cluster(Started):
         return handle
 
     def wait_workers_ready(self, ids: list[str] | None = None, timeout_s: float = 30.0) -> None:
-        """Wait until each worker has written ``worker.start`` to its history (and, hardened without a region
-        gate, registered)."""
+        """Wait until each worker's running process has written its ``worker.start`` (with its pid) to its
+        history and, hardened without a region gate, registered after it (a ``lease.renew``).  What an
+        earlier process of the same id wrote does not count."""
         deadline = time.monotonic() + timeout_s
         pending = set(ids or self.workers)
         # a gated region's workers register only once their region is active (fleet.region_gate)
         registers = self.config.profile == "hardened" and not self.config.region_gate_endpoints
-        needle = '"type":"lease.renew"' if registers else '"type":"worker.start"'
+        tails = {w: HistoryTail(self.run_dir, f"{w}.jsonl", types={"worker.start", "lease.renew"}) for w in pending}
+        started: set[str] = set()
         while pending:
             for worker_id in list(pending):
                 handle = self.workers[worker_id]
@@ -238,8 +241,13 @@ class Cluster(Started):
                     raise ClusterError(f"{worker_id} exited with status {handle.child.process.returncode} "
                                        f"while starting; log {handle.child.log_path}:\n"
                                        f"{handle.child.log_tail()}")
-                path = self.run_dir / "history" / f"{worker_id}.jsonl"
-                if path.exists() and needle in path.read_text(errors="replace"):
+                for event in tails[worker_id].new_events():
+                    if event["type"] == "worker.start":
+                        if event.get("pid") == handle.pid:
+                            started.add(worker_id)
+                    elif worker_id in started:
+                        pending.discard(worker_id)
+                if worker_id in started and not registers:
                     pending.discard(worker_id)
             if pending and time.monotonic() > deadline:
                 waiting = ", ".join(sorted(pending))

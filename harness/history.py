@@ -216,22 +216,26 @@ def _file_columns(path: Path, piece_bytes: int) -> _FileColumns:
 
 class HistoryTail:
     """The events appended to a run's history files since the last look (``new_events``), for a runner that
-    waits for what the processes report.  ``pattern`` picks the files, ``matching`` (a substring of the
-    wanted lines, e.g. ``"type":"msg.persist"``) skips the rest unparsed; only whole lines are read."""
+    waits for what the processes report.  ``pattern`` picks the files, ``types`` the events by their parsed
+    ``type`` (every type when empty); only whole lines are read.  A whole line that is not an event (a killed
+    writer's half line joined to its successor's first) is left to ``read_history``, which reports it."""
 
-    def __init__(self, run_dir: str | Path, pattern: str = "*.jsonl", matching: str = "") -> None:
+    def __init__(self, run_dir: str | Path, pattern: str = "*.jsonl", types: Iterable[str] = ()) -> None:
         self.folder = Path(run_dir) / "history"
         self.pattern = pattern
-        self.matching = matching.encode()
+        self.types = frozenset(types)
         self.offsets: dict[Path, int] = {}
 
-    def new_events(self) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+    def new_events(self) -> list[Event]:
+        events: list[Event] = []
         for path in sorted(self.folder.glob(self.pattern)):
             for line in self.new_lines(path):
-                if self.matching in line:
-                    with contextlib.suppress(ValueError):
-                        events.append(json.loads(line))
+                try:
+                    event = _LINES.decode(line)
+                except msgspec.DecodeError:
+                    continue
+                if isinstance(event, dict) and (not self.types or event.get("type") in self.types):
+                    events.append(event)
         return events
 
     def new_lines(self, path: Path) -> list[bytes]:

@@ -65,7 +65,7 @@ class LocalTopology:
         self.history = cluster.history
         self.nemesis: FaultPlane = Nemesis(cluster)
         self.logs = str(cluster.run_dir / "logs")
-        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
+        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", types={"msg.persist"})
         self._stored: dict[str, float] = {}
 
     def start_connection(self, connection_id: str) -> None:
