@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.checkers.events import History, RunInfo, as_events, faults, run_info, select
+from harness.checkers.events import Events, RunInfo, faults, run_info, select
 from harness.checkers.result import UNKNOWN, CheckResult, Validity, compose
 
 REPORTS_WITHIN_HEARTBEATS = 2
@@ -29,8 +29,7 @@ def within_band(counts: Iterable[int], band: float) -> bool:
     return ordered[-1] <= max(ordered[0] + 1, band * ordered[0])
 
 
-def check_balance(history: History, *, info: RunInfo | None = None) -> CheckResult:
-    history = as_events(history)
+def check_balance(history: Events, *, info: RunInfo | None = None) -> CheckResult:
     info = info if info is not None else run_info(history)
     joins = [f for f in faults(history) if f.kind == "join" and f.stop_t is not None]
     if not joins:
