@@ -1,12 +1,14 @@
 """Reading and merging a run's event history (DESIGN §4); writing is ``fleet.history.HistoryWriter``,
 re-exported here for harness code.
 
-A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  ``read_history``
-merges every file into one ``pandas.DataFrame`` sorted by ``t`` (stable: ties keep file-name order, then
-line order), one column per field present anywhere (missing values are NaN / None).  ``read_typed_history``
-reads the same events split by type (``TypedHistory``: per type, the parsed events in that order and their
-positions in it), which is what the checkers read: a long history is mostly a few types with few fields
-each, and one frame with a column per field anywhere costs more to build than checking it.  A final line
+A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  There is one
+reader, ``read_typed_history``: every file's events merged in ``t`` order (stable: ties keep file-name
+order, then line order) and split by type (``TypedHistory``: per type, its fields as columns and each
+event's position in the history), which is what the checkers read (``harness.checkers.events``): a long
+history is mostly a few types with few fields each, and one frame with a column per field anywhere costs
+more to build than checking it.  ``read_history`` is a ``pandas.DataFrame`` view of it, one column per field
+present anywhere (missing values are NaN / None).  ``HistoryTail`` is the live side: what a runner waits
+for while the processes write (new whole lines, picked by their parsed type).  A final line
 that does not parse is taken for the half-written last event of a killed writer and dropped (listed in
 ``frame.attrs["dropped_lines"]`` / ``TypedHistory.dropped_lines``); an unparsable line anywhere else, or an
 event without a numeric ``t`` or a ``type``, is an error naming the file and the line.
@@ -72,7 +74,7 @@ import json
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
@@ -86,8 +88,7 @@ import pandas as pd
 from fleet.history import HistoryWriter
 from harness.history_columns import FieldColumn, TypeColumnsBuilder
 
-__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "history_frame", "read_history",
-           "read_typed_history"]
+__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "read_history", "read_typed_history"]
 
 REQUIRED_FIELDS = ("t", "src", "type")
 Event = dict[str, Any]
@@ -113,11 +114,17 @@ class TypedHistory:
 
 
 def read_history(run_dir: str | Path) -> pd.DataFrame:
-    """Every event of the run in ``run_dir``, merged from ``history/*.jsonl`` and sorted by ``t``."""
-    files, events, dropped = _read_files(run_dir)
-    merged = history_frame(events)
-    merged.attrs["dropped_lines"] = dropped
-    merged.attrs["files"] = [str(path) for path in files]
+    """Every event of the run in ``run_dir`` as one DataFrame sorted by ``t``: a view of
+    ``read_typed_history``'s columns (the one reader), one column per field present anywhere."""
+    typed = read_typed_history(run_dir)
+    rows = sum(len(times) for times in typed.times.values())
+    fields: dict[str, np.ndarray] = {}
+    for name in sorted(typed.columns, key=lambda name: typed.positions[name][0]):  # fields in order of appearance
+        for field, column in typed.columns[name].items():
+            fields.setdefault(field, np.full(rows, np.nan, dtype=object))[typed.positions[name]] = column.raw()
+    merged = _ordered(pd.DataFrame(fields, index=pd.RangeIndex(rows)).infer_objects())
+    merged.attrs["dropped_lines"] = typed.dropped_lines
+    merged.attrs["files"] = [str(path) for path in _history_files(run_dir)]
     return merged
 
 
@@ -252,12 +259,6 @@ class HistoryTail:
         return data[:whole].splitlines()
 
 
-def history_frame(events: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A history DataFrame from events already parsed (as ``read_history`` builds it): stable-sorted by
-    ``t``, index 0..n-1, columns ``t``, ``src``, ``type`` first."""
-    return _ordered(pd.DataFrame(list(events)))
-
-
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
     for name in REQUIRED_FIELDS:
         if name not in frame.columns:
@@ -279,21 +280,10 @@ def _history_files(run_dir: str | Path) -> list[Path]:
     return files
 
 
-def _read_files(run_dir: str | Path) -> tuple[list[Path], list[Event], list[dict[str, Any]]]:
-    """The run's history files in name order, their checked events (file by file, in line order), and the
-    dropped truncated lines."""
-    files = _history_files(run_dir)
-    dropped: list[dict[str, Any]] = []
-    with _cycle_collector_paused():
-        events = [event for path in files for piece, _ in _file_pieces(path, dropped, piece_bytes=None)
-                  for event in piece]
-    return files, events, dropped
-
-
-def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | None
+def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int
                  ) -> Iterator[tuple[list[Event], dict[str, np.ndarray]]]:
-    """The checked events of one file, a piece of about ``piece_bytes`` at a time (None: the whole file at
-    once), each with its ``t``, ``src`` and ``type`` (objects).  A truncated final line is appended to
+    """The checked events of one file, a piece of about ``piece_bytes`` at a time, each with its ``t``,
+    ``src`` and ``type`` (objects).  A truncated final line is appended to
     ``dropped``; any other line that is not an event raises a ``HistoryError`` naming it."""
     try:
         data = path.read_bytes()
@@ -301,8 +291,7 @@ def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | N
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
     start = 0
     while start < len(data):
-        end = len(data) if piece_bytes is None else (data.find(b"\n", min(start + piece_bytes, len(data)) - 1) + 1
-                                                     or len(data))
+        end = data.find(b"\n", min(start + piece_bytes, len(data)) - 1) + 1 or len(data)
         try:
             events = _LINES.decode_lines(data[start:end])
         except msgspec.DecodeError:  # a truncated or bad line, not UTF-8, or a NaN: the stdlib says which

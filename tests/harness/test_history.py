@@ -12,7 +12,6 @@ from harness.history import (
     HistoryError,
     HistoryTail,
     HistoryWriter,
-    history_frame,
     read_history,
     read_typed_history,
 )
@@ -144,8 +143,10 @@ def test_what_the_writer_writes_reads_back(tmp_path: Path) -> None:
     assert "reason" not in history.columns  # None fields are not written
 
 
-def test_history_frame_of_no_events_has_the_required_columns() -> None:
-    frame = history_frame([])
+def test_a_history_of_no_events_has_the_required_columns(tmp_path: Path) -> None:
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "idle.jsonl").write_text("")
+    frame = read_history(tmp_path)
 
     assert list(frame.columns) == ["t", "src", "type"] and frame.empty
 
