@@ -142,7 +142,7 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
     from harness.backends.aws import DeploymentError, read_outputs
     from harness.backends.aws_cost import RunLoad, run_ceiling_s
     from harness.backends.aws_fis import FIS, FisError, FisOptions, fis_plan
-    from harness.cli import scenario_spec
+    from harness.cli_scenario import scenario_spec
 
     spec = scenario_spec(args)
     try:
@@ -316,7 +316,7 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     from harness.backends.aws_cost import RunLoad, run_ceiling_s
     from harness.backends.aws_fis import FisError, FisOptions, check_options
     from harness.backends.aws_topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
-    from harness.cli import finish_scenario
+    from harness.cli_scenario import finish_scenario
     from harness.cluster import ClusterError
     from harness.faults.fault import FaultError
     from harness.router_client import SigningError, signer_for
