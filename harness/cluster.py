@@ -25,12 +25,12 @@ from fleet.history import HistoryWriter
 from harness import http_client
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
+from harness.ecs_tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
 from harness.history import HistoryTail
 from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
 from harness.router_client import Signer, error_text
 from harness.run_folders import absolute
-from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
 EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
@@ -60,7 +60,7 @@ class ClusterSpec:
     # Run the worker and router processes from this checkout (e.g. a worktree of an older commit); the
     # harness processes (backend, Toxiproxy, simulator) stay ours.
     fleet_root: Path | None = None
-    # Run each worker as a local ECS task whose exit sends a death notice (``harness.tasks``; embedded
+    # Run each worker as a local ECS task whose exit sends a death notice (``harness.ecs_tasks``; embedded
     # backend only).
     death_notices: bool = False
     # A region's name when several topologies share a run folder (``harness.region.regions``): it prefixes

@@ -33,7 +33,7 @@ unknown, e.g. a timeout).
   last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection item at the end;
   ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end;
   ``task.stopped`` {worker, task, exit_code, outcome}: with death notices on, a worker process exited and
-  its task's STOPPED event was sent to the queue (``harness.tasks``).
+  its task's STOPPED event was sent to the queue (``harness.ecs_tasks``).
 - workers (src = worker id, e.g. ``worker-1``):
   ``worker.start`` {worker, profile, pid}; ``worker.stop`` {worker, reason};
   ``lease.acquire`` {pk, worker, epoch, outcome, expires_ms, via: notify | reconcile | start};

@@ -99,7 +99,7 @@ def start_embedded(
             "sqs": services.url,
             "cloudwatch": services.url,
             "route53": services.url,
-            "ecs": services.url,  # the local stand-in for ECS tasks (harness.tasks)
+            "ecs": services.url,  # the local stand-in for ECS tasks (harness.ecs_tasks)
             "ec2": services.url,
             "logs": services.url,  # the AWS backend's offline stand-in (harness.backends.aws_standin)
             "sts": services.url,

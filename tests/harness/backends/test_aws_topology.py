@@ -18,8 +18,8 @@ import pytest
 from harness import http_client
 from harness.backends.aws_standin import SERVICE, StandIn, aws_standin
 from harness.backends.resources import client
+from harness.ecs_tasks import CLUSTER
 from harness.history import read_history
-from harness.tasks import CLUSTER
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = Path(__file__).parent / "scenarios" / "term_busiest.yaml"
