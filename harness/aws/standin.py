@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.aws.deployment import CHAOS_TAG
+from harness.aws.log_shipper import LogShipper
 from harness.backends.apigw_local import Gateway, api_gateway, forward_to
-from harness.backends.aws import CHAOS_TAG
-from harness.backends.log_shipper import LogShipper
 from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterSpec
 from harness.ecs_tasks import CLUSTER, TASK_FAMILY

@@ -1,5 +1,5 @@
 """``wsfleet scenario --backend aws`` end to end, offline: moto stands in for AWS (ECS, Logs, DynamoDB, SQS, STS)
-around a local fleet (``harness.backends.aws_standin``).  The command reads only the outputs file and AWS
+around a local fleet (``harness.aws.standin``).  The command reads only the outputs file and AWS
 APIs: its router calls must pass the API Gateway stand-in's SigV4 check, its fault must be an ECS StopTask
 that reaches the worker's process, and its history must come back from the Logs API into a valid verdict.
 A dry run changes nothing, and a resource without the allowlisted tag stops the run before it starts."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import http_client
-from harness.backends.aws_standin import SERVICE, StandIn, aws_standin
+from harness.aws.standin import SERVICE, StandIn, aws_standin
 from harness.backends.resources import client
 from harness.ecs_tasks import CLUSTER
 from harness.history import read_history
