@@ -40,7 +40,7 @@ def check_balance(history: Events, *, info: RunInfo | None = None) -> CheckResul
         return CheckResult("balance", UNKNOWN, {"applies": True, "band": band, "joins": [],
                                                 "message": "the history names no heartbeat_ms to date reports by"})
     reports = select(history, "requests", ["t", "worker", "held"])
-    judged = []
+    judged: list[dict[str, Any]] = []
     for join in joins:
         assert join.stop_t is not None
         recent = reports[(reports["t"] <= join.stop_t)
