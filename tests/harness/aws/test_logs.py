@@ -10,11 +10,11 @@ from typing import Any
 
 import boto3
 import pytest
-from tests.harness.aws.test_deployment import REGION, deploy, outputs_file
 
 from harness.aws.logs import history_event
 from harness.cli import main
 from harness.history import read_history
+from tests.harness.aws.test_deployment import REGION, deploy, outputs_file
 
 T0 = 1_796_140_000_000  # 2026-12-01T15:06:40Z
 
