@@ -16,10 +16,8 @@ import harness
 
 HARNESS = Path(harness.__file__).parent
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("history and contract: the run folder, its events, their one reader, the checkers that judge them, and the "
-     "command line's error and argument types",
-     ("harness.run_folders", "harness.history", "harness.history_columns", "harness.checkers", "harness.cli_errors",
-      "harness.cli_args")),
+    ("history and contract: the run folder, its events, their one reader, the checkers that judge them",
+     ("harness.run_folders", "harness.history", "harness.history_columns", "harness.checkers")),
     ("processes and endpoints: child processes, HTTP, the storage servers, the upstream simulator, ECS tasks, "
      "the Toxiproxy server and its client",
      ("harness.processes", "harness.reaper", "harness.http_client", "harness.quiet_http", "harness.router_client",
@@ -31,7 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
      ("harness.scenarios", "harness.explore", "harness.region", "harness.load")),
     ("the AWS target: a deployed fleet as a topology", ("harness.aws",)),
     ("reports", ("harness.report",)),
-    ("command line", ("harness.cli", "harness.cli_aws", "harness.cli_region", "harness.cli_scenario", "harness.demo")),
+    ("command line", ("harness.cli", "harness.cli_aws", "harness.cli_region", "harness.cli_scenario",
+                      "harness.cli_args", "harness.cli_errors", "harness.demo")),
 ]
 
 
