@@ -21,7 +21,6 @@ target S s``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import Any
 from fleet.config import tuning
 from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json, send_event
+from harness.history import HistoryTail
 from harness.run_folders import add_output_arguments, output_folder
 
 QUOTA_PER_S = 500.0  # the simulator's default new-connection quota at scale 1 (API Gateway's)
@@ -80,11 +80,9 @@ def open_now(streams: dict[str, Any]) -> int:
 def acquire_paths(run_dir: Path) -> Counter[str]:
     """Accepted acquires by path (``via``: notify, handoff, reconcile, ...) from the workers' histories."""
     paths: Counter[str] = Counter()
-    for path in (run_dir / "history").glob("worker-*.jsonl"):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            if event.get("type") == "lease.acquire" and event.get("outcome") == "ok":
-                paths[str(event.get("via"))] += 1
+    for event in HistoryTail(run_dir, "worker-*.jsonl", {"lease.acquire"}).new_events():
+        if event.get("outcome") == "ok":
+            paths[str(event.get("via"))] += 1
     return paths
 
 

@@ -13,23 +13,21 @@ The last line reads ``coordination requests per connection-hour: blog X, hardene
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from harness.cluster import Cluster, ClusterSpec
+from harness.history import HistoryTail
 from harness.run_folders import add_output_arguments, output_folder
 
 
 def counters_at(run_dir: Path, t_ms: float) -> dict[str, int]:
     """Each worker's cumulative coordination count at the last ``requests`` event before ``t_ms``."""
     found: dict[str, int] = {}
-    for path in (run_dir / "history").glob("worker-*.jsonl"):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            if event["type"] == "requests" and event["t"] <= t_ms:
-                found[event["worker"]] = int(event.get("coordination", 0))
+    for event in HistoryTail(run_dir, "worker-*.jsonl", {"requests"}).new_events():
+        if event["t"] <= t_ms:
+            found[event["worker"]] = int(event.get("coordination", 0))
     return found
 
 

@@ -51,6 +51,7 @@ from fleet.backoff import POLICIES
 from fleet.config import tuning
 from fleet.errors import ConfigError
 from harness.cluster import Cluster, ClusterError, ClusterSpec, http_json
+from harness.history import HistoryTail
 from harness.run_folders import add_output_arguments, output_folder
 
 SLACK_S = 3.0  # the issue's bounds: lease + this, N / quota + this (seconds at scale 1)
@@ -132,24 +133,6 @@ def progress(message: str) -> None:
 # -- the records ---------------------------------------------------------------------------------------------
 def stream_id(pk: str) -> str:
     return pk.removeprefix("CONN#")
-
-
-def read_events(path: Path, types: set[str]) -> list[dict[str, Any]]:
-    """The events of these types in one history file (lines are filtered on the type before decoding)."""
-    if not path.exists():
-        return []
-    needles = [f'"type":"{t}"' for t in types]
-    found = []
-    with path.open(errors="replace") as lines:
-        for line in lines:
-            if any(n in line for n in needles):
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by a SIGKILL
-                if event.get("type") in types:
-                    found.append(event)
-    return found
 
 
 def live_sessions(streams: dict[str, Any], ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -357,15 +340,15 @@ def watch(cluster: Cluster, orphans: dict[str, dict[str, Any]], trigger_ms: floa
 def analyse(run_dir: Path, streams: dict[str, Any], orphans: dict[str, dict[str, Any]],
             span_ms: tuple[float, float], args: argparse.Namespace, victims: list[str]) -> dict[str, Any]:
     trigger_ms, end_ms = span_ms
-    history = run_dir / "history"
+    watched = {"ws.close", "lease.acquire", "death.notice", "lease.renew"}
     got = recoveries(streams, orphans, trigger_ms)
     times = sorted(t for t in got["recovered"].values() if t is not None)
     lags = sorted(t for t in got["close_lag"].values() if t is not None)
     worker_events: list[dict[str, Any]] = []
     survivors_events: list[dict[str, Any]] = []
     victim_renewals: list[dict[str, Any]] = []
-    for path in sorted(history.glob("worker-*.jsonl")):
-        events = read_events(path, {"ws.close", "lease.acquire", "death.notice", "lease.renew"})
+    for path in sorted((run_dir / "history").glob("worker-*.jsonl")):
+        events = HistoryTail(run_dir, path.name, watched).new_events()
         worker_events += events
         if path.stem in victims:
             victim_renewals += [e for e in events if e["type"] == "lease.renew" and e.get("outcome") == "ok"
@@ -374,8 +357,8 @@ def analyse(run_dir: Path, streams: dict[str, Any], orphans: dict[str, dict[str,
             survivors_events += [e for e in events if trigger_ms <= e["t"] <= end_ms]
     throttled = rejections(worker_events, trigger_ms, end_ms)
     per_stream = [throttled.get(sid, 0) for sid in orphans]
-    windows = storm_windows(read_events(history / "upstream.jsonl", {"handshakes"}), trigger_ms, args.timescale,
-                            end_ms)
+    windows = storm_windows(HistoryTail(run_dir, "upstream.jsonl", {"handshakes"}).new_events(), trigger_ms,
+                            args.timescale, end_ms)
     saturated = [w["accepted_per_s"] for w in windows if w["rejected"] > 0]
     acquires = [e for e in survivors_events if e["type"] == "lease.acquire" and e.get("outcome") == "ok"]
     notices = [e for e in survivors_events if e["type"] == "death.notice"]

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from harness.cluster import ClusterError, http_json, start_connection
-from harness.history import HistoryWriter
+from harness.history import HistoryTail, HistoryWriter
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
@@ -63,7 +63,7 @@ def measure(args: argparse.Namespace, run_dir: Path) -> None:
     exit_s = time.monotonic() - interrupted
     time.sleep(1.0)
     left = [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
-    events = [json.loads(line) for line in (run_dir / "history" / "worker-1.jsonl").read_text().splitlines()]
+    events = HistoryTail(run_dir, "worker-1.jsonl", {"lease.release", "lease.lost"}).new_events()
     released = sum(1 for e in events if e["type"] == "lease.release" and e.get("outcome") == "ok")
     lapsed = sum(1 for e in events if e["type"] == "lease.lost" and "shutdown budget" in str(e.get("reason")))
     print(f"shutdown: {args.streams} streams held, exit {exit_s:.1f} s after SIGINT (exit code {code}), "

@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import psutil
 from websockets.asyncio.client import ClientConnection, connect
+
+from harness import http_client
 
 REPO = Path(__file__).resolve().parents[1]
 SIMULATOR_QUOTA = 500.0  # the simulator's default new-connection quota, handshakes a second
@@ -111,9 +112,9 @@ async def open_session(url: str) -> ClientConnection:
 
 
 async def simulator_stats(control_url: str) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http, http.get(f"{control_url}/stats") as response:
-        stats: dict[str, Any] = await response.json()
-        return stats
+    answer = await http_client.request_async("GET", f"{control_url}/stats", timeout_s=30)
+    stats: dict[str, Any] = answer.json()
+    return stats
 
 
 async def require_all_live(control_url: str, sessions: int, when: str, patience: float = 30.0) -> None:

@@ -40,6 +40,7 @@ from harness.cli_args import (
 from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
 from harness.cli_errors import CliError
 from harness.cli_region import REGION_COMMANDS, add_region_command
+from harness.cli_scenario import finish_scenario, report_runs, scenario_spec
 from harness.processes import mark_children
 
 if TYPE_CHECKING:
@@ -432,25 +433,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 # -- scenario --------------------------------------------------------------------------------------------
-def scenario_spec(args: argparse.Namespace) -> ScenarioSpec:
-    """The scenario named by ``args.name`` or read from ``args.from_file``; ``CliError`` says what is wrong."""
-    from harness.scenarios.catalog import SCENARIOS
-    from harness.scenarios.scenario_file import ScenarioFileError, load
-
-    if args.from_file is not None and args.name:
-        raise CliError("give a scenario name or --from FILE, not both")
-    if args.from_file is not None:
-        try:
-            return load(args.from_file)
-        except ScenarioFileError as exc:
-            raise CliError(str(exc)) from None
-    if not args.name:
-        raise CliError("name a scenario or give --from FILE (--list shows the names)")
-    if args.name not in SCENARIOS:
-        raise CliError(f"unknown scenario {args.name!r}; known: {', '.join(SCENARIOS)}")
-    return SCENARIOS[args.name]
-
-
 def cmd_scenario(args: argparse.Namespace) -> int:
     if args.list:
         from harness.scenarios.catalog import SCENARIOS
@@ -493,18 +475,6 @@ def _run_scenario_once(args: argparse.Namespace, spec: ScenarioSpec, i: int, loc
         raise CliError(str(exc), 2) from None
     finish_scenario(args, verdict, run_dir, started)
     return verdict
-
-
-def finish_scenario(args: argparse.Namespace, verdict: dict[str, Any], run_dir: Path, started: float) -> None:
-    """A run's report (unless --no-report), its verdict's headline as one JSON line, and a summary line."""
-    if not args.no_report:
-        _report([run_dir], None)
-    print(json.dumps({k: verdict[k] for k in ("scenario", "profile", "timescale", "valid", "duplicate_claims",
-                                              "lost_sequences", "recovery_ms", "bound_ms")}))
-    from harness.checkers.verdict import verdict_line
-
-    print(f"wsfleet scenario: {verdict['scenario']}/{verdict['profile']} in {time.monotonic() - started:.0f} s: "
-          f"{verdict_line(verdict)}; run folder {run_dir}", file=sys.stderr)
 
 
 def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:
@@ -555,13 +525,6 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 # -- report ----------------------------------------------------------------------------------------------
-def _report(run_dirs: list[Path], out: Path | None, locust_csv: Path | None = None) -> Path:
-    from harness.report import build_report
-
-    return build_report(run_dirs, out, progress=lambda line: print(line, file=sys.stderr, flush=True),
-                        locust_csv=locust_csv)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.history import HistoryError
     from harness.report.build import REPORT_HTML, REPORT_MD
@@ -572,7 +535,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out} holds a report already; name another folder, or add --force to "
                        "overwrite it")
     try:
-        path = _report(args.run_dirs, args.out, args.locust_csv)
+        path = report_runs(args.run_dirs, args.out, args.locust_csv)
     except (HistoryError, OSError, ValueError) as exc:
         raise CliError(str(exc), 2) from None
     print(path)

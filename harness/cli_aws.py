@@ -102,7 +102,7 @@ def cmd_aws_standin(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from harness.backends.aws_standin import aws_standin
+    from harness.aws.standin import aws_standin
     from harness.cluster import ClusterError
 
     stop = threading.Event()
@@ -126,7 +126,7 @@ def cmd_aws_standin(args: argparse.Namespace) -> int:
 
 
 def _tag(text: str | None) -> tuple[str, str]:
-    from harness.backends.aws import CHAOS_TAG
+    from harness.aws.deployment import CHAOS_TAG
 
     key, value = str(text).partition("=")[::2] if text else CHAOS_TAG
     if not key or not value:
@@ -139,10 +139,10 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
 
     from fleet.config import FleetConfig
     from fleet.errors import ConfigError
-    from harness.backends.aws import DeploymentError, read_outputs
-    from harness.backends.aws_cost import RunLoad, run_ceiling_s
-    from harness.backends.aws_fis import FIS, FisError, FisOptions, fis_plan
-    from harness.cli import scenario_spec
+    from harness.aws.cost import RunLoad, run_ceiling_s
+    from harness.aws.deployment import DeploymentError, read_outputs
+    from harness.aws.fis import FIS, FisError, FisOptions, fis_plan
+    from harness.cli_scenario import scenario_spec
 
     spec = scenario_spec(args)
     try:
@@ -190,8 +190,8 @@ def cmd_aws_plan(args: argparse.Namespace) -> int:
 
 
 def _print_cost(load: Any) -> None:
-    """The cost of a run at most (``harness.backends.aws_cost``), line by line."""
-    from harness.backends.aws_cost import PRICES_AS_OF, estimate
+    """The cost of a run at most (``harness.aws.cost``), line by line."""
+    from harness.aws.cost import PRICES_AS_OF, estimate
 
     lines = estimate(load)
     print(f"  cost at most, for {load.seconds:.0f} s of load ({PRICES_AS_OF}; no free tier, no data transfer):")
@@ -204,7 +204,7 @@ def _deployment_and_session(args: argparse.Namespace) -> tuple[Any, Any]:
     import boto3
     from botocore.exceptions import BotoCoreError
 
-    from harness.backends.aws import DeploymentError, read_outputs
+    from harness.aws.deployment import DeploymentError, read_outputs
 
     try:
         return read_outputs(args.outputs, args.terraform_dir), boto3.Session(profile_name=args.aws_profile)
@@ -213,7 +213,7 @@ def _deployment_and_session(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_aws_preflight(args: argparse.Namespace) -> int:
-    from harness.backends.aws import Guardrails, preflight
+    from harness.aws.deployment import Guardrails, preflight
 
     deployment, session = _deployment_and_session(args)
     checks = preflight(deployment, Guardrails(args.account, args.region, _tag(args.tag)), session)
@@ -229,8 +229,8 @@ def cmd_aws_preflight(args: argparse.Namespace) -> int:
 def cmd_aws_history(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from harness.backends.aws import aws_error_text
-    from harness.backends.aws_logs import fetch_history
+    from harness.aws.deployment import aws_error_text
+    from harness.aws.logs import fetch_history
 
     if args.until <= args.since:
         raise CliError("--until must be later than --since", 2)
@@ -312,11 +312,11 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
 
     from fleet.config import FleetConfig
     from fleet.errors import ConfigError
-    from harness.backends.aws import UPSTREAM_OUTPUTS, Guardrails, aws_error_text, preflight
-    from harness.backends.aws_cost import RunLoad, run_ceiling_s
-    from harness.backends.aws_fis import FisError, FisOptions, check_options
-    from harness.backends.aws_topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
-    from harness.cli import finish_scenario
+    from harness.aws.cost import RunLoad, run_ceiling_s
+    from harness.aws.deployment import UPSTREAM_OUTPUTS, Guardrails, aws_error_text, preflight
+    from harness.aws.fis import FisError, FisOptions, check_options
+    from harness.aws.topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
+    from harness.cli_scenario import finish_scenario
     from harness.cluster import ClusterError
     from harness.faults.fault import FaultError
     from harness.router_client import SigningError, signer_for

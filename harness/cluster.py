@@ -12,11 +12,8 @@ paused workers, re-enables proxies and stops every child, so nothing is left run
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +22,15 @@ from urllib.parse import urlsplit
 
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.history import HistoryWriter
+from harness import http_client
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
+from harness.ecs_tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
+from harness.history import HistoryTail
 from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
 from harness.router_client import Signer, error_text
 from harness.run_folders import absolute
-from harness.tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
 
 SERVICE_PROXIES = ("dynamodb", "services", "upstream")
 EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many times in all
@@ -61,7 +60,7 @@ class ClusterSpec:
     # Run the worker and router processes from this checkout (e.g. a worktree of an older commit); the
     # harness processes (backend, Toxiproxy, simulator) stay ours.
     fleet_root: Path | None = None
-    # Run each worker as a local ECS task whose exit sends a death notice (``harness.tasks``; embedded
+    # Run each worker as a local ECS task whose exit sends a death notice (``harness.ecs_tasks``; embedded
     # backend only).
     death_notices: bool = False
     # A region's name when several topologies share a run folder (``harness.region.regions``): it prefixes
@@ -226,13 +225,15 @@ class Cluster(Started):
         return handle
 
     def wait_workers_ready(self, ids: list[str] | None = None, timeout_s: float = 30.0) -> None:
-        """Wait until each worker has written ``worker.start`` to its history (and, hardened without a region
-        gate, registered)."""
+        """Wait until each worker's running process has written its ``worker.start`` (with its pid) to its
+        history and, hardened without a region gate, registered after it (a ``lease.renew``).  What an
+        earlier process of the same id wrote does not count."""
         deadline = time.monotonic() + timeout_s
         pending = set(ids or self.workers)
         # a gated region's workers register only once their region is active (fleet.region_gate)
         registers = self.config.profile == "hardened" and not self.config.region_gate_endpoints
-        needle = '"type":"lease.renew"' if registers else '"type":"worker.start"'
+        tails = {w: HistoryTail(self.run_dir, f"{w}.jsonl", types={"worker.start", "lease.renew"}) for w in pending}
+        started: set[str] = set()
         while pending:
             for worker_id in list(pending):
                 handle = self.workers[worker_id]
@@ -240,8 +241,13 @@ class Cluster(Started):
                     raise ClusterError(f"{worker_id} exited with status {handle.child.process.returncode} "
                                        f"while starting; log {handle.child.log_path}:\n"
                                        f"{handle.child.log_tail()}")
-                path = self.run_dir / "history" / f"{worker_id}.jsonl"
-                if path.exists() and needle in path.read_text(errors="replace"):
+                for event in tails[worker_id].new_events():
+                    if event["type"] == "worker.start":
+                        if event.get("pid") == handle.pid:
+                            started.add(worker_id)
+                    elif worker_id in started:
+                        pending.discard(worker_id)
+                if worker_id in started and not registers:
                     pending.discard(worker_id)
             if pending and time.monotonic() > deadline:
                 waiting = ", ".join(sorted(pending))
@@ -358,21 +364,20 @@ def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str
 
 def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0,
               signer: Signer | None = None) -> tuple[int, Any]:
-    """One JSON request (signed by ``signer`` when given); returns (status, decoded body).  Connection errors
-    raise ``ClusterError``."""
+    """One JSON request (signed by ``signer`` when given); returns (status, decoded body).  No answer, a
+    redirect (never followed: a signed call's headers stay with the host it named) or a non-JSON success
+    raise ``ClusterError``; a non-JSON error answer is returned as ``{"error": text}``."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
     if signer is not None:
         headers = signer.headers(method, url, data, headers)
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw or b"null")
-        except ValueError:
-            return exc.code, {"error": raw.decode(errors="replace")}
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        raise ClusterError(f"{method} {url} failed: {exc}") from exc
+        answer = http_client.request(method, url, timeout_s=timeout_s, body=data, headers=headers)
+    except http_client.HttpError as exc:
+        raise ClusterError(str(exc)) from exc
+    try:
+        return answer.status, answer.json()
+    except ValueError as exc:
+        if answer.status >= 400:
+            return answer.status, {"error": answer.text}
+        raise ClusterError(f"{method} {url} answered {answer.status} with a body that is not JSON") from exc

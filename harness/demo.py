@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fleet.config import FleetConfig
+from harness.checkers.events import read_events
 from harness.checkers.verdict import analyse
 from harness.cli_args import timescale_arg
-from harness.history import read_history
 from harness.report import build_report
 from harness.run_folders import add_output_arguments, output_folder
 from harness.scenarios.catalog import SCENARIOS
@@ -91,7 +91,7 @@ def verdict_table(verdicts: Verdicts) -> str:
 
 
 def per_connection(run_dir: Path) -> str:
-    analysis = analyse(read_history(run_dir))
+    analysis = analyse(read_events(run_dir))
     sequences = {row["pk"]: row for row in analysis.sequences}
     lines = [f"{'connection':<12} {'owner before':<13} {'owner after':<13} {'re-owned':>9} {'gap':>8} "
              f"{'emitted':>8} {'persisted':>9} {'lost':>5}"]

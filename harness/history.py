@@ -1,12 +1,14 @@
 """Reading and merging a run's event history (DESIGN §4); writing is ``fleet.history.HistoryWriter``,
 re-exported here for harness code.
 
-A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  ``read_history``
-merges every file into one ``pandas.DataFrame`` sorted by ``t`` (stable: ties keep file-name order, then
-line order), one column per field present anywhere (missing values are NaN / None).  ``read_typed_history``
-reads the same events split by type (``TypedHistory``: per type, the parsed events in that order and their
-positions in it), which is what the checkers read: a long history is mostly a few types with few fields
-each, and one frame with a column per field anywhere costs more to build than checking it.  A final line
+A run folder holds ``history/*.jsonl``: one JSON object per line, one file per process.  There is one
+reader, ``read_typed_history``: every file's events merged in ``t`` order (stable: ties keep file-name
+order, then line order) and split by type (``TypedHistory``: per type, its fields as columns and each
+event's position in the history), which is what the checkers read (``harness.checkers.events``): a long
+history is mostly a few types with few fields each, and one frame with a column per field anywhere costs
+more to build than checking it.  ``read_history`` is a ``pandas.DataFrame`` view of it, one column per field
+present anywhere (missing values are NaN / None).  ``HistoryTail`` is the live side: what a runner waits
+for while the processes write (new whole lines, picked by their parsed type).  A final line
 that does not parse is taken for the half-written last event of a killed writer and dropped (listed in
 ``frame.attrs["dropped_lines"]`` / ``TypedHistory.dropped_lines``); an unparsable line anywhere else, or an
 event without a numeric ``t`` or a ``type``, is an error naming the file and the line.
@@ -31,7 +33,7 @@ unknown, e.g. a timeout).
   last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection item at the end;
   ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end;
   ``task.stopped`` {worker, task, exit_code, outcome}: with death notices on, a worker process exited and
-  its task's STOPPED event was sent to the queue (``harness.tasks``).
+  its task's STOPPED event was sent to the queue (``harness.ecs_tasks``).
 - workers (src = worker id, e.g. ``worker-1``):
   ``worker.start`` {worker, profile, pid}; ``worker.stop`` {worker, reason};
   ``lease.acquire`` {pk, worker, epoch, outcome, expires_ms, via: notify | reconcile | start};
@@ -72,7 +74,7 @@ import json
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
@@ -86,8 +88,7 @@ import pandas as pd
 from fleet.history import HistoryWriter
 from harness.history_columns import FieldColumn, TypeColumnsBuilder
 
-__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "history_frame", "read_history",
-           "read_typed_history"]
+__all__ = ["HistoryError", "HistoryTail", "HistoryWriter", "TypedHistory", "read_history", "read_typed_history"]
 
 REQUIRED_FIELDS = ("t", "src", "type")
 Event = dict[str, Any]
@@ -113,11 +114,17 @@ class TypedHistory:
 
 
 def read_history(run_dir: str | Path) -> pd.DataFrame:
-    """Every event of the run in ``run_dir``, merged from ``history/*.jsonl`` and sorted by ``t``."""
-    files, events, dropped = _read_files(run_dir)
-    merged = history_frame(events)
-    merged.attrs["dropped_lines"] = dropped
-    merged.attrs["files"] = [str(path) for path in files]
+    """Every event of the run in ``run_dir`` as one DataFrame sorted by ``t``: a view of
+    ``read_typed_history``'s columns (the one reader), one column per field present anywhere."""
+    typed = read_typed_history(run_dir)
+    rows = sum(len(times) for times in typed.times.values())
+    fields: dict[str, np.ndarray] = {}
+    for name in sorted(typed.columns, key=lambda name: typed.positions[name][0]):  # fields in order of appearance
+        for field, column in typed.columns[name].items():
+            fields.setdefault(field, np.full(rows, np.nan, dtype=object))[typed.positions[name]] = column.raw()
+    merged = _ordered(pd.DataFrame(fields, index=pd.RangeIndex(rows)).infer_objects())
+    merged.attrs["dropped_lines"] = typed.dropped_lines
+    merged.attrs["files"] = [str(path) for path in _history_files(run_dir)]
     return merged
 
 
@@ -216,22 +223,26 @@ def _file_columns(path: Path, piece_bytes: int) -> _FileColumns:
 
 class HistoryTail:
     """The events appended to a run's history files since the last look (``new_events``), for a runner that
-    waits for what the processes report.  ``pattern`` picks the files, ``matching`` (a substring of the
-    wanted lines, e.g. ``"type":"msg.persist"``) skips the rest unparsed; only whole lines are read."""
+    waits for what the processes report.  ``pattern`` picks the files, ``types`` the events by their parsed
+    ``type`` (every type when empty); only whole lines are read.  A whole line that is not an event (a killed
+    writer's half line joined to its successor's first) is left to ``read_history``, which reports it."""
 
-    def __init__(self, run_dir: str | Path, pattern: str = "*.jsonl", matching: str = "") -> None:
+    def __init__(self, run_dir: str | Path, pattern: str = "*.jsonl", types: Iterable[str] = ()) -> None:
         self.folder = Path(run_dir) / "history"
         self.pattern = pattern
-        self.matching = matching.encode()
+        self.types = frozenset(types)
         self.offsets: dict[Path, int] = {}
 
-    def new_events(self) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+    def new_events(self) -> list[Event]:
+        events: list[Event] = []
         for path in sorted(self.folder.glob(self.pattern)):
             for line in self.new_lines(path):
-                if self.matching in line:
-                    with contextlib.suppress(ValueError):
-                        events.append(json.loads(line))
+                try:
+                    event = _LINES.decode(line)
+                except msgspec.DecodeError:
+                    continue
+                if isinstance(event, dict) and (not self.types or event.get("type") in self.types):
+                    events.append(event)
         return events
 
     def new_lines(self, path: Path) -> list[bytes]:
@@ -246,12 +257,6 @@ class HistoryTail:
         whole = data.rfind(b"\n") + 1
         self.offsets[path] = start + whole
         return data[:whole].splitlines()
-
-
-def history_frame(events: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A history DataFrame from events already parsed (as ``read_history`` builds it): stable-sorted by
-    ``t``, index 0..n-1, columns ``t``, ``src``, ``type`` first."""
-    return _ordered(pd.DataFrame(list(events)))
 
 
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
@@ -275,21 +280,10 @@ def _history_files(run_dir: str | Path) -> list[Path]:
     return files
 
 
-def _read_files(run_dir: str | Path) -> tuple[list[Path], list[Event], list[dict[str, Any]]]:
-    """The run's history files in name order, their checked events (file by file, in line order), and the
-    dropped truncated lines."""
-    files = _history_files(run_dir)
-    dropped: list[dict[str, Any]] = []
-    with _cycle_collector_paused():
-        events = [event for path in files for piece, _ in _file_pieces(path, dropped, piece_bytes=None)
-                  for event in piece]
-    return files, events, dropped
-
-
-def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | None
+def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int
                  ) -> Iterator[tuple[list[Event], dict[str, np.ndarray]]]:
-    """The checked events of one file, a piece of about ``piece_bytes`` at a time (None: the whole file at
-    once), each with its ``t``, ``src`` and ``type`` (objects).  A truncated final line is appended to
+    """The checked events of one file, a piece of about ``piece_bytes`` at a time, each with its ``t``,
+    ``src`` and ``type`` (objects).  A truncated final line is appended to
     ``dropped``; any other line that is not an event raises a ``HistoryError`` naming it."""
     try:
         data = path.read_bytes()
@@ -297,8 +291,7 @@ def _file_pieces(path: Path, dropped: list[dict[str, Any]], piece_bytes: int | N
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from None
     start = 0
     while start < len(data):
-        end = len(data) if piece_bytes is None else (data.find(b"\n", min(start + piece_bytes, len(data)) - 1) + 1
-                                                     or len(data))
+        end = data.find(b"\n", min(start + piece_bytes, len(data)) - 1) + 1 or len(data)
         try:
             events = _LINES.decode_lines(data[start:end])
         except msgspec.DecodeError:  # a truncated or bad line, not UTF-8, or a NaN: the stdlib says which

@@ -51,6 +51,7 @@ class Child:
     log_path: Path
     ready: dict[str, Any] = field(default_factory=dict)
     paused: bool = False
+    stopped: bool = False
 
     @property
     def pid(self) -> int:
@@ -74,13 +75,18 @@ class Child:
             return None
 
     def stop(self, grace_s: float = 10.0) -> int:
-        """SIGCONT + SIGTERM, wait ``grace_s``, then SIGKILL the group; returns the exit status."""
+        """SIGCONT + SIGTERM, wait ``grace_s``, then SIGKILL the group; returns the exit status.  Idempotent."""
+        if self.stopped:
+            return int(self.process.returncode)
+        self.stopped = True
         if self.process.poll() is None:
             signal_group(self.pid, signal.SIGCONT)
             signal_group(self.pid, signal.SIGTERM)
             if self.wait(grace_s) is None:
                 signal_group(self.pid, signal.SIGKILL)
                 self.process.wait()
+        # Anything the child started in its group goes too, even when the leader exited by itself.  Done once,
+        # right after reaping the leader: later the group id could name somebody else's group.
         signal_group(self.pid, signal.SIGKILL)
         reaper.forget(self.pid)
         self.paused = False

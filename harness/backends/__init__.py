@@ -1,4 +1,5 @@
-"""Backends the fleet and the harness run against: embedded servers, LocalStack, real AWS (DESIGN §10).
+"""Backends the fleet and the harness run against: embedded servers, LocalStack (DESIGN §10); a deployed fleet
+on AWS is the AWS target, ``harness.aws``.
 
 One code path: a backend is endpoints, a region, credentials, table names and a queue URL, handed to every
 process as environment (``Backend.env()``).  ``start_embedded`` runs local servers (dynalite or serialised

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
 import threading
 import time
@@ -22,6 +21,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from harness import http_client
 from harness.quiet_http import QuietHTTPServer
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -69,17 +69,13 @@ def signature_problem(method: str, path: str, headers: Mapping[str, str], body: 
 
 
 def forward_to(url: str) -> Forward:
-    """Pass a checked request on to the router at ``url``."""
-    parts = urlsplit(url)
+    """Pass a checked request on to the router at ``url`` (no answer, or a redirect: ``HttpError``)."""
+    base = url.rstrip("/")
 
     def forward(method: str, path: str, body: bytes) -> tuple[int, bytes]:
-        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
-        try:
-            connection.request(method, path, body, {"Content-Type": "application/json"})
-            answer = connection.getresponse()
-            return answer.status, answer.read()
-        finally:
-            connection.close()
+        answer = http_client.request(method, base + path, timeout_s=30, body=body,
+                                     headers={"Content-Type": "application/json"})
+        return answer.status, answer.body
 
     return forward
 
@@ -125,7 +121,7 @@ def api_gateway(forward: Forward, secrets: Mapping[str, str]) -> Gateway:
                 return
             try:
                 self._answer(*forward(self.command, parts.path, body))
-            except OSError:
+            except http_client.HttpError:
                 self._answer(502, json.dumps({"message": "Internal server error"}).encode())
 
         do_GET = do_POST = _handle

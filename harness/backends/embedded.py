@@ -99,9 +99,9 @@ def start_embedded(
             "sqs": services.url,
             "cloudwatch": services.url,
             "route53": services.url,
-            "ecs": services.url,  # the local stand-in for ECS tasks (harness.tasks)
+            "ecs": services.url,  # the local stand-in for ECS tasks (harness.ecs_tasks)
             "ec2": services.url,
-            "logs": services.url,  # the AWS backend's offline stand-in (harness.backends.aws_standin)
+            "logs": services.url,  # the AWS backend's offline stand-in (harness.aws.standin)
             "sts": services.url,
             "fis": services.url,
             "apigatewayv2": services.url,  # the router API the stand-in names (aws_standin)

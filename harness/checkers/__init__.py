@@ -5,8 +5,8 @@ One module per checker: ``duplicates`` (I1 duplicate claims, zombie time, lease 
 ``stop`` (I5), ``zombies`` (I6 zombie writes, judged from the stored items), ``handshakes`` (the
 new-connection quota under a storm); ``consuming`` derives who
 consumed what when; ``events`` reads the history (consumers are incarnations, ``worker@gen``); ``verdict``
-composes them and writes ``verdict.json``.  Each ``check_*`` takes the history (``events.read_events``, or a
-``harness.history.read_history`` DataFrame) and returns a ``CheckResult``.
+composes them and writes ``verdict.json``.  Each ``check_*`` takes the history in its one form
+(``events.Events``, from ``events.read_events``) and returns a ``CheckResult``.
 """
 
 from harness.checkers.bounds import check_bounds

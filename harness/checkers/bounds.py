@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.events import History, RunInfo, as_events, run_info
+from harness.checkers.events import Events, RunInfo, run_info
 from harness.checkers.recovery import check_recovery
 from harness.checkers.result import CheckResult, Validity
 
@@ -18,9 +18,8 @@ DETAIL_ROWS = 50
 EXAMPLE_FIELDS = ("fault", "fault_kind", "pk", "old_worker", "new_worker", "recovery_ms", "bound_ms")
 
 
-def check_bounds(history: History, *, recovery: CheckResult | None = None,
+def check_bounds(history: Events, *, recovery: CheckResult | None = None,
                  info: RunInfo | None = None) -> CheckResult:
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     recovery = recovery if recovery is not None else check_recovery(history, info=info)
     rows = recovery.tables["phases"]

@@ -27,9 +27,8 @@ import pandas as pd
 from harness.checkers.events import (
     CRASH_FAULTS,
     FREEZE_FAULTS,
-    History,
+    Events,
     RunInfo,
-    as_events,
     consumer_of,
     fault_windows,
     faults,
@@ -61,12 +60,11 @@ class Consumption:
     writes: pd.DataFrame
 
 
-def consumption(history: History, info: RunInfo | None = None, *, thaw_grace_ms: float | None = None,
+def consumption(history: Events, info: RunInfo | None = None, *, thaw_grace_ms: float | None = None,
                 writes: pd.DataFrame | None = None) -> Consumption:
     """Cut every upstream session into consuming and zombie parts.  ``thaw_grace_ms`` defaults to the
     run's ``heartbeat_ms`` (0 without one: no thaw rule); ``writes``, when the caller has them, are the
     history's ``accepted_writes``."""
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     grace = thaw_grace_ms if thaw_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
     session_frame = sessions(history, info)
@@ -98,7 +96,7 @@ def consumption(history: History, info: RunInfo | None = None, *, thaw_grace_ms:
     )
 
 
-def sessions(history: History, info: RunInfo) -> pd.DataFrame:
+def sessions(history: Events, info: RunInfo) -> pd.DataFrame:
     """Upstream sessions, ``sub.open`` paired with ``sub.close``, sorted by pk then open time."""
     opens = select(history, "sub.open", ["t", "src", "pk", "session", "worker", "gen"])
     closes = select(history, "sub.close", ["t", "src", "pk", "session", "worker", "gen", "reason", "last_pong_t"])
@@ -127,7 +125,7 @@ def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(nth=frame.groupby(["pk", "session"], sort=False).cumcount())
 
 
-def accepted_writes(history: History) -> pd.DataFrame:
+def accepted_writes(history: Events) -> pd.DataFrame:
     """``msg.persist`` and ``checkpoint`` events with outcome ok (``certain``) or info.
 
     A write took effect at some instant between its request was sent (``sent``, when the writer recorded
@@ -152,9 +150,8 @@ def accepted_writes(history: History) -> pd.DataFrame:
     }, columns=WRITE_COLUMNS).reset_index(drop=True)
 
 
-def lease_beliefs(history: History, info: RunInfo | None = None) -> pd.DataFrame:
+def lease_beliefs(history: Events, info: RunInfo | None = None) -> pd.DataFrame:
     """Intervals during which a consumer believed it owned a pk (see the module docstring)."""
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     frame = select(history, ["lease.acquire", "lease.lost", "lease.release", "ws.open", "ws.close",
                              "worker.start", "worker.stop"], ["t", "src", "type", "pk", "worker", "gen", "epoch",

@@ -38,8 +38,7 @@ import pandas as pd
 
 from harness.checkers.events import (
     STOPPED,
-    History,
-    as_events,
+    Events,
     consumer_of,
     desired_states,
     handovers,
@@ -60,10 +59,9 @@ TRANSITIONS = (
 FENCED_NOTE = "refused by the store"
 
 
-def coverage(history: History) -> Counter[str]:
+def coverage(history: Events) -> Counter[str]:
     """How often the run reached each transition (see the module docstring); every name of ``TRANSITIONS``
     is a key, reached or not, and a release reason not in ``RELEASE_REASONS`` adds its own."""
-    history = as_events(history)
     counts: Counter[str] = Counter(dict.fromkeys(TRANSITIONS, 0))
     acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome", "via"])
     acquires = acquires.loc[acquires["pk"].notna()]
@@ -104,7 +102,7 @@ def not_covered(counts: Counter[str]) -> list[str]:
     return [name for name in TRANSITIONS if not counts.get(name)]
 
 
-def _releases(history: History) -> pd.DataFrame:
+def _releases(history: Events) -> pd.DataFrame:
     releases = select(history, "lease.release", ["t", "src", "pk", "worker", "gen", "outcome"])
     releases = releases.loc[releases["pk"].notna() & (releases["outcome"] == "ok")]
     return releases.assign(consumer=consumer_of(releases))
@@ -133,7 +131,7 @@ def _acquires_after(handed: pd.DataFrame, releases: pd.DataFrame) -> tuple[set[t
     return after_burial, lapsed
 
 
-def _reconnects(history: History) -> int:
+def _reconnects(history: Events) -> int:
     """``ws.open`` events that follow a ``ws.close`` of the same consumer and pk with no acquire between."""
     frame = select(history, ["ws.open", "ws.close", "lease.acquire"], ["t", "src", "type", "pk", "worker", "gen"])
     frame = frame.loc[frame["pk"].notna()].assign(consumer=lambda f: consumer_of(f))
@@ -144,7 +142,7 @@ def _reconnects(history: History) -> int:
     return count
 
 
-def _stops_while_draining(history: History, acquires: pd.DataFrame) -> int:
+def _stops_while_draining(history: Events, acquires: pd.DataFrame) -> int:
     """STOPs written while a drain held the stream, whose drain lease was then released."""
     drains = acquires.loc[acquires["via"] == "drain"]
     if drains.empty:

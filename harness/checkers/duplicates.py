@@ -42,7 +42,7 @@ from harness.checkers.consuming import (
     lease_beliefs,
     merge_intervals,
 )
-from harness.checkers.events import History, RunInfo, as_events, run_info, same_consumer
+from harness.checkers.events import Events, RunInfo, run_info, same_consumer
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 from harness.checkers.zombies import late_landings
 
@@ -54,10 +54,9 @@ DETAIL_ROWS = 50  # episodes / lease overlaps listed in the verdict details (the
 _PIECE_COLUMNS = ["pk", "worker_a", "worker_b", "start", "end", "certain", "write"]
 
 
-def check_duplicate_claims(history: History, *, merge_gap_ms: float | None = None,
+def check_duplicate_claims(history: Events, *, merge_gap_ms: float | None = None,
                            thaw_grace_ms: float | None = None, info: RunInfo | None = None,
                            consumed: Consumption | None = None) -> CheckResult:
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     gap = merge_gap_ms if merge_gap_ms is not None else (info.duration("lease_ms") or 0.0)
     consumed = consumed if consumed is not None else consumption(history, info, thaw_grace_ms=thaw_grace_ms)

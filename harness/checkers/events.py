@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,10 +41,9 @@ class _Table:
     """The events of one type in history order: their positions in the history, their ``t``, and each
     field as a column, converted on first use and kept (a long history holds hundreds of thousands of
     events of a type, selected by several checkers).  The events are the columns of a typed history
-    (``harness.history_columns``), or the rows of a history DataFrame; a table cut from another (``where``)
-    reads that one's columns."""
+    (``harness.history_columns``); a table cut from another (``where``) reads that one's columns."""
 
-    def __init__(self, events: Mapping[str, FieldColumn] | pd.DataFrame, positions: np.ndarray, times: np.ndarray,
+    def __init__(self, events: Mapping[str, FieldColumn], positions: np.ndarray, times: np.ndarray,
                  cut_from: tuple[_Table, np.ndarray] | None = None) -> None:
         self.events = events
         self.positions = positions
@@ -63,8 +62,6 @@ class _Table:
         """Whether any event of the type has this field."""
         if self._cut_from is not None:
             return self._cut_from[0].has(name)
-        if isinstance(self.events, pd.DataFrame):
-            return name in self.events.columns
         return name in self.events
 
     def column(self, name: str, kind: str) -> Any:
@@ -76,29 +73,21 @@ class _Table:
                 parent, keep = self._cut_from
                 self._columns[key] = parent.column(name, kind)[keep]
             elif kind == "number":
-                typed = self._typed(name)
-                self._columns[key] = (self.times if name == "t" else typed.values if typed is not None
-                                      and typed.kind == NUMBERS else _number(self.column(name, "raw")))
+                typed = self.events[name]
+                self._columns[key] = (self.times if name == "t" else typed.values if typed.kind == NUMBERS
+                                      else _number(self.column(name, "raw")))
             elif kind == "text":
-                typed = self._typed(name)
-                shared = (typed.shared_text() if typed is not None and typed.kind == TEXT
-                          else _text(self.column(name, "raw")))
+                typed = self.events[name]
+                shared = typed.shared_text() if typed.kind == TEXT else _text(self.column(name, "raw"))
                 self._columns[key] = pd.Series(shared, copy=False).array
-            elif isinstance(self.events, pd.DataFrame):
-                self._columns[key] = self.events[name].to_numpy(dtype=object)
             else:
                 self._columns[key] = self.events[name].raw()
         return self._columns[key]
 
-    def _typed(self, name: str) -> FieldColumn | None:
-        """The field's column of a typed history (None for a frame's rows)."""
-        return None if isinstance(self.events, pd.DataFrame) else self.events[name]
-
 
 class Events:
-    """A history split by event type (``harness.history.read_typed_history``), the form every checker
-    reads: each selection touches only the events of its types and converts each column once.  Every
-    checker takes a ``History``: this or a history DataFrame (``harness.history.read_history``)."""
+    """A history split by event type (``harness.history.read_typed_history``), the one form every checker
+    takes: each selection touches only the events of its types and converts each column once."""
 
     def __init__(self, tables: Mapping[str, _Table]) -> None:
         self._tables = dict(tables)
@@ -107,14 +96,6 @@ class Events:
     def of_typed(cls, typed: TypedHistory) -> Events:
         return cls({name: _Table(columns, typed.positions[name], typed.times[name])
                     for name, columns in typed.columns.items()})
-
-    @classmethod
-    def of_frame(cls, frame: pd.DataFrame) -> Events:
-        """The events of a history DataFrame (rows in history order)."""
-        grouped = frame.groupby("type", sort=False).indices if len(frame) else {}
-        times = frame["t"].to_numpy(dtype="float64") if len(frame) else np.empty(0)
-        return cls({str(name): _Table(frame.iloc[rows], np.asarray(rows, dtype="int64"), times[rows])
-                    for name, rows in grouped.items()})
 
     def __len__(self) -> int:
         return sum(len(table) for table in self._tables.values())
@@ -139,24 +120,17 @@ class Events:
         return [self._tables[name] for name in names if name in self._tables and len(self._tables[name])]
 
 
-History: TypeAlias = "pd.DataFrame | Events"
-
-
 def read_events(run_dir: str | Path) -> Events:
     """The history of the run in ``run_dir``, read by type (``harness.history.read_typed_history``)."""
     return Events.of_typed(read_typed_history(run_dir))
 
 
-def as_events(history: History) -> Events:
-    return history if isinstance(history, Events) else Events.of_frame(history)
-
-
-def select(history: History, types: str | Collection[str], columns: Sequence[str],
+def select(history: Events, types: str | Collection[str], columns: Sequence[str],
            raw: Collection[str] = ()) -> pd.DataFrame:
     """The events whose ``type`` is (one of) ``types``, in history order, with exactly ``columns``
     (``NUMERIC_FIELDS`` as float64, ``raw`` ones as stored, others as text with NaN for missing) and a
     fresh 0..n-1 index."""
-    tables = as_events(history).tables([types] if isinstance(types, str) else types)
+    tables = history.tables([types] if isinstance(types, str) else types)
     order = np.argsort(np.concatenate([table.positions for table in tables])) if len(tables) > 1 else None
     data: dict[str, Any] = {}
     for name in dict.fromkeys(columns):
@@ -289,8 +263,7 @@ class RunInfo:
         return None
 
 
-def run_info(history: History) -> RunInfo:
-    history = as_events(history)
+def run_info(history: Events) -> RunInfo:
     times = history.times()
     if times.size == 0:
         return RunInfo()
@@ -359,7 +332,7 @@ class Fault:
     stop_t: float | None
 
 
-def faults(history: History) -> list[Fault]:
+def faults(history: Events) -> list[Fault]:
     fields = ["t", "type", "kind", "target", "params"]
     rows = select(history, ["fault.start", "fault.stop"], fields, raw=fields)
     found: list[Fault] = []
@@ -407,7 +380,7 @@ def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float)
 STARTED, STOPPED = "conn.started", "conn.stopped"
 
 
-def desired_states(history: History) -> pd.DataFrame:
+def desired_states(history: Events) -> pd.DataFrame:
     """When each pk's desired state became STARTED or STOPPED: columns ``t``, ``pk``, ``type`` (``STARTED`` or
     ``STOPPED``, i.e. ``conn.started`` / ``conn.stopped``), in time order.
 
@@ -429,9 +402,8 @@ def desired_states(history: History) -> pd.DataFrame:
     return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)
 
 
-def known_workers(history: History) -> set[str]:
+def known_workers(history: Events) -> set[str]:
     """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
-    history = as_events(history)
     names: set[str] = set()
     for table in history.tables():
         if table.has("worker"):
@@ -444,7 +416,7 @@ def known_workers(history: History) -> set[str]:
 HANDOVER_COLUMNS = ["pk", "t", "kind", "epoch", "to", "from"]
 
 
-def handovers(history: History) -> pd.DataFrame:
+def handovers(history: Events) -> pd.DataFrame:
     """Every moment a pk's lease changed hands (DESIGN §12: supersession is dated at every handover), in time
     order (``HANDOVER_COLUMNS``); from ``t`` on, every epoch below ``epoch`` is superseded:
 

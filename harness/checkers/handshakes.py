@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.events import History, RunInfo, as_events, run_info, select
+from harness.checkers.events import Events, RunInfo, run_info, select
 from harness.checkers.result import CheckResult, Validity
 
 FULL_PIPE = 0.9  # a saturated window accepting at least this share of the quota uses it
 
 
-def check_handshakes(history: History, *, info: RunInfo | None = None) -> CheckResult:
-    history = as_events(history)
+def check_handshakes(history: Events, *, info: RunInfo | None = None) -> CheckResult:
     info = info if info is not None else run_info(history)
     windows = select(history, "handshakes", ["t", "attempted", "accepted", "rejected"])
     quota = info.upstream.get("handshake_quota")

@@ -44,10 +44,9 @@ import pandas as pd
 from harness.checkers.consuming import Consumption, consumption
 from harness.checkers.events import (
     STOPPED,
+    Events,
     Fault,
-    History,
     RunInfo,
-    as_events,
     consumer_of,
     desired_states,
     faults,
@@ -77,10 +76,9 @@ Arrays = tuple[np.ndarray, ...]
 WINDOW_KINDS = frozenset({"join"})
 
 
-def check_recovery(history: History, *, kinds: Collection[str] | None = None,
+def check_recovery(history: Events, *, kinds: Collection[str] | None = None,
                    fault_grace_ms: float | None = None, info: RunInfo | None = None,
                    consumed: Consumption | None = None) -> CheckResult:
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     consumed = consumed if consumed is not None else consumption(history, info)
     grace = fault_grace_ms if fault_grace_ms is not None else (info.duration("heartbeat_ms") or 0.0)
@@ -323,7 +321,7 @@ class _Lookups:
     parts: dict[Any, Arrays]
 
     @classmethod
-    def build(cls, history: History, info: RunInfo, consumed: Consumption) -> _Lookups:
+    def build(cls, history: Events, info: RunInfo, consumed: Consumption) -> _Lookups:
         opens = select(history, "sub.open", ["t", "pk", "worker"]).dropna(subset=["pk"])
         opens["worker"] = opens["worker"].fillna("?")
         persists = select(history, "msg.persist", ["t", "src", "pk", "worker", "seq_to", "outcome"])

@@ -31,9 +31,8 @@ import pandas as pd
 from harness.checkers.events import (
     STARTED,
     STOPPED,
-    History,
+    Events,
     RunInfo,
-    as_events,
     consumer_of,
     desired_states,
     run_info,
@@ -47,9 +46,8 @@ DETAIL_RANGES = 200  # lost / duplicated ranges listed in the verdict details (t
 SEQ_BITS = 32
 
 
-def check_sequences(history: History, *, settle_ms: float | None = None,
+def check_sequences(history: Events, *, settle_ms: float | None = None,
                     info: RunInfo | None = None) -> CheckResult:
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     settle = settle_ms if settle_ms is not None else (info.duration("lease_ms") or 0.0)
     horizon = info.settled_t if info.settled_t is not None and settle_ms is None else info.end_t - settle
@@ -186,7 +184,7 @@ def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_unique[index] == keys)
 
 
-def _started(history: History, emits: pd.DataFrame) -> np.ndarray:
+def _started(history: Events, emits: pd.DataFrame) -> np.ndarray:
     """For each emit, whether its pk's desired state was STARTED then."""
     conn = desired_states(history)
     if conn.empty or emits.empty:
@@ -204,7 +202,7 @@ def _started(history: History, emits: pd.DataFrame) -> np.ndarray:
     return result
 
 
-def _out_of_order(history: History, ok: pd.DataFrame) -> dict[str, int]:
+def _out_of_order(history: Events, ok: pd.DataFrame) -> dict[str, int]:
     """Per pk, how many ok writes started below a seq the same ownership had already persisted."""
     if ok.empty:
         return {}

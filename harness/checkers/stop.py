@@ -45,10 +45,9 @@ from harness.checkers.consuming import Consumption, accepted_writes, sessions
 from harness.checkers.events import (
     STARTED,
     STOPPED,
+    Events,
     Fault,
-    History,
     RunInfo,
-    as_events,
     desired_states,
     faults,
     run_info,
@@ -100,7 +99,7 @@ def deadline_for(stop_t: float, bound: float, lease: float | None, owners: set[s
     return deadline, deferred_by
 
 
-def emissions(history: History) -> dict[str, Emissions]:
+def emissions(history: Events) -> dict[str, Emissions]:
     """Per pk, its emitted sequences (sorted) and their emission times, from the upstream's ``emit`` events."""
     emits = select(history, "emit", ["t", "pk", "seq"]).dropna().sort_values(["pk", "seq"], kind="stable")
     return {str(pk): (group["seq"].to_numpy(), group["t"].to_numpy()) for pk, group in emits.groupby("pk")}
@@ -133,9 +132,8 @@ def _drain_verdicts(opened: np.ndarray, ends: np.ndarray, unclosed: np.ndarray, 
     return verdicts
 
 
-def check_stop(history: History, *, bound_ms: float | None = None, info: RunInfo | None = None,
+def check_stop(history: Events, *, bound_ms: float | None = None, info: RunInfo | None = None,
                consumed: Consumption | None = None) -> CheckResult:
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     bound = bound_ms if bound_ms is not None else stop_bound(info)
     session_frame = consumed.sessions if consumed is not None else sessions(history, info)

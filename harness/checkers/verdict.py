@@ -34,7 +34,7 @@ from harness.checkers.duplicates import (
     ZOMBIE_COLUMNS,
     check_duplicate_claims,
 )
-from harness.checkers.events import History, RunInfo, as_events, read_events, run_info
+from harness.checkers.events import Events, RunInfo, read_events, run_info
 from harness.checkers.handshakes import check_handshakes
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
@@ -96,12 +96,11 @@ class Analysis:
         return self.table("sequences")
 
 
-def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
+def analyse(history: Events, *, settle_ms: float | None = None, merge_gap_ms: float | None = None,
             thaw_grace_ms: float | None = None, fault_grace_ms: float | None = None,
             fault_kinds: Collection[str] | None = None) -> Analysis:
-    """Run every checker over ``history`` (``read_events``, or a ``harness.history.read_history`` frame).
+    """Run every checker over ``history`` (``read_events``).
     The keyword arguments override the checkers' defaults, which come from ``run.start``."""
-    history = as_events(history)
     info = run_info(history)
     consumed = consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     # Recovery is judged within the experiment: the teardown after run.stop (every worker handing its
@@ -131,10 +130,9 @@ def analyse(history: History, *, settle_ms: float | None = None, merge_gap_ms: f
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))
 
 
-def outcome_counts(history: History) -> dict[str, dict[str, int]]:
+def outcome_counts(history: Events) -> dict[str, dict[str, int]]:
     """Per event type with an ``outcome``, how many events had each of ``ok``, ``fail``, ``info`` (other
     values, if any, under their own name)."""
-    history = as_events(history)
     counts: dict[str, dict[str, int]] = {}
     for kind in sorted(history.types):
         [table] = history.tables([kind])

@@ -53,9 +53,8 @@ import pandas as pd
 
 from harness.checkers.consuming import accepted_writes
 from harness.checkers.events import (
-    History,
+    Events,
     RunInfo,
-    as_events,
     consumer_of,
     handovers,
     run_info,
@@ -71,7 +70,7 @@ LANDING_COLUMNS = ["pk", "consumer", "epoch", "seq", "landed_after", "certain"]
 DETAIL_ROWS = 50
 
 
-def stored_items(history: History) -> pd.DataFrame:
+def stored_items(history: Events) -> pd.DataFrame:
     """Every stored message item of ``final.persisted`` with its writer (``ITEM_COLUMNS``; consumer, epoch
     and sent_ms NaN when unknown).  Empty for a history whose final scan kept no items."""
     final = select(history, "final.persisted", ["pk", "items"], raw=["items"]).dropna(subset=["pk"])
@@ -93,7 +92,7 @@ class _Grants:
     """The acquires of each pk (time-sorted arrays) and its handovers (``events.handovers``: acquire, transfer,
     burial), for supersession look-ups."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: Events) -> None:
         acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome"])
         acquires = acquires.loc[acquires["pk"].notna() & acquires["outcome"].isin(["ok", "info"])]
         acquires = acquires.assign(consumer=consumer_of(acquires)).sort_values("t", kind="stable")
@@ -168,10 +167,9 @@ def _epochs_fence(epochs: np.ndarray, owners: np.ndarray, ok: np.ndarray) -> boo
     return True
 
 
-def check_zombie_writes(history: History, *, info: RunInfo | None = None,
+def check_zombie_writes(history: Events, *, info: RunInfo | None = None,
                         writes: pd.DataFrame | None = None) -> CheckResult:
     """``writes``: ``consuming.accepted_writes(history)`` when already computed."""
-    history = as_events(history)
     info = info if info is not None else run_info(history)
     tolerance = info.duration("clock_tolerance_ms") or 0.0
     grants = _Grants(history)
@@ -205,7 +203,7 @@ def check_zombie_writes(history: History, *, info: RunInfo | None = None,
     return CheckResult("zombie_writes", valid, details, {"zombie_writes": findings})
 
 
-def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.DataFrame:
+def late_landings(history: Events, writes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Writes that landed, or may have landed, after a newer owner's acknowledged write of the same seq had
     been sent (``LANDING_COLUMNS``; ``landed_after``: that write's ``sent``):
 
@@ -216,7 +214,6 @@ def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.Da
       final scan kept the items' writers (older histories: no such row).
 
     ``writes``: ``consuming.accepted_writes(history)`` when already computed."""
-    history = as_events(history)
     items = stored_items(history)
     writes = scanned_writes(history, writes if writes is not None else accepted_writes(history))
     grants = _Grants(history)
@@ -226,7 +223,7 @@ def late_landings(history: History, writes: pd.DataFrame | None = None) -> pd.Da
     return pd.DataFrame(rows, columns=LANDING_COLUMNS)
 
 
-def scan_start(history: History) -> float:
+def scan_start(history: Events) -> float:
     """When the final scan began: ``run.stop``'s ``t``, else the first ``final.*`` event's (inf: no scan)."""
     for types in ("run.stop", ["final.persisted", "final.connection"]):
         times = select(history, types, ["t"])["t"]
@@ -235,7 +232,7 @@ def scan_start(history: History) -> float:
     return float("inf")
 
 
-def scanned_writes(history: History, writes: pd.DataFrame) -> pd.DataFrame:
+def scanned_writes(history: Events, writes: pd.DataFrame) -> pd.DataFrame:
     """The ``writes`` answered before the final scan began: those the scan must reflect."""
     return writes.loc[writes["answered_t"].to_numpy() < scan_start(history)]
 
@@ -335,7 +332,7 @@ def _after_supersession(frame: pd.DataFrame, sent: str, grants: _Grants, margin:
     return list(frame.assign(superseded_t=superseded).loc[late].itertuples(index=False))
 
 
-def _checkpoints(history: History) -> pd.DataFrame:
+def _checkpoints(history: Events) -> pd.DataFrame:
     """The checkpoint on each connection item at the end (``final.connection``), as items."""
     final = select(history, "final.connection", ["pk", "last_seq", "ckpt_worker", "ckpt_gen", "ckpt_epoch"])
     final = final.loc[final["pk"].notna() & final["ckpt_worker"].notna()]
@@ -362,7 +359,7 @@ def _foreign_epochs(items: pd.DataFrame, checkpoints: pd.DataFrame, grants: _Gra
     return found, unexplained
 
 
-def _checkpoint_overwrites(history: History, writes: pd.DataFrame, grants: _Grants) -> list[Row]:
+def _checkpoint_overwrites(history: Events, writes: pd.DataFrame, grants: _Grants) -> list[Row]:
     """Rule (d)."""
     found: list[Row] = []
     newer = writes.loc[writes["certain"].to_numpy() & (writes["type"] == "checkpoint").to_numpy()]

@@ -9,14 +9,14 @@ The client speaks the API subset every 2.x server understands (updates are POSTe
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import requests
-
+from harness import http_client
 from harness.processes import ProcessError, spawn
 
 TOXIPROXY_URL_ENV = "TOXIPROXY_URL"
@@ -80,29 +80,27 @@ class ToxiproxyClient:
 
     def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self._session = requests.Session()
+        self._session = http_client.Session(timeout_s)
 
     def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
         url = self.base_url + path
         try:
-            response = self._session.request(
-                method, url, json=body, timeout=timeout_s if timeout_s is not None else self.timeout_s
-            )
-        except requests.RequestException as exc:
+            answer = self._session.request(method, url, body=None if body is None else json.dumps(body).encode(),
+                                           headers={"Content-Type": "application/json"}, timeout_s=timeout_s)
+        except http_client.HttpError as exc:
             raise ToxiproxyError(f"{method} {url}: no answer from Toxiproxy: {exc}") from exc
-        if response.status_code >= 400:
+        if answer.status >= 400:
             try:
-                message = response.json()["error"]
+                message = answer.json()["error"]
             except (ValueError, KeyError, TypeError):
-                message = response.text.strip() or response.reason
-            raise ToxiproxyError(f"{method} {path}: {response.status_code} {message}", response.status_code)
-        if response.status_code == 204 or not response.content:
+                message = answer.text.strip() or str(answer.status)
+            raise ToxiproxyError(f"{method} {path}: {answer.status} {message}", answer.status)
+        if answer.status == 204 or not answer.body:
             return None
         try:
-            return response.json()
+            return answer.json()
         except ValueError:
-            return response.text
+            return answer.text
 
     def version(self, timeout_s: float | None = None) -> str:
         """The server's version (2.x servers before 2.7 answer plain text, later ones JSON)."""

@@ -216,7 +216,7 @@ class AwsTimeout(ToxicFault):
 
 
 class ForgedDeathNotice(Fault):
-    """A death notice for the target's task while its process runs (``harness.tasks``): what a wrong, late
+    """A death notice for the target's task while its process runs (``harness.ecs_tasks``): what a wrong, late
     or malicious sender could put on the queue.  The fleet must confirm with ECS and change nothing."""
 
     def start(self, cluster: Cluster) -> None:

@@ -25,6 +25,10 @@ status}, ``load.owned`` {pk, ms}, ``load.lost`` {pk, closed_ms, reason}, ``load.
 closed_ms, opened_ms}, ``load.unrecovered`` {pk, closed_ms}, and ``load.storm`` {kind, ...} from whoever
 triggered it.  Locust (gevent) runs in its own process; distributed mode (``--processes N``, or
 ``--master`` / ``--worker``) needs no change: each process writes its own history file.
+
+The router calls (START, STOP) go through Locust's own client, so Locust times, counts and aggregates them
+across its processes; they never follow a redirect (a 3xx START is a failure).  Every other call (the
+simulator's control API) goes through the harness's client (``harness.http_client``).
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import requests
 from locust import HttpUser, constant, events, task
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from fleet.history import HistoryWriter
+from harness import http_client
 
 DEFAULT_STATE = Path(".wsfleet") / "up.json"
 _numbers = itertools.count(1)
@@ -103,10 +107,10 @@ def _schedule_storm(environment: Environment, **_: Any) -> None:
 def _storm(environment: Environment) -> None:
     options, state = environment.parsed_options, _state(environment)
     if options.storm == "disconnect":
-        answer = requests.post(f"{state['upstream_control_url']}/disconnect",
-                               params={"fraction": options.storm_fraction}, timeout=30)
+        answer = http_client.request("POST", f"{state['upstream_control_url']}/disconnect",
+                                     params={"fraction": options.storm_fraction}, timeout_s=30)
         _history_of(environment).emit("load.storm", kind="disconnect", fraction=options.storm_fraction,
-                                      status=answer.status_code, dropped=answer.json().get("disconnected"))
+                                      status=answer.status, dropped=answer.json().get("disconnected"))
         return
     killed = []
     for worker in state.get("workers", [])[:options.storm_kill]:
@@ -131,12 +135,13 @@ class StreamOwner(HttpUser):
         self.connection_id = f"load-{os.getpid()}-{next(_numbers)}"
         self.pk = f"CONN#{self.connection_id}"
         self.history = _history_of(self.environment)
-        self.simulator = requests.Session()
-        self.simulator.post(f"{self.control}/streams/{self.connection_id}", timeout=30)
+        self.simulator = http_client.Session(timeout_s=30)
+        self.simulator.request("POST", f"{self.control}/streams/{self.connection_id}")
         started = time.time() * 1000.0
         body = {"event_type": "START", "connection_id": self.connection_id,
                 "ws_url": f"{state['upstream_url']}/streams/{self.connection_id}"}
-        with self.client.post("/events", json=body, name="START", catch_response=True) as answer:
+        with self.client.post("/events", json=body, name="START", catch_response=True,
+                              allow_redirects=False) as answer:
             if answer.status_code != 200:
                 answer.failure(f"START answered {answer.status_code}: {answer.text[:200]}")
         self.history.emit("load.start", pk=self.pk, status=answer.status_code)
@@ -169,11 +174,13 @@ class StreamOwner(HttpUser):
         self.history.emit("load.recovered", pk=self.pk, ms=opened - closed, closed_ms=closed, opened_ms=opened)
 
     def on_stop(self) -> None:
-        self.client.post("/events", json={"event_type": "STOP", "connection_id": self.connection_id}, name="STOP")
+        self.client.post("/events", json={"event_type": "STOP", "connection_id": self.connection_id}, name="STOP",
+                         allow_redirects=False)
+        self.simulator.close()
 
     def _sessions(self) -> dict[str, dict[str, Any]]:
-        answer = self.simulator.get(f"{self.control}/streams/{self.connection_id}", timeout=30)
-        if answer.status_code != 200:
+        answer = self.simulator.request("GET", f"{self.control}/streams/{self.connection_id}")
+        if answer.status != 200:
             return {}
         return {s["session"]: s for s in answer.json().get("sessions", [])}
 

@@ -20,7 +20,6 @@ is still unreported then (last-writer-wins is decided on what the table holds).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import http.server
 import json
 import threading
@@ -29,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness import http_client
 from harness.quiet_http import QuietHTTPServer
 
 TARGET_PREFIX = "DynamoDB_20120810."
@@ -68,14 +68,10 @@ class ChangeFeedProxy:
     def call(self, target: str, body: dict[str, Any] | bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """One request to the endpoint, with the client's headers (dynalite checks their form, not their
         signature)."""
-        connection = http.client.HTTPConnection(*self.upstream, timeout=30)
-        try:
-            connection.request("POST", "/", body if isinstance(body, bytes) else json.dumps(body).encode(),
-                               {**headers, "X-Amz-Target": TARGET_PREFIX + target})
-            answer = connection.getresponse()
-            return answer.status, answer.read()
-        finally:
-            connection.close()
+        answer = http_client.request("POST", "http://{}:{}/".format(*self.upstream), timeout_s=30,
+                                     body=body if isinstance(body, bytes) else json.dumps(body).encode(),
+                                     headers={**headers, "X-Amz-Target": TARGET_PREFIX + target})
+        return answer.status, answer.body
 
     def report(self, target: str, request: dict[str, Any], answer: dict[str, Any], headers: dict[str, str]) -> None:
         written_ms = time.time() * 1000.0

@@ -22,15 +22,14 @@ Durations are at scale 1 here; the caller multiplies them by the run's time scal
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
+from harness import http_client
 from harness.processes import REPO_ROOT
 
 HEALTHY_SHARE = 0.18       # the endpoint is healthy while more than this share of checkers say so
@@ -90,19 +89,13 @@ class HealthCheck:
 def probe(url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> bool:
     """One check of ``url``: a connection within the connect timeout (TCP, and TLS for https), then a 2xx or
     3xx status within the answer timeout."""
-    parts = urlsplit(url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = kind(parts.hostname or "", parts.port, timeout=connect_timeout_s)
     try:
-        connection.connect()
-        assert connection.sock is not None
-        connection.sock.settimeout(answer_timeout_s)
-        connection.request("GET", parts.path or "/")
-        return 200 <= connection.getresponse().status < 400
-    except (OSError, http.client.HTTPException):
+        answer = http_client.request("GET", url, timeout_s=answer_timeout_s, connect_s=connect_timeout_s)
+    except http_client.Redirected:
+        return True  # a 3xx is healthy to Route 53, which does not follow it either
+    except http_client.NoAnswer:
         return False
-    finally:
-        connection.close()
+    return 200 <= answer.status < 300
 
 
 @dataclass

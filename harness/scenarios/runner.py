@@ -14,7 +14,7 @@ history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Fau
 process stopped in ``finally``, whatever happened.
 
 The phases (``Phases``) use only a ``Topology`` (``harness.scenarios.topology``): ``run_scenario`` gives
-them a local ``Cluster``; the AWS backend (``harness.backends.aws_topology``) gives them a deployed fleet.
+them a local ``Cluster``; the AWS backend (``harness.aws.topology``) gives them a deployed fleet.
 
 ``run.start`` records the expanded schedule and workload, the bounds in ms at the run's scale and at scale 1,
 and ``fault_model``: ``"within"``, or ``"outside: clock skew X ms > tolerance Y ms"`` when a step skews a

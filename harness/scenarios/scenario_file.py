@@ -21,7 +21,7 @@ regression scenarios and every generated or shrunk schedule are written in this 
       pause: {hardened: 1.1*lease + 500, default: lease + reconcile}
     xfail: "why it is known to fail" # optional (regression scenarios): a strict expected failure
     death_notices: true              # optional: a worker process that exits sends a death notice
-                                     # (``harness.tasks``), as ECS and EventBridge do on AWS
+                                     # (``harness.ecs_tasks``), as ECS and EventBridge do on AWS
     dynamodb: moto                   # optional: the embedded DynamoDB server (dynalite, the default, or
                                      # moto: transactions); the command line's --dynamodb overrides it
 

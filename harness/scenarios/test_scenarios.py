@@ -24,6 +24,7 @@ import pytest
 
 from harness.checkers.verdict import write_verdict
 from harness.explore.generator import generate
+from harness.history import HistoryTail
 from harness.scenarios.catalog import REGRESSIONS_DIR, SCENARIOS, load_dir
 
 pytestmark = pytest.mark.e2e
@@ -42,10 +43,7 @@ REGRESSIONS = load_dir(REGRESSIONS_DIR) if REGRESSIONS_DIR.is_dir() else {}
 
 
 def _history(run_dir: str) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted(Path(run_dir, "history").glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return sorted(events, key=lambda e: e["t"])
+    return sorted(HistoryTail(run_dir).new_events(), key=lambda e: e["t"])
 
 
 def _takeovers_during(events: list[dict[str, Any]], kind: str) -> int:

@@ -1,6 +1,6 @@
 """What the scenario runner needs of a fleet under test (``Topology``), and the local one (``LocalTopology``:
 a ``Cluster`` of local processes).  The runner's phases use only this, so the same phases run against a
-deployed fleet (``harness.backends.aws_topology``), which answers each question through AWS APIs instead.
+deployed fleet (``harness.aws.topology``), which answers each question through AWS APIs instead.
 
 A topology gives: the harness's own history writer; START and STOP of a connection, as a user would send
 them; the upstream simulator's streams (heads and sessions, its control API); the workers running now; the
@@ -65,7 +65,7 @@ class LocalTopology:
         self.history = cluster.history
         self.nemesis: FaultPlane = Nemesis(cluster)
         self.logs = str(cluster.run_dir / "logs")
-        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", matching='"type":"msg.persist"')
+        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", types={"msg.persist"})
         self._stored: dict[str, float] = {}
 
     def start_connection(self, connection_id: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.deploy.deploy_hcl import Instance
 
-HARNESS_AWS_MODULES = ("harness/backends/aws.py", "harness/backends/aws_logs.py", "harness/backends/aws_topology.py",
+HARNESS_AWS_MODULES = ("harness/aws/deployment.py", "harness/aws/logs.py", "harness/aws/topology.py",
                        "harness/cli_aws.py", "harness/scenarios/runner.py", "harness/ground_truth.py")
 SIGNER_MODULE = "harness/router_client.py"
 NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})

@@ -288,7 +288,8 @@ def test_harness_iam_check_follows_the_harness_code(tmp_path: Path) -> None:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((REPO / name).read_text(encoding="utf-8"), encoding="utf-8")
     assert harness_iam_problems(TERRAFORM, tmp_path) == []
-    editor(tmp_path)("harness/backends/aws.py", 'found = session.client("ecs", region_name=region).describe_services(',
+    editor(tmp_path)("harness/aws/deployment.py",
+                     'found = session.client("ecs", region_name=region).describe_services(',
                      'session.client("ecs").describe_task_definition(taskDefinition="x")\n'
                      '        found = session.client("ecs", region_name=region).describe_services(')
     assert harness_iam_problems(TERRAFORM, tmp_path) == [

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from harness.backends.aws_logs import history_event
+from harness.aws.logs import history_event
 
 
 def test_history_written_to_standard_output_is_one_history_line_per_event() -> None:

@@ -1,12 +1,17 @@
 """What a cluster's processes are told, without starting them: the user's settings win over what the backend
-suggests, and the upstream simulator runs at the cluster's time scale and seed."""
+suggests, and the upstream simulator runs at the cluster's time scale and seed; and when a (re)started worker
+counts as ready."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import Cluster, ClusterSpec, upstream_argv
+import pytest
+
+from harness.cluster import Cluster, ClusterError, ClusterSpec, WorkerHandle, upstream_argv
+from harness.processes import Child, spawn
 from harness.upstream_sim.__main__ import build_parser
 
 
@@ -38,3 +43,36 @@ def test_the_simulator_runs_at_the_clusters_time_scale_and_seed_with_its_limits(
     assert argv[:3] == ["python", "-m", "harness.upstream_sim"]
     args = build_parser().parse_args(argv[3:])
     assert (args.timescale, args.seed, args.handshake_quota, args.handshake_burst) == (0.25, 7, 50, 20)
+
+
+def restarted_worker(tmp_path: Path, profile: str) -> tuple[Cluster, Child, Path]:
+    """A cluster whose worker-1 is a fresh process, with its predecessor's events already in its history."""
+    cluster = Cluster(ClusterSpec(run_dir=tmp_path, profile=profile))
+    history = tmp_path / "history" / "worker-1.jsonl"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.write_text('{"t":1,"src":"worker-1","type":"worker.start","worker":"worker-1","pid":1}\n'
+                       '{"t":2,"src":"worker-1","type":"lease.renew","worker":"worker-1","outcome":"ok"}\n')
+    child = spawn("worker-1", ["python", "-c", "import time; time.sleep(60)"], tmp_path / "worker-1.log",
+                  ready_line=False)
+    cluster.workers["worker-1"] = WorkerHandle("worker-1", child, {}, {})
+    return cluster, child, history
+
+
+@pytest.mark.parametrize("profile", ["blog", "hardened"])
+def test_a_restarted_worker_is_ready_on_its_own_events_not_its_predecessors(tmp_path: Path, profile: str) -> None:
+    cluster, child, history = restarted_worker(tmp_path, profile)
+    try:
+        with pytest.raises(ClusterError, match="workers not ready within 0 s: worker-1"):
+            cluster.wait_workers_ready(["worker-1"], timeout_s=0.3)
+        with history.open("a") as file:
+            file.write(json.dumps({"t": 3, "src": "worker-1", "type": "worker.start", "worker": "worker-1",
+                                   "pid": child.pid}) + "\n")
+        if profile == "hardened":  # it is ready once registered: a renewal after its own start
+            with pytest.raises(ClusterError, match="not ready"):
+                cluster.wait_workers_ready(["worker-1"], timeout_s=0.3)
+            with history.open("a") as file:
+                file.write('{"t":4,"src":"worker-1","type":"lease.renew","worker":"worker-1","outcome":"ok"}\n')
+        cluster.wait_workers_ready(["worker-1"], timeout_s=5)
+    finally:
+        child.stop(grace_s=1)
+        cluster.history.close()

@@ -12,7 +12,6 @@ from harness.history import (
     HistoryError,
     HistoryTail,
     HistoryWriter,
-    history_frame,
     read_history,
     read_typed_history,
 )
@@ -144,8 +143,10 @@ def test_what_the_writer_writes_reads_back(tmp_path: Path) -> None:
     assert "reason" not in history.columns  # None fields are not written
 
 
-def test_history_frame_of_no_events_has_the_required_columns() -> None:
-    frame = history_frame([])
+def test_a_history_of_no_events_has_the_required_columns(tmp_path: Path) -> None:
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "idle.jsonl").write_text("")
+    frame = read_history(tmp_path)
 
     assert list(frame.columns) == ["t", "src", "type"] and frame.empty
 
@@ -158,10 +159,23 @@ def test_a_tail_reads_only_whole_new_lines_of_the_files_it_matches(tmp_path: Pat
     worker, router = folder / "worker-1.jsonl", folder / "router.jsonl"
     worker.write_text('{"t":1,"type":"msg.persist","seq_to":3}\n{"t":2,"type":"lease.renew"}\n{"t":3,"ty')
     router.write_text('{"t":1,"type":"msg.persist","seq_to":99}\n')
-    tail = HistoryTail(tmp_path, "worker-*.jsonl", matching='"type":"msg.persist"')
+    tail = HistoryTail(tmp_path, "worker-*.jsonl", types={"msg.persist"})
 
     assert [e["seq_to"] for e in tail.new_events()] == [3]
     with worker.open("a") as file:
         file.write('pe":"msg.persist","seq_to":4}\n')
     assert [e["seq_to"] for e in tail.new_events()] == [4]
     assert tail.new_events() == []
+
+
+def test_a_tail_picks_events_by_their_parsed_type_not_by_the_text_of_the_line(tmp_path: Path) -> None:
+    """JSON may be spaced, and a field's text may quote another type: neither fools the tail."""
+    folder = tmp_path / "history"
+    folder.mkdir()
+    (folder / "worker-1.jsonl").write_text(
+        '{"t": 1, "type": "msg.persist", "seq_to": 5}\n'
+        '{"t":2,"type":"ws.close","reason":"{\\"type\\":\\"msg.persist\\",\\"seq_to\\":9}"}\n')
+    tail = HistoryTail(tmp_path, "worker-*.jsonl", types={"msg.persist"})
+
+    assert [e["seq_to"] for e in tail.new_events()] == [5]
+    assert [e["type"] for e in HistoryTail(tmp_path).new_events()] == ["msg.persist", "ws.close"]

@@ -16,7 +16,7 @@ import pytest
 
 from harness.backends.apigw_local import api_gateway, forward_to, signature_problem
 from harness.cli import main
-from harness.cluster import http_json
+from harness.cluster import ClusterError, http_json
 from harness.router_client import SigningError, error_text, execute_api_region, signer_for
 from tests.harness.threaded import serving
 
@@ -153,3 +153,54 @@ def test_the_stand_in_forwards_a_signed_request_to_the_router_and_says_502_when_
     with serving(api_gateway(forward_to("http://127.0.0.1:9"), {KEY_ID: SECRET})) as down:
         signer = signer_for(f"http://{down}", sign=True, region=REGION)
         assert http_json("POST", f"http://{down}/events", EVENT, signer=signer)[0] == 502
+
+
+reached_elsewhere: list[dict[str, str]] = []
+
+
+class Elsewhere(BaseHTTPRequestHandler):
+    """Another host: answers 200 to anything and records the headers that reached it."""
+
+    def _handle(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        reached_elsewhere.append({name.lower(): value for name, value in self.headers.items()})
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST = _handle
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def redirecting_to(code: int, location: str) -> type[BaseHTTPRequestHandler]:
+    class Redirecting(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(code)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Redirecting
+
+
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_call_answered_with_a_redirect_is_an_error_naming_the_location_and_nothing_goes_there(
+        code: int, signed: bool, credentials: None) -> None:
+    reached_elsewhere.clear()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)) as elsewhere:
+        location = f"http://{elsewhere}/collect"
+        with serving(ThreadingHTTPServer(("127.0.0.1", 0), redirecting_to(code, location))) as router:
+            signer = signer_for(f"http://{router}", sign=True, region=REGION) if signed else None
+            with pytest.raises(ClusterError, match=f"{code}.*{location}"):
+                http_json("POST", f"http://{router}/events", EVENT, signer=signer)
+    assert reached_elsewhere == []  # neither the call nor its Authorization / X-Amz-* headers went anywhere else

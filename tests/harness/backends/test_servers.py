@@ -29,7 +29,7 @@ def test_server_that_exits_is_reported_with_its_stderr(tmp_path: Path) -> None:
 def test_server_that_never_reports_its_port_is_stopped(tmp_path: Path) -> None:
     argv = _python("import sys, time; sys.stderr.write('warming up\\n'); sys.stderr.flush(); time.sleep(60)")
     before = servers()
-    with pytest.raises(BackendError, match=r"(?s)slow-db .*did not report its port in time.*warming up"):
+    with pytest.raises(BackendError, match=r"(?s)slow-db did not say it was ready within 1 s.*warming up"):
         spawn_server("slow-db", argv, tmp_path / "slow.log", deadline_s=1.0)
     assert servers() <= before
 
@@ -40,7 +40,7 @@ def servers() -> set[int]:
 
 
 def test_server_that_reports_garbage_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(BackendError, match="printed b'hello\\\\n' instead of its port"):
+    with pytest.raises(BackendError, match="odd-db printed b'hello\\\\n' instead of its JSON ready line"):
         spawn_server("odd-db", _python("print('hello', flush=True); import time; time.sleep(60)"),
                      tmp_path / "odd.log", deadline_s=10)
 
@@ -54,3 +54,11 @@ def test_server_that_listens_but_never_answers_times_out(tmp_path: Path) -> None
     )
     with pytest.raises(BackendError, match=r"mute-db .*did not answer http://127\.0\.0\.1:\d+/ in time"):
         spawn_server("mute-db", _python(code), tmp_path / "mute.log", deadline_s=1.5)
+
+
+def test_server_whose_ready_line_names_no_port_is_refused_and_stopped(tmp_path: Path) -> None:
+    before = servers()
+    with pytest.raises(BackendError, match=r"(?s)nameless-db \(pid \d+\) printed \{'pid': 1\} instead of its port"):
+        spawn_server("nameless-db", _python("print('{\"pid\": 1}', flush=True); import time; time.sleep(60)"),
+                     tmp_path / "nameless.log", deadline_s=10)
+    assert servers() <= before

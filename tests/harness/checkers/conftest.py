@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from harness.history import history_frame
+from harness.checkers.events import Events, read_events
 
 CONFIG = {"lease_ms": 2000.0, "heartbeat_ms": 500.0, "reconcile_ms": 6000.0, "desired_check_ms": 1000.0,
           "clock_tolerance_ms": 100.0}
@@ -70,8 +72,12 @@ class HistoryBuilder:
             self.at(stop_t, "fault.stop", "nemesis", kind=kind, target=target, params={})
         return self
 
-    def frame(self) -> pd.DataFrame:
-        return history_frame(self.events)
+    def frame(self) -> Events:
+        """The history as the checkers get it: written as a run's history file, read by the one reader."""
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "history").mkdir()
+            (Path(folder) / "history" / "all.jsonl").write_text("".join(json.dumps(e) + "\n" for e in self.events))
+            return read_events(folder)
 
 
 @pytest.fixture

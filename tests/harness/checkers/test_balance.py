@@ -4,6 +4,10 @@ counted, and a run without a join is not judged."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+import harness.checkers
 from harness.checkers.balance import check_balance
 
 HEARTBEAT_MS = 500.0
@@ -52,3 +56,30 @@ def test_without_a_join_nothing_is_judged(build) -> None:
     build.at(500.0, "requests", "worker-1", worker="worker-1", held=30)
     result = check_balance(build.frame())
     assert result.valid is True and result.details["applies"] is False
+
+
+def test_out_of_the_requirement_is_flagged_whatever_the_fleet_would_say(build) -> None:
+    """13 / 10 is out of the 1.2 the scale-out requirement states; the band is the checker's, not the fleet's."""
+    result = check_balance(scale_out(build, {"worker-1": 13, "worker-2": 10, "worker-3": 10}))
+    assert result.valid is False and result.details["band"] == 1.2
+
+
+def test_without_the_heartbeat_in_the_history_nothing_can_be_judged(build) -> None:
+    build.run_start(config={})
+    build.fault(1_000.0, "join", "worker-3", stop_t=13_000.0)
+    for worker in ("worker-1", "worker-2", "worker-3"):
+        build.at(12_800.0, "requests", worker, worker=worker, held=10)
+    result = check_balance(build.frame())
+    assert result.valid == "unknown" and "heartbeat" in result.details["message"]
+
+
+def test_no_checker_imports_the_fleets_code() -> None:
+    """A checker that judges the fleet with the fleet's own predicate cannot catch a bug in it."""
+    imported = {
+        (path.name, name)
+        for path in Path(harness.checkers.__file__).parent.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+    }
+    assert not {(module, name) for module, name in imported if name.split(".")[0] == "fleet"}

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from json import dumps
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import toxiproxy
 from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
+from harness import http_client
 from harness.faults.network import start_embedded_toxiproxy
 
 # Proxies point at a closed port: the API does not care whether the upstream answers.
@@ -29,11 +30,14 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def api(server_url: str) -> Iterator[Any]:
-    """A requests session against the server, with every proxy deleted after the test."""
-    session = requests.Session()
+    """A session against the server (``json``: a body to encode, ``data``: raw bytes), with every proxy deleted
+    after the test."""
+    session = http_client.Session(timeout_s=5)
 
-    def call(method: str, path: str, **kwargs: Any) -> requests.Response:
-        return session.request(method, server_url + path, timeout=5, **kwargs)
+    def call(method: str, path: str, json: Any = None, data: bytes | None = None,
+             headers: dict[str, str] | None = None) -> http_client.Answer:
+        body = data if data is not None else None if json is None else dumps(json).encode()
+        return session.request(method, server_url + path, body=body, headers=headers)
 
     yield call
     for name in call("GET", "/proxies").json():
@@ -49,19 +53,19 @@ def free_port() -> int:
 
 def create(api: Any, name: str = "db", **fields: Any) -> dict[str, Any]:
     response = api("POST", "/proxies", json={"name": name, "upstream": UPSTREAM, **fields})
-    assert response.status_code == 201, response.text
+    assert response.status == 201, response.text
     return dict(response.json())
 
 
-def assert_error(response: requests.Response, status: int, message: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["Content-Type"].startswith("application/json")
+def assert_error(response: http_client.Answer, status: int, message: str) -> None:
+    assert response.status == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
     assert response.json() == {"error": message, "status": status}
 
 
 def test_version(api: Any) -> None:
     response = api("GET", "/version")
-    assert response.status_code == 200
+    assert response.status == 200
     assert response.json()["version"].startswith("2.")
 
 
@@ -106,7 +110,7 @@ def test_list_get_update_delete_proxy(api: Any) -> None:
 
     for method in ("POST", "PATCH"):
         response = api(method, "/proxies/db", json={"enabled": False})
-        assert response.status_code == 200
+        assert response.status == 200
         assert response.json() == {**created, "enabled": False}
         response = api(method, "/proxies/db", json={"enabled": True})
         assert response.json() == created  # listens again on the same address
@@ -115,7 +119,7 @@ def test_list_get_update_delete_proxy(api: Any) -> None:
     assert moved["upstream"] == "127.0.0.1:2" and moved["enabled"] is True
 
     response = api("DELETE", "/proxies/db")
-    assert response.status_code == 204 and response.content == b""
+    assert response.status == 204 and response.body == b""
     assert api("GET", "/proxies").json() == {}
 
 
@@ -130,12 +134,12 @@ def test_proxy_errors(api: Any) -> None:
     assert_error(api("POST", "/proxies", json={"upstream": UPSTREAM}), 400, "missing required field: name")
     assert_error(api("POST", "/proxies", json={"name": "x"}), 400, "missing required field: upstream")
     response = api("POST", "/proxies", data=b"{not json")
-    assert response.status_code == 400 and response.json()["error"].startswith("bad request body: ")
+    assert response.status == 400 and response.json()["error"].startswith("bad request body: ")
     assert_error(api("POST", "/proxies", data=b""), 400, "bad request body: EOF")
     response = api("POST", "/proxies", json={"name": "x", "upstream": UPSTREAM, "enabled": "yes"})
-    assert response.status_code == 400 and "enabled" in response.json()["error"]
+    assert response.status == 400 and "enabled" in response.json()["error"]
     response = api("POST", "/proxies", json={"name": "x", "upstream": "no-port"})
-    assert response.status_code == 400 and "upstream" in response.json()["error"]
+    assert response.status == 400 and "upstream" in response.json()["error"]
 
 
 def test_listen_address_in_use_is_refused_and_nothing_is_created(api: Any) -> None:
@@ -146,14 +150,14 @@ def test_listen_address_in_use_is_refused_and_nothing_is_created(api: Any) -> No
         response = api(
             "POST", "/proxies", json={"name": "x", "upstream": UPSTREAM, "listen": f"127.0.0.1:{port}"}
         )
-    assert response.status_code == 500 and response.json()["status"] == 500
+    assert response.status == 500 and response.json()["status"] == 500
     assert "x" not in api("GET", "/proxies").json()
 
 
 def test_toxics_crud(api: Any) -> None:
     create(api)
     response = api("POST", "/proxies/db/toxics", json={"type": "latency", "attributes": {"latency": 100}})
-    assert response.status_code == 200
+    assert response.status == 200
     latency = response.json()
     assert latency == {
         "attributes": {"latency": 100, "jitter": 0},
@@ -184,7 +188,7 @@ def test_toxics_crud(api: Any) -> None:
     assert updated == {**cut, "toxicity": 0.25}
 
     response = api("DELETE", "/proxies/db/toxics/cut")
-    assert response.status_code == 204
+    assert response.status == 204
     assert [toxic["name"] for toxic in api("GET", "/proxies/db/toxics").json()] == ["latency_downstream"]
 
 
@@ -203,7 +207,7 @@ def test_toxics_crud(api: Any) -> None:
 def test_every_toxic_type_shows_its_attributes(api: Any, toxic_type: str, attributes: dict[str, int]) -> None:
     create(api)
     response = api("POST", "/proxies/db/toxics", json={"type": toxic_type, "attributes": attributes})
-    assert response.status_code == 200, response.text
+    assert response.status == 200, response.text
     assert response.json()["attributes"] == attributes
 
 
@@ -219,11 +223,11 @@ def test_toxic_errors(api: Any) -> None:
         "stream was invalid, can be either upstream or downstream",
     )
     response = api("POST", toxics, json={"type": "latency", "name": "x", "attributes": {"latency": "slow"}})
-    assert response.status_code == 400 and "latency" in response.json()["error"]
+    assert response.status == 400 and "latency" in response.json()["error"]
     response = api("POST", toxics, json={"type": "latency", "name": "x", "toxicity": 2})
-    assert response.status_code == 400 and "toxicity" in response.json()["error"]
+    assert response.status == 400 and "toxicity" in response.json()["error"]
     response = api("POST", toxics, json={"type": "slicer", "attributes": {"average_size": 0}})
-    assert response.status_code == 400 and "average_size" in response.json()["error"]
+    assert response.status == 400 and "average_size" in response.json()["error"]
     assert_error(api("GET", f"{toxics}/nope"), 404, "toxic not found")
     assert_error(api("PATCH", f"{toxics}/nope", json={}), 404, "toxic not found")
     assert_error(api("DELETE", f"{toxics}/nope"), 404, "toxic not found")
@@ -238,7 +242,7 @@ def test_populate_creates_keeps_and_replaces(api: Any) -> None:
         {"name": "b", "listen": "127.0.0.1:0", "upstream": UPSTREAM, "enabled": False},
     ]
     response = api("POST", "/populate", json=wanted)
-    assert response.status_code == 201
+    assert response.status == 201
     first = {proxy["name"]: proxy for proxy in response.json()["proxies"]}
     assert first["a"]["listen"] == f"127.0.0.1:{port}" and first["a"]["enabled"] is True
     assert first["b"]["enabled"] is False
@@ -251,10 +255,10 @@ def test_populate_creates_keeps_and_replaces(api: Any) -> None:
     assert second["b"]["upstream"] == "127.0.0.1:2"
 
     response = api("POST", "/populate", json=[{"name": "c"}])
-    assert response.status_code == 400
+    assert response.status == 400
     assert response.json()["error"] == "missing required field: upstream at proxy 1"
     assert "c" not in api("GET", "/proxies").json()
-    assert api("POST", "/populate", json={"name": "c"}).status_code == 400
+    assert api("POST", "/populate", json={"name": "c"}).status == 400
 
 
 def test_reset_enables_proxies_and_removes_toxics(api: Any) -> None:
@@ -262,15 +266,15 @@ def test_reset_enables_proxies_and_removes_toxics(api: Any) -> None:
     create(api, name="b")
     api("POST", "/proxies/b/toxics", json={"type": "latency"})
     response = api("POST", "/reset")
-    assert response.status_code == 204
+    assert response.status == 204
     proxies = api("GET", "/proxies").json()
     assert all(proxy["enabled"] and proxy["toxics"] == [] for proxy in proxies.values())
 
 
 def test_browsers_are_refused_and_unknown_routes_are_404(api: Any) -> None:
-    assert api("GET", "/proxies", headers={"User-Agent": "Mozilla/5.0"}).status_code == 403
-    assert api("GET", "/nope").status_code == 404
-    assert api("PUT", "/proxies").status_code == 405
+    assert api("GET", "/proxies", headers={"User-Agent": "Mozilla/5.0"}).status == 403
+    assert api("GET", "/nope").status == 404
+    assert api("PUT", "/proxies").status == 405
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
+from harness import http_client
 from harness.processes import REPO_ROOT
 
 COMMAND = [sys.executable, "-m", "harness.faults.toxiproxy"]
@@ -44,10 +44,9 @@ def test_prints_its_url_serves_and_exits_0_on_signal(flags: list[str], stop_sign
     try:
         assert ready["pid"] == process.pid
         assert ready["url"].startswith("http://127.0.0.1:")
-        assert requests.get(ready["url"] + "/version", timeout=5).json()["version"].startswith("2.")
-        proxy = requests.post(
-            ready["url"] + "/proxies", json={"name": "p", "upstream": "127.0.0.1:1"}, timeout=5
-        ).json()
+        assert http_client.request("GET", ready["url"] + "/version", timeout_s=5).json()["version"].startswith("2.")
+        proxy = http_client.request("POST", ready["url"] + "/proxies", timeout_s=5,
+                                    body=json.dumps({"name": "p", "upstream": "127.0.0.1:1"}).encode()).json()
         process.send_signal(stop_signal)
         _, stderr = process.communicate(timeout=10)
     finally:
@@ -72,7 +71,7 @@ def test_config_file_populates_proxies(tmp_path: Path) -> None:
     config.write_text(json.dumps([{"name": "db", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"}]))
     process, ready = start("-port", "0", "-config", str(config))
     try:
-        proxies = requests.get(ready["url"] + "/proxies", timeout=5).json()
+        proxies = http_client.request("GET", ready["url"] + "/proxies", timeout_s=5).json()
     finally:
         process.terminate()
         process.communicate(timeout=10)

@@ -32,9 +32,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.history import HistoryWriter
-from harness.backends.aws import Deployment
-from harness.backends.aws_fis import FisOptions, kill_template
-from harness.backends.aws_logs import Fetched, fetch_history
+from harness.aws.deployment import Deployment
+from harness.aws.fis import FisOptions, kill_template
+from harness.aws.logs import Fetched, fetch_history
 from harness.cluster import (
     ClusterError,
     http_json,

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.aws import CHAOS_TAG, Deployment
+from harness.aws.deployment import CHAOS_TAG, Deployment
 from harness.scenarios.scenario_file import Step
 
 ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+")

@@ -1,11 +1,11 @@
-"""Tests of harness.backends.aws_cost: the ceiling of a run's load and its bill, line by line."""
+"""Tests of harness.aws.cost: the ceiling of a run's load and its bill, line by line."""
 
 from __future__ import annotations
 
 import pytest
 
 from fleet.config import FleetConfig
-from harness.backends.aws_cost import PRICES, SETUP_S, RunLoad, estimate, run_ceiling_s
+from harness.aws.cost import PRICES, SETUP_S, RunLoad, estimate, run_ceiling_s
 from harness.scenarios.scenario_file import Op, Plan, Step
 
 CONFIG = FleetConfig(profile="hardened", timescale=1.0, worker_id="harness")

@@ -1,4 +1,4 @@
-"""Tests of harness.backends.aws_fis and ``wsfleet aws-plan``: a scenario's steps as FIS actions on the
+"""Tests of harness.aws.fis and ``wsfleet aws-plan``: a scenario's steps as FIS actions on the
 deployment's tagged ECS tasks, each step either run by FIS or the harness or refused with why, and a dry run
 that writes nothing but the template it is asked for."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.aws import Deployment
-from harness.backends.aws_fis import FIS, HARNESS, REFUSED, FisError, FisOptions, fis_plan, kill_template
+from harness.aws.deployment import Deployment
+from harness.aws.fis import FIS, HARNESS, REFUSED, FisError, FisOptions, fis_plan, kill_template
 from harness.cli import main
 from harness.scenarios.scenario_file import Step
 

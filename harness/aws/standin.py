@@ -12,7 +12,7 @@ a deployment has on AWS and a local topology lacks:
 - an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster, the
   service and its tasks (what terraform's ``chaos_target = true`` tags), a FIS role's ARN and a CloudWatch
   alarm to stop experiments on (``stop_alarm``); the FIS experiments a run starts are carried out on the
-  local processes by the task supervisor (``harness.tasks``);
+  local processes by the task supervisor (``harness.ecs_tasks``);
 - the router's API (API Gateway v2, tagged) with the gateway's host as its custom domain, so the router URL
   checks out as the deployment's own;
 - the file ``terraform output -json`` would write for such a deployment, plus the simulator's URLs and group.
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.aws.deployment import CHAOS_TAG
+from harness.aws.log_shipper import LogShipper
 from harness.backends.apigw_local import Gateway, api_gateway, forward_to
-from harness.backends.aws import CHAOS_TAG
-from harness.backends.log_shipper import LogShipper
 from harness.backends.resources import client
 from harness.cluster import Cluster, ClusterSpec
+from harness.ecs_tasks import CLUSTER, TASK_FAMILY
 from harness.processes import start_thread
-from harness.tasks import CLUSTER, TASK_FAMILY
 
 SHIP_EVERY_S = 0.2
 SERVICE = "wsfleet-workers"

@@ -1,4 +1,4 @@
-"""Tests of harness.backends.aws and ``wsfleet aws-preflight`` against a moto server standing in for AWS:
+"""Tests of harness.aws.deployment and ``wsfleet aws-preflight`` against a moto server standing in for AWS:
 a deployment read from terraform's outputs, its guardrails checked, and every failure a clear line."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import boto3
 import pytest
 
-from harness.backends.aws import DeploymentError, read_outputs
-from harness.backends.aws_topology import running_workers
+from harness.aws.deployment import DeploymentError, read_outputs
+from harness.aws.topology import running_workers
 from harness.cli import main
 
 REGION, ACCOUNT = "eu-west-1", "123456789012"  # moto's account

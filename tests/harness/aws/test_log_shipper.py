@@ -1,4 +1,4 @@
-"""Tests of harness.backends.log_shipper against a moto server: a local fleet's history shipped to CloudWatch
+"""Tests of harness.aws.log_shipper against a moto server: a local fleet's history shipped to CloudWatch
 Logs comes back through ``fetch_history`` as it was written, and each call ships only what is new."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import boto3
 
-from harness.backends.aws_logs import fetch_history
-from harness.backends.log_shipper import LogShipper
+from harness.aws.log_shipper import LogShipper
+from harness.aws.logs import fetch_history
 
 GROUP = "/ecs/fleet"
 T0 = 1_796_000_000_000

@@ -1,4 +1,4 @@
-"""Tests of harness.backends.aws_logs and ``wsfleet aws-history`` against a moto server standing in for
+"""Tests of harness.aws.logs and ``wsfleet aws-history`` against a moto server standing in for
 CloudWatch Logs: the history events among a deployment's log lines come back as the history files the
 checkers read, in time order, and nothing else does."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import boto3
 import pytest
 
-from harness.backends.aws_logs import history_event
+from harness.aws.logs import history_event
 from harness.cli import main
 from harness.history import read_history
-from tests.harness.backends.test_aws import REGION, deploy, outputs_file
+from tests.harness.aws.test_deployment import REGION, deploy, outputs_file
 
 T0 = 1_796_140_000_000  # 2026-12-01T15:06:40Z
 

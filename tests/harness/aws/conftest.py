@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
+from harness import http_client
 from harness.backends.servers import start_moto
 
 
@@ -26,4 +26,4 @@ def moto_aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     yield moto_url
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).close()
+    http_client.request("POST", f"{moto_url}/moto-api/reset", timeout_s=10)

@@ -1,5 +1,5 @@
 """``wsfleet scenario --backend aws`` end to end, offline: moto stands in for AWS (ECS, Logs, DynamoDB, SQS, STS)
-around a local fleet (``harness.backends.aws_standin``).  The command reads only the outputs file and AWS
+around a local fleet (``harness.aws.standin``).  The command reads only the outputs file and AWS
 APIs: its router calls must pass the API Gateway stand-in's SigV4 check, its fault must be an ECS StopTask
 that reaches the worker's process, and its history must come back from the Logs API into a valid verdict.
 A dry run changes nothing, and a resource without the allowlisted tag stops the run before it starts."""
@@ -10,17 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.backends.aws_standin import SERVICE, StandIn, aws_standin
+from harness import http_client
+from harness.aws.standin import SERVICE, StandIn, aws_standin
 from harness.backends.resources import client
+from harness.ecs_tasks import CLUSTER
 from harness.history import read_history
-from harness.tasks import CLUSTER
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = Path(__file__).parent / "scenarios" / "term_busiest.yaml"
@@ -109,10 +108,8 @@ def test_a_scenario_runs_end_to_end_through_aws_apis(standin: StandIn, tmp_path:
     accepted = history[(history["type"] == "event") & (history["status"] == 200)]
     assert sorted(accepted["kind"]) == ["START"] * 6  # the STOPs at the end are after the observed window
     router_url = json.loads(standin.outputs.read_text())["router_url"]["value"]
-    request = urllib.request.Request(router_url + "/events", data=b"{}", method="POST")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=5)
-    assert refused.value.code == 403 and json.loads(refused.value.read()) == {"message": "Missing Authentication Token"}
+    refused = http_client.request("POST", router_url + "/events", body=b"{}", timeout_s=5)
+    assert refused.status == 403 and refused.json() == {"message": "Missing Authentication Token"}
 
     # the fault was an ECS StopTask, and ECS reports that task stopped
     faults = history[history["type"] == "fault.start"]

@@ -1,4 +1,4 @@
-"""Tests of harness.tasks: the stand-in for ECS and EventBridge sends each worker-stopped event to the
+"""Tests of harness.ecs_tasks: the stand-in for ECS and EventBridge sends each worker-stopped event to the
 workers' queue as many times as terraform's rule has targets (``fleet.schema.DEATH_NOTICE_COPIES``)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from fleet.deathnotice import stopped_at_in
 from fleet.history import HistoryWriter
 from fleet.schema import DEATH_NOTICE_COPIES
 from harness.backends.resources import client
+from harness.ecs_tasks import CLUSTER, LocalTasks
 from harness.processes import spawn
-from harness.tasks import CLUSTER, LocalTasks
 
 TASK = "arn:aws:ecs:us-east-1:123456789012:task/wsfleet/0123456789abcdef"
 

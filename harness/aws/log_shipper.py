@@ -2,7 +2,7 @@
 lines go to a CloudWatch Logs group, one stream per process, stamped with the event's own time.
 
 With moto standing in for AWS, this is what puts a local fleet's history where ``wsfleet aws-history`` (and
-the AWS backend's runner) reads it back (``harness.backends.aws_logs``).  ``ship`` sends what was appended
+the AWS backend's runner) reads it back (``harness.aws.logs``).  ``ship`` sends what was appended
 to the run's history files since the last call; a file's lines go out in order, at most
 ``BATCH_EVENTS`` per ``PutLogEvents``.  Lines that are not history events are sent as they are, as a
 container's other output would be.
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.backends.aws_logs import history_event
+from harness.aws.logs import history_event
 from harness.history import HistoryTail
 
 BATCH_EVENTS = 1000     # PutLogEvents takes 10,000 events or 1 MB; history lines are a few hundred bytes
