@@ -444,9 +444,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 2:
         raise CliError("--workers must be at least 2 for a scenario (someone must take over)")
     overrides = _tuning(args)
-    args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)
     if args.backend == "aws":
         return cmd_aws_scenario(args, spec)
+    args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)
     with _localstack(args) as localstack_url:

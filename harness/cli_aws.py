@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.cli_args import absolute_path, run_folder
 from harness.cli_errors import CliError
 
 
@@ -79,7 +80,7 @@ def add_aws_commands(sub: Any) -> None:
     history.add_argument("--since", type=_instant, required=True, metavar="TIME",
                          help="ISO 8601, UTC unless it says otherwise (e.g. 2026-12-01T17:00:00Z)")
     history.add_argument("--until", type=_instant, required=True, metavar="TIME", help="ISO 8601, as --since")
-    history.add_argument("--run-dir", type=Path, required=True, metavar="DIR", help="where history/ goes")
+    history.add_argument("--run-dir", type=absolute_path, required=True, metavar="DIR", help="where history/ goes")
     _add_standin(sub)
 
 
@@ -90,8 +91,10 @@ def _add_standin(sub: Any) -> None:
                     "workers are ECS tasks, its router is behind a SigV4 check like API Gateway's, its history "
                     "goes to CloudWatch Logs, its resources carry the chaos tag. Write the outputs file terraform "
                     "would, print the AWS variables that point a shell at it, and run until Ctrl-C.")
-    standin.add_argument("--run-dir", type=Path, default=Path("runs/aws-standin"),
-                         help="folder for the fleet's files and outputs.json (default runs/aws-standin)")
+    standin.add_argument("--run-dir", type=absolute_path, default=None,
+                         help="folder for the fleet's files and outputs.json; it must be new or empty (default: a "
+                              "new folder runs/aws-standin/<time>, linked as runs/aws-standin/latest)")
+    standin.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
     standin.add_argument("--workers", type=int, default=3, help="worker tasks (default 3)")
     standin.add_argument("--timescale", type=float, default=0.1, help="time scale of the fleet (default 0.1)")
     standin.add_argument("--dynamodb", choices=("dynalite", "moto"), default="dynalite",
@@ -105,6 +108,7 @@ def cmd_aws_standin(args: argparse.Namespace) -> int:
     from harness.aws.standin import aws_standin
     from harness.cluster import ClusterError
 
+    args.run_dir = run_folder(args.run_dir, args.force, "runs/aws-standin")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -384,7 +388,8 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     except SigningError as exc:
         raise CliError(str(exc), 2) from None
     assert signer is not None
-    started = time.monotonic()
+    args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)  # only now: a dry run or a refusal
+    started = time.monotonic()                                           # leaves no folder behind
     phases = Phases(spec, config, len(workers), seed, connections,
                     progress=lambda line: print(line, file=sys.stderr, flush=True),
                     prefix=time.strftime("r%Y%m%dT%H%M%S-", time.gmtime()))
