@@ -1,10 +1,19 @@
-# `terraform test` (Terraform >= 1.7): plans the root module against mocked AWS providers, so no account
-# or credentials are needed; the router package is overridden (no zips are built).  tests/deploy runs it
-# offline where terraform and an AWS provider mirror are installed.
+# `terraform test` (Terraform >= 1.11, for override_during): plans the root module against mocked AWS
+# providers, so no account or credentials are needed; the router package is overridden (no zips are
+# built).  tests/deploy runs it offline where terraform and an AWS provider mirror are installed.
 
 mock_provider "aws" {
   mock_data "aws_region" {
     defaults = { name = "us-east-1" }
+  }
+  # Known at plan, so runs can tell the execute-api endpoint from a custom domain.
+  mock_resource "aws_apigatewayv2_api" {
+    override_during = plan
+    defaults = {
+      id            = "primary0001"
+      api_endpoint  = "https://primary0001.execute-api.us-east-1.amazonaws.com"
+      execution_arn = "arn:aws:execute-api:us-east-1:123456789012:primary0001"
+    }
   }
   mock_data "aws_caller_identity" {
     defaults = { account_id = "123456789012" }
@@ -21,6 +30,15 @@ mock_provider "aws" {
   alias = "standby"
   mock_data "aws_region" {
     defaults = { name = "us-west-2" }
+  }
+  # Known at plan, so runs can tell the execute-api endpoint from a custom domain.
+  mock_resource "aws_apigatewayv2_api" {
+    override_during = plan
+    defaults = {
+      id            = "standby0001"
+      api_endpoint  = "https://standby0001.execute-api.us-west-2.amazonaws.com"
+      execution_arn = "arn:aws:execute-api:us-west-2:123456789012:standby0001"
+    }
   }
   mock_data "aws_caller_identity" {
     defaults = { account_id = "123456789012" }
@@ -185,6 +203,31 @@ run "router_module_regional_custom_domain" {
     condition     = aws_route53_record.regional[0].name == "us-east-1.router.example.com" && aws_route53_record.regional[0].zone_id == "Z0123456789ABCDEFGHIJ" && aws_route53_record.regional[0].type == "A"
     error_message = "The regional domain needs its alias record in the hosted zone."
   }
+}
+
+run "router_module_custom_domain_needs_a_hosted_zone" {
+  command = plan
+
+  module {
+    source = "./modules/router"
+  }
+
+  variables {
+    name                    = "wsfleet"
+    package_path            = "build/fleet-router.zip"
+    package_hash            = "stand-in"
+    dependencies_layer_path = "build/fleet-dependencies.zip"
+    dependencies_layer_hash = "stand-in"
+    fleet_environment       = {}
+    connections_table_arn   = "arn:aws:dynamodb:us-east-1:123456789012:table/c"
+    workers_table_arn       = "arn:aws:dynamodb:us-east-1:123456789012:table/w"
+    queue_arn               = "arn:aws:sqs:us-east-1:123456789012:q"
+    domain_name             = "router.example.com"
+    hosted_zone_id          = ""
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+  }
+
+  expect_failures = [aws_apigatewayv2_domain_name.router]
 }
 
 run "without_a_custom_domain_the_default_endpoint_stays" {
