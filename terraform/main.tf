@@ -56,6 +56,7 @@ module "primary" {
   health_check_path       = var.health_check_path
   domain_name             = local.failover ? var.domain_name : ""
   certificate_arn         = var.certificate_arn
+  hosted_zone_id          = local.failover ? var.hosted_zone_id : ""
 
   worker_image                = var.worker_image
   vpc_id                      = var.vpc_id
@@ -118,6 +119,7 @@ module "standby" {
   health_check_path       = var.health_check_path
   domain_name             = local.failover ? var.domain_name : ""
   certificate_arn         = var.standby_certificate_arn
+  hosted_zone_id          = local.failover ? var.hosted_zone_id : ""
 
   worker_image                = var.standby_worker_image != "" ? var.standby_worker_image : var.worker_image
   vpc_id                      = var.standby_vpc_id

@@ -82,7 +82,7 @@ output "standby_region" {
 }
 
 output "standby_router_url" {
-  description = "Base URL of the standby region's router API, or null."
+  description = "Base URL of the standby region's router (its own <region>.<domain_name> with a domain, else its execute-api endpoint), or null."
   value       = local.standby ? module.standby[0].router_url : null
 }
 

@@ -250,13 +250,13 @@ variable "hosted_zone_id" {
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate for domain_name in the primary region."
+  description = "ACM certificate in the primary region covering domain_name and <region>.<domain_name> (the region's own name, which its health check probes): two names, or domain_name and *.<domain_name>."
   type        = string
   default     = ""
 }
 
 variable "standby_certificate_arn" {
-  description = "ACM certificate for domain_name in the standby region."
+  description = "ACM certificate in the standby region covering domain_name and <standby_region>.<domain_name>, as certificate_arn."
   type        = string
   default     = ""
 }

@@ -9,8 +9,9 @@ deployment's directory.  ``preflight`` checks, with credentials from the standar
 - *tags*: every resource a run may touch (the three tables, the queue, the ECS cluster and service) carries
   the allowlisted tag (default ``wsfleet:chaos=allowed``, which terraform adds with ``chaos_target = true``);
 - *router*: ``router_url`` is the deployment's own API (``router_api_id``, API Gateway v2): its execute-api
-  endpoint or a custom domain mapped to it, over HTTPS (plain HTTP to a loopback address only: a stand-in),
-  and the API carries the tag; so a tampered outputs file cannot send signed STARTs and STOPs elsewhere.
+  endpoint (unless disabled, as terraform does with a custom domain) or a custom domain mapped to it, over
+  HTTPS (plain HTTP to a loopback address only: a stand-in), and the API carries the tag; so a tampered
+  outputs file cannot send signed STARTs and STOPs elsewhere.
 
 A check that cannot be made (no credentials, an access denied, an endpoint down) fails with the reason;
 nothing here writes anything.
@@ -186,6 +187,9 @@ def _router_check(deployment: Deployment, session: Any, tag: tuple[str, str]) ->
     apigw = session.client("apigatewayv2", region_name=deployment.region)
     api = apigw.get_api(ApiId=deployment.router_api_id)
     if host == urlsplit(str(api.get("ApiEndpoint", ""))).hostname:
+        if api.get("DisableExecuteApiEndpoint"):
+            return False, (f"router_url's host {host!r} is API {deployment.router_api_id}'s execute-api endpoint, "
+                           "which is disabled (the API answers on its custom domain only)")
         where = "its execute-api endpoint"
     else:
         mapped = {item.get("ApiId") for item in apigw.get_api_mappings(DomainName=host).get("Items", [])}

@@ -1,10 +1,19 @@
-# `terraform test` (Terraform >= 1.7): plans the root module against mocked AWS providers, so no account
-# or credentials are needed; the router package is overridden (no zips are built).  tests/deploy runs it
-# offline where terraform and an AWS provider mirror are installed.
+# `terraform test` (Terraform >= 1.11, for override_during): plans the root module against mocked AWS
+# providers, so no account or credentials are needed; the router package is overridden (no zips are
+# built).  tests/deploy runs it offline where terraform and an AWS provider mirror are installed.
 
 mock_provider "aws" {
   mock_data "aws_region" {
     defaults = { name = "us-east-1" }
+  }
+  # Known at plan, so runs can tell the execute-api endpoint from a custom domain.
+  mock_resource "aws_apigatewayv2_api" {
+    override_during = plan
+    defaults = {
+      id            = "primary0001"
+      api_endpoint  = "https://primary0001.execute-api.us-east-1.amazonaws.com"
+      execution_arn = "arn:aws:execute-api:us-east-1:123456789012:primary0001"
+    }
   }
   mock_data "aws_caller_identity" {
     defaults = { account_id = "123456789012" }
@@ -21,6 +30,15 @@ mock_provider "aws" {
   alias = "standby"
   mock_data "aws_region" {
     defaults = { name = "us-west-2" }
+  }
+  # Known at plan, so runs can tell the execute-api endpoint from a custom domain.
+  mock_resource "aws_apigatewayv2_api" {
+    override_during = plan
+    defaults = {
+      id            = "standby0001"
+      api_endpoint  = "https://standby0001.execute-api.us-west-2.amazonaws.com"
+      execution_arn = "arn:aws:execute-api:us-west-2:123456789012:standby0001"
+    }
   }
   mock_data "aws_caller_identity" {
     defaults = { account_id = "123456789012" }
@@ -127,6 +145,102 @@ run "standby_region_with_failover" {
   assert {
     condition     = output.fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500" && output.standby_fleet_environment["WSFLEET_MAX_CONNECTIONS"] == "500"
     error_message = "fleet_settings must reach both regions."
+  }
+}
+
+run "custom_domain_disables_the_default_endpoint" {
+  command = plan
+
+  variables {
+    standby_region = "us-west-2"
+  }
+
+  assert {
+    condition     = module.primary.router_url == "https://us-east-1.router.example.com" && output.standby_router_url == "https://us-west-2.router.example.com"
+    error_message = "With a custom domain each region's router is reached at its regional custom domain, <region>.<domain_name>."
+  }
+  assert {
+    condition     = module.primary.router_host == "us-east-1.router.example.com" && module.standby[0].router_host == "us-west-2.router.example.com"
+    error_message = "Each region's health check (modules/failover probes router_host) must probe its regional custom domain: the execute-api endpoint is disabled."
+  }
+  assert {
+    condition     = module.primary.router_execute_api_endpoint_disabled && module.standby[0].router_execute_api_endpoint_disabled
+    error_message = "With a custom domain the API's default execute-api endpoint must be disabled."
+  }
+}
+
+run "router_module_regional_custom_domain" {
+  command = plan
+
+  module {
+    source = "./modules/router"
+  }
+
+  variables {
+    name                    = "wsfleet"
+    package_path            = "build/fleet-router.zip"
+    package_hash            = "stand-in"
+    dependencies_layer_path = "build/fleet-dependencies.zip"
+    dependencies_layer_hash = "stand-in"
+    fleet_environment       = {}
+    connections_table_arn   = "arn:aws:dynamodb:us-east-1:123456789012:table/c"
+    workers_table_arn       = "arn:aws:dynamodb:us-east-1:123456789012:table/w"
+    queue_arn               = "arn:aws:sqs:us-east-1:123456789012:q"
+    domain_name             = "router.example.com"
+    hosted_zone_id          = "Z0123456789ABCDEFGHIJ"
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+  }
+
+  assert {
+    condition     = aws_apigatewayv2_api.router.disable_execute_api_endpoint
+    error_message = "With a custom domain the API's default execute-api endpoint must be disabled."
+  }
+  assert {
+    condition     = toset([for domain in aws_apigatewayv2_domain_name.router : domain.domain_name]) == toset(["router.example.com", "us-east-1.router.example.com"]) && length(aws_apigatewayv2_api_mapping.router) == 2
+    error_message = "The API needs the failover domain and its regional domain, both mapped to it."
+  }
+  assert {
+    condition     = aws_route53_record.regional[0].name == "us-east-1.router.example.com" && aws_route53_record.regional[0].zone_id == "Z0123456789ABCDEFGHIJ" && aws_route53_record.regional[0].type == "A"
+    error_message = "The regional domain needs its alias record in the hosted zone."
+  }
+}
+
+run "router_module_custom_domain_needs_a_hosted_zone" {
+  command = plan
+
+  module {
+    source = "./modules/router"
+  }
+
+  variables {
+    name                    = "wsfleet"
+    package_path            = "build/fleet-router.zip"
+    package_hash            = "stand-in"
+    dependencies_layer_path = "build/fleet-dependencies.zip"
+    dependencies_layer_hash = "stand-in"
+    fleet_environment       = {}
+    connections_table_arn   = "arn:aws:dynamodb:us-east-1:123456789012:table/c"
+    workers_table_arn       = "arn:aws:dynamodb:us-east-1:123456789012:table/w"
+    queue_arn               = "arn:aws:sqs:us-east-1:123456789012:q"
+    domain_name             = "router.example.com"
+    hosted_zone_id          = ""
+    certificate_arn         = "arn:aws:acm:us-east-1:123456789012:certificate/primary"
+  }
+
+  expect_failures = [aws_apigatewayv2_domain_name.router]
+}
+
+run "without_a_custom_domain_the_default_endpoint_stays" {
+  command = plan
+
+  variables {
+    standby_region = "us-west-2"
+    domain_name    = ""
+  }
+
+  assert {
+    condition     = !module.primary.router_execute_api_endpoint_disabled && !module.standby[0].router_execute_api_endpoint_disabled && length(module.failover) == 0
+    error_message = "Without a custom domain the execute-api endpoint is the router's only address: it stays on."
   }
 }
 

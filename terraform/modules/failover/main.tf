@@ -1,4 +1,5 @@
-# Route 53 failover for the router: one HTTPS health check per region's execute-api endpoint, and
+# Route 53 failover for the router: one HTTPS health check per region's own custom domain
+# (<region>.<domain_name>, modules/router: the APIs' execute-api endpoints are disabled), and
 # PRIMARY / SECONDARY CNAME records for the custom domain.  Each record points at that region's API
 # custom domain (an HTTP API only answers a foreign Host on a custom domain), and failover happens when
 # the primary's health check fails: at worst failure_threshold x request_interval_s plus the record TTL

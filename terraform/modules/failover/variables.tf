@@ -9,7 +9,7 @@ variable "domain_name" {
 }
 
 variable "primary" {
-  description = "The primary region's router: execute-api host (probed) and custom domain target (name: the regional domain name the record points at)."
+  description = "The primary region's router: host (its own custom domain <region>.<domain_name>, probed) and the failover domain's regional target (name: what the record points at)."
   type = object({
     host   = string
     target = object({ name = string })

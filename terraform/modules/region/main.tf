@@ -101,6 +101,7 @@ module "router" {
   health_check_path       = var.health_check_path
   domain_name             = var.domain_name
   certificate_arn         = var.certificate_arn
+  hosted_zone_id          = var.hosted_zone_id
   log_retention_days      = var.log_retention_days
   region_gate             = var.region_gate
   region_gate_control_arn = var.region_gate_control_arn

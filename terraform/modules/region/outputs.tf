@@ -4,8 +4,13 @@ output "region" {
 }
 
 output "router_url" {
-  description = "Base URL of this region's router API (events: POST router_url/events)."
+  description = "Base URL of this region's router: its regional custom domain with a domain, else its execute-api endpoint (events: POST router_url/events)."
   value       = module.router.url
+}
+
+output "router_execute_api_endpoint_disabled" {
+  description = "Whether this region's router API has its default execute-api endpoint disabled (with a custom domain)."
+  value       = module.router.execute_api_endpoint_disabled
 }
 
 output "worker_egress_ports" {
@@ -19,7 +24,7 @@ output "router_api_id" {
 }
 
 output "router_host" {
-  description = "Host of this region's execute-api endpoint."
+  description = "Host of router_url: what this region's Route 53 health check probes."
   value       = module.router.host
 }
 

@@ -86,7 +86,13 @@ variable "domain_name" {
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate for domain_name in this region."
+  description = "ACM certificate in this region for domain_name and <region>.<domain_name>."
+  type        = string
+  default     = ""
+}
+
+variable "hosted_zone_id" {
+  description = "Route 53 hosted zone of domain_name (this region's <region>.<domain_name> record goes there)."
   type        = string
   default     = ""
 }

@@ -1,5 +1,9 @@
 # The router in one region: the Lambda (fleet.router.handler) behind an HTTP API, its least-privilege
-# role, and, when a custom domain is given, the API's regional custom domain that failover records alias.
+# role, and, when a custom domain is given, the API's two custom domains in this region: domain_name (the
+# failover records point at its regional target) and <region>.<domain_name> (with an alias record of its
+# own: this region's own address, which its Route 53 health check probes and the harness can reach).  With
+# a custom domain the API's default execute-api endpoint is disabled, so every call goes through a name
+# the certificate covers.
 #
 # The role's fleet statements grant exactly the DynamoDB operations the router's code calls, per table, and
 # the one SQS operation (tests/deploy derives both from fleet/ with `ast` and compares).
@@ -12,6 +16,11 @@ locals {
   function_name = "${var.name}-router"
   log_group_arn = "arn:${data.aws_partition.current.partition}:logs:${data.aws_region.current.name}:${data.aws_caller_identity.current.account_id}:log-group:/aws/lambda/${local.function_name}"
   custom_domain = var.domain_name != ""
+  # The failover name and this region's own name, each an API custom domain mapped to the $default stage.
+  custom_domains = local.custom_domain ? {
+    failover = var.domain_name
+    regional = "${data.aws_region.current.name}.${var.domain_name}"
+  } : {}
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -108,6 +117,8 @@ resource "aws_apigatewayv2_api" "router" {
   name          = "${var.name}-router"
   protocol_type = "HTTP"
   description   = "wsfleet router: POST /events takes START and STOP events."
+
+  disable_execute_api_endpoint = local.custom_domain
 }
 
 resource "aws_apigatewayv2_integration" "router" {
@@ -169,8 +180,8 @@ resource "aws_lambda_permission" "api" {
 }
 
 resource "aws_apigatewayv2_domain_name" "router" {
-  count       = local.custom_domain ? 1 : 0
-  domain_name = var.domain_name
+  for_each    = local.custom_domains
+  domain_name = each.value
 
   domain_name_configuration {
     certificate_arn = var.certificate_arn
@@ -180,17 +191,32 @@ resource "aws_apigatewayv2_domain_name" "router" {
 
   lifecycle {
     precondition {
-      condition     = var.certificate_arn != ""
-      error_message = "certificate_arn (an ACM certificate for domain_name in this region) is required when domain_name is set."
+      condition     = var.certificate_arn != "" && var.hosted_zone_id != ""
+      error_message = "certificate_arn (an ACM certificate in this region covering domain_name and <region>.<domain_name>) and hosted_zone_id are required when domain_name is set."
     }
   }
 }
 
 resource "aws_apigatewayv2_api_mapping" "router" {
-  count       = local.custom_domain ? 1 : 0
+  for_each    = aws_apigatewayv2_domain_name.router
   api_id      = aws_apigatewayv2_api.router.id
-  domain_name = aws_apigatewayv2_domain_name.router[0].id
+  domain_name = each.value.id
   stage       = aws_apigatewayv2_stage.default.id
+}
+
+# This region's own name: an alias to its regional custom domain (the failover name's records are
+# modules/failover's).
+resource "aws_route53_record" "regional" {
+  count   = local.custom_domain ? 1 : 0
+  zone_id = var.hosted_zone_id
+  name    = aws_apigatewayv2_domain_name.router["regional"].domain_name
+  type    = "A"
+
+  alias {
+    name                   = aws_apigatewayv2_domain_name.router["regional"].domain_name_configuration[0].target_domain_name
+    zone_id                = aws_apigatewayv2_domain_name.router["regional"].domain_name_configuration[0].hosted_zone_id
+    evaluate_target_health = false
+  }
 }
 
 # With a customer-managed key (kms_key_arn): what using the queue's key takes (modules/queue).

@@ -1,11 +1,16 @@
 output "url" {
-  description = "Base URL of this region's router API; events go to url + \"/events\"."
-  value       = aws_apigatewayv2_api.router.api_endpoint
+  description = "Base URL of this region's router: its regional custom domain (<region>.<domain_name>) when a domain is set (the execute-api endpoint is then disabled), else the API's execute-api endpoint; events go to url + \"/events\"."
+  value       = local.custom_domain ? "https://${local.custom_domains["regional"]}" : aws_apigatewayv2_api.router.api_endpoint
 }
 
 output "host" {
-  description = "Host name of the API's execute-api endpoint (what this region's Route 53 health check probes)."
-  value       = replace(aws_apigatewayv2_api.router.api_endpoint, "https://", "")
+  description = "Host of url: what this region's Route 53 health check probes."
+  value       = local.custom_domain ? local.custom_domains["regional"] : replace(aws_apigatewayv2_api.router.api_endpoint, "https://", "")
+}
+
+output "execute_api_endpoint_disabled" {
+  description = "Whether the API's default execute-api endpoint is disabled (it is when a custom domain is set)."
+  value       = aws_apigatewayv2_api.router.disable_execute_api_endpoint
 }
 
 output "events_route_arn" {
@@ -24,10 +29,10 @@ output "log_group_name" {
 }
 
 output "custom_domain_target" {
-  description = "Regional target of the custom domain (name and hosted zone) for Route 53 alias records; null without a domain."
+  description = "Regional target of the failover domain (name and hosted zone): what modules/failover's records point at; null without a domain."
   value = local.custom_domain ? {
-    name    = aws_apigatewayv2_domain_name.router[0].domain_name_configuration[0].target_domain_name
-    zone_id = aws_apigatewayv2_domain_name.router[0].domain_name_configuration[0].hosted_zone_id
+    name    = aws_apigatewayv2_domain_name.router["failover"].domain_name_configuration[0].target_domain_name
+    zone_id = aws_apigatewayv2_domain_name.router["failover"].domain_name_configuration[0].hosted_zone_id
   } : null
 }
 

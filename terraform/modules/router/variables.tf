@@ -91,13 +91,19 @@ variable "log_retention_days" {
 }
 
 variable "domain_name" {
-  description = "Custom domain the failover records answer for (e.g. router.example.com); empty for none. Each region needs its own API custom domain for Route 53 failover to reach it."
+  description = "Custom domain the failover records answer for (e.g. router.example.com); empty for none. With it, this region's API gets two custom domains, domain_name and <region>.<domain_name>, and its default execute-api endpoint is disabled."
   type        = string
   default     = ""
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate for domain_name, in this region (required when domain_name is set)."
+  description = "ACM certificate in this region covering domain_name and <region>.<domain_name> (two names, or domain_name and *.<domain_name>); required when domain_name is set."
+  type        = string
+  default     = ""
+}
+
+variable "hosted_zone_id" {
+  description = "Route 53 hosted zone of domain_name, where <region>.<domain_name> is created; required when domain_name is set."
   type        = string
   default     = ""
 }

@@ -177,6 +177,17 @@ def test_a_router_url_in_the_clear_is_refused(moto_aws: str, tmp_path: Path,
     assert "is not HTTPS: signed calls would travel in the clear" in capsys.readouterr().out
 
 
+def test_a_disabled_execute_api_endpoint_is_refused_as_router_url(moto_aws: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """With a custom domain terraform disables the execute-api endpoint: calls there would all be refused."""
+    outputs = deploy()
+    boto3.client("apigatewayv2", region_name=REGION).update_api(ApiId=outputs["router_api_id"]["value"],
+                                                                DisableExecuteApiEndpoint=True)
+    assert main(preflight(outputs_file(tmp_path, outputs))) == 1
+    [failed] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert failed.startswith("FAIL  router") and "execute-api endpoint, which is disabled" in failed
+
+
 def test_a_custom_domain_mapped_to_the_api_is_the_deployments_router(moto_aws: str, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     outputs = deploy()
