@@ -23,18 +23,18 @@ worker liveness (``blog``) has nothing to bury and drops it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 
+from fleet.clock import Clock
 from fleet.errors import ConditionFailed, StoreError
+from fleet.expr import Write
+from fleet.lease import Rules, WorkerRecord
 from fleet.logline import log
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
 
 TASK_STATE_CHANGE = "ECS Task State Change"
 STOPPED = "STOPPED"
@@ -124,41 +124,61 @@ def _unix_ms(value: object) -> int | None:
     return None
 
 
+class BurialStore(Protocol):
+    """The store operations a burial uses (``fleet.store.LeaseStore``, ``fleet.memstore.MemoryStore``)."""
+
+    async def task_stopped(self, cluster: str, task_arn: str) -> int | None: ...
+
+    async def workers(self) -> dict[str, WorkerRecord]: ...
+
+    async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]: ...
+
+
 class DeathNotices:
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    """Buries the incarnations a confirmed notice names, through ``store`` by ``rules`` on ``clock``'s wall
+    time, into ``workers_table``; ``emit`` records each notice's outcome and ``on_burial`` is called after a
+    burial (a sweep takes the dead's streams).  Nothing is buried where ``buries`` is False."""
+
+    def __init__(self, store: BurialStore, rules: Rules, clock: Clock, workers_table: str, buries: bool,
+                 emit: Callable[..., None], on_burial: Callable[[], None]) -> None:
+        self.store = store
+        self.rules = rules
+        self.clock = clock
+        self.workers_table = workers_table
+        self.buries = buries
+        self.emit = emit
+        self.on_burial = on_burial
 
     async def on_notice(self, notice: DeathNotice) -> bool:
         """Verify and act on one notice; False when it could not be settled (it goes back to the queue)."""
-        w = self.w
-        if not w.profile.buries:
+        if not self.buries:
             return True
         try:
-            stopped_at = await w.store.task_stopped(notice.cluster, notice.task_arn)
-            registered = {} if stopped_at is None else await w.store.workers()
+            stopped_at = await self.store.task_stopped(notice.cluster, notice.task_arn)
+            registered = {} if stopped_at is None else await self.store.workers()
         except StoreError as exc:
             log("death_notice.error", task=notice.task_arn, error=str(exc))
             return False
         buried: list[str] = []
-        now = w.clock.now_ms()
+        now = self.clock.now_ms()
         for record in registered.values():
-            if record.task_arn != notice.task_arn or w.rules.dead(record, now):
+            if record.task_arn != notice.task_arn or self.rules.dead(record, now):
                 continue  # not that task's, or dead already (buried by an earlier notice of the same exit)
             assert stopped_at is not None  # (nothing was read otherwise)
-            write = w.rules.bury(record, stopped_at)
+            write = self.rules.bury(record, stopped_at)
             if write is None:
                 continue
             try:
-                await w.store.execute(w.config.workers_table, write)
+                await self.store.execute(self.workers_table, write)
             except ConditionFailed:
                 continue  # replaced, renewed since the stop (alive, whatever ECS says), or buried by another receiver
             except StoreError as exc:
                 log("death_notice.error", task=notice.task_arn, error=str(exc))
                 return False
             buried.append(f"{record.worker_id}@{record.gen}")
-        w.emit("death.notice", task=notice.task_arn, outcome="refuted" if stopped_at is None else "confirmed",
-               stopped_at_ms=stopped_at, buried=buried, reason=notice.reason[:200])
+        self.emit("death.notice", task=notice.task_arn, outcome="refuted" if stopped_at is None else "confirmed",
+                  stopped_at_ms=stopped_at, buried=buried, reason=notice.reason[:200])
         log("death_notice", task=notice.task_arn, stopped_at_ms=stopped_at, buried=buried)
         if buried:
-            w.reconciler.request_sweep()
+            self.on_burial()
         return True

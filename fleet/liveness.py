@@ -19,17 +19,15 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleet.balance import parse_gift
 from fleet.connection import Fence, HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import Holder, StopRequest, WorkerRecord
 from fleet.logline import log
+from fleet.ports import LivenessHost
 from fleet.profiles import Renewal
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
 
 
 def new_gen() -> str:
@@ -37,7 +35,7 @@ def new_gen() -> str:
 
 
 class Liveness:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: LivenessHost) -> None:
         self.w = worker
         self.registered = False
         self.handled_stops: frozenset[str] = frozenset()

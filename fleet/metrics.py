@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Sized
 
+from fleet.connection import wait_until_set
 from fleet.errors import StoreError
 from fleet.logline import log
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
+from fleet.ports import WorkerStore
 
 
-async def publish_active_connections(w: Worker) -> None:
-    """Until the worker stops: put how many streams it holds (an error is logged, the loop goes on)."""
-    while not w.stopping.is_set():
+async def publish_active_connections(store: WorkerStore, worker_id: str, held: Sized, stopping: asyncio.Event,
+                                     every_s: float) -> None:
+    """Until ``stopping`` is set: put how many streams ``held`` holds, every ``every_s`` (an error is logged,
+    the loop goes on)."""
+    while not stopping.is_set():
         try:
-            await w.store.put_active_connections(len(w.held), w.me.worker_id)
+            await store.put_active_connections(len(held), worker_id)
         except StoreError as exc:
             log("metric.error", error=str(exc))
-        await w.pause(w.config.scaled_s(w.config.metric_interval_ms))
+        await wait_until_set(stopping, every_s)

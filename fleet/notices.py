@@ -19,18 +19,14 @@ is remembered and honoured at take-up.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from fleet.errors import StoreError
 from fleet.lease import STARTED, ConnectionRecord, StopRequest, WorkerRecord
 from fleet.logline import log
+from fleet.ports import NoticeHost
 from fleet.profiles import NoteAction, SeenAction
 from fleet.store import Notification
 from fleet.tasks import TaskSet
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
-
 
 LONG_POLL_RECEIVE = 1  # messages a long poll asks for
 BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)
@@ -39,7 +35,7 @@ BACKLOG_SWEEP_SHARE = 0.5
 
 
 class Notices:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: NoticeHost) -> None:
         self.w = worker
         self.slots = worker.claim_slots
         self.quiet_until = 0.0  # monotonic: pollers wait until then (notifications were handed back)

@@ -1,16 +1,32 @@
-"""What the worker depends on, as Protocols: the store it coordinates through and the consumer of a held
-stream.  ``fleet.store.LeaseStore`` (DynamoDB, SQS, CloudWatch) and ``fleet.memstore.MemoryStore`` (tests)
-implement ``WorkerStore``; ``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``."""
+"""What the worker and its loops depend on, as Protocols.
+
+The worker's own ports: the store it coordinates through and the consumer of a held stream
+(``fleet.store.LeaseStore`` and ``fleet.memstore.MemoryStore`` implement ``WorkerStore``;
+``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``).
+
+The loops' ports: each loop module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
+``fleet.release``) is handed the incarnation it serves as one of the Protocols below, naming only what that
+loop reads or asks of it; ``fleet.worker.Worker`` implements them all.  No loop imports ``Worker``."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from fleet.connection import HeldConnection
+from fleet.balance import Gift
+from fleet.claims import ClaimSlots
+from fleet.clock import Clock
+from fleet.config import FleetConfig
+from fleet.connection import Fence, HeldConnection
+from fleet.deathnotice import DeathNotice
 from fleet.expr import Write
-from fleet.lease import ConnectionRecord, Holder, WorkerRecord
+from fleet.lease import ConnectionRecord, Holder, Rules, StopRequest, WorkerRecord
+from fleet.profiles import Profile
+from fleet.region_gate import RegionGate
 from fleet.store import Notification
+from fleet.tasks import TaskSet
 
 
 class RequestCounter(Protocol):
@@ -75,3 +91,151 @@ class StreamConsumer(Protocol):
     me: Holder
 
     async def consume(self, held: HeldConnection) -> None: ...
+
+
+class Sweeps(Protocol):
+    """Asks the reconcile loop for a sweep now (``fleet.reconcile.Reconciler``)."""
+
+    def request_sweep(self) -> None: ...
+
+
+class Registration(Protocol):
+    """Whether the current incarnation is registered (``fleet.liveness.Liveness``)."""
+
+    @property
+    def registered(self) -> bool: ...
+
+
+class Gifting(Protocol):
+    """Gives streams to idler workers (``fleet.release.Releases``)."""
+
+    async def give_away(self, gifts: list[Gift]) -> None: ...
+
+
+class DeathJudge(Protocol):
+    """Verifies and acts on one death notice (``fleet.deathnotice.DeathNotices``)."""
+
+    async def on_notice(self, notice: DeathNotice) -> bool: ...
+
+
+class Incarnation(Protocol):
+    """What every loop reads of the incarnation it serves: its settings, store, clock and profile, the
+    held-stream table, the stop signal, and its history."""
+
+    @property
+    def config(self) -> FleetConfig: ...
+
+    @property
+    def store(self) -> WorkerStore: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def rules(self) -> Rules: ...
+
+    @property
+    def me(self) -> Holder: ...
+
+    @property
+    def held(self) -> dict[str, HeldConnection]: ...
+
+    @property
+    def stopping(self) -> asyncio.Event: ...
+
+    def emit(self, type: str, **fields: Any) -> None: ...
+
+    async def pause(self, seconds: float) -> None: ...
+
+
+class Dropping(Protocol):
+    """Stops consuming a held stream and, with ``release``, gives its lease back (``fleet.worker.Worker.drop``)."""
+
+    async def drop(self, held: HeldConnection, reason: str, release: bool,
+                   stopped_at_ms: int | None = None) -> bool: ...
+
+
+class Claiming(Protocol):
+    """Takes streams up: the acquires in flight, the claim task sets and their slots."""
+
+    @property
+    def acquiring(self) -> set[str]: ...
+
+    @property
+    def claims(self) -> TaskSet: ...
+
+    @property
+    def chores(self) -> TaskSet: ...
+
+    @property
+    def claim_slots(self) -> ClaimSlots: ...
+
+    async def try_acquire(self, pk: str, via: str, seen: ConnectionRecord | None = None) -> bool: ...
+
+    async def adopt(self, pk: str, via: str = "adopted") -> bool: ...
+
+
+class StopHonouring(Protocol):
+    """Honours a STOP for a held stream (``fleet.worker.Worker.honour_stop``)."""
+
+    async def honour_stop(self, pk: str, stopped_at_ms: int | None = None) -> None: ...
+
+
+class ReleaseHost(Incarnation, Dropping, Protocol):
+    """What ``fleet.release.Releases`` uses."""
+
+
+class ReconcileHost(Incarnation, Claiming, Protocol):
+    """What ``fleet.reconcile.Reconciler`` uses."""
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def liveness(self) -> Registration: ...
+
+    @property
+    def releases(self) -> Gifting: ...
+
+    def capacity(self) -> int: ...
+
+
+class NoticeHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
+    """What ``fleet.notices.Notices`` uses."""
+
+    @property
+    def pending_stops(self) -> set[StopRequest]: ...
+
+    @property
+    def reconciler(self) -> Sweeps: ...
+
+    @property
+    def death_notices(self) -> DeathJudge: ...
+
+    def able_to_claim(self) -> bool: ...
+
+
+class LivenessHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
+    """What ``fleet.liveness.Liveness`` uses: it also starts each new incarnation (``me``, its ``fence``) and
+    keeps the STOPs seen while an acquire is in flight (``pending_stops``)."""
+
+    me: Holder
+    fence: Fence
+    pending_stops: set[StopRequest]
+
+    @property
+    def consumer(self) -> StreamConsumer: ...
+
+    @property
+    def gate(self) -> RegionGate: ...
+
+    @property
+    def reconciler(self) -> Sweeps: ...
+
+    async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None: ...

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from fleet.connection import wait_until_set
 from fleet.lease import ConnectionRecord, WorkerRecord
 from fleet.logline import log
+from fleet.ports import ReconcileHost
 from fleet.profiles import Sweep
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
 
 
 async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionRecord]:
@@ -27,7 +24,7 @@ async def _listing(records: AsyncIterator[ConnectionRecord]) -> list[ConnectionR
 
 
 class Reconciler:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: ReconcileHost) -> None:
         self.w = worker
         self.pacer = worker.profile.pacer(worker.rng)
         self.balancer = worker.profile.balancer()

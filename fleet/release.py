@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
 
 from fleet.balance import Gift, gift_entry, give, transfer
 from fleet.connection import HeldConnection
 from fleet.errors import ConditionFailed, StoreError
 from fleet.lease import STOPPED
 from fleet.logline import log
-
-if TYPE_CHECKING:
-    from fleet.worker import Worker
+from fleet.ports import ReleaseHost
 
 # reads and releases after a refused handoff, each refused by a newer STOP or START
 RELEASE_ATTEMPTS = 3
 
 
 class Releases:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: ReleaseHost) -> None:
         self.w = worker
 
     async def hand_off(self, held: list[HeldConnection], reason: str, budget_s: float | None = None) -> int:

@@ -81,7 +81,8 @@ class Worker:
         self.reconciler = Reconciler(self)
         self.notices = Notices(self)
         self.releases = Releases(self)
-        self.death_notices = DeathNotices(self)
+        self.death_notices = DeathNotices(store, self.rules, self.clock, config.workers_table, self.profile.buries,
+                                          self.emit, self.reconciler.request_sweep)
         self.consumer = consumer(self)
 
     def emit(self, type: str, **fields: Any) -> None:
@@ -95,7 +96,8 @@ class Worker:
         await self.liveness.register()
         loops: list[Callable[[], Awaitable[None]]] = [
             self.liveness.heartbeat_loop, self.liveness.fence_watchdog, self.reconciler.loop,
-            lambda: publish_active_connections(self)
+            lambda: publish_active_connections(self.store, self.me.worker_id, self.held, self.stopping,
+                                               self.config.scaled_s(self.config.metric_interval_ms))
         ]
         check_every = self.profile.desired_check_s()
         if check_every is not None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 FLEET = Path(__file__).resolve().parents[2] / "fleet"
 
 
@@ -25,18 +23,31 @@ def test_the_worker_class_is_under_300_lines_and_never_compares_its_profile_name
     assert [c for c in comparisons if "profile.name" in c or "config.profile" in c] == []
 
 
+def fleet_modules_imported(source: str) -> set[str]:
+    """The fleet modules one module's source imports: ``import fleet.x``, ``from fleet.x import y`` and
+    ``from fleet import x`` (``TYPE_CHECKING`` imports too: a type that names another module is a dependency
+    on it)."""
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "fleet":
+            imported |= {alias.name for alias in node.names}
+        names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        imported |= {name.split(".")[1] for name in names if name.startswith("fleet.")}
+    return imported
+
+
 def fleet_imports() -> dict[str, set[str]]:
-    """Each fleet module and the fleet modules it imports, from the source (``TYPE_CHECKING`` imports too:
-    a type that names another module is a dependency on it)."""
-    graph: dict[str, set[str]] = {}
-    for path in FLEET.glob("*.py"):
-        imported: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            imported |= {name.split(".")[1] for name in names if name.startswith("fleet.")}
-        graph[path.stem] = imported
-    return graph
+    """Each fleet module and the fleet modules it imports, from the source."""
+    return {path.stem: fleet_modules_imported(path.read_text()) for path in FLEET.glob("*.py")}
+
+
+def layout_faults(graph: dict[str, set[str]]) -> list[str]:
+    """What the import graph must not hold: a circle, or a module other than the entry point (``worker``)
+    that imports ``Worker``'s module."""
+    return ([f"circle: {' -> '.join(circle)}" for circle in cycles(graph)]
+            + [f"{module} imports worker" for module, imported in sorted(graph.items())
+               if "worker" in imported and module != "worker"])
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -80,10 +91,37 @@ def test_the_cycle_finder_finds_a_circle_and_a_self_import_and_nothing_in_a_tree
 def test_the_import_graph_is_read_from_the_source() -> None:
     graph = fleet_imports()
     assert "lease" in graph["worker"] and "worker" not in graph["lease"]
+    assert "stream_machine" in graph["worker"]  # ``from fleet import stream_machine as machine``
+    source = ("from typing import TYPE_CHECKING\nimport fleet.lease\nfrom fleet import worker as w\n"
+              "if TYPE_CHECKING:\n    from fleet.store import LeaseStore\n")
+    assert fleet_modules_imported(source) == {"lease", "worker", "store"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: helpers still import Worker (for types) and close a circle")
+def test_the_layout_gate_names_a_circle_and_an_import_of_worker() -> None:
+    graph = {"worker": {"liveness", "lease"}, "liveness": {"ports"}, "ports": {"lease"}, "lease": set()}
+    assert layout_faults(graph) == []
+    assert layout_faults({**graph, "ports": {"lease", "worker"}}) == [
+        "circle: liveness -> ports -> worker", "ports imports worker"]
+    assert layout_faults({**graph, "metrics": {"worker"}}) == ["metrics imports worker"]
+
+
 def test_fleet_has_no_import_cycle_and_only_the_entry_point_imports_worker() -> None:
-    graph = fleet_imports()
-    assert cycles(graph) == []
-    assert sorted(module for module, imported in graph.items() if "worker" in imported) == []
+    assert layout_faults(fleet_imports()) == []
+
+
+WRITE_CALLS = {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items",
+               "send_message", "send_message_batch"}
+
+
+def direct_writes(source: str) -> list[str]:
+    """The AWS write operations a module's source calls on a client itself (``clients.ddb.update_item(...)``)."""
+    return sorted(node.func.attr for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in WRITE_CALLS)
+
+
+def test_the_router_and_the_workers_write_through_the_one_store_port() -> None:
+    assert direct_writes("await clients.ddb.update_item(TableName=t)\nawait store.execute(t, w)\n") == [
+        "update_item"]
+    written = {p.stem: calls for p in FLEET.glob("*.py") if (calls := direct_writes(p.read_text()))}
+    assert set(written) == {"store"}
