@@ -51,7 +51,7 @@ from fleet.worker import Worker
 from tests.fleet.memworker import Recorder, add_stream, config
 
 WORKERS = 3
-STREAMS = 3
+STREAMS = 5
 CLUSTER = "arn:aws:ecs:eu-west-1:0:cluster/fleet"
 READ_EVERY_S = 0.1  # how often a consumer reads its open session
 REQUEST_S = 0.002  # the round trip of a request the schedule does not delay
@@ -74,6 +74,13 @@ class Fault:
     delay_s: float = 0.0
     lose_answer: bool = False
     copy_after_s: float | None = None
+    handoffs_only: bool = False  # only for a release or a transfer (any request: False)
+
+
+def handoff(table: str, write: Write) -> bool:
+    """A release or a transfer: a connections-table write that changes the owner to nobody or another."""
+    owner = write.update.set.get("lease_owner")
+    return table == BASE.connections_table and owner is not None and "ckpt_epoch" in write.update.set
 
 
 @dataclass
@@ -172,7 +179,7 @@ class FaultyNetwork:
     async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
         fleet = self.fleet
         await self._sendable()
-        fault = fleet.faults.popleft() if fleet.faults else Fault()
+        fault = fleet.fault_for(table, write)
         landing = fleet.spawn(fleet.land(table, write, purpose, fault.delay_s))
         if fault.copy_after_s is not None:
             fleet.spawn(fleet.land(table, write, purpose, fault.delay_s + fault.copy_after_s))
@@ -212,9 +219,10 @@ class Consumer:
 
 
 class Fleet:
-    def __init__(self) -> None:
+    def __init__(self, profile: str = "hardened") -> None:
+        self.profile = profile
         self.loop = looptime.new_event_loop(start=0.0)
-        self.store = MemoryStore(config(), notify_wait_s=0.05)
+        self.store = MemoryStore(config(profile), notify_wait_s=0.05)
         self.record = Record()
         self.faults: collections.deque[Fault] = collections.deque()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -225,13 +233,21 @@ class Fleet:
 
     def start_proc(self, i: int) -> Proc:
         arn = f"arn:aws:ecs:eu-west-1:0:task/fleet/w{i}-{next(self.incarnations)}"
-        cfg = config(worker_id=f"w{i}", task_arn=arn)
+        cfg = config(self.profile, worker_id=f"w{i}", task_arn=arn)
         holder: list[Proc] = []
         worker = Worker(cfg, FaultyNetwork(self, lambda: holder[0]), Recorder(cfg.worker_id),  # type: ignore[arg-type]
                         lambda w: Consumer(w, self, lambda: holder[0]), clock=LoopClock())
         holder.append(Proc(worker, arn))
         self.spawn(worker.run())
         return holder[0]
+
+    def fault_for(self, table: str, write: Write) -> Fault:
+        """The first fault scheduled that applies to this request (none: it goes through)."""
+        for fault in self.faults:
+            if not fault.handoffs_only or handoff(table, write):
+                self.faults.remove(fault)
+                return fault
+        return Fault()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = self.loop.create_task(coro)
@@ -313,9 +329,10 @@ class FleetMachine(RuleBasedStateMachine):
         self.fleet.run_for(seconds)
 
     @rule(delay_s=st.one_of(st.floats(0.0, 0.2), st.floats(0.2, 30.0)), lose_answer=st.booleans(),
-          copy_after_s=st.none() | st.floats(0.0, 10.0), requests=st.integers(1, 6))
-    def network_fault(self, delay_s: float, lose_answer: bool, copy_after_s: float | None, requests: int) -> None:
-        self.fleet.faults.extend(Fault(delay_s, lose_answer, copy_after_s) for _ in range(requests))
+          copy_after_s=st.none() | st.floats(0.0, 10.0), requests=st.integers(1, 6), handoffs_only=st.booleans())
+    def network_fault(self, delay_s: float, lose_answer: bool, copy_after_s: float | None, requests: int,
+                      handoffs_only: bool) -> None:
+        self.fleet.faults.extend(Fault(delay_s, lose_answer, copy_after_s, handoffs_only) for _ in range(requests))
 
     @rule(i=st.integers(0, WORKERS - 1), seconds=st.floats(0.05, 3.0))
     def pause(self, i: int, seconds: float) -> None:
@@ -372,3 +389,14 @@ FleetMachine.TestCase.settings = settings(
 )
 test_the_fleet_keeps_i1_i5_i6_under_any_schedule = pytest.mark.timeout(120)(FleetMachine.TestCase)
 
+
+
+def test_the_checker_catches_a_profile_that_acquires_without_a_condition() -> None:
+    """The same fleet on ``unsafe`` (acquires without a condition): two incarnations consume
+    one stream at once (its reconcile runs every 3 s here), and I1 says so."""
+    fleet = Fleet("unsafe")
+    try:
+        fleet.run_for(10.0)
+        assert fleet.record.overlaps()
+    finally:
+        fleet.close()
