@@ -274,13 +274,14 @@ async def handle_event(
     """Validate and apply one event body; returns (HTTP status, JSON payload).  Never raises for bad input
     or backend failures; records the history event and prints one log line."""
     started = time.monotonic()
-    kind, pk, written_ms = "INVALID", None, None
+    kind, pk, written_ms, sent_ms = "INVALID", None, None, None
     try:
         if not config.queue_url:
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
         event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
         if await _region_gate(config, clients).admits():
+            sent_ms = time.time() * 1000.0
             (status, payload), written_ms = await _apply(event, LeaseStore(clients), config)
         else:
             status, payload = 503, {"error": f"region {config.region} is not the active region (its routing "
@@ -291,7 +292,7 @@ async def handle_event(
         status, payload = exc.status, {"error": str(exc)}
     except ConfigError as exc:
         status, payload = 500, {"error": f"router misconfigured: {exc}"}
-    _record(history, kind, pk, status, started, written_ms)
+    _record(history, kind, pk, status, started, written_ms, sent_ms)
     return status, payload
 
 
@@ -302,11 +303,12 @@ def _region_gate(config: FleetConfig, clients: AwsClients) -> RegionGate:
 
 
 def _record(history: HistoryWriter, kind: str, pk: str | None, status: int, started: float,
-            written_ms: float | None = None) -> None:
+            written_ms: float | None = None, sent_ms: float | None = None) -> None:
     """The history event and the one small JSON log line of a handled request (``started``: monotonic;
     ``written_ms``: when its desired-state write was answered, which the mailbox post and the notification
-    can precede the event by a good while)."""
-    history.emit("event", kind=kind, pk=pk, status=status, written_ms=written_ms)
+    can precede the event by a good while; ``sent_ms``: when that write was about to be sent, the earliest it
+    can have landed, which matters when its outcome is unknown (a 503 without ``written_ms``))."""
+    history.emit("event", kind=kind, pk=pk, status=status, written_ms=written_ms, sent_ms=sent_ms)
     ms = round((time.monotonic() - started) * 1000, 1)
     fields = {"src": "router", "kind": kind, "pk": pk, "status": status, "ms": ms}
     print(json.dumps({k: v for k, v in fields.items() if v is not None}), flush=True)

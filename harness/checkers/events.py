@@ -26,7 +26,7 @@ from harness.history_columns import NUMBERS, TEXT, FieldColumn
 # Fields read as float64 (NaN when missing or not a number); every other field is read as text.
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
-    "head_seq", "status", "sent", "written_ms", "attempted", "accepted", "rejected", "window_ms",
+    "head_seq", "status", "sent", "written_ms", "sent_ms", "attempted", "accepted", "rejected", "window_ms",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
@@ -380,7 +380,7 @@ def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float)
 STARTED, STOPPED = "conn.started", "conn.stopped"
 
 
-def desired_states(history: Events) -> pd.DataFrame:
+def desired_states(history: Events, unknown_stops: bool = False) -> pd.DataFrame:
     """When each pk's desired state became STARTED or STOPPED: columns ``t``, ``pk``, ``type`` (``STARTED`` or
     ``STOPPED``, i.e. ``conn.started`` / ``conn.stopped``), in time order.
 
@@ -389,14 +389,22 @@ def desired_states(history: Events) -> pd.DataFrame:
     state was recorded), at ``written_ms`` where the event has it (the router logs the event only after the
     mailbox post and the notification that follow the write) when the history has any START or STOP event;
     else from the harness's ``conn.started`` / ``conn.stopped`` (older histories, and runs that changed
-    desired state without the router)."""
-    router = select(history, "event", ["t", "pk", "kind", "status", "written_ms"]).dropna(subset=["pk"])
+    desired state without the router).
+
+    ``unknown_stops``: also a STOP whose write's outcome is unknown (answered 5xx without ``written_ms``, but
+    with ``sent_ms``: the write was sent, and may have landed), as STOPPED from ``sent_ms``, the earliest it
+    can have landed.  For I2, which requires only what was emitted while the stream was certainly STARTED;
+    never for I5, which requires only what was certainly STOPPED."""
+    router = select(history, "event", ["t", "pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
     router = router.loc[router["kind"].isin(["START", "STOP"])]
     if len(router):
         written = router["written_ms"].notna()
-        accepted = router.loc[((router["status"] >= 200) & (router["status"] < 300)) | written]
+        applied = ((router["status"] >= 200) & (router["status"] < 300)) | written
+        unknown = ~applied & (router["status"] >= 500) & router["sent_ms"].notna() & (router["kind"] == "STOP")
+        accepted = router.loc[applied | (unknown if unknown_stops else False)]
         kinds = np.where(accepted["kind"] == "START", STARTED, STOPPED)
-        times = accepted["written_ms"].where(accepted["written_ms"].notna(), accepted["t"]).to_numpy(dtype=float)
+        at = accepted["written_ms"].where(accepted["written_ms"].notna(), accepted["t"])
+        times = at.where(~unknown.loc[accepted.index], accepted["sent_ms"]).to_numpy(dtype=float)
         frame = pd.DataFrame({"t": times, "pk": accepted["pk"].to_numpy(dtype=object), "type": kinds})
         return frame.sort_values("t", kind="stable").reset_index(drop=True)
     return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)

@@ -328,7 +328,7 @@ async def test_start_writes_the_item_and_one_notification(
         "router", "event", "START", PK, 200
     )
     # when the write was answered: after the item's own time, before the event (logged after the notification)
-    assert updated <= event["written_ms"] <= event["t"]
+    assert int(event["sent_ms"]) <= updated <= event["written_ms"] <= event["t"]  # the item keeps whole ms
 
 
 @pytest.mark.parametrize("profile", ["blog", "unsafe"])
@@ -496,7 +496,10 @@ async def test_dynamodb_down_answers_503(
             assert "backend unavailable, outcome unknown" in payload["error"]
     history.close()
     assert observer.notifications() == []
-    assert [e["status"] for e in observer.history()] == [503, 503]
+    events = observer.history()
+    assert [e["status"] for e in events] == [503, 503]
+    # outcome unknown: no written_ms, but when the write was sent (the earliest it can have landed)
+    assert all("written_ms" not in e and 0 < e["sent_ms"] <= e["t"] for e in events), events
 
 
 async def test_a_router_in_a_region_gated_off_refuses_writes_with_a_503_naming_its_region(
@@ -520,7 +523,9 @@ async def test_a_router_in_a_region_gated_off_refuses_writes_with_a_503_naming_i
             controls.set({"us-east-1": "On", "us-west-2": "Off"})
             assert (await handle_event(json.dumps(start()), clients, config, history))[0] == 200
         assert observer.connection()["desired_state"] == "STARTED"
-        assert [e["status"] for e in observer.history()] == [503, 503, 200]
+        events = observer.history()
+        assert [e["status"] for e in events] == [503, 503, 200]
+        assert ["sent_ms" in e for e in events] == [False, False, True]  # nothing was sent while gated off
     finally:
         history.close()
         controls.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.checkers.result import UNKNOWN
 from harness.checkers.sequences import check_sequences
 
@@ -92,6 +94,29 @@ def test_seqs_emitted_while_stopped_are_not_lost(build) -> None:
 
     assert result.details["emitted"] == 6
     assert result.details["lost_ranges"] == {PK: [[10, 10]]}
+
+
+@pytest.mark.parametrize("unknown_sent", [True, False])
+def test_what_follows_a_stop_of_unknown_outcome_is_not_required(build, unknown_sent: bool) -> None:
+    """Explore seed 7120: a STOP answered 503 (outcome unknown) had landed; the drain stored everything before
+    it, and the repeated STOP was answered 200 later.  What was emitted between the first STOP's send and the
+    answered one was never certainly STARTED, so it is not lost.  A 503 that sent nothing (no ``sent_ms``: the
+    region gate refused it) changes nothing, and a START answered later makes the stream required again."""
+    build.run_start()
+    build.at(150, "event", "router", pk=PK, kind="START", status=200, written_ms=150)
+    stop = {"sent_ms": 420} if unknown_sent else {}
+    build.at(720, "event", "router", pk=PK, kind="STOP", status=503, **stop)
+    build.at(760, "event", "router", pk=PK, kind="STOP", status=200, written_ms=750)
+    build.at(850, "event", "router", pk=PK, kind="START", status=200, written_ms=850)
+    emitted(build)  # seqs 1..10 at 100..1000: 2..7 before the answered STOP, 9..10 after the START
+    build.persist(505, PK, "worker-1", 2, 4).persist(1005, PK, "worker-1", 9, 10)
+
+    result = check_sequences(build.at(5000, "run.stop", "harness").frame())
+
+    if unknown_sent:  # the STOP may have landed at 420: 5..7 were never certainly STARTED
+        assert result.valid is True and result.details["lost_ranges"] == {}
+    else:  # nothing was sent: 5..7 were emitted while STARTED and never stored
+        assert result.valid is False and result.details["lost_ranges"] == {PK: [[5, 7]]}
 
 
 def test_a_pk_first_seen_stopping_was_started_until_then(build) -> None:
