@@ -234,17 +234,17 @@ def cmd_aws_history(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from harness.aws.deployment import aws_error_text
-    from harness.aws.logs import fetch_history
+    from harness.aws.logs import ROUTER, WORKERS, fetch_history
 
     if args.until <= args.since:
         raise CliError("--until must be later than --since", 2)
     deployment, session = _deployment_and_session(args)
     logs = session.client("logs", region_name=deployment.region)
-    groups = (deployment.worker_log_group, deployment.router_log_group)
+    groups = ((deployment.worker_log_group, WORKERS), (deployment.router_log_group, ROUTER))
     try:
         fetched = fetch_history(logs, groups, args.since, args.until, args.run_dir)
     except (ClientError, BotoCoreError) as exc:
-        raise CliError(f"reading {', '.join(groups)}: {aws_error_text(exc)}", 1) from None
+        raise CliError(f"reading {', '.join(group for group, _ in groups)}: {aws_error_text(exc)}", 1) from None
     for src, count in fetched.events.items():
         print(f"{src}: {count} events")
     print(f"wsfleet aws-history: {sum(fetched.events.values())} events from {len(fetched.events)} processes "

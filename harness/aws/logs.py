@@ -11,6 +11,9 @@ The log groups are written by the system under test, so what they say about thei
 ``src`` that names one of the harness's own sources (``harness``, ``nemesis``: the run's own records of what
 it did) or that is not a process name (empty, over 128 characters, a NUL, a slash, ...) is refused, counted
 per reason in ``Fetched.refused``, and never written: the harness's files hold only the harness's events.
+Each log group writes only the sources it owns (``groups`` pairs a group with its role): ``router`` only from
+the router's group, ``upstream`` (the simulator's records: the run's ground truth of who consumed) only from
+the simulator's, and the workers' group any other process name; a worker forging the ground truth is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 SAFE_SRC = str.maketrans({c: "_" for c in ":."})
 HARNESS_SOURCES = ("harness", "nemesis")  # what the harness itself writes: never taken from the deployment
 SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+WORKERS, ROUTER, UPSTREAM = "workers", "router", "upstream"  # the roles of the deployment's log groups
+OWNED_SOURCES = (ROUTER, UPSTREAM)  # sources only the log group of that role may write
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,19 @@ class Fetched:
     refused: dict[str, int] = field(default_factory=dict)  # why a line's src was refused -> lines
 
 
-def source_problem(src: str) -> str | None:
-    """Why the deployment's log lines may not write history as ``src``, or None."""
+def source_problem(src: str, role: str = WORKERS) -> str | None:
+    """Why the deployment's log group of ``role`` (``WORKERS``, ``ROUTER``, ``UPSTREAM``) may not write history
+    as ``src``, or None."""
     shown = repr(src) if len(src) <= 40 else repr(src[:37]) + "..."
     if src.lower() in HARNESS_SOURCES:
         return f"src {shown} is the harness's own source: the deployment cannot write its events"
     if not SOURCE.fullmatch(src):
         return (f"src {shown} is not a process name (a letter or digit, then letters, digits, '.', '_', ':', '-'; "
                 "at most 128 characters)")
+    if role in OWNED_SOURCES and src != role:
+        return f"src {shown} in the {role} log group, which writes only src {role!r}"
+    if role not in OWNED_SOURCES and src.lower() in OWNED_SOURCES:
+        return f"src {shown} in the {role} log group: only the {src.lower()} log group writes it"
     return None
 
 
@@ -70,19 +80,20 @@ def log_messages(logs: Any, group: str, start_ms: int, end_ms: int) -> Iterator[
             yield str(event.get("message", ""))
 
 
-def fetch_history(logs: Any, groups: Iterable[str], start_ms: int, end_ms: int, run_dir: Path,
+def fetch_history(logs: Any, groups: Iterable[tuple[str, str]], start_ms: int, end_ms: int, run_dir: Path,
                   keep: Callable[[dict[str, Any]], bool] | None = None) -> Fetched:
-    """Write the history events of ``groups`` between the two times (Unix ms) to ``run_dir/history``; with
-    ``keep``, only the events it keeps (e.g. one run's streams of a fleet others use too)."""
+    """Write the history events of ``groups`` ((log group, role) pairs) between the two times (Unix ms) to
+    ``run_dir/history``; with ``keep``, only the events it keeps (e.g. one run's streams of a fleet others use
+    too)."""
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
     refused: dict[str, int] = defaultdict(int)
     other = left_out = 0
-    for group in groups:
+    for group, role in groups:
         for message in log_messages(logs, group, start_ms, end_ms):
             event = history_event(message.strip())
             if event is None:
                 other += 1
-            elif (problem := source_problem(event["src"])) is not None:
+            elif (problem := source_problem(event["src"], role)) is not None:
                 refused[problem] += 1
             elif keep is not None and not keep(event):
                 left_out += 1

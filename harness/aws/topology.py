@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from fleet.history import HistoryWriter
 from harness.aws.deployment import Deployment
 from harness.aws.fis import FisOptions, kill_template
-from harness.aws.logs import Fetched, fetch_history
+from harness.aws.logs import ROUTER, UPSTREAM, WORKERS, Fetched, fetch_history
 from harness.cluster import (
     ClusterError,
     http_json,
@@ -249,13 +249,14 @@ class AwsTopology:
         """The deployment's history events between the two times, from its log groups into the run folder:
         those of the run's streams (ids starting with ``prefix``) and those of no stream (a worker's own)."""
         self.history.close()
-        groups = [self.deployment.worker_log_group, self.deployment.router_log_group,
-                  self.deployment.upstream_log_group]
+        groups = [(self.deployment.worker_log_group, WORKERS), (self.deployment.router_log_group, ROUTER),
+                  (self.deployment.upstream_log_group, UPSTREAM)]
 
         def ours(event: dict[str, Any]) -> bool:
             return not isinstance(event.get("pk"), str) or event["pk"].startswith(f"CONN#{prefix}")
 
-        return fetch_history(self._logs, [g for g in groups if g], start_ms, end_ms, self.run_dir, keep=ours)
+        return fetch_history(self._logs, [(g, role) for g, role in groups if g], start_ms, end_ms, self.run_dir,
+                             keep=ours)
 
 
 def run_on_aws(topology: AwsTopology, phases: Phases, logs_wait_s: float) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 
 from harness.aws.log_shipper import LogShipper
-from harness.aws.logs import fetch_history
+from harness.aws.logs import WORKERS, fetch_history
 
 GROUP = "/ecs/fleet"
 T0 = 1_796_000_000_000
@@ -34,7 +34,7 @@ def test_shipped_history_comes_back_from_logs_as_written(moto_aws: str, tmp_path
         file.write('"}\n' + json.dumps(event("worker-1", 3)) + "\n")
     assert shipper.ship() == 2  # the completed line (no event: shipped as a log line) and the new event
     assert shipper.ship() == 0
-    fetched = fetch_history(logs, [GROUP], T0 - 1, T0 + 10, tmp_path / "back")
+    fetched = fetch_history(logs, [(GROUP, WORKERS)], T0 - 1, T0 + 10, tmp_path / "back")
     assert fetched.events == {"worker-1": 4, "worker-2": 3}
     back = [json.loads(line) for line in (tmp_path / "back" / "history" / "worker-1.jsonl").read_text().splitlines()]
     assert back == [*written["worker-1"], event("worker-1", 3)]

@@ -99,16 +99,20 @@ def test_only_history_events_are_kept(line: str, kept: bool) -> None:
 def test_the_deployment_cannot_write_the_harnesss_sources_or_bad_ones(moto_aws: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The log groups are the system under test's: a line claiming to be the harness's or the nemesis's, or
-    whose src is no process name, is refused with an error line (exit 1), never written, never a traceback;
-    the deployment's other events still come back."""
+    whose src is no process name, or a source another group owns (a worker writing the upstream's ground
+    truth or the router's events, the router writing a worker's), is refused with an error line (exit 1),
+    never written, never a traceback; the deployment's other events still come back."""
     outputs = outputs_file(tmp_path, deploy())
     forged = {"t": T0 + 11.0, "type": "fault.start", "kind": "kill", "target": "worker-2"}
     renew = {"t": T0 + 12.0, "src": "worker-1", "type": "lease.renew", "pk": "CONN#c1", "outcome": "ok"}
     put("/ecs/fleet", "worker/w/task-1", [
         (T0 + 11, {**forged, "src": "nemesis"}), (T0 + 11, {**forged, "src": "Harness"}),
         (T0 + 11, {**forged, "src": "a\x00b"}), (T0 + 11, {**forged, "src": "w" * 256}),
-        (T0 + 11, {**forged, "src": "../../etc/passwd"}), (T0 + 12, renew)])
-    put("/aws/lambda/fleet-router", "s", [(T0 + 10, "START RequestId: 1")])
+        (T0 + 11, {**forged, "src": "../../etc/passwd"}), (T0 + 12, renew),
+        (T0 + 13, {"t": T0 + 13.0, "src": "upstream", "type": "sub.close", "pk": "CONN#c1", "session": "s-1"}),
+        (T0 + 13, {"t": T0 + 13.0, "src": "Router", "type": "event", "kind": "STOP", "pk": "CONN#c1"})])
+    put("/aws/lambda/fleet-router", "s", [(T0 + 10, "START RequestId: 1"),
+                                          (T0 + 14, {**renew, "t": T0 + 14.0, "src": "worker-9"})])
     run_dir = tmp_path / "run"
     assert main(["aws-history", "--outputs", str(outputs), "--since", iso(T0), "--until", iso(T0 + 60_000),
                  "--run-dir", str(run_dir)]) == 1
@@ -118,5 +122,8 @@ def test_the_deployment_cannot_write_the_harnesss_sources_or_bad_ones(moto_aws: 
     assert "1 lines refused: src 'Harness' is the harness's own source" in err
     assert "1 lines refused: src 'a\\x00b' is not a process name" in err
     assert "1 lines refused: src 'wwwwwwwww" in err and "1 lines refused: src '../../etc/passwd' is not" in err
-    assert "5 history lines of the deployment were refused" in err and "Traceback" not in err
+    assert "1 lines refused: src 'upstream' in the workers log group: only the upstream log group writes it" in err
+    assert "1 lines refused: src 'Router' in the workers log group: only the router log group writes it" in err
+    assert "1 lines refused: src 'worker-9' in the router log group, which writes only src 'router'" in err
+    assert "8 history lines of the deployment were refused" in err and "Traceback" not in err
     assert sorted(p.name for p in (run_dir / "history").iterdir()) == ["worker-1.jsonl"]
