@@ -101,15 +101,19 @@ class Proc:
 class Record:
     """What happened, as the test saw it (true time: the loop's)."""
 
-    reads: dict[tuple[str, str, str, int], tuple[float, float]] = field(default_factory=dict)  # first, last
+    # first and last read of each (pk, worker, gen, epoch), each as (true time, order): virtual time stands
+    # still within a step, so reads at one instant are ordered by when they happened (a crashed worker's last
+    # read at t, then its burial and another's first read at the same t, is no overlap)
+    reads: dict[tuple[str, str, str, int], tuple[tuple[float, int], tuple[float, int]]] = field(default_factory=dict)
+    order: itertools.count[int] = field(default_factory=itertools.count)
     superseded: dict[str, list[tuple[float, int]]] = field(default_factory=lambda: collections.defaultdict(list))
     zombie_writes: list[str] = field(default_factory=list)
     stopped_at: dict[str, float] = field(default_factory=dict)  # streams STOPPED since (true time)
 
     def read(self, pk: str, worker: str, gen: str, epoch: int, at: float) -> None:
-        key = (pk, worker, gen, epoch)
-        first, _ = self.reads.get(key, (at, at))
-        self.reads[key] = (first, at)
+        key, now = (pk, worker, gen, epoch), (at, next(self.order))
+        first, _ = self.reads.get(key, (now, now))
+        self.reads[key] = (first, now)
 
     def accepted(self, pk: str, written: dict[str, Any], epoch_before: Any, epoch_after: Any, at: float) -> None:
         """A connections-table write the store accepted: the attributes it set, the item's epoch before and
@@ -125,19 +129,20 @@ class Record:
     # -- the checks --------------------------------------------------------------------------------------
     def overlaps(self) -> list[str]:
         found = []
-        by_pk: dict[str, list[tuple[tuple[str, str, str, int], tuple[float, float]]]] = collections.defaultdict(list)
+        by_pk: dict[str, list[tuple[tuple[str, str, str, int], tuple[tuple[float, int], tuple[float, int]]]]] = (
+            collections.defaultdict(list))
         for key, span in self.reads.items():
             by_pk[key[0]].append((key, span))
         for pk, spans in by_pk.items():
             for (a, (a0, a1)), (b, (b0, b1)) in itertools.combinations(spans, 2):
                 if a[1:3] != b[1:3] and a0 <= b1 and b0 <= a1:
-                    found.append(f"{pk}: {a[1]}/{a[2]}@{a[3]} read {a0:.3f}-{a1:.3f}, "
-                                 f"{b[1]}/{b[2]}@{b[3]} read {b0:.3f}-{b1:.3f}")
+                    found.append(f"{pk}: {a[1]}/{a[2]}@{a[3]} read {a0[0]:.3f}-{a1[0]:.3f}, "
+                                 f"{b[1]}/{b[2]}@{b[3]} read {b0[0]:.3f}-{b1[0]:.3f}")
         return found
 
     def stops_ignored(self) -> list[str]:
         return [f"{pk}: read at {last:.3f}, STOPPED at {self.stopped_at[pk]:.3f}"
-                for (pk, *_), (_, last) in self.reads.items()
+                for (pk, *_), (_, (last, _)) in self.reads.items()
                 if pk in self.stopped_at and last > self.stopped_at[pk] + STOP_BOUND_S]
 
 
@@ -383,8 +388,11 @@ class FleetMachine(RuleBasedStateMachine):
         assert not self.fleet.record.zombie_writes, self.fleet.record.zombie_writes
 
 
+# Derandomized: make test runs the same schedules every time, so a red CI names a schedule anyone can replay,
+# and a failure never spends CI's budget shrinking a new one.  To search further, run it with
+# ``derandomize=False`` (a fresh clone's random run found the same-instant overlap ``Record`` now orders).
 FleetMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_the_fleet_keeps_i1_i5_i6_under_any_schedule = pytest.mark.timeout(120)(FleetMachine.TestCase)
