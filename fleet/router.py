@@ -49,16 +49,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fleet.allowlist import Allowlist, show
-from fleet.aws import AwsClients
+from fleet.aws import AwsClients, aws_errors
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
-from fleet.ports import WorkerStore
 from fleet.region_gate import RegionGate, gate_for
 from fleet.schema import conn_pk
-from fleet.store import LeaseStore
+from fleet.wire import from_wire, on_wire
 
 MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -167,10 +166,17 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _write_start(pk: str, ws_url: str, store: WorkerStore, config: FleetConfig) -> None:
+async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
     update that never clobbers a live lease.  Applied once it returns."""
-    await store.execute(config.connections_table, rules_for(config).start_connection(pk, ws_url, _now_ms()))
+    write = rules_for(config).start_connection(pk, ws_url, _now_ms())
+    request = on_wire(write.render())
+    clients.requests["coordination"] += 1
+    async with aws_errors("START put" if write.replace else "START update"):
+        if write.replace:
+            await clients.ddb.put_item(TableName=config.connections_table, **request)
+        else:
+            await clients.ddb.update_item(TableName=config.connections_table, **request)
 
 
 @dataclass(frozen=True)
@@ -187,41 +193,54 @@ class StopFound:
     undrained: bool
 
 
-async def _write_stop(pk: str, store: WorkerStore, config: FleetConfig) -> StopFound:
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> StopFound:
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
     item)."""
-    found = await store.execute(config.connections_table, rules_for(config).stop_connection(pk, _now_ms()))
+    now = _now_ms()
+    request = on_wire(rules_for(config).stop_connection(pk, now).render())
+    clients.requests["coordination"] += 1
+    async with aws_errors("STOP update"):
+        result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
+                                               **request)
+    found = from_wire(result.get("Attributes", {}))
     epoch, stopped_at = found.get("epoch"), found.get("stopped_at_ms")
     owner, drained = str(found.get("lease_owner", "")), found.get("drained_epoch")
     return StopFound(owner, None if epoch is None else int(epoch), None if stopped_at is None else int(stopped_at),
                      undrained=not owner and (drained is None or drained != epoch))
 
 
-async def _mark_undrained(pk: str, stopped_at_ms: int, store: WorkerStore, config: FleetConfig) -> None:
+async def _mark_undrained(pk: str, stopped_at_ms: int, clients: AwsClients, config: FleetConfig) -> None:
     """Nobody holds the stream and nobody stored what it emitted before the STOP: mark it for a drain (where
     the profile drains; ``fleet.lease.HardenedRules.mark_undrained``).  Refused: somebody took it
     meanwhile."""
     write = rules_for(config).mark_undrained(pk, stopped_at_ms)
     if write is not None:
-        await _update_unless_refused(config.connections_table, write, store)
+        await _update_unless_refused(config.connections_table, write, "STOP drain mark", clients)
 
 
 async def _post_stop_to_owner(pk: str, owner: str, epoch: int | None, stopped_at_ms: int | None,
-                              store: WorkerStore, config: FleetConfig) -> None:
+                              clients: AwsClients, config: FleetConfig) -> None:
     """hardened: add a STOP (at ``stopped_at_ms``) of ``pk``'s lease at ``epoch`` (``fleet.lease.StopRequest``)
     to the owner's mailbox, read with its every heartbeat.  An owner whose worker item is gone is fine: its
     lease lapses and its writes are fenced anyway (and once it can never renew, a worker drains what it left
     unpersisted before the STOP)."""
     write = rules_for(config).post_stop(owner, pk, epoch, stopped_at_ms)
-    await _update_unless_refused(config.workers_table, write, store)
+    await _update_unless_refused(config.workers_table, write, "STOP mailbox", clients)
 
 
-async def _update_unless_refused(table: str, write: Write, store: WorkerStore) -> None:
+async def _update_unless_refused(table: str, write: Write, what: str, clients: AwsClients) -> None:
     """Send a conditional update after the STOP write; a refused condition is an answer, not an error."""
+    clients.requests["coordination"] += 1
     try:
-        await store.execute(table, write)
+        async with aws_errors(what):
+            await clients.ddb.update_item(TableName=table, **on_wire(write.render()))
     except ConditionFailed:
         return
+
+
+async def _notify(pk: str, clients: AwsClients, config: FleetConfig) -> None:
+    async with aws_errors("notification"):
+        await clients.sqs.send_message(QueueUrl=config.queue_url, MessageBody=json.dumps({"pk": pk}))
 
 
 def _store_failure(exc: StoreError) -> Response:
@@ -230,35 +249,35 @@ def _store_failure(exc: StoreError) -> Response:
     return 502, {"error": f"backend refused the request: {exc}"}
 
 
-async def _apply(event: RouterEvent, store: WorkerStore, config: FleetConfig) -> tuple[Response, float | None]:
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
     """The event's writes and notification; the answer, and when the desired-state write was answered (by then
     it was applied; None when it failed)."""
     try:
         if event.ws_url is not None:
-            await _write_start(event.pk, event.ws_url, store, config)
+            await _write_start(event.pk, event.ws_url, clients, config)
             found = StopFound("", None, None, undrained=False)
         else:
-            found = await _write_stop(event.pk, store, config)
+            found = await _write_stop(event.pk, clients, config)
     except ConditionFailed:
         cid = event.connection_id
         return (404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}), None
     except StoreError as exc:
         return _store_failure(exc), None
     written_ms = time.time() * 1000.0
-    return await _announce(event, found, store, config), written_ms
+    return await _announce(event, found, clients, config), written_ms
 
 
-async def _announce(event: RouterEvent, found: StopFound, store: WorkerStore, config: FleetConfig) -> Response:
+async def _announce(event: RouterEvent, found: StopFound, clients: AwsClients, config: FleetConfig) -> Response:
     """After the desired-state write: the STOP mailbox or drain mark, and the notification."""
     desired = "STARTED" if event.kind == "START" else "STOPPED"
     recorded = {"connection_id": event.connection_id, "desired_state": desired}
     try:
         if found.owner and config.profile == "hardened":
-            await _post_stop_to_owner(event.pk, found.owner, found.epoch, found.stopped_at_ms, store, config)
+            await _post_stop_to_owner(event.pk, found.owner, found.epoch, found.stopped_at_ms, clients, config)
         elif found.undrained and found.stopped_at_ms is not None:
-            await _mark_undrained(event.pk, found.stopped_at_ms, store, config)
+            await _mark_undrained(event.pk, found.stopped_at_ms, clients, config)
         if event.kind == "START" or config.profile == "hardened":
-            await store.notify([(event.pk, None)])
+            await _notify(event.pk, clients, config)
     except StoreError as exc:
         message = (
             f"desired state {desired} was recorded, but the fleet was not told ({exc}); "
@@ -282,7 +301,7 @@ async def handle_event(
         kind, pk = event.kind, event.pk
         if await _region_gate(config, clients).admits():
             sent_ms = time.time() * 1000.0
-            (status, payload), written_ms = await _apply(event, LeaseStore(clients), config)
+            (status, payload), written_ms = await _apply(event, clients, config)
         else:
             status, payload = 503, {"error": f"region {config.region} is not the active region (its routing "
                                              "control is Off or unreadable): nothing was written; send the "

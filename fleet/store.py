@@ -282,8 +282,7 @@ class LeaseStore:
 
         async def send(batch: Sequence[tuple[str, int | None]]) -> None:
             entries: list[SendMessageBatchRequestEntryTypeDef] = [
-                {"Id": str(i), "MessageBody": json.dumps({"pk": pk} if epoch is None
-                                                          else {"pk": pk, "released_epoch": epoch})}
+                {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}
                 for i, (pk, epoch) in enumerate(batch)
             ]
             async with slots, aws_errors("send notifications", self.aws.errors):

@@ -107,21 +107,3 @@ def test_the_layout_gate_names_a_circle_and_an_import_of_worker() -> None:
 
 def test_fleet_has_no_import_cycle_and_only_the_entry_point_imports_worker() -> None:
     assert layout_faults(fleet_imports()) == []
-
-
-WRITE_CALLS = {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items",
-               "send_message", "send_message_batch"}
-
-
-def direct_writes(source: str) -> list[str]:
-    """The AWS write operations a module's source calls on a client itself (``clients.ddb.update_item(...)``)."""
-    return sorted(node.func.attr for node in ast.walk(ast.parse(source))
-                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr in WRITE_CALLS)
-
-
-def test_the_router_and_the_workers_write_through_the_one_store_port() -> None:
-    assert direct_writes("await clients.ddb.update_item(TableName=t)\nawait store.execute(t, w)\n") == [
-        "update_item"]
-    written = {p.stem: calls for p in FLEET.glob("*.py") if (calls := direct_writes(p.read_text()))}
-    assert set(written) == {"store"}
