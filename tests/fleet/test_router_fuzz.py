@@ -65,6 +65,7 @@ class FakeClients:
 
     def __init__(self, config: FleetConfig | None = None) -> None:
         self.requests: Counter[str] = Counter()
+        self.gate_clients: tuple[tuple[str, Any], ...] = ()  # no region gate: always open
         self.ddb = FakeDdb(self)
         self.sqs = FakeSqs(self)
         connections = FleetConfig(queue_url=QUEUE_URL).connections_table
