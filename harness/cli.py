@@ -37,7 +37,13 @@ from harness.cli_args import (
     seconds_arg,
     timescale_arg,
 )
-from harness.cli_aws import AWS_COMMANDS, add_aws_commands, add_aws_scenario_arguments, cmd_aws_scenario
+from harness.cli_aws import (
+    AWS_COMMANDS,
+    add_aws_commands,
+    add_aws_scenario_arguments,
+    aws_only_options,
+    cmd_aws_scenario,
+)
 from harness.cli_errors import CliError
 from harness.cli_region import REGION_COMMANDS, add_region_command
 from harness.cli_scenario import finish_scenario, report_runs, scenario_spec
@@ -126,8 +132,16 @@ def _catalog_listing() -> str:
     return "scenarios:\n" + "\n".join(f"  {name:<20} {spec.description}" for name, spec in SCENARIOS.items())
 
 
+class _ExactParser(argparse.ArgumentParser):
+    """A parser that takes options only as spelt: ``--out`` is an error, not ``--outputs``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ExactParser(
         prog="wsfleet",
         description="WebSocket workers coordinated by DynamoDB leases, and the chaos harness that measures "
                     "how they recover. Every duration is scaled by --timescale.",
@@ -446,6 +460,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     overrides = _tuning(args)
     if args.backend == "aws":
         return cmd_aws_scenario(args, spec)
+    aws_only = aws_only_options(args)
+    if aws_only:
+        raise CliError(f"{', '.join(aws_only)}: only with --backend aws (this run is local)", 2)
     args.run_dir = run_folder(args.run_dir, args.force, args.run_parent)
     if args.death_notices:
         spec = dataclasses.replace(spec, death_notices=True)

@@ -17,6 +17,8 @@ from typing import Any
 from harness.cli_args import absolute_path, run_folder
 from harness.cli_errors import CliError
 
+LOGS_WAIT_S = 15.0  # default seconds to let CloudWatch Logs take a run's last events
+
 
 def _instant(text: str) -> int:
     """An ISO 8601 time (UTC unless it says otherwise) as Unix ms."""
@@ -294,7 +296,7 @@ def add_aws_scenario_arguments(scenario: Any) -> None:
     group.add_argument("--stop-alarm", action="append", default=[], metavar="ARN",
                        help="a CloudWatch alarm that stops a kill step's FIS experiment (repeat; a scenario with a "
                             "kill step needs at least one)")
-    group.add_argument("--logs-wait", type=float, default=15.0, metavar="S",
+    group.add_argument("--logs-wait", type=float, default=LOGS_WAIT_S, metavar="S",
                        help="seconds to let CloudWatch Logs take the last events before reading them (default 15)")
 
 
@@ -304,6 +306,17 @@ def _local_only(args: argparse.Namespace) -> list[str]:
              "--timescale": args.timescale is not None, "--dynamodb": args.dynamodb not in (None, "dynalite"),
              "--death-notices": args.death_notices, "--fleet-root": args.fleet_root is not None,
              "--start": args.start, "--set": bool(args.settings), "--repeat": args.repeat != 1}
+    return [flag for flag, yes in given.items() if yes]
+
+
+def aws_only_options(args: argparse.Namespace) -> list[str]:
+    """The ``--backend aws`` options given to a local run, which would otherwise be silently unused."""
+    given = {"--outputs": args.outputs is not None, "--terraform-dir": args.terraform_dir is not None,
+             "--account": bool(args.account), "--region": bool(args.region), "--aws-profile": bool(args.aws_profile),
+             "--tag": bool(args.tag), "--dry-run": args.dry_run, "--upstream-url": bool(args.upstream_url),
+             "--upstream-control-url": bool(args.upstream_control_url),
+             "--upstream-log-group": bool(args.upstream_log_group), "--role-arn": bool(args.role_arn),
+             "--stop-alarm": bool(args.stop_alarm), "--logs-wait": args.logs_wait != LOGS_WAIT_S}
     return [flag for flag, yes in given.items() if yes]
 
 

@@ -279,3 +279,18 @@ def test_explore_and_region_take_their_folders_from_where_they_were_started(
     assert given[0] == here / "mine" and given[2] == here / "ours" / "gate"
     assert given[1].parent == here / "runs" / "explore" and given[3].parent.parent == here / "runs" / "region"
     assert (here / "runs" / "explore" / "latest").resolve() == given[1]
+
+
+@pytest.mark.parametrize("argv", [("--outputs", "outputs.json"), ("--terraform-dir", "tf"), ("--logs-wait", "3"),
+                                  ("--account", "123456789012"), ("--dry-run",)])
+def test_an_aws_option_given_to_a_local_run_is_refused_not_ignored(capsys: pytest.CaptureFixture[str],
+                                                                     argv: tuple[str, ...]) -> None:
+    code, _, err = run(capsys, "scenario", "crash", *argv)
+    assert code == 2 and err.strip().endswith("only with --backend aws (this run is local)")
+    assert argv[0] in err and len(err.strip().splitlines()) == 1
+    assert not Path("runs").exists()  # refused before any run folder was made
+
+
+def test_an_abbreviated_option_is_an_error_not_a_guess(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "scenario", "crash", "--out", "outputs.json")  # once read as --outputs
+    assert code == 2 and "unrecognized arguments: --out" in err
