@@ -70,9 +70,12 @@ class MenuEntry:
     every: tuple[float, float] = (0.0, 0.0)  # leases between repeats (a third of repeated steps: 0, duplicated)
     stays: bool = False                     # an instant fault whose effect stays (a clock step): its resource
                                             # is taken for the rest of the run
+    window: float = 0.0                     # leases the fault lasts whatever the phase left, drawn from nothing
+                                            # (a join: the time the fleet has to balance, judged at its end)
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
+JOIN_WINDOW_LEASES = 5.0
 TOXIC_ATTRIBUTES: dict[str, dict[str, Any]] = {
     "latency": {"latency": Of("lease", 0.05, 1.2), "jitter": Of("lease", 0.0, 0.05)},
     "timeout": {"timeout": Choice((0, Of("lease", 0.1, 1.0)))},
@@ -106,7 +109,9 @@ FAULT_MENU: list[MenuEntry] = [
     # a step of the lease clock that stays, forward or back, often sub-second (the tolerance is 100 ms at 0.1)
     MenuEntry("clock_step", "clock_step", 1.0, "clock", params={"step_ms": Of("clock_tolerance", 0.02, 1.0,
                                                                                    signed=True)}, stays=True),
-    MenuEntry("join", "join", 1.5, target="new"),
+    # the balance checker judges the fleet at the join's end: a joiner draws once seen alive a lease, then a
+    # round of transfers (the catalog's scale_out, alone, allows six leases)
+    MenuEntry("join", "join", 1.5, target="new", window=JOIN_WINDOW_LEASES),
     # forged death notices for a live worker, once, repeated a heartbeat or so apart, or duplicated
     MenuEntry("forged_death_notice", "forged_death_notice", 2.5, notices=True, repeat=(1, 4), every=(0.0, 0.5)),
     MenuEntry("pause_mid_write", "pause_mid_write", 1.5, "process", (0.3, 3.0),
@@ -244,7 +249,8 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
         if entry.target in ("all", "new"):
             joined = sum(1 for s in faults if s["kind"] == "join")
             target = "all" if entry.target == "all" else f"worker-{workers + 1 + joined}"
-            faults.append({"at_s": at, "kind": entry.kind, "target": target})
+            faults.append({"at_s": at, "kind": entry.kind, "target": target,
+                           **({"duration_s": round(entry.window * lease_s, 3)} if entry.window else {})})
             disrupted.append((at, "", entry.kind))
             continue
         restart_at = round(at + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None

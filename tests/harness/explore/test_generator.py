@@ -133,6 +133,26 @@ def test_death_notices_joins_clock_steps_holds_and_mid_write_pauses_are_drawn() 
     assert any(o["target"] == "owned-by:busiest" for spec, _ in joins for o in spec.workload)
 
 
+def test_a_join_lasts_the_window_the_fleet_has_to_balance_in_whatever_the_phase_left() -> None:
+    """The balance checker judges a join at its end: an instant join was judged while the joiner started
+    (explore seed 391: 'the joiner empty within 0.9 s')."""
+    joins = [(spec, s) for spec in SPECS for s in spec.faults if s["kind"] == "join"]
+    window = generator.JOIN_WINDOW_LEASES * CONFIG.lease_s
+    assert joins and all(s["duration_s"] == window for _, s in joins)
+    assert any(s["at_s"] + window > 6 * CONFIG.lease_s for _, s in joins)  # not cut at the phase's end
+    # the bounds wait for the window too: a transfer's recovery is judged once the fleet may have balanced
+    assert all(f"{1000 * (s['at_s'] + window):.0f}" in str(spec.bounds) for spec, s in joins
+               if s is max(spec.faults, key=lambda f: f["at_s"] + f.get("duration_s", 0.0)))
+    # nothing else drawn moves: seed 391's schedule is last session's, its join now lasts the window
+    assert [{k: v for k, v in s.items() if k != "duration_s"} if s["kind"] == "join" else s
+            for s in generate(391).faults] == [
+        {"at_s": 2.065, "kind": "clock_step", "target": "worker-3", "params": {"step_ms": -25}},
+        {"at_s": 3.186, "kind": "join", "target": "worker-4"},
+        {"at_s": 4.629, "kind": "pause_mid_write", "target": "worker-3", "duration_s": 1.164,
+         "params": {"stream": "downstream", "hold_ms": 816}},
+        {"at_s": 5.534, "kind": "pause", "target": "worker-2", "duration_s": 3.334}]
+
+
 def test_the_backend_is_drawn_per_run_from_a_stream_of_its_own_or_fixed() -> None:
     drawn = [generate(seed, dynamodb="drawn") for seed in range(1, 41)]
     assert {spec.dynamodb for spec in drawn} == set(generator.BACKENDS)
