@@ -12,9 +12,10 @@ a history without the heartbeat, is unknown.
 
 The requirement is scale-out's: a balanced fleet, left alone while a worker joins.  A join is not judged
 (``judged`` false, ``disturbed_by`` says why) when another fault overlapped its window, when a STOP or START
-was accepted in it, or when the workers already there were out of the band at its start: a takeover, a STOP
-or a START burst leaves an imbalance the fleet does not undo (it moves streams to joiners only), so the
-join's end would judge those, not the scale-out.  Generated schedules (explore) compose joins with such
+was accepted in it, or when a worker already there held less than an even share of the streams after the
+join (rounded up) at its start: a takeover, a STOP or a START burst leaves an imbalance the fleet does not
+undo (it moves streams from workers above their share to joiners only), so the join's end would judge
+those, not the scale-out.  Generated schedules (explore) compose joins with such
 faults; the catalog's ``scale_out`` is the quiet case.  A run whose joins were all disturbed is valid here.
 """
 
@@ -45,7 +46,7 @@ def _counts(reports: pd.DataFrame, at_t: float, heartbeat_ms: float, leaving_out
             recent.sort_values("t").groupby("worker")["held"].last().items() if str(w) != leaving_out}
 
 
-def _disturbances(join: Fault, fault_list: list[Fault], states: pd.DataFrame, before: dict[str, int], band: float,
+def _disturbances(join: Fault, fault_list: list[Fault], states: pd.DataFrame, before: dict[str, int],
                   end_t: float) -> list[str]:
     """Why the fleet was not left alone to balance while ``join`` lasted (empty: it was)."""
     assert join.stop_t is not None
@@ -54,8 +55,12 @@ def _disturbances(join: Fault, fault_list: list[Fault], states: pd.DataFrame, be
     changes = states[(states["t"] >= join.start_t) & (states["t"] <= join.stop_t)]
     found += [f"{'STOP' if kind == STOPPED else 'START'} {pk}" for pk, kind in zip(changes["pk"], changes["type"],
                                                                                    strict=True)]
-    if band and len(before) >= 2 and not within_band(before.values(), band):
-        found.append(f"out of the band before the join: {before}")
+    # each worker already there must be able to give the joiner its share: none may hold less than an even
+    # share after the join (the fleet fills joiners from surpluses, never a worker already there)
+    share = -(-sum(before.values()) // (len(before) + 1))
+    short = {w: n for w, n in before.items() if n < share}
+    if short:
+        found.append(f"held less than an even share ({share}) before the join: {short}")
     return found
 
 
@@ -77,7 +82,7 @@ def check_balance(history: Events, *, info: RunInfo | None = None) -> CheckResul
         assert join.stop_t is not None
         counts = _counts(reports, join.stop_t, heartbeat_ms)
         before = _counts(reports, join.start_t, heartbeat_ms, leaving_out=join.target)
-        disturbed = _disturbances(join, fault_list, states, before, band, info.last_t)
+        disturbed = _disturbances(join, fault_list, states, before, info.last_t)
         valid: Validity = UNKNOWN if len(counts) < 2 else (not band or within_band(counts.values(), band))
         judged.append({"joined": join.target, "at_t": join.stop_t, "within_ms": join.stop_t - join.start_t,
                        "counts": counts, "judged": not disturbed, "disturbed_by": disturbed,

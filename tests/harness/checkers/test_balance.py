@@ -88,13 +88,23 @@ def test_a_join_with_a_stop_or_start_in_its_window_is_not_judged(build) -> None:
     assert result.valid is True and result.details["joins"][0]["disturbed_by"] == ["STOP CONN#c001"]
 
 
-def test_a_join_into_a_fleet_already_out_of_the_band_is_not_judged(build) -> None:
+def test_a_join_into_a_fleet_where_a_worker_held_less_than_its_share_is_not_judged(build) -> None:
+    """25 / 5, then a third worker: 10 each would need the second to be given streams, and the fleet gives to
+    joiners only (explore seed 391's 6 / 2 / 2 before its join)."""
     build.at(950.0, "requests", "worker-1", worker="worker-1", held=25)
     build.at(950.0, "requests", "worker-2", worker="worker-2", held=5)
     result = check_balance(scale_out(build, {"worker-1": 15, "worker-2": 5, "worker-3": 10}))
     assert result.valid is True
     [reason] = result.details["joins"][0]["disturbed_by"]
-    assert reason == "out of the band before the join: {'worker-1': 25, 'worker-2': 5}"
+    assert reason == "held less than an even share (10) before the join: {'worker-2': 5}"
+
+
+def test_a_join_into_an_uneven_fleet_that_can_fill_the_joiner_is_judged(build) -> None:
+    """18 / 12 is out of the band, but each can give the joiner its share: the join is judged."""
+    build.at(950.0, "requests", "worker-1", worker="worker-1", held=18)
+    build.at(950.0, "requests", "worker-2", worker="worker-2", held=12)
+    result = check_balance(scale_out(build, {"worker-1": 18, "worker-2": 12, "worker-3": 0}))
+    assert result.valid is False and result.details["joins"][0]["judged"] is True
 
 
 def test_a_fault_outside_the_joins_window_leaves_it_judged(build) -> None:
