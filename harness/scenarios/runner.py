@@ -3,9 +3,9 @@ their own schedules, recovery awaited, the store's ground truth recorded, checke
 written.
 
 Phases, each announced on the progress callback: ``up`` (backend, simulator, router, workers), ``start``
-(START every connection through the router, a few at a time; wait until the simulator sees a session for
-each), ``steady`` (one lease of normal running), ``faults`` (every fault step and workload operation runs in
-its own thread at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
+(START every connection through the router; wait until the simulator sees a session for each), ``steady``
+(one lease of normal running), ``faults`` (every fault step and workload operation runs in its own thread
+at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
 when the last of them has), ``recover`` (until every STARTED stream has a live session of a running worker,
 or the bound has passed twice), ``settle`` (one more lease, then until every STARTED stream has stored all
 it had emitted when settling began, at most four leases more: the last backlog persisted), ``run.stop``,
@@ -44,9 +44,6 @@ from harness.scenarios.topology import LocalTopology, Topology
 
 Progress = Callable[[str], None]
 Say = Callable[[str], None]
-# STARTs in flight at once when the streams are started (one by one, the first of 20 streams ran seconds
-# before the last while the run waited); a few, so the router's backend is not swamped on a loaded machine.
-START_CONCURRENCY = 4
 
 
 class ScenarioError(Exception):
@@ -163,7 +160,8 @@ class Phases:
                 **run_start,
             )
             say(f"starting {len(workload.desired)} connections through the router")
-            _start_all(topology, list(workload.desired))
+            for connection_id in list(workload.desired):
+                topology.start_connection(connection_id)
             _await_owned(topology, workload.started(), timeout_s=config.reconcile_s + 4 * config.lease_s + 10)
             say("every stream has an owner; steady running")
             time.sleep(config.lease_s)
@@ -190,32 +188,6 @@ class Phases:
         verdict = write_verdict(run_dir)
         self.say(verdict_line(verdict))
         return verdict
-
-
-def _start_all(topology: Topology, ids: list[str]) -> None:
-    """START every stream, ``START_CONCURRENCY`` at a time, as users would; the first refusal is raised (the
-    STARTs not sent yet are not sent)."""
-    pending, lock = list(reversed(ids)), threading.Lock()
-    errors: list[Exception] = []
-
-    def starter() -> None:
-        while True:
-            with lock:
-                if not pending or errors:
-                    return
-                connection_id = pending.pop()
-            try:
-                topology.start_connection(connection_id)
-            except Exception as exc:  # raised below, in the caller's thread
-                errors.append(exc)
-                return
-
-    threads = [start_thread(threading.Thread(target=starter, name=f"start-{i}", daemon=True))
-               for i in range(min(START_CONCURRENCY, len(ids)))]
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
 
 
 def _await_owned(topology: Topology, ids: list[str], timeout_s: float, raise_on_timeout: bool = True) -> bool:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from fleet.config import FleetConfig
-from harness.cluster import ClusterError
 from harness.faults.plane import FaultError
 from harness.scenarios import runner
 from harness.scenarios.runner import ScenarioError, Workload, fault_model
@@ -163,27 +162,3 @@ def test_a_run_refuses_a_folder_holding_another_runs_history(tmp_path: Path, mon
     (tmp_path / "history" / "harness.jsonl").write_text('{"type": "run.start"}\n')
     with pytest.raises(ScenarioError, match="holds another run's history"):
         runner.run_scenario(runner.ScenarioRun(SCENARIOS["crash"], run_dir=tmp_path))
-
-
-def test_the_streams_are_started_several_at_a_time_and_a_refused_start_fails_the_run() -> None:
-    """STARTs go out ``START_CONCURRENCY`` at a time (one by one, the first of 20 streams ran seconds before
-    the last and the run waited idle): two STARTs meet at a barrier only if they are in flight together."""
-    both = threading.Barrier(2, timeout=10)
-
-    class Concurrent(FakeTopology):
-        def start_connection(self, connection_id: str) -> None:
-            both.wait()
-            super().start_connection(connection_id)
-
-    cluster = Concurrent()
-    runner._start_all(cluster, ["c000", "c001", "c002", "c003"])  # type: ignore[arg-type]
-    assert sorted(cluster.router) == [("START", f"c00{i}") for i in range(4)]
-
-    class Refusing(FakeTopology):
-        def start_connection(self, connection_id: str) -> None:
-            if connection_id == "c001":
-                raise ClusterError("START c001 answered 503")
-            super().start_connection(connection_id)
-
-    with pytest.raises(ClusterError, match="c001"):
-        runner._start_all(Refusing(), ["c000", "c001", "c002"])  # type: ignore[arg-type]
