@@ -25,6 +25,15 @@ so a benchmark can say what it exercised, not only what it found.
 - ``STOP honoured while draining``: a STOP whose desired-state write landed while the stream was held by
   a drain (acquired via drain, not yet ``drain.done`` or released), and the drain's lease was then released.
 
+What the two rarest take (``harness.explore.generator.AIMED`` aims at both).  A ``fenced write`` is logged
+only when its writer reads the store's refusal: a request that lands after the lease moved on was sent
+before the writer's own fence closed (renewal sent + lease - margin, earlier than anyone may take over), so
+it was held on its way for longer than a takeover, and any answer later than the client's timeout
+(``aws_timeout``) is given up on as unknown first; only a writer frozen while its request is held can read
+the refusal, and none did in last session's 33 runs or in two aimed runs of this one.
+``STOP honoured while draining`` needs a second STOP to land in the seconds a drain holds a stream that was
+STOPPED while its owner was dead.
+
 Nothing here judges validity: it is what explore prints per run, totals in ``summary.json`` and what the
 HTML report's coverage table shows (a transition no run reached is listed as not covered)."""
 

@@ -14,6 +14,15 @@
   ``run.start``).  Without ``final.persisted``,
   a lost seq that an ``msg.persist`` with outcome info covers may have been stored: it makes the verdict
   unknown, not false.
+- Behind, not lost: a missing seq the store had not reached at the final scan, which the fleet would still
+  store.  Only with the final scan (``final.persisted`` and the stream's ``final.connection``): either a
+  write answered ok after the scan began (``run.stop``) covers it (it landed after the scan read), or
+  nothing stored of its stream follows it, the stream's checkpoint (``last_seq``, where a resume starts
+  after) is below it, and no upstream session asked for it and was served from above it (``replay_from``:
+  the replay no longer held it).  Every other missing seq is a *gap*, lost for good: the stored log or the
+  checkpoint moved past it, or the upstream can no longer replay it.  ``lost_sequences`` counts gaps;
+  ``behind_at_end`` the others, which make the verdict unknown (the lag is the recovery checkers' to
+  judge, e.g. a store slowed by a loaded machine), never valid.
 - Duplicated: extra copies stored (a seq stored twice counts once); from ``msg.persist`` alone, a seq written
   ok twice counts (an idempotent re-write must report outcome fail, or the run must write final.persisted).
 - Out of order (informational): a consumer (incarnation) persisting a lower seq after a higher one within one
@@ -40,8 +49,9 @@ from harness.checkers.events import (
 )
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity
 
-SEQUENCE_COLUMNS = ["pk", "emitted", "persisted", "stored", "lost", "lost_ranges", "unseen_at_end",
-                    "possibly_persisted", "duplicated", "duplicated_ranges", "out_of_order", "head_seq"]
+SEQUENCE_COLUMNS = ["pk", "emitted", "persisted", "stored", "lost", "lost_ranges", "behind", "behind_ranges",
+                    "unseen_at_end", "possibly_persisted", "duplicated", "duplicated_ranges", "out_of_order",
+                    "head_seq"]
 DETAIL_RANGES = 200  # lost / duplicated ranges listed in the verdict details (the rows hold all)
 SEQ_BITS = 32
 
@@ -81,6 +91,11 @@ def check_sequences(history: Events, *, settle_ms: float | None = None,
     lost_any = missing & ~unseen
     possibly = lost_any & _member(emitted_keys, maybe_keys)
     lost = lost_any & ~possibly
+    if source == "final.persisted":
+        behind = lost & _behind(history, pk_names, emitted_keys, stored_unique, ok, info)
+        lost &= ~behind
+    else:
+        behind = np.zeros(len(emitted_keys), dtype=bool)
     unseen_missing = missing & unseen
     dup_keys = stored_unique[stored_counts > 1]
     dup_extra = stored_counts[stored_counts > 1] - 1
@@ -89,12 +104,14 @@ def check_sequences(history: Events, *, settle_ms: float | None = None,
     n = len(pk_names)
     code_of = emitted_keys >> SEQ_BITS
     lost_ranges = _ranges(emitted_keys[lost])
+    behind_ranges = _ranges(emitted_keys[behind])
     dup_ranges = _ranges(dup_keys)
     per_pk = {
         "emitted": np.bincount(code_of[started], minlength=n),
         "persisted": np.bincount(stored_unique >> SEQ_BITS, minlength=n),
         "stored": np.bincount(stored_keys >> SEQ_BITS, minlength=n),
         "lost": np.bincount(code_of[lost], minlength=n),
+        "behind": np.bincount(code_of[behind], minlength=n),
         "unseen_at_end": np.bincount(code_of[unseen_missing], minlength=n),
         "possibly_persisted": np.bincount(code_of[possibly], minlength=n),
         "duplicated": np.bincount(dup_keys >> SEQ_BITS, weights=dup_extra, minlength=n).astype("int64"),
@@ -106,6 +123,7 @@ def check_sequences(history: Events, *, settle_ms: float | None = None,
             "pk": pk,
             **{name: int(values[code]) for name, values in per_pk.items()},
             "lost_ranges": _format(lost_ranges.get(code, [])),
+            "behind_ranges": _format(behind_ranges.get(code, [])),
             "duplicated_ranges": _format(dup_ranges.get(code, [])),
             "out_of_order": int(ooo.get(pk, 0)),
             "head_seq": int(head[pk]) if pd.notna(head.get(pk)) else None,
@@ -123,6 +141,9 @@ def check_sequences(history: Events, *, settle_ms: float | None = None,
         valid, reason = False, "sequences lost or stored more than once"
     elif totals["possibly_persisted"]:
         valid, reason = UNKNOWN, "some seqs are missing unless a write with an unknown outcome landed"
+    elif totals["behind"]:
+        valid, reason = UNKNOWN, ("behind at the final scan: some seqs were not stored yet, though the fleet "
+                                  "would still store them (not lost; the lag is the recovery checkers')")
     else:
         valid, reason = True, "every seq emitted while STARTED was persisted once"
     details: dict[str, Any] = {
@@ -133,14 +154,39 @@ def check_sequences(history: Events, *, settle_ms: float | None = None,
         "emitted": totals["emitted"],
         "persisted": totals["persisted"],
         "lost_sequences": totals["lost"],
+        "behind_at_end": totals["behind"],
         "unseen_at_end": totals["unseen_at_end"],
         "possibly_persisted": totals["possibly_persisted"],
         "duplicate_deliveries": totals["duplicated"],
         "out_of_order": int(sum(ooo.values())),
     }
-    for name, ranges in (("lost_ranges", lost_ranges), ("duplicated_ranges", dup_ranges)):
+    for name, ranges in (("lost_ranges", lost_ranges), ("behind_ranges", behind_ranges),
+                         ("duplicated_ranges", dup_ranges)):
         details[name], details[f"{name}_truncated"] = _detail_ranges(ranges, pk_names)
     return CheckResult("sequences", valid, details, {"sequences": rows})
+
+
+def _behind(history: Events, pk_names: pd.Index, emitted_keys: np.ndarray, stored_unique: np.ndarray,
+            ok: pd.DataFrame, info: RunInfo) -> np.ndarray:
+    """For each emitted key, whether the fleet would still store it (see the module docstring: behind)."""
+    landed_late = (ok.loc[ok["t"] > info.stop_t] if info.stop_t is not None else ok.iloc[:0])
+    late = _member(emitted_keys, np.unique(_range_keys(pk_names, landed_late)))
+    codes, seqs = emitted_keys >> SEQ_BITS, emitted_keys & ((1 << SEQ_BITS) - 1)
+    n = len(pk_names)
+    top = np.full(n, -1, dtype="int64")
+    np.maximum.at(top, stored_unique >> SEQ_BITS, stored_unique & ((1 << SEQ_BITS) - 1))
+    items = select(history, "final.connection", ["pk", "last_seq"]).dropna(subset=["pk"])
+    checkpoint = np.full(n, np.nan)
+    known = pk_names.get_indexer(items["pk"])
+    checkpoint[known[known >= 0]] = pd.to_numeric(items["last_seq"], errors="coerce").fillna(0).to_numpy()[known >= 0]
+    opens = select(history, "sub.open", ["pk", "from_seq", "replay_from"]).dropna(subset=["pk"])
+    served_from = pd.to_numeric(opens["replay_from"], errors="coerce")
+    short = opens.loc[served_from > opens["from_seq"]]
+    unreplayed = pd.DataFrame({"pk": short["pk"], "seq_from": short["from_seq"],
+                               "seq_to": served_from.loc[short.index] - 1})
+    gone = _member(emitted_keys, np.unique(_range_keys(pk_names, unreplayed)))
+    tail = (seqs > top[codes]) & (seqs > checkpoint[codes]) & ~gone  # NaN checkpoint (no item): never
+    return np.asarray(late | tail)
 
 
 def _sequence_numbers(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, int]:

@@ -29,9 +29,10 @@ verdict unknown.
 
 The bound assumes the owner reaches DynamoDB: it learns of the STOP from its next renewal, retried once.
 When a fault cuts the owner of a live session from DynamoDB during [stop, stop + B] (``STORE_FAULTS``: a
-partition from AWS, a DynamoDB toxic or API fault aimed at it), only its fence promises anything: it stops
-consuming within a lease of its last renewal, which was sent before the STOP.  Its deadline is then the
-earlier of the fault's end + B and stop + lease + B (``deferred_by`` names the fault).
+partition from AWS, a DynamoDB toxic or API fault aimed at it, a pause that freezes it), only its fence
+promises anything: it stops consuming within a lease of its last renewal, which was sent before the STOP.
+Its deadline is then the earlier of the fault's end + B and stop + lease + B (``deferred_by`` names the
+fault).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summari
 
 STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "drains", "drains_closed_t",
                 "late_writes", "possible_late_writes", "bound_ms", "deadline_t", "deferred_by", "within_bound"]
-# Faults that cut their target from DynamoDB (the service named in their params; these default to it).
-STORE_FAULTS = frozenset({"partition_aws", "toxic", "aws_throttle", "aws_5xx", "aws_slow"})
+# Faults that cut their target from DynamoDB (the service named in their params; these default to it); a
+# frozen process (``pause``, ``pause_mid_write``) reaches nothing, DynamoDB included.
+STORE_FAULTS = frozenset({"partition_aws", "toxic", "aws_throttle", "aws_5xx", "aws_slow", "pause",
+                          "pause_mid_write"})
 DETAIL_ROWS = 50
 
 Emissions = tuple[np.ndarray, np.ndarray]

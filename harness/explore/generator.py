@@ -7,6 +7,11 @@ tables: an entry names a fault kind (or operations), its weight, how long it las
 is drawn.  Entries whose kind is not in the fault plane's ``REGISTRY`` are left out, so registering a new
 kind (e.g. ``aws_throttle`` from ``harness/faults/aws_api.py``) makes its menu entry live.
 
+Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen in a hold longer than a
+takeover, a kill in a run with death notices, each followed by STOP/START churn on its worker's streams with
+``AIMED_CHURN_P``), from a stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a
+seed's schedule is the same with or without them.
+
 Rules that keep a generated run meaningful:
 
 * one worker, the survivor, gets no process, partition or clock fault, so someone can always take over;
@@ -70,9 +75,13 @@ class MenuEntry:
     every: tuple[float, float] = (0.0, 0.0)  # leases between repeats (a third of repeated steps: 0, duplicated)
     stays: bool = False                     # an instant fault whose effect stays (a clock step): its resource
                                             # is taken for the rest of the run
+    window: float = 0.0                     # leases the fault lasts whatever the phase left, drawn from nothing
+                                            # (a join: the time the fleet has to balance, judged at its end; a
+                                            # pause that must outlast the hold it freezes a write in)
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
+JOIN_WINDOW_LEASES = 5.0
 TOXIC_ATTRIBUTES: dict[str, dict[str, Any]] = {
     "latency": {"latency": Of("lease", 0.05, 1.2), "jitter": Of("lease", 0.0, 0.05)},
     "timeout": {"timeout": Choice((0, Of("lease", 0.1, 1.0)))},
@@ -106,7 +115,9 @@ FAULT_MENU: list[MenuEntry] = [
     # a step of the lease clock that stays, forward or back, often sub-second (the tolerance is 100 ms at 0.1)
     MenuEntry("clock_step", "clock_step", 1.0, "clock", params={"step_ms": Of("clock_tolerance", 0.02, 1.0,
                                                                                    signed=True)}, stays=True),
-    MenuEntry("join", "join", 1.5, target="new"),
+    # the balance checker judges the fleet at the join's end: a joiner draws once seen alive a lease, then a
+    # round of transfers (the catalog's scale_out, alone, allows six leases)
+    MenuEntry("join", "join", 1.5, target="new", window=JOIN_WINDOW_LEASES),
     # forged death notices for a live worker, once, repeated a heartbeat or so apart, or duplicated
     MenuEntry("forged_death_notice", "forged_death_notice", 2.5, notices=True, repeat=(1, 4), every=(0.0, 0.5)),
     MenuEntry("pause_mid_write", "pause_mid_write", 1.5, "process", (0.3, 3.0),
@@ -121,6 +132,18 @@ FAULT_MENU: list[MenuEntry] = [
     # AWS API errors (harness/faults/aws_api.py); live once registered in the fault plane, with their defaults
     *(MenuEntry(kind, kind, 0.75, f"api-{kind}", (0.3, 3.0))
       for kind in ("aws_throttle", "aws_5xx", "aws_slow", "sqs_throttle", "sqs_duplicate", "sqs_late")),
+]
+# Aimed at transitions a plain draw reaches rarely (harness/checkers/coverage.py), each added with its chance
+# from a stream of its own (``explore-aim:<seed>``) after the rest of the schedule is drawn, so a seed's other
+# steps and its workload do not depend on them; an aimed step with no worker free for it is left out.
+AIMED: list[tuple[MenuEntry, float]] = [
+    # ``fenced write``: a write held on its way for longer than the takeover (lease expiry plus a sweep), its
+    # writer frozen until the refusal has come back, so the store refuses it and the writer reads that
+    # (frozen half a hold after the toxic, so a held write lands within 0.5 + 2.5 leases, before it thaws)
+    (MenuEntry("fenced-write", "pause_mid_write", 0.0, "process",
+               params={"stream": "upstream", "hold_ms": Of("lease", 1.5, 2.5)}, window=4.0), 0.3),
+    # ``burial`` and ``acquire:death notice``: a death the notices report, in a run that has them
+    (MenuEntry("noticed-kill", "kill", 0.0, "process", restart_p=0.6, notices=True), 0.5),
 ]
 # Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew
 # or step.
@@ -151,14 +174,20 @@ WORKLOAD_MENU: list[WorkloadEntry] = [
     WorkloadEntry("stop-during-takeover", 2.0, ((0.0, "stop", "owned-by:{worker}"),), after="fault"),
     WorkloadEntry("stop-start-during-takeover", 1.5, ((0.0, "stop", "owned-by:{worker}"),
                                                       (0.1, "start", "previous")), after="fault"),
-    # a dead owner's stream STOPPED (so it is drained), STARTED and STOPPED again while the drain runs
-    WorkloadEntry("churn-drain", 1.5, ((0.0, "stop", "owned-by:{worker}"), (0.3, "start", "previous"),
-                                       (0.35, "stop", "previous")), after="crash"),
+    # a dead owner's stream STOPPED (so it is drained once its lease lapses), STOPPED again across the time
+    # the drain may hold it (``STOP honoured while draining``), then STARTED while the drain may be releasing
+    # it (a release refused, the stream taken again: ``acquire:restart``) and STOPPED
+    WorkloadEntry("churn-drain", 1.5, ((0.0, "stop", "owned-by:{worker}"), (0.8, "stop", "previous"),
+                                       (1.2, "stop", "previous"), (1.6, "stop", "previous"),
+                                       (2.0, "start", "previous"), (2.05, "stop", "previous")), after="crash"),
     # the busiest worker's streams are the ones it transfers to a joiner: churn on one of them
     WorkloadEntry("churn-transfer", 2.0, ((0.0, "stop", "owned-by:busiest"), (0.05, "start", "previous"),
                                           (0.15, "stop", "previous"), (0.3, "start", "previous")), after="join"),
 ]
 CRASHES = frozenset({"kill", "term", "pause", "pause_mid_write"})
+# An aimed crash is followed, with this chance, by STOP/START churn on a stream of its worker (its drain)
+AIMED_CHURN = next(e for e in WORKLOAD_MENU if e.label == "churn-drain")
+AIMED_CHURN_P = 0.6
 
 
 def _draw(value: Any, rng: random.Random, durations: dict[str, float]) -> Any:
@@ -228,49 +257,23 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
     names = [f"worker-{i}" for i in range(1, workers + 1)]
     survivor = rng.choice(names)
     menu = [e for e in FAULT_MENU if e.kind in REGISTRY and (death_notices or not e.notices)]
-    timeline = _Timeline()
-    faults: list[dict[str, Any]] = []
-    disrupted: list[tuple[float, str, str]] = []   # (time, worker, kind) of each fault drawn ("" for every worker)
+    drawing = _Drawing(names, survivor, workers, lease_s, phase_s, durations, outside_p)
     wanted = rng.randint(1, max_faults)
     for _ in range(10 * max_faults):  # a draw that finds no free worker is drawn again
-        if len(disrupted) >= wanted:
+        if len(drawing.disrupted) >= wanted:
             break
-        entry = rng.choices(menu, weights=[e.weight for e in menu])[0]
-        at = round(rng.uniform(0.0, phase_s * 0.8), 3)
-        duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
-        params = _draw(entry.params, rng, durations)
-        if entry.kind in CLOCK_PARAMS and rng.random() < outside_p:
-            params[CLOCK_PARAMS[entry.kind]] = _draw(OUTSIDE_SKEW, rng, durations)
-        if entry.target in ("all", "new"):
-            joined = sum(1 for s in faults if s["kind"] == "join")
-            target = "all" if entry.target == "all" else f"worker-{workers + 1 + joined}"
-            faults.append({"at_s": at, "kind": entry.kind, "target": target})
-            disrupted.append((at, "", entry.kind))
-            continue
-        restart_at = round(at + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
-        end = (restart_at if restart_at is not None
-               else float("inf") if entry.restart_p or entry.stays else at + duration)
-        spared = entry.resource in SURVIVOR_SPARED
-        candidates = [w for w in names if not (spared and w == survivor)
-                      and timeline.free(w, entry.resource, at, end)]
-        if not candidates:
-            continue
-        worker = rng.choice(candidates)
-        if entry.resource:
-            timeline.take(worker, entry.resource, at, end)
-        step: dict[str, Any] = {"at_s": at, "kind": entry.kind, "target": worker}
-        if duration:
-            step["duration_s"] = duration
-        if params:
-            step["params"] = params
-        # a repeated step is duplicated (every copy at once) a third of the time
-        gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
-        for k in range(rng.randint(*entry.repeat)):
-            faults.append({**step, "at_s": round(at + k * gap, 3)})
-        if restart_at is not None:
-            faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
-        disrupted.append((at, worker, entry.kind))
+        drawing.place(rng.choices(menu, weights=[e.weight for e in menu])[0], rng)
+    faults, disrupted = drawing.faults, drawing.disrupted
     workload = _workload(rng, max_ops, phase_s, lease_s, disrupted)
+    aim = random.Random(f"explore-aim:{seed}")
+    for entry, chance in AIMED:
+        if aim.random() < chance and entry.kind in REGISTRY and (death_notices or not entry.notices):
+            placed = len(drawing.disrupted)
+            drawing.place(entry, aim)
+            if len(drawing.disrupted) > placed and aim.random() < AIMED_CHURN_P:
+                at, worker, _ = drawing.disrupted[-1]
+                workload = sorted(workload + _ops_after(AIMED_CHURN, at, worker, aim, lease_s),
+                                  key=lambda o: o["at_s"])
     faults.sort(key=lambda s: s["at_s"])
     phase_end_ms = 1000.0 * max((s["at_s"] + s.get("duration_s", 0.0) for s in faults), default=0.0)
     return ScenarioSpec(
@@ -281,6 +284,63 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
         bounds={"any": {"hardened": f"lease + 0.1*lease + reconnect_max + 1000 + {phase_end_ms:.0f}",
                         "default": f"lease + reconcile + {phase_end_ms:.0f}"}},
     )
+
+
+@dataclass
+class _Drawing:
+    """The fault steps of one schedule as they are drawn, and what each may still target."""
+
+    names: list[str]
+    survivor: str
+    workers: int
+    lease_s: float
+    phase_s: float
+    durations: dict[str, float]
+    outside_p: float
+    timeline: _Timeline = field(default_factory=_Timeline)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    disrupted: list[tuple[float, str, str]] = field(default_factory=list)  # (time, worker or "", kind)
+
+    def place(self, entry: MenuEntry, rng: random.Random) -> None:
+        """Draw one step of ``entry`` (and its repeats and restart); nothing when no worker is free for it."""
+        lease_s, phase_s = self.lease_s, self.phase_s
+        at = round(rng.uniform(0.0, phase_s * 0.8), 3)
+        duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
+        if entry.window:
+            duration = round(entry.window * lease_s, 3)
+        params = _draw(entry.params, rng, self.durations)
+        if entry.kind in CLOCK_PARAMS and rng.random() < self.outside_p:
+            params[CLOCK_PARAMS[entry.kind]] = _draw(OUTSIDE_SKEW, rng, self.durations)
+        if entry.target in ("all", "new"):
+            joined = sum(1 for s in self.faults if s["kind"] == "join")
+            target = "all" if entry.target == "all" else f"worker-{self.workers + 1 + joined}"
+            self.faults.append({"at_s": at, "kind": entry.kind, "target": target,
+                                **({"duration_s": duration} if duration else {})})
+            self.disrupted.append((at, "", entry.kind))
+            return
+        restart_at = round(at + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
+        end = (restart_at if restart_at is not None
+               else float("inf") if entry.restart_p or entry.stays else at + duration)
+        spared = entry.resource in SURVIVOR_SPARED
+        candidates = [w for w in self.names if not (spared and w == self.survivor)
+                      and self.timeline.free(w, entry.resource, at, end)]
+        if not candidates:
+            return
+        worker = rng.choice(candidates)
+        if entry.resource:
+            self.timeline.take(worker, entry.resource, at, end)
+        step: dict[str, Any] = {"at_s": at, "kind": entry.kind, "target": worker}
+        if duration:
+            step["duration_s"] = duration
+        if params:
+            step["params"] = params
+        # a repeated step is duplicated (every copy at once) a third of the time
+        gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
+        for k in range(rng.randint(*entry.repeat)):
+            self.faults.append({**step, "at_s": round(at + k * gap, 3)})
+        if restart_at is not None:
+            self.faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
+        self.disrupted.append((at, worker, entry.kind))
 
 
 def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
@@ -294,11 +354,19 @@ def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
         entry = rng.choices(menu, weights=[e.weight for e in menu])[0]
         if entry.after:
             fault_at, worker = rng.choice(after[entry.after])
-            # a joiner draws streams once alive a lease: its transfers come a lease or more after it joins
-            start = fault_at + rng.uniform(*((1.0, 3.0) if entry.after == "join" else (0.3, 1.2))) * lease_s
+            ops += _ops_after(entry, fault_at, worker, rng, lease_s)
         else:
-            start, worker = rng.uniform(0.0, phase_s), ""
-        for offset, op, target in entry.ops:
-            ops.append({"at_s": round(start + offset * lease_s, 3), "op": op,
-                        "target": target.format(worker=worker)})
+            ops += _ops_at(entry, rng.uniform(0.0, phase_s), "", lease_s)
     return sorted(ops, key=lambda o: o["at_s"])
+
+
+def _ops_after(entry: WorkloadEntry, fault_at: float, worker: str, rng: random.Random,
+               lease_s: float) -> list[dict[str, Any]]:
+    # a joiner draws streams once alive a lease: its transfers come a lease or more after it joins
+    start = fault_at + rng.uniform(*((1.0, 3.0) if entry.after == "join" else (0.3, 1.2))) * lease_s
+    return _ops_at(entry, start, worker, lease_s)
+
+
+def _ops_at(entry: WorkloadEntry, start: float, worker: str, lease_s: float) -> list[dict[str, Any]]:
+    return [{"at_s": round(start + offset * lease_s, 3), "op": op, "target": target.format(worker=worker)}
+            for offset, op, target in entry.ops]

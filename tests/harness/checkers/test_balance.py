@@ -73,6 +73,47 @@ def test_without_the_heartbeat_in_the_history_nothing_can_be_judged(build) -> No
     assert result.valid == "unknown" and "heartbeat" in result.details["message"]
 
 
+def test_a_join_whose_window_another_fault_disturbed_is_not_judged(build) -> None:
+    """A worker paused while the fleet balances has its streams taken over: the fleet moves streams to a
+    joiner, it does not rebalance a takeover (explore seed 391), so the join's window says nothing."""
+    build.fault(6_000.0, "pause", "worker-1", stop_t=9_000.0)
+    result = check_balance(scale_out(build, {"worker-1": 0, "worker-2": 20, "worker-3": 10}))
+    [join] = result.details["joins"]
+    assert result.valid is True and join["judged"] is False and join["disturbed_by"] == ["pause on worker-1"]
+
+
+def test_a_join_with_a_stop_or_start_in_its_window_is_not_judged(build) -> None:
+    build.at(5_000.0, "event", "router", kind="STOP", pk="CONN#c001", status=200)
+    result = check_balance(scale_out(build, {"worker-1": 15, "worker-2": 15, "worker-3": 0}))
+    assert result.valid is True and result.details["joins"][0]["disturbed_by"] == ["STOP CONN#c001"]
+
+
+def test_a_join_into_a_fleet_where_a_worker_held_less_than_its_share_is_not_judged(build) -> None:
+    """25 / 5, then a third worker: 10 each would need the second to be given streams, and the fleet gives to
+    joiners only (explore seed 391's 6 / 2 / 2 before its join)."""
+    build.at(950.0, "requests", "worker-1", worker="worker-1", held=25)
+    build.at(950.0, "requests", "worker-2", worker="worker-2", held=5)
+    result = check_balance(scale_out(build, {"worker-1": 15, "worker-2": 5, "worker-3": 10}))
+    assert result.valid is True
+    [reason] = result.details["joins"][0]["disturbed_by"]
+    assert reason == "held less than an even share (10) before the join: {'worker-2': 5}"
+
+
+def test_a_join_into_an_uneven_fleet_that_can_fill_the_joiner_is_judged(build) -> None:
+    """18 / 12 is out of the band, but each can give the joiner its share: the join is judged."""
+    build.at(950.0, "requests", "worker-1", worker="worker-1", held=18)
+    build.at(950.0, "requests", "worker-2", worker="worker-2", held=12)
+    result = check_balance(scale_out(build, {"worker-1": 18, "worker-2": 12, "worker-3": 0}))
+    assert result.valid is False and result.details["joins"][0]["judged"] is True
+
+
+def test_a_fault_outside_the_joins_window_leaves_it_judged(build) -> None:
+    build.fault(200.0, "pause", "worker-1", stop_t=800.0)
+    build.fault(14_000.0, "kill", "worker-2")
+    result = check_balance(scale_out(build, {"worker-1": 15, "worker-2": 15, "worker-3": 0}))
+    assert result.valid is False and result.details["joins"][0]["judged"] is True
+
+
 def test_no_checker_imports_the_fleets_code() -> None:
     """A checker that judges the fleet with the fleet's own predicate cannot catch a bug in it."""
     imported = {

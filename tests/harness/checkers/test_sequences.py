@@ -219,3 +219,66 @@ def test_each_stream_is_judged_apart(build) -> None:
 
     assert result.details["lost_ranges"] == {"CONN#b": [[3, 3]]}
     assert [(r["pk"], r["lost"]) for r in result.tables["sequences"]] == [(PK, 0), ("CONN#b", 1)]
+
+
+def scanned(build, stored: list[int], last_seq: int | None, **connection):
+    """Seqs 1..10 emitted at 100..1000, the run stopped at 5000, then the final scan: ``stored`` in the
+    table, the connection item checkpointed at ``last_seq`` (None: no item)."""
+    emitted(build.run_start()).at(5000, "run.stop", "harness")
+    build.at(5001, "final.persisted", "harness", pk=PK, seqs=stored)
+    if last_seq is not None:
+        build.at(5002, "final.connection", "harness", pk=PK, desired_state="STARTED", last_seq=last_seq,
+                 **connection)
+    return build
+
+
+def test_a_tail_the_store_had_not_reached_at_the_final_scan_is_behind_not_lost(build) -> None:
+    """Explore seeds 7104, 7108, 7109: the store fell behind a takeover's backlog on a loaded machine.  What
+    nothing stored follows, above the checkpoint a resume starts from, was not yet stored: behind, which
+    cannot be judged lost (unknown), and is not counted in ``lost_sequences``."""
+    result = check_sequences(scanned(build, [1, 2, 3, 4, 5, 6], last_seq=4).frame())
+
+    assert result.valid == UNKNOWN and "behind" in result.details["reason"]
+    assert (result.details["lost_sequences"], result.details["behind_at_end"]) == (0, 4)
+    assert result.details["behind_ranges"] == {PK: [[7, 10]]} and row_of(result)["behind"] == 4
+
+
+def test_a_hole_the_store_has_moved_past_is_a_gap(build) -> None:
+    result = check_sequences(scanned(build, [1, 2, 3, 5, 6], last_seq=2).frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[4, 4]]}
+    assert result.details["behind_ranges"] == {PK: [[7, 10]]}
+
+
+def test_a_missing_tail_the_checkpoint_has_passed_is_a_gap(build) -> None:
+    """A resume starts after the checkpoint: what it passed is never read again."""
+    result = check_sequences(scanned(build, [1, 2, 3, 4, 5, 6], last_seq=8).frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[7, 8]]}
+    assert result.details["behind_at_end"] == 2
+
+
+def test_a_missing_tail_the_upstream_could_no_longer_replay_is_a_gap(build) -> None:
+    scanned(build, [1, 2, 3, 4, 5, 6], last_seq=6)
+    build.at(4000, "sub.open", "upstream", pk=PK, session="s", worker="worker-2", from_seq=7, replay_from=9)
+
+    result = check_sequences(build.frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[7, 8]]}
+
+
+def test_without_the_connection_item_a_missing_tail_is_lost(build) -> None:
+    result = check_sequences(scanned(build, [1, 2, 3, 4, 5, 6], last_seq=None).frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[7, 10]]}
+
+
+def test_a_write_answered_after_the_final_scan_began_is_behind_not_a_gap(build) -> None:
+    """The scan read the table before that write landed: stored, late."""
+    scanned(build, [1, 2, 3, 5, 6, 7, 8, 9, 10], last_seq=2)
+    build.persist(5003, PK, "worker-1", 4, 4, sent=4900)
+
+    result = check_sequences(build.frame())
+
+    assert result.valid == UNKNOWN and result.details["behind_ranges"] == {PK: [[4, 4]]}
+    assert result.details["lost_sequences"] == 0

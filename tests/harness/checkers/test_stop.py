@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.checkers.result import UNKNOWN
 from harness.checkers.stop import check_stop
 
@@ -312,3 +314,16 @@ def test_only_a_dynamodb_cut_of_the_owner_defers_the_deadline(build) -> None:
     result = check_stop(build.frame())
 
     assert result.valid is False and result.tables["stops"][0]["deferred_by"] is None
+
+
+@pytest.mark.parametrize("kind", ["pause", "pause_mid_write"])
+def test_an_owner_frozen_after_the_stop_has_until_its_fence_closes(build, kind: str) -> None:
+    """A frozen owner reaches nothing, DynamoDB included: it cannot learn of the STOP, only its fence
+    promises anything (explore seed 391: STOP, then the owner frozen mid-write 0.4 s later)."""
+    stopped_at_1000(build).session(PK, "worker-1", 100, 3000)
+    build.fault(1_400, kind, "worker-1", stop_t=2_600).at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    [row] = result.tables["stops"]
+    assert result.valid is True and (row["deadline_t"], row["deferred_by"]) == (4100, f"{kind} on worker-1")
