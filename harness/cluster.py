@@ -15,6 +15,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,9 +291,11 @@ class Cluster(Started):
         if self.toxiproxy is not None:
             with contextlib.suppress(Exception):  # stopping goes on whatever the proxy says
                 self.toxiproxy.reset()
-        for handle in self.workers.values():
-            if handle.child is not None:
-                handle.child.stop(grace_s=max(5.0, 4 * self.config.lease_s))
+        # all at once: each hands its streams off within its own grace, and none takes up another's on the way out
+        children = [handle.child for handle in self.workers.values() if handle.child is not None]
+        if children:
+            with ThreadPoolExecutor(max_workers=len(children)) as pool:
+                list(pool.map(lambda child: child.stop(grace_s=max(5.0, 4 * self.config.lease_s)), children))
         for child in (self.router, self.upstream if self._own_upstream else None):
             if child is not None:
                 child.stop(grace_s=5.0)
