@@ -11,8 +11,9 @@ fleet's code: the ground truth, the log checkers and ``wsfleet messages`` all re
 
 ``decode`` turns one stored item into an ``Entry``; an item neither layout explains is an entry of kind
 ``unreadable`` naming what is wrong (never skipped).  ``entries`` reads one stream (Query, every page),
-``every_entry`` the whole table (Scan, every page), both with consistent reads, through a boto3 client.
-``messages`` flattens entries into ``Message`` rows in the store's order (marks included, without a seq).
+``newest`` its item of the highest sk (a log's tail), ``every_entry`` the whole table (Scan, every page), all
+with consistent reads, through a boto3 client.  ``messages`` flattens entries into ``Message`` rows in the
+store's order (marks included, without a seq).
 """
 
 from __future__ import annotations
@@ -165,6 +166,14 @@ def entries(dynamodb: Any, table: str, pk: str) -> Iterator[Entry]:
     for page in pages:
         for item in page.get("Items", []):
             yield decode(from_low_level(item))
+
+
+def newest(dynamodb: Any, table: str, pk: str) -> Entry | None:
+    """The stream's item of the highest sk (a log's tail), None when it has none (a consistent Query)."""
+    found = dynamodb.query(TableName=table, ConsistentRead=True, KeyConditionExpression="pk = :pk",
+                           ScanIndexForward=False, Limit=1, ExpressionAttributeValues={":pk": {"S": pk}})
+    items = found.get("Items", [])
+    return decode(from_low_level(items[0])) if items else None
 
 
 def every_entry(dynamodb: Any, table: str) -> Iterator[Entry]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.message_log import decode, entries, from_low_level, messages
+from harness.message_log import decode, entries, from_low_level, messages, newest
 from tests.harness.message_items import log_item
 
 
@@ -56,3 +56,14 @@ def test_an_item_neither_layout_explains_is_named(item: dict[str, Any], problem:
 
     assert entry.kind == "unreadable" and problem in str(entry.problem)
     assert list(entry.messages()) == []
+
+
+def test_the_newest_item_is_the_logs_tail(dynamodb: Any, tables: dict[str, str]) -> None:
+    assert newest(dynamodb, tables["messages"], "CONN#a") is None
+    for item in (log_item("CONN#a", 1, "batch", 3, "worker-1", "g1", 1, 2),
+                 log_item("CONN#a", 2, "mark", 4, "worker-2", "g2", 3, 2)):
+        dynamodb.put_item(TableName=tables["messages"], Item=item)
+
+    tail = newest(dynamodb, tables["messages"], "CONN#a")
+
+    assert tail is not None and (tail.batch, tail.kind, tail.seq_to) == (2, "mark", 2)
