@@ -5,7 +5,8 @@ fleet's code: the ground truth, the log checkers and ``wsfleet messages`` all re
   (``blog``) or the sequence; ``message_data`` = the upstream's ``data`` (``<connection id>:<seq>``, where the
   seq is read), ``timestamp_ms``, ``worker_id``, ``gen``, ``epoch`` (hardened), ``sent_ms``.
 - **The batch log** (``hardened``): sk = the batch number b = 1, 2, 3 ... per stream; ``kind`` ``batch`` or
-  ``mark``, ``epoch``, ``worker``, ``gen``, ``seq_from``, ``seq_to``, ``written_ms``; a batch's ``msgs`` is a
+  ``mark``, ``epoch``, ``worker``, ``gen``, ``take`` (the incarnation's take-up number; optional),
+  ``seq_from``, ``seq_to``, ``written_ms``; a batch's ``msgs`` is a
   list of {seq, ts_ms, data}; a takeover mark stores no message (seq_from = seq_to + 1, seq_to the last seq
   already in the log).
 
@@ -45,6 +46,7 @@ class Message:
     epoch: int | None
     worker: str | None
     gen: str | None
+    take: int | None
     kind: str
     written_ms: int | None
 
@@ -60,6 +62,7 @@ class Entry:
     epoch: int | None = None
     worker: str | None = None
     gen: str | None = None
+    take: int | None = None
     seq_from: int | None = None
     seq_to: int | None = None
     written_ms: int | None = None
@@ -75,17 +78,17 @@ class Entry:
         if self.kind == UNREADABLE:
             return
         if self.kind == "mark":
-            yield Message(self.pk, None, None, None, self.batch, self.epoch, self.worker, self.gen, "mark",
-                          self.written_ms)
+            yield Message(self.pk, None, None, None, self.batch, self.epoch, self.worker, self.gen, self.take,
+                          "mark", self.written_ms)
             return
         for seq, ts, data in self.msgs:
-            yield Message(self.pk, seq, ts, data, self.batch, self.epoch, self.worker, self.gen, self.kind,
-                          self.written_ms)
+            yield Message(self.pk, seq, ts, data, self.batch, self.epoch, self.worker, self.gen, self.take,
+                          self.kind, self.written_ms)
 
     def summary(self) -> dict[str, Any]:
         """The entry without its messages, as the history's ``final.log`` lists it."""
         return {"batch": self.sk, "kind": self.kind, "epoch": self.epoch, "worker": self.worker, "gen": self.gen,
-                "seq_from": self.seq_from, "seq_to": self.seq_to, "written_ms": self.written_ms,
+                "take": self.take, "seq_from": self.seq_from, "seq_to": self.seq_to, "written_ms": self.written_ms,
                 "problem": self.problem}
 
 
@@ -130,7 +133,7 @@ def decode(item: Mapping[str, Any]) -> Entry:
         if seq is None:
             return Entry(pk, sk, UNREADABLE, problem="no kind, and message_data names no seq")
         return Entry(pk, sk, MESSAGE, _int(item.get("epoch")), _str(item.get("worker_id")), _str(item.get("gen")),
-                     seq, seq, _int(item.get("sent_ms")),
+                     None, seq, seq, _int(item.get("sent_ms")),
                      ((seq, _int(item.get("timestamp_ms")), _str(item.get("message_data"))),))
     if kind not in LOG_KINDS:
         return Entry(pk, sk, UNREADABLE, problem=f"kind {kind!r} is neither batch nor mark")
@@ -141,7 +144,7 @@ def decode(item: Mapping[str, Any]) -> Entry:
                          + ([] if sk is not None else ["sk"]))
         return Entry(pk, sk, UNREADABLE, problem=f"a {kind} without a whole-number {what}")
     entry = Entry(pk, sk, str(kind), fields["epoch"], _str(item.get("worker")), _str(item.get("gen")),
-                  fields["seq_from"], fields["seq_to"], fields["written_ms"])
+                  _int(item.get("take")), fields["seq_from"], fields["seq_to"], fields["written_ms"])
     if kind == "mark":
         if entry.seq_from != (entry.seq_to or 0) + 1:
             return Entry(pk, sk, UNREADABLE, problem=f"a mark whose range {entry.seq_from}..{entry.seq_to} is "
@@ -154,7 +157,7 @@ def decode(item: Mapping[str, Any]) -> Entry:
     if [seq for seq, _, _ in decoded] != list(range(fields["seq_from"] or 0, (fields["seq_to"] or 0) + 1)):
         return Entry(pk, sk, UNREADABLE, problem=f"a batch whose msgs are not the seqs {entry.seq_from} to "
                                                  f"{entry.seq_to} in order")
-    return Entry(pk, sk, "batch", entry.epoch, entry.worker, entry.gen, entry.seq_from, entry.seq_to,
+    return Entry(pk, sk, "batch", entry.epoch, entry.worker, entry.gen, entry.take, entry.seq_from, entry.seq_to,
                  entry.written_ms, decoded)
 
 

@@ -2,15 +2,19 @@
 (``final.log``: each stream's entries in batch order; ``final.persisted``: the items that could not be read)
 and the history's handovers, never from fleet code.
 
-A *holder* is a consumer (``worker@gen``) at an epoch.  Rules, each a finding per log entry:
+A *holder* is one take-up of a stream: a consumer (``worker@gen``) at an epoch, and its take-up number
+(``take``, when the log records it: one incarnation may take a stream up twice at one epoch, an adoption
+after a release whose answer was lost, and the later take fences the earlier).  Holders are ordered by
+(epoch, take).  Rules, each a finding per log entry:
 
 - **epoch_decrease** (I6): along a stream's log, an entry whose epoch is below an earlier entry's.
 - **after_mark** (I6): after a holder's takeover mark, an entry of an earlier holder: one that appeared before
-  that mark, or of a lower epoch.  The earlier holder's write was accepted after the later one took over.
+  that mark, or of a lower (epoch, take).  The earlier holder's write was accepted after the later one took over.
 - **unmarked** (I6): an entry of a new holder (none before it) that is a batch, not a mark: the new owner
   stored before marking its takeover.
 - **misplaced_mark**: a mark whose seq_to is not the last seq stored before it (the new owner resumes from
-  it: above, sequences are skipped; below, stored twice).
+  it: above, sequences are skipped; below, stored twice).  The log's first entry sets where it starts (a
+  first mark may resume after a checkpoint).
 - **hole**: a batch number missing below a stored one (a writer puts batch b only after b - 1 exists).
 - **unreadable**: a stored item neither layout explains (``final.persisted``'s ``unreadable``).
 - **duplicate** (I3): a seq stored by more than one batch, named with the batches.
@@ -44,6 +48,7 @@ class _Entry:
     batch: int
     kind: str
     epoch: int
+    take: int  # -1 when the log does not record it
     holder: str  # worker@gen, or the worker alone
     seq_from: int
     seq_to: int
@@ -113,8 +118,8 @@ def _entry(raw: dict[str, Any]) -> _Entry | None:
         return None  # decoded by the reader: what it could not read is in final.persisted's unreadable
     batch, epoch, seq_from, seq_to = (int(n) for n in numbers)  # type: ignore[arg-type]
     holder = f"{raw.get('worker')}@{raw['gen']}" if raw.get("gen") else str(raw.get("worker"))
-    written = raw.get("written_ms")
-    return _Entry(batch, str(raw["kind"]), epoch, holder, seq_from, seq_to,
+    written, take = raw.get("written_ms"), raw.get("take")
+    return _Entry(batch, str(raw["kind"]), epoch, take if isinstance(take, int) else -1, holder, seq_from, seq_to,
                   float(written) if isinstance(written, int | float) else None)
 
 
@@ -134,12 +139,12 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
 
     highest: _Entry | None = None
     mark: _Entry | None = None  # the latest mark
-    current: tuple[str, int] | None = None  # the holder the log belongs to now
-    seen: set[tuple[str, int]] = set()
-    tail = 0  # the last seq stored so far
+    current: tuple[str, int, int] | None = None  # the holder the log belongs to now: consumer, epoch, take
+    seen: set[tuple[str, int, int]] = set()
+    tail: int | None = None  # the last seq stored so far
     expected = 1
     for entry in entries:
-        holder = (entry.holder, entry.epoch)
+        holder = (entry.holder, entry.epoch, entry.take)
         if entry.batch != expected:
             finding("hole", entry, f"batch {entry.batch} follows batch {expected - 1}: batches "
                                    f"{expected}..{entry.batch - 1} are missing")
@@ -147,21 +152,21 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
         if highest is not None and entry.epoch < highest.epoch:
             finding("epoch_decrease", entry, f"epoch {entry.epoch} after batch {highest.batch}'s epoch "
                                              f"{highest.epoch}")
-        earlier = current is not None and holder != current and (holder in seen or entry.epoch < current[1])
+        earlier = current is not None and holder != current and (holder in seen or holder[1:] < current[1:])
         if earlier and mark is not None:
             finding("after_mark", entry, f"{entry.holder} (epoch {entry.epoch}) stored this {entry.kind} after "
                                          f"{mark.holder}'s takeover mark at batch {mark.batch} (epoch {mark.epoch})")
         if current is not None and holder != current and not earlier and entry.kind != "mark":
             finding("unmarked", entry, f"{entry.holder} (epoch {entry.epoch}) stored a batch without a takeover "
                                        f"mark after {current[0]} (epoch {current[1]})")
-        if entry.kind == "mark" and entry.seq_to != tail:
+        if entry.kind == "mark" and tail is not None and entry.seq_to != tail:
             finding("misplaced_mark", entry, f"the mark says the log ends at seq {entry.seq_to}; it ends at seq "
                                              f"{tail}")
         if not earlier:  # a new holder (marked or not); an earlier one's entry changes nothing
             current = holder
             mark = entry if entry.kind == "mark" else mark
         seen.add(holder)
-        tail = max(tail, entry.seq_to) if entry.kind == "batch" else tail
+        tail = entry.seq_to if tail is None else max(tail, entry.seq_to) if entry.kind == "batch" else tail
         highest = entry if highest is None or entry.epoch > highest.epoch else highest
     return found
 

@@ -63,7 +63,28 @@ def test_a_same_epoch_incarnation_after_a_mark_is_another_holder(build) -> None:
     assert rules(result) == {"after_mark": 1}
 
 
-def test_supersession_is_dated_at_a_transfer_and_a_burial(build) -> None:
+def test_a_readoption_at_the_same_epoch_fences_the_earlier_take(build) -> None:
+    # one incarnation takes the stream up twice at epoch 1 (a release whose answer was lost, then adopted):
+    # its first take's late batch after the second take's mark is an earlier holder's
+    first = (2, "batch", "worker-1", "g1", 1, 1, 3, 900, 1)
+    second = (3, "mark", "worker-1", "g1", 1, 4, 3, 1000, 2)
+    late = (4, "batch", "worker-1", "g1", 1, 4, 4, 1100, 1)
+    takeover(build).log(9000, PK, (1, "mark", "worker-1", "g1", 1, 1, 0, 10, 1), first, second, late)
+
+    result = check_log(build.frame())
+
+    assert rules(result) == {"after_mark": 1}
+    assert "worker-1@g1's takeover mark at batch 3" in result.tables["log"][0]["evidence"]
+
+
+def test_a_log_may_start_after_a_checkpoint(build) -> None:
+    takeover(build).log(9000, PK, (1, "mark", "worker-2", "g2", 2, 6, 5, 10),
+                        (2, "batch", "worker-2", "g2", 2, 6, 7, 20))
+
+    assert check_log(build.frame()).valid is True
+
+
+def test_supersession_is_dated_at_a_transfer(build) -> None:
     late = (4, "batch", "worker-1", "g1", 1, 4, 4, 3400)
     takeover(build).at(2500, "lease.release", "worker-1", pk=PK, worker="worker-1", gen="g1", epoch=1,
                        outcome="ok", to="worker-2")
