@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         "messages", help="print a stream's stored messages in order",
         description="Read a stream's items from the messages table of a running `wsfleet up` (either stored "
                     "layout: one item per message, or hardened's batch log with its takeover marks) and print "
-                    "one line per message in the store's order: seq, upstream timestamp (ms), batch, epoch, "
+                    "one line per message in the store's order: seq, timestamp (ms), batch, epoch, "
                     "writer (worker@gen), data. A takeover mark is a line of its own. Exit 1 if an item is "
                     "unreadable (each is printed, never skipped).")
     messages.add_argument("stream", type=_connection_id, metavar="STREAM", help="the connection id")
@@ -474,7 +474,7 @@ def cmd_messages(args: argparse.Namespace) -> int:
             else:
                 print(f"{message.seq:>8} {message.ts if message.ts is not None else '-':>14} "
                       f"{message.batch if message.batch is not None else '-':>6} "
-                      f"{message.epoch if message.epoch is not None else '-':>5} {writer:<20} {message.data}")
+                      f"{message.epoch if message.epoch is not None else '-':>5} {writer:<24} {message.data}")
     if not found:
         print(f"wsfleet messages: nothing stored for {args.stream}", file=sys.stderr)
     if unreadable:
