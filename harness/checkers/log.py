@@ -23,7 +23,8 @@ after a release whose answer was lost, and the later take fences the earlier).  
 
 Supersession is dated at every handover (``events.handovers``: acquire, transfer, burial): each finding of a
 holder gives when its epoch was first superseded (``superseded_t``) beside the entry's ``written_ms``.
-A history without ``final.log`` has no log to judge: valid, with ``logs`` 0.
+A history without ``final.log`` has no log to judge: valid, with ``logs`` 0 (the verdict runs this checker
+only where ``applies``: a log, or an unreadable item, is there).
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ class _Entry:
 def logged_pks(history: Events) -> set[str]:
     """The streams whose stored messages form a batch log (they have a ``final.log``)."""
     return {str(pk) for pk in select(history, "final.log", ["pk"])["pk"].dropna()}
+
+
+def applies(history: Events) -> bool:
+    """Whether there is a log to judge, or a stored item neither layout explains (which fails it)."""
+    unreadable = select(history, "final.persisted", ["unreadable"], raw=["unreadable"])["unreadable"]
+    return bool(logged_pks(history)) or any(isinstance(u, list) and u for u in unreadable)
 
 
 def check_log(history: Events, lost_ranges: dict[str, list[tuple[int, int]]] | None = None) -> CheckResult:

@@ -4,8 +4,8 @@ verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys plus the 
 - ``zombie_writes``: I6, items stored or writes acknowledged from a superseded epoch (``zombies``), plus,
   where the messages are stored as a batch log (hardened: the history has ``final.log``), the log entries the
   ``log`` checker finds out of place (an earlier holder's after a later one's mark, a decreasing epoch, a
-  takeover without a mark); the ``log`` checker runs only then, and ``zombies`` leaves those streams'
-  messages to it;
+  takeover without a mark); the ``log`` checker runs only then (or when a stored item is unreadable, which
+  fails it), and ``zombies`` leaves those streams' messages to it;
 - ``outcomes``: per event type, how many events had outcome ``ok``, ``fail`` and ``info``;
 - ``fault_model``: ``{"stated", "within", "flag"}``: what ``run.start`` says of the schedule (``"within"``
   or ``"outside: <why>"``; null when it says nothing), whether that is within the model (null: unknown), and
@@ -40,7 +40,7 @@ from harness.checkers.duplicates import (
 )
 from harness.checkers.events import Events, RunInfo, read_events, run_info
 from harness.checkers.handshakes import check_handshakes
-from harness.checkers.log import LOG_COLUMNS, check_log, logged_pks, lost_by_pk
+from harness.checkers.log import LOG_COLUMNS, applies, check_log, logged_pks, lost_by_pk
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
@@ -133,7 +133,7 @@ def analyse(history: Events, *, settle_ms: float | None = None, merge_gap_ms: fl
             check_zombie_writes(history, info=info, writes=consumed.writes, logged=logged),
             check_handshakes(history, info=info),
             check_balance(history, info=info),
-            *([check_log(history, lost_by_pk(sequences.tables["sequences"]))] if logged else []),
+            *([check_log(history, lost_by_pk(sequences.tables["sequences"]))] if applies(history) else []),
         )
     }
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))

@@ -196,6 +196,15 @@ def test_a_run_without_a_log_has_no_log_checker(build) -> None:
     assert "log" not in analyse(build.frame()).checks
 
 
+def test_an_unreadable_item_fails_a_run_without_a_log(build) -> None:
+    takeover(build).at(8000, "run.stop", "harness").at(9000, "final.persisted", "harness", pk=PK, seqs=[1],
+                                                        items=[], unreadable=[{"sk": 5, "problem": "no seq"}])
+
+    analysis = analyse(build.frame())
+
+    assert analysis.checks["log"].valid is False and analysis.verdict["valid"] is False
+
+
 def test_without_the_log_the_old_holders_late_batch_would_be_a_zombie_item(build) -> None:
     # the same stored items judged item by item (no final.log): the late landing is a late send
     stored_run(build, W1_MARK, W1_BATCH, W2_MARK, W2_BATCH)
