@@ -21,6 +21,7 @@ after a release whose answer was lost, and the later take fences the earlier).  
 - **gap** (I2): seqs emitted while the stream was STARTED and never stored (the sequences checker's lost
   ranges, ``harness.checkers.sequences``), placed in the log between the batches around them.
 
+``zombie_entries`` counts the distinct entries (pk, batch) with a finding of the first three rules.
 Supersession is dated at every handover (``events.handovers``: acquire, transfer, burial): each finding of a
 holder gives when its epoch was first superseded (``superseded_t``) beside the entry's ``written_ms``.
 A history without ``final.log`` has no log to judge: valid, with ``logs`` 0 (the verdict runs this checker
@@ -89,7 +90,7 @@ def check_log(history: Events, lost_ranges: dict[str, list[tuple[int, int]]] | N
     details: dict[str, Any] = {
         "logs": len(logs),
         "entries": int(sum(len(raw) for raw in logs["entries"] if isinstance(raw, list))),
-        "zombie_entries": sum(by_rule[rule] for rule in ZOMBIE_RULES),
+        "zombie_entries": len({(row["pk"], row["batch"]) for row in findings if row["rule"] in ZOMBIE_RULES}),
         "by_rule": by_rule,
         "examples": findings[:DETAIL_ROWS],
     }
