@@ -10,7 +10,7 @@
   it: ``blog`` writes no epoch, an old fleet no writer, one item per message no batch; a log batch's
   ``sent_ms`` is its ``written_ms``), ``unreadable`` the items neither layout explains ({sk, problem});
 - per stream whose messages form a batch log -> ``final.log`` {pk, entries}: every log entry in batch order,
-  without its messages ({batch, kind, epoch, worker, gen, seq_from, seq_to, written_ms});
+  without its messages ({batch, kind, epoch, worker, gen, take, seq_from, seq_to, written_ms});
 - every connection item (connections table, every page) -> ``final.connection`` {pk, desired_state,
   lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch} (absent attributes are
   None, which ``HistoryWriter`` leaves out of the event; a started pk with no item gets the pk alone).

@@ -30,8 +30,8 @@ unknown, e.g. a timeout).
   stored message, so a seq stored twice appears twice; items: the same messages with their writer, [{seq,
   worker, gen, epoch, sent_ms, batch}], null where unknown; unreadable: [{sk, problem}], the items neither
   stored layout explains, absent when none}: the store's ground truth, written at the end
-  (``harness.ground_truth``); ``final.log`` {pk, entries: [{batch, kind, epoch, worker, gen, seq_from,
-  seq_to, written_ms}]}: a stream's batch log in batch order (hardened); ``final.connection`` {pk,
+  (``harness.ground_truth``); ``final.log`` {pk, entries: [{batch, kind, epoch, worker, gen, take,
+  seq_from, seq_to, written_ms}]}: a stream's batch log in batch order (hardened); ``final.connection`` {pk,
   desired_state, lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection
   item at the end;
   ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end;

@@ -88,8 +88,7 @@ class Entry:
     def summary(self) -> dict[str, Any]:
         """The entry without its messages, as the history's ``final.log`` lists it."""
         return {"batch": self.sk, "kind": self.kind, "epoch": self.epoch, "worker": self.worker, "gen": self.gen,
-                "take": self.take, "seq_from": self.seq_from, "seq_to": self.seq_to, "written_ms": self.written_ms,
-                "problem": self.problem}
+                "take": self.take, "seq_from": self.seq_from, "seq_to": self.seq_to, "written_ms": self.written_ms}
 
 
 def plain(value: Any) -> Any:
