@@ -24,9 +24,11 @@ us-east-1: https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.L
 (the default ``--dynamodb``) has no transactions; on moto with ``--set transactions=auto`` a transactional
 write is billed two units per KB per item.
 
-``--memory``: the low-rate mode (``--rate`` defaults to 0.02 a second).  The same one-worker fleet holds the
-streams; printed per profile: the worker's RSS growth per stream held (KB) and its CPU in cores over the
-window (idle CPU before any stream beside it): holding a stream should cost memory and renewals, not CPU.
+``--memory``: the low-rate mode (``--rate`` defaults to 0.02 a second, ``--settle`` to 30 s: each take-up's
+tail read and mark cost about as much CPU as a window of quiet streams, so they must be over before it).
+The same one-worker fleet holds the streams; printed per profile: the worker's RSS growth per stream held
+(KB) and its CPU in cores over the window (idle CPU before any stream beside it): holding a stream should
+cost memory and renewals, not CPU.
 
 Usage: ``python -m bench.write_cost [--streams 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb
 dynalite|moto] [--profiles blog,hardened] [--memory] [--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress
@@ -58,6 +60,14 @@ from harness.run_folders import add_output_arguments, output_folder
 
 PROFILES = ("blog", "hardened")
 MEMORY_RATE = 0.02  # messages a second per stream in the memory mode
+MEMORY_SETTLE_S = 30.0  # the memory mode's settle: take-ups (a tail read and a mark each) over before the window
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help, unless the help says it (a default that depends on the mode)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
 
 
 def _profiles(text: str) -> list[str]:
@@ -69,7 +79,7 @@ def _profiles(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.write_cost", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=_Formatter)
     p.add_argument("--streams", "--n", type=int, default=50, dest="n", help="streams the one worker holds")
     p.add_argument("--rate", type=float, default=None,
                    help="messages a second each stream emits (default 5; with --memory 0.02)")
@@ -78,7 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", type=_profiles, default=list(PROFILES),
                    help="comma-separated profiles to measure, in this order (blog first: the ratios' base)")
     p.add_argument("--hold", type=float, default=20.0, help="seconds of the measured window")
-    p.add_argument("--settle", type=float, default=3.0, help="seconds between owning every stream and the window")
+    p.add_argument("--settle", type=float, default=None,
+                   help="seconds between owning every stream and the window (default 3; with --memory 30: every "
+                   "take-up's tail read and mark must be done before the window, or their CPU lands in it)")
     p.add_argument("--grace", type=float, default=3.0,
                    help="a message emitted in the window counts as stored if its write was answered by the "
                    "window's end + this many seconds")
@@ -94,6 +106,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rate is None:
         args.rate = MEMORY_RATE if args.memory else 5.0
+    if args.settle is None:
+        args.settle = MEMORY_SETTLE_S if args.memory else 3.0
     args = checked(p, args, ("settle", "grace"))
     args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args
