@@ -1,8 +1,9 @@
 """Write cost (issue 26): what one stored message costs in DynamoDB requests, billed units, client CPU and
-dollars, ``blog`` against ``hardened`` side by side in one run on the same (embedded) backend.
+dollars, ``blog`` against ``hardened`` side by side in one run on the same (embedded) backend; and, with
+``--memory``, what holding many quiet streams costs one worker in memory and CPU.
 
 Each profile's fleet is started, loaded and watched as ``bench/capacity.py`` does (``bench.capacity.measure``:
-one worker, ``--n`` streams emitting ``--rate`` messages a second each, a steady window of ``--hold``
+one worker, ``--streams`` streams emitting ``--rate`` messages a second each, a steady window of ``--hold``
 seconds).  Over that window it reads from the history:
 
 - the worker's DynamoDB requests by operation and purpose and the read and write units they are billed, from
@@ -14,19 +15,29 @@ seconds).  Over that window it reads from the history:
   (``bench.capacity.emit_to_persist``).
 
 Per stored message: requests (all purposes), write and read units (all purposes, and those of message
-persistence alone), client CPU in microseconds, and dollars per million messages at the on-demand list price
-($0.625 per million write request units, $0.125 per million read request units, us-east-1:
-https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite (the default
-``--dynamodb``) has no transactions, so ``hardened`` stores there with one conditional PutItem per message;
-on moto with ``--set transactions=auto`` it stores one TransactWriteItems per batch (a ConditionCheck and
-the messages, each billed two units per KB).
+persistence alone), client CPU in microseconds, and dollars per million messages at the on-demand list price,
+then each as a ratio of ``hardened`` to ``blog``.  The units follow AWS's rules ("Read/write operations":
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html; "Item sizes and
+formats": https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html), the
+price the on-demand list ($0.625 per million write request units, $0.125 per million read request units,
+us-east-1: https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite
+(the default ``--dynamodb``) has no transactions; on moto with ``--set transactions=auto`` a transactional
+write is billed two units per KB per item.
 
-Usage: ``python -m bench.write_cost [--n 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb dynalite|moto]
-[--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress goes to stderr; one line per profile to stdout, and the
-last line reads ``write cost: N=50 rate=5/s on dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per
-stored message, stored p50 A s p99 B s, $D per million messages; hardened: ...``.  The figures go to
-``OUT/write-cost-n<N>-rate<R>.json``.  Exit status 2 when a fleet cannot start or its worker dies during the
-measurement.
+``--memory``: the low-rate mode (``--rate`` defaults to 0.02 a second, ``--settle`` to 30 s: each take-up's
+tail read and mark cost about as much CPU as a window of quiet streams, so they must be over before it).
+The same one-worker fleet holds the streams; printed per profile: the worker's RSS growth per stream held
+(KB) and its CPU in cores over the window (idle CPU before any stream beside it): holding a stream should
+cost memory and renewals, not CPU.
+
+Usage: ``python -m bench.write_cost [--streams 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb
+dynalite|moto] [--profiles blog,hardened] [--memory] [--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress
+goes to stderr; one line per profile to stdout, and the last line reads ``write cost: N=50 rate=5/s on
+dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per stored message, stored p50 A s p99 B s, $D per
+million messages; hardened: ...; ratio hardened/blog: requests r, write units w, CPU c, p99 p, $ d`` (with
+``--memory``: ``memory: N=5000 rate=0.02/s on dynalite hardened: RSS X KB per stream, CPU Y cores ...``).
+The figures go to ``OUT/write-cost-n<N>-rate<R>.json`` (``write-cost-memory-...``).  Exit status 2 when a
+fleet cannot start or its worker dies during the measurement.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.capacity import checked, run_profiles
+from bench.capacity import checked, ratio, run_profiles
 from bench.capacity import measure as measure_fleet
 from fleet.billing import dollars_per_million
 from harness.backends import DYNAMODB_ENGINES
@@ -48,15 +59,38 @@ from harness.cluster import ClusterError
 from harness.run_folders import add_output_arguments, output_folder
 
 PROFILES = ("blog", "hardened")
+MEMORY_RATE = 0.02  # messages a second per stream in the memory mode
+MEMORY_SETTLE_S = 30.0  # the memory mode's settle: take-ups (a tail read and a mark each) over before the window
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help, unless the help says it (a default that depends on the mode)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def _profiles(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names or any(name not in PROFILES for name in names) or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: name {' and/or '.join(PROFILES)}, each once, comma-separated")
+    return names
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.write_cost", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--n", type=int, default=50, help="streams the one worker holds")
-    p.add_argument("--rate", type=float, default=5.0, help="messages a second each stream emits")
+                                formatter_class=_Formatter)
+    p.add_argument("--streams", "--n", type=int, default=50, dest="n", help="streams the one worker holds")
+    p.add_argument("--rate", type=float, default=None,
+                   help="messages a second each stream emits (default 5; with --memory 0.02)")
+    p.add_argument("--memory", action="store_true",
+                   help="the low-rate mode: RSS per stream held and CPU in cores, not the cost per message")
+    p.add_argument("--profiles", type=_profiles, default=list(PROFILES),
+                   help="comma-separated profiles to measure, in this order (blog first: the ratios' base)")
     p.add_argument("--hold", type=float, default=20.0, help="seconds of the measured window")
-    p.add_argument("--settle", type=float, default=3.0, help="seconds between owning every stream and the window")
+    p.add_argument("--settle", type=float, default=None,
+                   help="seconds between owning every stream and the window (default 3; with --memory 30: every "
+                   "take-up's tail read and mark must be done before the window, or their CPU lands in it)")
     p.add_argument("--grace", type=float, default=3.0,
                    help="a message emitted in the window counts as stored if its write was answered by the "
                    "window's end + this many seconds")
@@ -69,8 +103,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
-    args = checked(p, p.parse_args(argv), ("settle", "grace"))
-    args.idle = 1.0  # bench.capacity's idle watch, not reported here
+    args = p.parse_args(argv)
+    if args.rate is None:
+        args.rate = MEMORY_RATE if args.memory else 5.0
+    if args.settle is None:
+        args.settle = MEMORY_SETTLE_S if args.memory else 3.0
+    args = checked(p, args, ("settle", "grace"))
+    args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args
 
 
@@ -142,9 +181,36 @@ def profile_line(r: dict[str, Any]) -> str:
             f"window stored; {r['held']} of {r['n']} streams held")
 
 
+def ratios(results: list[dict[str, Any]]) -> str:
+    """``; ratio hardened/blog: requests r, ...`` when both were measured (blog the base), else ""."""
+    by = {r["profile"]: r for r in results}
+    if set(by) != set(PROFILES):
+        return ""
+    h, b = by["hardened"], by["blog"]
+    parts = [f"{name} {ratio(h['per_message'][key], b['per_message'][key])}"
+             for name, key in (("requests", "requests"), ("write units", "write_units"), ("CPU", "cpu_us"),
+                               ("$", "usd_per_million"))]
+    parts.insert(3, f"p99 {ratio(h['delays']['p99_s'], b['delays']['p99_s'])}")
+    return "; ratio hardened/blog: " + ", ".join(parts)
+
+
 def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     head = f"write cost: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
-    return head + "; ".join(profile_part(r) for r in results)
+    return head + "; ".join(profile_part(r) for r in results) + ratios(results)
+
+
+def memory_line(r: dict[str, Any]) -> str:
+    """One profile's figures in the memory mode."""
+    held = "" if r["held"] == r["n"] else f" [{r['held']} of {r['n']} held]"
+    return (f"{r['profile']}: RSS {_num(r['rss_kb_per_stream'], '.1f')} KB per stream, CPU "
+            f"{_num(r['cpu_core_share'], '.3f')} cores (idle before any stream {r['idle_cpu_core_share']:.3f}), "
+            f"RSS {r['rss_baseline_mb']:.1f} MB before any stream, {r['rss_end_mb']:.1f} MB at the window's end"
+            f"{held}")
+
+
+def memory_summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    return (f"memory: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
+            + "; ".join(memory_line(r) for r in results))
 
 
 # -- one fleet, one profile ------------------------------------------------------------------------------------
@@ -174,7 +240,9 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out = output_folder(args, "write_cost")
-    return run_profiles("write_cost", args, list(PROFILES), measure, profile_line, summary)
+    if args.memory:
+        return run_profiles("write_cost_memory", args, args.profiles, measure_fleet, memory_line, memory_summary)
+    return run_profiles("write_cost", args, args.profiles, measure, profile_line, summary)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Subcommands: ``up`` (backend, simulator, router and N workers in the foreground), ``start`` / ``stop``
 (post an event to the router), ``status`` (each connection's desired state, owner, ``last_seq`` and lag),
+``messages`` (a stream's stored messages in order, takeover marks included),
 ``worker`` (one worker process, configured by ``WSFLEET_*``), ``scenario`` (one chaos scenario, built in or
 from a file, with a verdict; ``--repeat`` measures how often it fails), ``explore`` (generated schedules
 until one fails, then shrunk), ``report`` (reports from run folders), ``aws-preflight`` (a deployed fleet's
@@ -63,6 +64,16 @@ def _connection_id(text: str) -> str:
     if not CONNECTION_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a connection id ([A-Za-z0-9._:-], 1 to 128 characters)")
     return text
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sequence number (a whole number)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a sequence number (0 or more)")
+    return value
 
 
 def _add_topology(p: argparse.ArgumentParser, run_dir_default: str,
@@ -175,6 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Read the connections table and the simulator's heads of a running "
                                         "`wsfleet up`.")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    messages = sub.add_parser(
+        "messages", help="print a stream's stored messages in order",
+        description="Read a stream's items from the messages table of a running `wsfleet up` (either stored "
+                    "layout: one item per message, or hardened's batch log with its takeover marks) and print "
+                    "one line per message in the store's order: seq, timestamp (ms), batch, epoch, "
+                    "writer (worker@gen), data. A takeover mark is a line of its own. Exit 1 if an item is "
+                    "unreadable (each is printed, never skipped).")
+    messages.add_argument("stream", type=_connection_id, metavar="STREAM", help="the connection id")
+    messages.add_argument("--from", type=_seq, dest="from_seq", metavar="SEQ",
+                          help="only messages from this sequence number on (and the marks placed there or later)")
+    messages.add_argument("--json", action="store_true", help="one JSON object per line instead of columns")
 
     sub.add_parser("worker", help="run one worker process (configured by WSFLEET_* variables)",
                    description="Run one fleet worker; see `python -m fleet.worker --help` for its settings.")
@@ -439,6 +462,40 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- messages --------------------------------------------------------------------------------------------
+def cmd_messages(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from harness.backends.resources import client
+    from harness.message_log import UNREADABLE, entries, messages
+
+    up = _running()
+    try:
+        found = list(entries(client(up["backend_env"], "dynamodb"), up["tables"]["messages"],
+                             f"CONN#{args.stream}"))
+    except (BotoCoreError, ClientError) as exc:
+        raise CliError(f"cannot read the messages table: {exc}", 1) from None
+    unreadable = [entry for entry in found if entry.kind == UNREADABLE]
+    for entry in found:
+        if entry.kind == UNREADABLE:
+            print(f"?? unreadable item, sk {entry.sk}: {entry.problem}")
+        for message in messages([entry], args.from_seq):
+            writer = f"{message.worker}@{message.gen}" if message.gen else message.worker or "-"
+            if args.json:
+                print(json.dumps(dataclasses.asdict(message)))
+            elif message.kind == "mark":
+                print(f"-- takeover mark, batch {message.batch}: {writer} epoch {message.epoch}")
+            else:
+                print(f"{message.seq:>8} {message.ts if message.ts is not None else '-':>14} "
+                      f"{message.batch if message.batch is not None else '-':>6} "
+                      f"{message.epoch if message.epoch is not None else '-':>5} {writer:<24} {message.data}")
+    if not found:
+        print(f"wsfleet messages: nothing stored for {args.stream}", file=sys.stderr)
+    if unreadable:
+        raise CliError(f"{len(unreadable)} stored item(s) of {args.stream} are unreadable", 1)
+    return 0
+
+
 # -- worker ----------------------------------------------------------------------------------------------
 def cmd_worker(args: argparse.Namespace) -> int:
     from fleet.worker import main as worker_main
@@ -560,7 +617,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "worker": cmd_worker,
+    "up": cmd_up, "start": cmd_event, "stop": cmd_event, "status": cmd_status, "messages": cmd_messages,
+    "worker": cmd_worker,
     "scenario": cmd_scenario, "explore": cmd_explore, "report": cmd_report, **REGION_COMMANDS,
     **AWS_COMMANDS,
 }

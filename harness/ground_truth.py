@@ -3,12 +3,14 @@
 ``record_final`` reads, after the experiment:
 
 - the simulator's head per stream -> ``final.emitted`` {pk, head_seq};
-- every stored message (messages table, every page) -> ``final.persisted`` {pk, seqs, items}: ``seqs`` lists
-  the seq of every stored item (one entry per item: a seq stored twice, as ``blog``'s time-keyed items can
-  be, appears twice), ``items`` the same items with their writer: {seq, worker, gen, epoch, sent_ms}
-  (``null`` where the item lacks the attribute: ``blog`` writes no epoch, an old fleet no writer).  The seq
-  comes from ``message_data`` (``<connection id>:<seq>``), which both profiles write, since ``blog`` keys
-  its items by time;
+- every stored item of the messages table (every page, read through ``harness.message_log``, either layout)
+  -> ``final.persisted`` {pk, seqs, items, unreadable}: ``seqs`` lists the seq of every stored message (one
+  entry per copy: a seq stored twice, as ``blog``'s time-keyed items can be, appears twice), ``items`` the
+  same messages with their writer: {seq, worker, gen, epoch, sent_ms, batch} (``null`` where the store lacks
+  it: ``blog`` writes no epoch, an old fleet no writer, one item per message no batch; a log batch's
+  ``sent_ms`` is its ``written_ms``), ``unreadable`` the items neither layout explains ({sk, problem});
+- per stream whose messages form a batch log -> ``final.log`` {pk, entries}: every log entry in batch order,
+  without its messages ({batch, kind, epoch, worker, gen, take, seq_from, seq_to, written_ms});
 - every connection item (connections table, every page) -> ``final.connection`` {pk, desired_state,
   lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch} (absent attributes are
   None, which ``HistoryWriter`` leaves out of the event; a started pk with no item gets the pk alone).
@@ -22,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-MESSAGE_ATTRIBUTES = ("pk", "message_data", "worker_id", "gen", "epoch", "sent_ms")
+from harness.message_log import LOG_KINDS, UNREADABLE, Entry, every_entry, from_low_level
+
 CONNECTION_ATTRIBUTES = ("pk", "desired_state", "lease_owner", "owner_gen", "epoch", "last_seq", "ckpt_worker",
                          "ckpt_gen", "ckpt_epoch")
-ITEM_FIELDS = {"worker_id": "worker", "gen": "gen", "epoch": "epoch", "sent_ms": "sent_ms"}
 
 
 class EventSink(Protocol):
@@ -46,22 +48,37 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
         if connection_id.startswith(prefix):
             history.emit("final.emitted", pk=_pk(connection_id), head_seq=stream.get("head_seq"))
     items: dict[str, list[dict[str, Any]]] = {_pk(i): [] for i in ids}
-    for raw in _scan(dynamodb, tables["messages"], MESSAGE_ATTRIBUTES):
-        pk = _value(raw.get("pk"))
-        seq = _seq(_value(raw.get("message_data")))
-        if isinstance(pk, str) and pk.startswith(_pk(prefix)) and seq is not None:
-            item = {"seq": seq, **{field: _value(raw.get(name)) for name, field in ITEM_FIELDS.items()}}
-            items.setdefault(pk, []).append(item)
+    unreadable: dict[str, list[dict[str, Any]]] = {}
+    logs: dict[str, list[Entry]] = {}
+    for entry in every_entry(dynamodb, tables["messages"]):
+        if not entry.pk.startswith(_pk(prefix)):
+            continue
+        items.setdefault(entry.pk, [])
+        if entry.kind == UNREADABLE:
+            unreadable.setdefault(entry.pk, []).append({"sk": entry.sk, "problem": entry.problem})
+        elif entry.kind in LOG_KINDS:
+            logs.setdefault(entry.pk, []).append(entry)
+        items[entry.pk].extend({"seq": m.seq, "worker": m.worker, "gen": m.gen, "epoch": m.epoch,
+                                "sent_ms": m.written_ms, "batch": m.batch}
+                               for m in entry.messages() if m.seq is not None)
     for pk, found in items.items():
         found.sort(key=lambda item: item["seq"])
-        history.emit("final.persisted", pk=pk, seqs=[item["seq"] for item in found], items=found)
+        history.emit("final.persisted", pk=pk, seqs=[item["seq"] for item in found], items=found,
+                     unreadable=unreadable.get(pk))
+    for pk, log in logs.items():
+        history.emit("final.log", pk=pk, entries=[entry.summary() for entry in sorted(log, key=_sk)])
     connections: dict[str, dict[str, Any]] = {_pk(i): {} for i in ids}
     for raw in _scan(dynamodb, tables["connections"], CONNECTION_ATTRIBUTES):
-        pk = _value(raw.get("pk"))
+        item = from_low_level(raw)
+        pk = item.get("pk")
         if isinstance(pk, str) and pk.startswith(_pk(prefix)):
-            connections[pk] = {name: _value(raw.get(name)) for name in CONNECTION_ATTRIBUTES[1:]}
+            connections[pk] = {name: item.get(name) for name in CONNECTION_ATTRIBUTES[1:]}
     for pk, fields in connections.items():
         history.emit("final.connection", pk=pk, **{name: fields.get(name) for name in CONNECTION_ATTRIBUTES[1:]})
+
+
+def _sk(entry: Entry) -> int:
+    return entry.sk if entry.sk is not None else -1
 
 
 def _pk(connection_id: str) -> str:
@@ -76,27 +93,3 @@ def _scan(dynamodb: Any, table: str, attributes: tuple[str, ...]) -> Iterator[di
         ExpressionAttributeNames=names)
     for page in pages:
         yield from page.get("Items", [])
-
-
-def _value(attribute: Mapping[str, Any] | None) -> Any:
-    """A low-level DynamoDB attribute value as Python: S as str, N as int (or float), BOOL, NULL as None;
-    None when absent."""
-    if not attribute:
-        return None
-    if "S" in attribute:
-        return attribute["S"]
-    if "N" in attribute:
-        try:
-            return int(attribute["N"])
-        except ValueError:
-            return float(attribute["N"])
-    if "BOOL" in attribute:
-        return bool(attribute["BOOL"])
-    return None
-
-
-def _seq(message_data: Any) -> int | None:
-    if not isinstance(message_data, str):
-        return None
-    _, _, seq = message_data.rpartition(":")
-    return int(seq) if seq.isascii() and seq.isdigit() else None

@@ -27,10 +27,13 @@ unknown, e.g. a timeout).
   stream had emitted by then was stored, and the sequences checker judges what was emitted before it};
   ``conn.started`` {pk} / ``conn.stopped`` {pk}: when the harness made desired state STARTED / STOPPED;
   ``final.persisted`` {pk, seqs: list of every seq found in the messages table at the end, one entry per
-  stored item, so a seq stored twice appears twice; items: the same items with their writer, [{seq, worker,
-  gen, epoch, sent_ms}], null where unknown}: the store's ground truth, written at the end
-  (``harness.ground_truth``); ``final.connection`` {pk, desired_state, lease_owner, owner_gen, epoch,
-  last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection item at the end;
+  stored message, so a seq stored twice appears twice; items: the same messages with their writer, [{seq,
+  worker, gen, epoch, sent_ms, batch}], null where unknown; unreadable: [{sk, problem}], the items neither
+  stored layout explains, absent when none}: the store's ground truth, written at the end
+  (``harness.ground_truth``); ``final.log`` {pk, entries: [{batch, kind, epoch, worker, gen, take,
+  seq_from, seq_to, written_ms}]}: a stream's batch log in batch order (hardened); ``final.connection`` {pk,
+  desired_state, lease_owner, owner_gen, epoch, last_seq, ckpt_worker, ckpt_gen, ckpt_epoch}: each connection
+  item at the end;
   ``final.emitted`` {pk, head_seq}: the simulator's head per stream at the end;
   ``task.stopped`` {worker, task, exit_code, outcome}: with death notices on, a worker process exited and
   its task's STOPPED event was sent to the queue (``harness.ecs_tasks``).

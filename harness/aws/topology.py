@@ -44,6 +44,7 @@ from harness.cluster import (
     stop_connection,
 )
 from harness.faults.fault import FaultError
+from harness.message_log import newest
 from harness.router_client import Signer
 from harness.scenarios.runner import Phases, ScenarioError
 
@@ -176,14 +177,9 @@ class AwsTopology:
             return stored
         stored = {}
         for connection_id in ids:
-            newest = self._dynamodb.query(
-                TableName=self.deployment.tables["messages"], ConsistentRead=True, KeyConditionExpression="pk = :pk",
-                ScanIndexForward=False, Limit=1, ExpressionAttributeValues={":pk": {"S": f"CONN#{connection_id}"}},
-                ProjectionExpression="message_data").get("Items", [])
-            data = newest[0].get("message_data", {}).get("S", "") if newest else ""
-            seq = data.rpartition(":")[2]
-            if seq.isdigit():
-                stored[connection_id] = float(seq)
+            tail = newest(self._dynamodb, self.deployment.tables["messages"], f"CONN#{connection_id}")
+            if tail is not None and tail.seq_to is not None:
+                stored[connection_id] = float(tail.seq_to)
         self._stored = (time.monotonic(), stored)
         return stored
 

@@ -1,7 +1,11 @@
 """One run's verdict: every checker over one history, composed (false beats unknown beats true), and the
 verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys plus the wave-2 ones (§11):
 
-- ``zombie_writes``: I6, items stored or writes acknowledged from a superseded epoch (``zombies``);
+- ``zombie_writes``: I6, items stored or writes acknowledged from a superseded epoch (``zombies``), plus,
+  where the messages are stored as a batch log (hardened: the history has ``final.log``), the log entries the
+  ``log`` checker finds out of place (an earlier holder's after a later one's mark, a decreasing epoch, a
+  takeover without a mark); the ``log`` checker runs only then (or when a stored item is unreadable, which
+  fails it), and ``zombies`` leaves those streams' messages to it;
 - ``outcomes``: per event type, how many events had outcome ``ok``, ``fail`` and ``info``;
 - ``fault_model``: ``{"stated", "within", "flag"}``: what ``run.start`` says of the schedule (``"within"``
   or ``"outside: <why>"``; null when it says nothing), whether that is within the model (null: unknown), and
@@ -36,6 +40,7 @@ from harness.checkers.duplicates import (
 )
 from harness.checkers.events import Events, RunInfo, read_events, run_info
 from harness.checkers.handshakes import check_handshakes
+from harness.checkers.log import LOG_COLUMNS, applies, check_log, logged_pks, lost_by_pk
 from harness.checkers.recovery import PHASE_COLUMNS, check_recovery
 from harness.checkers.result import CheckResult, Row, compose, json_safe
 from harness.checkers.sequences import SEQUENCE_COLUMNS, check_sequences
@@ -59,6 +64,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "sequences": SEQUENCE_COLUMNS,
     "stops": STOP_COLUMNS,
     "zombie_writes": ZOMBIE_WRITE_COLUMNS,
+    "log": LOG_COLUMNS,
 }
 
 
@@ -114,17 +120,20 @@ def analyse(history: Events, *, settle_ms: float | None = None, merge_gap_ms: fl
                                           writes=consumed.writes.loc[answered].reset_index(drop=True))
     recovery = check_recovery(experiment, kinds=fault_kinds, fault_grace_ms=fault_grace_ms, info=experiment_info,
                               consumed=experiment_consumed)
+    sequences = check_sequences(history, settle_ms=settle_ms, info=info)
+    logged = logged_pks(history)
     checks = {
         check.name: check
         for check in (
             check_duplicate_claims(history, merge_gap_ms=merge_gap_ms, info=info, consumed=consumed),
-            check_sequences(history, settle_ms=settle_ms, info=info),
+            sequences,
             recovery,
             check_bounds(history, recovery=recovery, info=info),
             check_stop(history, info=info, consumed=consumed),
-            check_zombie_writes(history, info=info, writes=consumed.writes),
+            check_zombie_writes(history, info=info, writes=consumed.writes, logged=logged),
             check_handshakes(history, info=info),
             check_balance(history, info=info),
+            *([check_log(history, lost_by_pk(sequences.tables["sequences"]))] if applies(history) else []),
         )
     }
     return Analysis(info, checks, _verdict(info, checks, outcome_counts(history)))
@@ -167,7 +176,8 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
         "duplicate_overlap_ms": claims.details["duplicate_overlap_ms"],
         "lost_sequences": sequences.details["lost_sequences"],
         "duplicate_deliveries": sequences.details["duplicate_deliveries"],
-        "zombie_writes": checks["zombie_writes"].details["zombie_writes"],
+        "zombie_writes": checks["zombie_writes"].details["zombie_writes"]
+        + (checks["log"].details["zombie_entries"] if "log" in checks else 0),
         "recovery_ms": recovery.details["recovery_ms"],
         "phases_ms": recovery.details["phases_ms"],
         "bound_ms": info.bound_ms,

@@ -38,6 +38,9 @@ weigh the scan only against writes answered before it started.  A write answered
 the scan rewriting what it found, as a slow backend's self-fenced owner's successor does) may be missing from
 it, and an older item the scan shows is then no evidence that anything landed over it.
 
+Streams whose messages are stored as a batch log (``logged``) have their messages judged by
+``harness.checkers.log`` instead of rules (a) and (b); rule (c) and checkpoints are judged here as for any.
+
 ``zombie_writes`` counts the distinct (pk, kind, seq) written by certain findings; possible ones make the
 verdict unknown.  ``late_landings`` gives the duplicate-claims checker the earliest instant each overwrite
 can have landed.  A history without items or grants gives this checker nothing to judge: valid, with
@@ -46,6 +49,7 @@ can have landed.  A history without items or grants gives this checker nothing t
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -167,18 +171,23 @@ def _epochs_fence(epochs: np.ndarray, owners: np.ndarray, ok: np.ndarray) -> boo
     return True
 
 
-def check_zombie_writes(history: Events, *, info: RunInfo | None = None,
-                        writes: pd.DataFrame | None = None) -> CheckResult:
-    """``writes``: ``consuming.accepted_writes(history)`` when already computed."""
+def check_zombie_writes(history: Events, *, info: RunInfo | None = None, writes: pd.DataFrame | None = None,
+                        logged: Collection[str] = ()) -> CheckResult:
+    """``writes``: ``consuming.accepted_writes(history)`` when already computed; ``logged``: the pks whose
+    messages are stored as a batch log, judged by ``harness.checkers.log`` instead of rules (a) and (b): what
+    an earlier holder stored before the new owner's takeover mark is part of the log, whenever it landed."""
     info = info if info is not None else run_info(history)
     tolerance = info.duration("clock_tolerance_ms") or 0.0
     grants = _Grants(history)
     items = stored_items(history)
     writes = writes if writes is not None else accepted_writes(history)
     seen = scanned_writes(history, writes)
+    unlogged_items = items.loc[~items["pk"].isin(list(logged)).to_numpy()]
+    unlogged_writes = writes.loc[~(writes["pk"].isin(list(logged)).to_numpy()
+                                   & (writes["type"] == "msg.persist").to_numpy())]
     findings: list[Row] = []
-    findings.extend(_overwrites(items, seen, grants))
-    findings.extend(_late_sends(items, writes, grants, tolerance))
+    findings.extend(_overwrites(unlogged_items, scanned_writes(history, unlogged_writes), grants))
+    findings.extend(_late_sends(unlogged_items, unlogged_writes, grants, tolerance))
     foreign, unexplained = _foreign_epochs(items, _checkpoints(history), grants)
     findings.extend(foreign)
     findings.extend(_checkpoint_overwrites(history, seen, grants))

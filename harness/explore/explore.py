@@ -40,8 +40,8 @@ from harness.scenarios.runner import ScenarioError, ScenarioRun, run_scenario
 from harness.scenarios.scenario_file import ScenarioSpec, dump
 
 Progress = Callable[[str], None]
-# I1, I6, I2, I5, then the rest: the order in which a failing run's invariant is named
-INVARIANT_ORDER = ("duplicate_claims", "zombie_writes", "sequences", "stop", "bounds", "recovery")
+# I1, I6 (on items, then on the batch log), I2, I5, then the rest: the order in which a failing run's invariant is named
+INVARIANT_ORDER = ("duplicate_claims", "zombie_writes", "log", "sequences", "stop", "bounds", "recovery")
 
 
 @dataclass

@@ -58,6 +58,7 @@ from fleet.config import FleetConfig
 from fleet.region_gate import activation_wait_s
 from harness.backends.resources import client
 from harness.history import read_history
+from harness.message_log import every_entry
 from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
 from harness.region.rpo import lost_control_writes, lost_messages
@@ -302,13 +303,10 @@ def _desired_states(regions: TwoRegions, region: str) -> dict[str, str]:
 def _stored(regions: TwoRegions, region: str) -> dict[str, list[int]]:
     """The seqs a region's messages table holds, per stream (its own writes and the replicated ones)."""
     backend = regions.backends[region]
-    pages = client(backend.env(), "dynamodb").get_paginator("scan").paginate(
-        TableName=backend.tables["messages"], ConsistentRead=True, ProjectionExpression="message_data")
     stored: dict[str, list[int]] = {}
-    for page in pages:
-        for item in page.get("Items", []):
-            connection_id, _, seq = item["message_data"]["S"].rpartition(":")
-            stored.setdefault(connection_id, []).append(int(seq))
+    for entry in every_entry(client(backend.env(), "dynamodb"), backend.tables["messages"]):
+        stored.setdefault(entry.pk.removeprefix("CONN#"), []).extend(
+            message.seq for message in entry.messages() if message.seq is not None)
     return stored
 
 

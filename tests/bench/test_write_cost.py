@@ -12,6 +12,7 @@ import pytest
 from bench.write_cost import (
     counter_delta,
     counter_span,
+    memory_summary,
     parse_args,
     per_message,
     profile_line,
@@ -65,8 +66,8 @@ def test_per_message_figures_and_list_price() -> None:
     assert set(per_message({}, {}, 0, 1.0, 1.0, 1.0).values()) == {None}
 
 
-def result(profile: str, usd: float | None) -> dict[str, Any]:
-    per = {"requests": 1.0, "write_units": 1.25, "message_write_units": 1.0, "read_units": 0.02,
+def result(profile: str, usd: float | None, requests: float = 1.0) -> dict[str, Any]:
+    per = {"requests": requests, "write_units": 1.25, "message_write_units": 1.0, "read_units": 0.02,
            "cpu_us": 2100.0, "usd_per_million": usd}
     return {"profile": profile, "n": 50, "held": 50, "span_s": 20.0, "stored": 5000,
             "operations": {"PutItem messages": 5000.0, "GetItem coordination": 0.0},
@@ -79,13 +80,35 @@ def test_the_summary_line_names_both_profiles_and_their_dollars() -> None:
     line = summary([result("blog", 0.8), result("hardened", None)], args)
     assert line.startswith("write cost: N=50 rate=5/s on dynalite blog: 1.000 req, 1.250 WU (1.000 msg WU), "
                            "0.020 RU, 2100 us")
-    assert "$0.800 per million messages; hardened:" in line and line.endswith("$n/a per million messages")
+    assert "$0.800 per million messages; hardened:" in line
+    assert line.endswith("$n/a per million messages; ratio hardened/blog: requests 1.00, write units 1.00, "
+                         "CPU 1.00, p99 1.00, $ n/a")
+    assert "ratio" not in summary([result("hardened", 0.5)], args)  # no blog: nothing to compare with
     full = profile_line(result("blog", 0.8))
     assert "requests: PutItem messages 5000;" in full and "GetItem" not in full  # zero counts left out
 
 
+def test_the_ratios_are_hardened_over_blog() -> None:
+    line = summary([result("blog", 0.8, requests=1.2), result("hardened", 0.2, requests=0.1)],
+                   parse_args(["--streams", "400"]))
+    assert line.startswith("write cost: N=400 rate=5/s")
+    assert line.endswith("ratio hardened/blog: requests 0.08, write units 1.00, CPU 1.00, p99 1.00, $ 0.25")
+
+
+def test_the_memory_mode_defaults_to_a_low_rate_and_reports_memory_and_cores() -> None:
+    args = parse_args(["--memory", "--streams", "5000", "--profiles", "hardened"])
+    assert (args.n, args.rate, args.settle, args.profiles) == (5000, 0.02, 30.0, ["hardened"])
+    assert (parse_args([]).rate, parse_args([]).settle) == (5.0, 3.0)
+    figures = {"profile": "hardened", "n": 5000, "held": 4990, "rss_kb_per_stream": 41.25, "cpu_core_share": 0.1234,
+               "idle_cpu_core_share": 0.01, "rss_baseline_mb": 80.0, "rss_end_mb": 281.4}
+    assert memory_summary([figures], args) == (
+        "memory: N=5000 rate=0.02/s on dynalite hardened: RSS 41.2 KB per stream, CPU 0.123 cores (idle before any "
+        "stream 0.010), RSS 80.0 MB before any stream, 281.4 MB at the window's end [4990 of 5000 held]")
+
+
 @pytest.mark.parametrize("argv", [["--n", "0"], ["--rate", "0"], ["--hold", "nan"], ["--grace", "-1"],
-                                  ["--set", "no_such_setting=1"], ["--dynamodb", "dynamodb-local"]])
+                                  ["--set", "no_such_setting=1"], ["--dynamodb", "dynamodb-local"],
+                                  ["--profiles", "blog,blog"], ["--profiles", "unsafe"], ["--memory", "--rate", "-1"]])
 def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         parse_args(argv)

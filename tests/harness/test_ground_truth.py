@@ -3,15 +3,10 @@ stream's stored head, which the settle phase waits on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
-import pytest
-from moto import mock_aws
-
-from fleet.schema import connections_table, messages_table
 from harness.ground_truth import record_final
+from tests.harness.message_items import log_item
 
 TABLES = {"messages": "msgs", "connections": "conns"}
 
@@ -26,16 +21,6 @@ class Recorder:
 
     def of(self, type: str) -> dict[str, dict[str, Any]]:
         return {e["pk"]: e for e in self.events if e["type"] == type}
-
-
-@pytest.fixture
-def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x",
-                              aws_secret_access_key="x")
-        client.create_table(**messages_table(TABLES["messages"]))
-        client.create_table(**connections_table(TABLES["connections"]))
-        yield client
 
 
 def put_message(client: Any, pk: str, sk: int, seq: int, **writer: Any) -> None:
@@ -61,11 +46,12 @@ def test_items_keep_their_writer_and_missing_attributes_are_null(dynamodb: Any) 
     persisted = recorder.of("final.persisted")
     assert persisted["CONN#a"]["seqs"] == [1, 2]
     assert persisted["CONN#a"]["items"] == [
-        {"seq": 1, "worker": "worker-2", "gen": "cd", "epoch": 4, "sent_ms": 1700000000456},
-        {"seq": 2, "worker": "worker-1", "gen": "ab", "epoch": 3, "sent_ms": 1700000000123},
+        {"seq": 1, "worker": "worker-2", "gen": "cd", "epoch": 4, "sent_ms": 1700000000456, "batch": None},
+        {"seq": 2, "worker": "worker-1", "gen": "ab", "epoch": 3, "sent_ms": 1700000000123, "batch": None},
     ]
     assert persisted["CONN#b"]["items"] == [{"seq": 7, "worker": None, "gen": None, "epoch": None,
-                                             "sent_ms": None}]
+                                             "sent_ms": None, "batch": None}]
+    assert recorder.of("final.log") == {}
     assert persisted["CONN#c"]["seqs"] == [] and persisted["CONN#c"]["items"] == []
     connections = recorder.of("final.connection")
     assert {k: v for k, v in connections["CONN#a"].items() if k != "type"} == {
@@ -88,3 +74,26 @@ def test_every_page_is_read(dynamodb: Any) -> None:
     record_final(recorder, dynamodb, TABLES, {}, ["big"])
 
     assert recorder.of("final.persisted")["CONN#big"]["seqs"] == list(range(1, 401))
+
+
+def test_a_batch_log_is_recorded_message_by_message_and_entry_by_entry(dynamodb: Any) -> None:
+    for item in (log_item("CONN#a", 1, "batch", 3, "worker-1", "g1", 1, 2, written_ms=100),
+                 log_item("CONN#a", 2, "mark", 4, "worker-2", "g2", 3, 2, written_ms=200),
+                 log_item("CONN#a", 3, "batch", 4, "worker-2", "g2", 3, 3, written_ms=300)):
+        dynamodb.put_item(TableName=TABLES["messages"], Item=item)
+    dynamodb.put_item(TableName=TABLES["messages"], Item={  # neither layout: recorded, not skipped
+        "pk": {"S": "CONN#a"}, "sk": {"N": "4"}, "kind": {"S": "batch"}, "epoch": {"N": "4"}})
+    recorder = Recorder()
+
+    record_final(recorder, dynamodb, TABLES, {}, ["a"])
+
+    persisted = recorder.of("final.persisted")["CONN#a"]
+    assert persisted["seqs"] == [1, 2, 3]
+    assert [(i["seq"], i["worker"], i["epoch"], i["sent_ms"], i["batch"]) for i in persisted["items"]] == [
+        (1, "worker-1", 3, 100, 1), (2, "worker-1", 3, 100, 1), (3, "worker-2", 4, 300, 3)]
+    assert persisted["unreadable"] == [{"sk": 4, "problem": "a batch without a whole-number seq_from, seq_to, "
+                                                            "worker"}]
+    log = recorder.of("final.log")["CONN#a"]["entries"]
+    assert [(e["batch"], e["kind"], e["worker"], e["gen"], e["epoch"], e["seq_from"], e["seq_to"])
+            for e in log] == [(1, "batch", "worker-1", "g1", 3, 1, 2), (2, "mark", "worker-2", "g2", 4, 3, 2),
+                              (3, "batch", "worker-2", "g2", 4, 3, 3)]

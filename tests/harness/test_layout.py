@@ -16,8 +16,10 @@ import harness
 
 HARNESS = Path(harness.__file__).parent
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("history and contract: the run folder, its events, their one reader, the checkers that judge them",
-     ("harness.run_folders", "harness.history", "harness.history_columns", "harness.checkers")),
+    ("history and contract: the run folder, its events, their one reader, the checkers that judge them, the "
+     "reader of the stored message layout",
+     ("harness.run_folders", "harness.history", "harness.history_columns", "harness.checkers",
+      "harness.message_log")),
     ("processes and endpoints: child processes, HTTP, the storage servers, the upstream simulator, ECS tasks, "
      "the Toxiproxy server and its client",
      ("harness.processes", "harness.reaper", "harness.http_client", "harness.quiet_http", "harness.router_client",

@@ -60,6 +60,12 @@ class HistoryBuilder:
         rows = [dict(zip(("seq", "worker", "gen", "epoch", "sent_ms"), item, strict=True)) for item in items]
         return self.at(t, "final.persisted", "harness", pk=pk, seqs=[r["seq"] for r in rows], items=rows)
 
+    def log(self, t: float, pk: str, *entries: tuple[Any, ...]) -> HistoryBuilder:
+        """``final.log`` with entries (batch, kind, worker, gen, epoch, seq_from, seq_to, written_ms[, take])."""
+        names = ("batch", "kind", "worker", "gen", "epoch", "seq_from", "seq_to", "written_ms", "take")
+        return self.at(t, "final.log", "harness", pk=pk,
+                       entries=[dict(zip(names[:len(e)], e, strict=True)) for e in entries])
+
     def renew(self, t: float, worker: str, expires_ms: float, pk: str | None = None,
               outcome: str = "ok") -> HistoryBuilder:
         fields = {"pk": pk} if pk is not None else {}
