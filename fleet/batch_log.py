@@ -194,12 +194,13 @@ class LogWriter:
         return self.phase is Phase.READY
 
     def batch(self, messages: Sequence[Message], now_ms: int) -> Put:
-        """Put ``messages`` (consecutive, starting right after the last sequence in the log) as the next item."""
+        """Put ``messages`` (consecutive, after the last sequence in the log: right after it, unless the
+        upstream lost what lies between, a gap left to the checkers) as the next item."""
         if not self.ready:
             raise ValueError(f"a batch asked for in phase {self.phase.value}")
         seqs = [m.seq for m in messages]
-        if not seqs or seqs != list(range(self.last_seq + 1, self.last_seq + 1 + len(seqs))):
-            raise ValueError(f"a batch must continue the log from {self.last_seq + 1}: {seqs[:3]}...")
+        if not seqs or seqs[0] <= self.last_seq or seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+            raise ValueError(f"a batch must be consecutive and follow the log's {self.last_seq}: {seqs[:3]}...")
         self.phase = Phase.PUT
         self.pending = Put(LogItem(self.pk, self.next_b, BATCH, self.writer, seqs[0], seqs[-1], now_ms,
                                    tuple(messages)))

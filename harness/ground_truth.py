@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-MESSAGE_ATTRIBUTES = ("pk", "message_data", "worker_id", "gen", "epoch", "sent_ms")
+MESSAGE_ATTRIBUTES = ("pk", "message_data", "worker_id", "gen", "epoch", "sent_ms", "kind", "worker", "msgs",
+                      "written_ms")
 CONNECTION_ATTRIBUTES = ("pk", "desired_state", "lease_owner", "owner_gen", "epoch", "last_seq", "ckpt_worker",
                          "ckpt_gen", "ckpt_epoch")
 ITEM_FIELDS = {"worker_id": "worker", "gen": "gen", "epoch": "epoch", "sent_ms": "sent_ms"}
@@ -48,10 +49,8 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
     items: dict[str, list[dict[str, Any]]] = {_pk(i): [] for i in ids}
     for raw in _scan(dynamodb, tables["messages"], MESSAGE_ATTRIBUTES):
         pk = _value(raw.get("pk"))
-        seq = _seq(_value(raw.get("message_data")))
-        if isinstance(pk, str) and pk.startswith(_pk(prefix)) and seq is not None:
-            item = {"seq": seq, **{field: _value(raw.get(name)) for name, field in ITEM_FIELDS.items()}}
-            items.setdefault(pk, []).append(item)
+        if isinstance(pk, str) and pk.startswith(_pk(prefix)):
+            items.setdefault(pk, []).extend(_messages(raw))
     for pk, found in items.items():
         found.sort(key=lambda item: item["seq"])
         history.emit("final.persisted", pk=pk, seqs=[item["seq"] for item in found], items=found)
@@ -93,6 +92,20 @@ def _value(attribute: Mapping[str, Any] | None) -> Any:
     if "BOOL" in attribute:
         return bool(attribute["BOOL"])
     return None
+
+
+def _messages(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stored messages of one item: a message item's one (keyed by its ``message_data``), or each message
+    of a hardened log batch (``fleet.batch_log``; its writer's clock ``written_ms`` as ``sent_ms``; a mark
+    holds none)."""
+    kind = _value(raw.get("kind"))
+    if kind is None:
+        seq = _seq(_value(raw.get("message_data")))
+        return [] if seq is None else [
+            {"seq": seq, **{field: _value(raw.get(name)) for name, field in ITEM_FIELDS.items()}}]
+    writer = {"worker": _value(raw.get("worker")), "gen": _value(raw.get("gen")), "epoch": _value(raw.get("epoch")),
+              "sent_ms": _value(raw.get("written_ms"))}
+    return [{"seq": int(m["M"]["seq"]["N"]), **writer} for m in (raw.get("msgs") or {}).get("L", [])]
 
 
 def _seq(message_data: Any) -> int | None:

@@ -258,8 +258,10 @@ def test_a_batch_must_continue_the_log() -> None:
     writer = LogWriter(PK, Writer("w1", "g", 1, 0), checkpoint=4)
     writer.on_tail(None, 1)
     writer.on_stored()
-    with pytest.raises(ValueError, match="from 5"):
-        writer.batch([msg(6)], 2)
+    with pytest.raises(ValueError, match="follow the log's 4"):
+        writer.batch([msg(4), msg(5)], 2)
+    with pytest.raises(ValueError, match="consecutive"):
+        writer.batch([msg(5), msg(7)], 2)
     assert writer.batch([msg(5), msg(6)], 2).item.seq_to == 6
 
 

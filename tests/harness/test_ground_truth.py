@@ -10,7 +10,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
 from fleet.schema import connections_table, messages_table
+from fleet.wire import to_wire
 from harness.ground_truth import record_final
 
 TABLES = {"messages": "msgs", "connections": "conns"}
@@ -88,3 +90,20 @@ def test_every_page_is_read(dynamodb: Any) -> None:
     record_final(recorder, dynamodb, TABLES, {}, ["big"])
 
     assert recorder.of("final.persisted")["CONN#big"]["seqs"] == list(range(1, 401))
+
+
+def test_a_hardened_log_batch_counts_each_of_its_messages_and_a_mark_none(dynamodb: Any) -> None:
+    """The fenced log (``fleet.batch_log``): each message of a batch is one stored message, named after the
+    batch's writer (its ``written_ms`` as ``sent_ms``); a takeover mark stores none."""
+    writer = Writer("worker-1", "ab", 3, 1)
+    items = [LogItem("CONN#a", 1, MARK, writer, 1, 0, 5),
+             LogItem("CONN#a", 2, BATCH, writer, 1, 2, 6, (Message(1, 0, "a:1"), Message(2, 0, "a:2")))]
+    for item in items:
+        dynamodb.put_item(TableName=TABLES["messages"], Item=to_wire(item.to_item()))
+    recorder = Recorder()
+
+    record_final(recorder, dynamodb, TABLES, {}, ["a"])
+
+    persisted = recorder.of("final.persisted")["CONN#a"]
+    assert persisted["seqs"] == [1, 2]
+    assert persisted["items"][0] == {"seq": 1, "worker": "worker-1", "gen": "ab", "epoch": 3, "sent_ms": 6}
