@@ -33,6 +33,7 @@ from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import LeaseStore
 from fleet.upstream import UpstreamMessage, UpstreamSession
+from tests.fleet.memworker import until
 from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk, stored, take_over
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,6 +203,23 @@ async def test_a_batch_whose_answer_was_lost_is_sent_again_and_recognised_as_sto
     persisted = events(tmp_path / "w1.jsonl", "msg.persist")
     assert [(e["outcome"], e["seq_from"], e["seq_to"]) for e in persisted] == [("info", 1, 3), ("ok", 1, 3)]
     assert held.persisted == 3 and held.last_seq == 3
+
+
+async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
+    """The sink waits up to ``flush_ms`` (100 ms at scale 0.1) for its oldest message: three messages read
+    together are one put; the one read next waits for its own age, or goes at once when the session ends."""
+    store = LogStore()
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE))
+    sink = MessageSink(runner, held)
+    for each in messages(1, 2, 3):
+        await sink.submit(each)
+        await asyncio.sleep(0)  # the writer runs between them: it waits for the oldest's age
+    await until(lambda: len(store.puts) == 2)
+    await sink.submit(messages(4)[0])
+    await sink.drain()
+    assert store.puts == [("mark", 1, 0), ("batch", 1, 3), ("batch", 4, 4)]
+    assert held.last_seq == 4
 
 
 class UpstreamStub:
