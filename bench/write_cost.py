@@ -16,10 +16,8 @@ seconds).  Over that window it reads from the history:
 Per stored message: requests (all purposes), write and read units (all purposes, and those of message
 persistence alone), client CPU in microseconds, and dollars per million messages at the on-demand list price
 ($0.625 per million write request units, $0.125 per million read request units, us-east-1:
-https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite (the default
-``--dynamodb``) has no transactions, so ``hardened`` stores there with one conditional PutItem per message;
-on moto with ``--set transactions=auto`` it stores one TransactWriteItems per batch (a ConditionCheck and
-the messages, each billed two units per KB).
+https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  ``hardened`` stores
+one conditional PutItem per batch of its fenced log (``fleet.batch_log``) on every engine.
 
 Usage: ``python -m bench.write_cost [--n 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb dynalite|moto]
 [--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress goes to stderr; one line per profile to stdout, and the
@@ -64,8 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=8, help="threads STARTing the streams")
     p.add_argument("--own-timeout", type=float, default=60.0, help="seconds to wait for every stream to be owned")
     p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
-                   help="the embedded DynamoDB engine both profiles run on (moto has transactions: add "
-                   "--set transactions=auto for hardened to use them, the harness turns them off there)")
+                   help="the embedded DynamoDB engine both profiles run on")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
