@@ -43,6 +43,14 @@ def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyCli
 
 
 @pytest.fixture
+def dynalite(engine_backend: Any) -> None:
+    """Only on dynalite, skipped before any store is opened: the windows are dynalite's (no transactions);
+    moto runs the same conditional puts."""
+    if engine_backend.dynamodb_engine != "dynalite":
+        pytest.skip("the windows are dynalite's; moto runs the same conditional puts")
+
+
+@pytest.fixture
 async def delayed_store(engine_config: FleetConfig, toxiproxy: ToxiproxyClient,
                         monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LeaseStore]:
     """A store whose DynamoDB requests reach the server ``HELD_MS`` after they are sent; its timeout (3 s, at
@@ -82,25 +90,22 @@ async def hand_over(store: LeaseStore, window: str, pk: str, mine: Lease) -> tup
 @pytest.mark.parametrize("logic", ["b917e92", "log"])
 @pytest.mark.parametrize("window", ["frozen mid-request", "drop", "transfer", "re-adoption"])
 async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_refused_by_the_log(
-        store: LeaseStore, delayed_store: LeaseStore, engine_backend: Any, window: str, logic: str) -> None:
+        dynalite: None, store: LeaseStore, delayed_store: LeaseStore, window: str, logic: str) -> None:
     """Each window of issue 26, on dynalite: the old owner's write leaves while it holds the stream (its
     request held on the wire), the stream changes hands (a takeover, a drop or a transfer that does not wait
     for the writer, or the same incarnation taking it up again at the same epoch after a release whose answer
     was lost), and the new take-up begins before the write arrives.  On b917e92's per-message put the
     superseded writer's item lands (for a sequence the new owner has not stored yet); on the log the new
     take-up's mark takes the number the late put needs, so it is refused and nothing of it is stored."""
-    if engine_backend.dynamodb_engine != "dynalite":
-        pytest.skip("the windows are dynalite's (no transactions); moto runs the same conditional puts")
     pk = new_pk()
     mine = await held_connection(store, pk)
     config = store.config.with_changes(timescale=1.0)
     if logic == "b917e92":
         late = asyncio.ensure_future(old_rule_put(delayed_store, mine, ME, 1))
     else:
-        old = runner(config, delayed_store, ME)
         held = HeldConnection(lease=mine)
-        await old.open_log(held, ME)
-        late = asyncio.ensure_future(old.persist_batch(held, [Message(1, 0, f"{pk}:1")]))
+        await runner(config, store, ME).open_log(held, ME)  # its take-up, not delayed
+        late = asyncio.ensure_future(runner(config, delayed_store, ME).persist_batch(held, [Message(1, 0, f"{pk}:1")]))
     await asyncio.sleep(0)  # the late write is on the wire: held by the proxy for HELD_MS
     theirs, holder = await hand_over(store, window, pk, mine)
     if logic == "log":
