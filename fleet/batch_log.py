@@ -264,12 +264,17 @@ class Batcher:
                 return n
         return min(len(queued), self.max_messages)
 
-    def due(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float) -> bool:
-        """Whether the next batch should go now: it is full, or its oldest message waited ``flush_ms``."""
+    def due(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float,
+            wall_ms: float | None = None) -> bool:
+        """Whether the next batch should go now: it is full, or its oldest message waited ``flush_ms`` since it
+        was queued (``now_ms``, the same clock as ``oldest_queued_ms``) or since it was emitted (``wall_ms``
+        against its ``ts_ms``: a backlog replayed after a take-up goes at once).  An upstream clock off the
+        writer's only moves when batches go, never what they hold."""
         if not queued or oldest_queued_ms is None:
             return False
         full = len(queued) >= self.max_messages or self.cut(queued) < len(queued)
-        return full or now_ms - oldest_queued_ms >= self.flush_ms
+        old = wall_ms is not None and wall_ms - queued[0].ts_ms >= self.flush_ms
+        return full or old or now_ms - oldest_queued_ms >= self.flush_ms
 
     def wait_ms(self, oldest_queued_ms: float | None, now_ms: float) -> float | None:
         """How long until the queue is due by age (None: nothing queued)."""

@@ -427,8 +427,9 @@ BACKLOG_MAX = 2 * MAX_MESSAGES
 class MessageSink:
     """Persists one session's messages in arrival order.  ``hardened``: a writer task cuts what has queued
     up into batches of the stream's log (``fleet.batch_log.Batcher``: by count, size, and the age of the
-    oldest, ``flush_ms``), one put at a time, so a stream costs a request per batch, not per message;
-    ``last_seq`` advances only past stored messages.  ``blog``: one at a time, inline."""
+    oldest, ``flush_ms``, since it arrived or since it was emitted), one put at a time, so a stream costs a
+    request per batch, not per message; ``last_seq`` advances only past stored messages.  ``blog``: one at a
+    time, inline."""
 
     def __init__(self, runner: ConnectionRunner, held: HeldConnection) -> None:
         self.runner = runner
@@ -474,7 +475,7 @@ class MessageSink:
             self.wake.clear()
             while self.pending:
                 now_ms = monotonic_s() * 1000.0
-                if not self.flushing and not self.batcher.due(self.pending, self.oldest_ms, now_ms):
+                if not self.flushing and not self.batcher.due(self.pending, self.oldest_ms, now_ms, time.time() * 1000):
                     wait_ms = self.batcher.wait_ms(self.oldest_ms, now_ms) or 0.0
                     await wait_until_set(self.wake, wait_ms / 1000.0)
                     self.wake.clear()

@@ -276,7 +276,9 @@ def test_a_batch_is_cut_by_count_size_and_age() -> None:
     batcher = Batcher(flush_ms=100, max_messages=3, max_bytes=3 * msg(1).size)
     queued = [msg(s) for s in range(1, 5)]
     assert batcher.cut(queued) == 3 and batcher.due(queued, 50, 60)  # full by count
-    assert not batcher.due(queued[:2], 50, 60) and batcher.due(queued[:2], 50, 150)  # by age
+    assert not batcher.due(queued[:2], 50, 60) and batcher.due(queued[:2], 50, 150)  # by age since queued
+    # by age since emitted (msg 1 at 1 001 ms)
+    assert not batcher.due(queued[:2], 50, 60, wall_ms=1050) and batcher.due(queued[:2], 50, 60, wall_ms=1101)
     big = [Message(1, 0, "x" * 500), Message(2, 0, "y")]
     assert Batcher(flush_ms=100, max_bytes=560).cut(big) == 1  # by size
     assert Batcher(flush_ms=100, max_bytes=10).cut(big[:1]) == 1  # one message always goes

@@ -207,19 +207,25 @@ async def test_a_batch_whose_answer_was_lost_is_sent_again_and_recognised_as_sto
 
 async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
     """The sink waits up to ``flush_ms`` (100 ms at scale 0.1) for its oldest message: three messages read
-    together are one put; the one read next waits for its own age, or goes at once when the session ends."""
+    together are one put; the one read next waits for its own age, or goes at once when the session ends.  A
+    backlog (messages emitted longer than that ago) goes at once."""
     store = LogStore()
     runner = recording_runner(store, HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE))
     sink = MessageSink(runner, held)
-    for each in messages(1, 2, 3):
-        await sink.submit(each)
+    for seq in (1, 2, 3):
+        await sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
         await asyncio.sleep(0)  # the writer runs between them: it waits for the oldest's age
     await until(lambda: len(store.puts) == 2)
-    await sink.submit(messages(4)[0])
+    await sink.submit(UpstreamMessage(seq=4, data="data-4", ts=time.time() * 1000))
     await sink.drain()
     assert store.puts == [("mark", 1, 0), ("batch", 1, 3), ("batch", 4, 4)]
     assert held.last_seq == 4
+    backlog = MessageSink(runner, held)
+    await backlog.submit(UpstreamMessage(seq=5, data="data-5", ts=0.0))  # emitted long ago
+    await until(lambda: len(store.puts) == 4)  # written without a drain
+    await backlog.drain()
+    assert store.puts[-1] == ("batch", 5, 5)
 
 
 class UpstreamStub:
