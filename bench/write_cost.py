@@ -20,9 +20,8 @@ then each as a ratio of ``hardened`` to ``blog``.  The units follow AWS's rules 
 https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html; "Item sizes and
 formats": https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html), the
 price the on-demand list ($0.625 per million write request units, $0.125 per million read request units,
-us-east-1: https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  dynalite
-(the default ``--dynamodb``) has no transactions; on moto with ``--set transactions=auto`` a transactional
-write is billed two units per KB per item.
+us-east-1: https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.LIST_PRICE_USD``).  ``hardened``
+stores one conditional PutItem per batch of its fenced log (``fleet.batch_log``) on every engine.
 
 ``--memory``: the low-rate mode (``--rate`` defaults to 0.02 a second, ``--settle`` to 30 s: each take-up's
 tail read and mark cost about as much CPU as a window of quiet streams, so they must be over before it).
@@ -98,8 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=8, help="threads STARTing the streams")
     p.add_argument("--own-timeout", type=float, default=60.0, help="seconds to wait for every stream to be owned")
     p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
-                   help="the embedded DynamoDB engine both profiles run on (moto has transactions: add "
-                   "--set transactions=auto for hardened to use them, the harness turns them off there)")
+                   help="the embedded DynamoDB engine both profiles run on")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")

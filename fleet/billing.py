@@ -216,12 +216,12 @@ def billed_request(operation: str, params: Mapping[str, Any], answer: Mapping[st
 
 
 def purpose_of(operation: str, params: Mapping[str, Any], messages_table: str) -> str:
-    """``messages`` for a write of the messages table (message persistence), else ``coordination``: the
-    purposes ``AwsClients.requests`` counts by."""
+    """``messages`` for a request to the messages table (message persistence: hardened's log puts, marks and
+    tail reads included), else ``coordination``: the purposes ``AwsClients.requests`` counts by."""
     if operation == "TransactWriteItems":
         tables = {next(iter(e.values())).get("TableName") for e in params.get("TransactItems") or []}
         return "messages" if messages_table in tables else "coordination"
-    if operation in STANDARD_WRITES and params.get("TableName") == messages_table:
+    if params.get("TableName") == messages_table:
         return "messages"
     return "coordination"
 

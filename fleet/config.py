@@ -81,6 +81,8 @@ class FleetConfig:
     reconnect_policy: str = PROFILE_POLICY
     # A request that takes longer than this is abandoned (outcome unknown).
     aws_timeout_ms: int = 3_000
+    # hardened: the longest a received message waits before its batch is written (fleet.batch_log).
+    flush_ms: int = 1_000
     # Message writes as one TransactWriteItems fenced on the lease (on), conditional PutItems (off), or
     # whichever the backend supports, probed once at start (auto).
     transactions: str = "auto"
@@ -184,7 +186,7 @@ class FleetConfig:
             for name in (
                 "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "clock_tolerance_ms",
                 "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms", "reconnect_base_ms",
-                "reconnect_max_ms", "aws_timeout_ms", "metric_interval_ms",
+                "reconnect_max_ms", "aws_timeout_ms", "metric_interval_ms", "flush_ms",
             )
         }
 
@@ -225,7 +227,7 @@ TUNABLE: tuple[str, ...] = (
     "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "shutdown_budget_ms",
     "metric_interval_ms", "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate", "balance_band",
     "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
-    "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions",
+    "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions", "flush_ms",
 )
 
 

@@ -19,15 +19,17 @@ a half-open connection, is closed and reopened from the next sequence.
 After every received frame, and right before every write request goes out (inside its slot, after any
 wait), it asks the fence of the incarnation that took the stream up whether it may still consume
 (``Fence.allows``, on the fence clock); the check is synchronous, so a process resumed after a pause drops what it
-buffered instead of writing it.  The store fences message writes again server-side (``Rules.held``): a
-write that left before the fence closed but arrives after a takeover is refused, wholly where the backend
-has transactions, per message over a newer epoch where it has not (``LeaseStore.put_message_unless_newer``).
+buffered instead of writing it.  ``hardened`` stores messages as a fenced log (``fleet.batch_log``): each
+take-up reads the log's tail and puts its mark before it stores anything, then puts batches one at a time,
+each on the next number only if it is free, so a write that left before the fence closed but arrives after
+a takeover either landed before the new owner's mark (which resumes after it) or is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -35,11 +37,24 @@ from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
 from fleet.backoff import Backoff
+from fleet.batch_log import (
+    MARK,
+    MAX_MESSAGES,
+    Action,
+    Batcher,
+    LogWriter,
+    Message,
+    Put,
+    ReadAt,
+    ReadTail,
+    Superseded,
+    Writer,
+)
 from fleet.claims import HandshakePacer
 from fleet.clock import Clock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, UpstreamError
-from fleet.expr import Condition, Write
+from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules, WorkerRecord
 from fleet.store import LeaseStore
@@ -97,6 +112,7 @@ class HeldConnection:
     dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
     fence: Fence = field(default_factory=Fence)  # the fence of the incarnation that took it up
     transfer_to: WorkerRecord | None = None  # its handoff names this incarnation the owner (``fleet.balance``)
+    log: LogWriter | None = None  # hardened: this take-up's writer of the stream's message log
 
     @property
     def pk(self) -> str:
@@ -188,13 +204,19 @@ class ConnectionRunner:
 
     async def _consume(self, held: HeldConnection, me: Holder) -> str | None:
         """Consume until stopped, fenced, drained (then ``held.drained``), or given up: then the reason."""
+        # A new owner marks its take-up in the message log and resumes after the log's tail; it does so
+        # while the session opens, and stores nothing before.
+        opening = asyncio.create_task(self.open_log(held, me)) if self.rules.idempotent_messages else None
+        try:
+            return await self._sessions(held, me, opening)
+        finally:
+            if opening is not None:
+                opening.cancel()  # a no-op once it is done
+
+    async def _sessions(self, held: HeldConnection, me: Holder, opening: asyncio.Task[None] | None) -> str | None:
         backoff = self._backoff(self.reconnect_policy)
         down_since: float | None = None
         budget_s = self.config.scaled_s(self.config.upstream_budget_ms)
-        # A new owner resumes at the first sequence missing above the checkpoint (never above a hole left by
-        # a write that was only partly stored); ask for it while the session opens.
-        probe = (asyncio.create_task(self.store.contiguous_seq(held.pk, held.last_seq))
-                 if self.rules.resumes else None)
         while not held.stopping.is_set():
             if await wait_until_set(held.stopping, self.handshakes.slot()):
                 break  # stopped while waiting for its handshake's turn
@@ -213,9 +235,9 @@ class ConnectionRunner:
                                       epoch=held.lease.epoch, from_seq=from_seq, outcome="ok")
                     down_since = None
                     backoff.reset()
-                    if probe is not None:
-                        held.last_seq = max(held.last_seq, await self._stored_seq(probe))
-                        probe = None
+                    if opening is not None:
+                        await opening
+                        opening = None
                     sink = MessageSink(self, held)
                     try:
                         ended = await self._receive(session, held, sink)
@@ -276,12 +298,6 @@ class ConnectionRunner:
                     break
         return False
 
-    async def _stored_seq(self, probe: asyncio.Task[int]) -> int:
-        try:
-            return await probe
-        except StoreError:
-            return 0  # the checkpoint stands; replayed messages are rewritten idempotently
-
     def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
         """``ws.close``; ``retry``: when the session is reopened, the reconnect ``policy``, the ``attempt`` (the
         retries since the last open, this one included), the delay before it (``retry_in_ms``) and what the
@@ -289,55 +305,104 @@ class ConnectionRunner:
         self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200], **retry)
 
     async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
-        """Store consecutive messages.  Raises ``Fenced``.
-
-        Without a server-side fence (``blog``): one write each, as the profile's rule says, tried once.
-        With one (``hardened``, messages keyed by sequence so a repeat rewrites identical data): retried
-        until stored or fenced, each attempt re-sending exactly the messages not yet stored, as one
-        TransactWriteItems conditioned on the lease where the backend has transactions, else one PutItem
-        per message refused over a newer epoch.  A write the store refuses means another owner holds the
-        lease now: ``Fenced``.
-        """
-        retry = self._backoff(WRITE_RETRY_POLICY)
-        now = self.clock.now_ms()
+        """Store consecutive messages without a server-side fence (``blog``): one write each, as the
+        profile's rule says, tried once.  Raises ``Fenced``."""
         me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
-        writes = [self.rules.message(held.lease, me, m.seq, m.data, now) for m in messages]
-        fenced_on = self.rules.held(held.lease, me)
-        unstored = writes
-        while True:
-            if not held.fence.allows():
-                raise Fenced()
-            note: str | None = None
-            sent = time.time() * 1000.0
-            try:
-                if fenced_on is None:
-                    await self._write_each(held.fence, writes)
-                    unstored = []
-                else:
-                    unstored = await self._write_fenced(held, fenced_on, unstored)
-                outcome = "ok" if not unstored else "info"
-                note = f"{len(unstored)} of {len(writes)} unstored" if unstored else None
-            except ConditionFailed as exc:
-                if fenced_on is not None:
-                    self._persisted(held, me, messages, "fail", "refused by the store: the lease moved on", sent)
-                    raise Fenced() from exc
-                outcome, note = "fail", str(exc)[:200]
-            except StoreUnavailable as exc:
-                outcome, note = "info", str(exc)[:200]
-            except StoreError as exc:
-                outcome, note = "fail", str(exc)[:200]
-            self._persisted(held, me, messages, outcome, note, sent)
-            if outcome == "ok" or fenced_on is None:
-                break
-            await asyncio.sleep(retry.next_delay() / 10)
+        sent = time.time() * 1000.0
+        writes = [self.rules.message(held.lease, me, m.seq, m.data, self.clock.now_ms()) for m in messages]
+        if not held.fence.allows():
+            raise Fenced()
+        note: str | None = None
+        try:
+            await self._write_each(held.fence, writes)
+            outcome = "ok"
+        except StoreError as exc:
+            outcome, note = ("info" if isinstance(exc, StoreUnavailable) else "fail"), str(exc)[:200]
+        self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen, epoch=held.lease.epoch,
+                          seq_from=messages[0].seq, seq_to=messages[-1].seq, outcome=outcome, note=note, sent=sent)
         if outcome == "ok":
             held.persisted += len(messages)
 
-    def _persisted(self, held: HeldConnection, me: Holder, messages: list[UpstreamMessage], outcome: str,
-                   note: str | None, sent: float) -> None:
-        self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen,
-                          epoch=held.lease.epoch, seq_from=messages[0].seq, seq_to=messages[-1].seq,
-                          outcome=outcome, note=note, sent=sent)
+    async def persist_batch(self, held: HeldConnection, messages: list[Message]) -> None:
+        """Store consecutive messages continuing the log as one batch item of the stream's log (``hardened``,
+        ``fleet.batch_log``), retried until stored or superseded (then ``Fenced``)."""
+        log = held.log
+        assert log is not None
+        await self._log(held, log.batch(messages, int(time.time() * 1000)))
+        held.persisted += len(messages)
+        held.last_seq = max(held.last_seq, log.last_seq)
+
+    async def settle(self, held: HeldConnection) -> None:
+        """Before a session's first batch: finish the put an earlier session left in flight (its outcome is
+        unknown; it is sent again and judged), so the next batch continues the log."""
+        log = held.log
+        if log is not None and log.pending is not None:
+            await self._log(held, log.on_unknown())
+            held.last_seq = max(held.last_seq, log.last_seq)
+
+    async def open_log(self, held: HeldConnection, me: Holder) -> None:
+        """Take the stream's message log up: read its tail, put this take-up's mark after it (``hardened``).
+        Then ``held.last_seq`` is the tail's last sequence.  Raises ``Fenced``."""
+        if held.log is None:
+            held.log = LogWriter(held.pk, Writer(me.worker_id, me.gen, held.lease.epoch, next(TAKES)),
+                                 checkpoint=held.last_seq)
+            await self._log(held, held.log.start())
+        held.last_seq = max(held.last_seq, held.log.last_seq)
+
+    async def _log(self, held: HeldConnection, action: Action | None) -> None:
+        """Send ``action`` and what the log writer asks next, until it asks nothing (the mark or the batch
+        stored), retrying a request of unknown outcome; ``msg.persist`` for a batch, ``log.mark`` for a mark.
+        The fence is checked inside the slot, right before each request goes out, so a write that waited for
+        its slot past the fencing deadline is never sent.  Raises ``Fenced`` (also when superseded: another
+        take-up's item took this writer's number)."""
+        log = held.log
+        assert log is not None
+        me, sent = self.me, time.time() * 1000.0
+        put: Put | None = None
+        retry = self._backoff(WRITE_RETRY_POLICY)
+        while action is not None:
+            put = action if isinstance(action, Put) else put
+            try:
+                async with self.message_slots:
+                    if not held.fence.allows():
+                        raise Fenced()
+                    action = await self._send(held, log, action)
+            except Superseded as exc:
+                self._logged(held, me, put, "fail", f"superseded: {exc}"[:200], sent)
+                raise Fenced() from exc
+            except StoreError as exc:  # unknown outcome, or refused for another reason: the same request again
+                self._logged(held, me, put, "info", str(exc)[:200], sent)
+                action = log.on_unknown()
+                await asyncio.sleep(retry.next_delay() / 10)
+        self._logged(held, me, put, "ok", None, sent)
+
+    async def _send(self, held: HeldConnection, log: LogWriter, action: Action) -> Action | None:
+        """One request of the log writer; the writer's next request."""
+        now = int(time.time() * 1000)
+        if isinstance(action, ReadTail):
+            return log.on_tail(await self.store.log_tail(held.pk), now)
+        if isinstance(action, ReadAt):
+            return log.on_found(await self.store.log_item(held.pk, action.b), now)
+        try:
+            await self.store.put_log_item(action.item)
+        except ConditionFailed:
+            return log.on_refused()
+        log.on_stored()
+        return None
+
+    def _logged(self, held: HeldConnection, me: Holder, put: Put | None, outcome: str, note: str | None,
+                sent: float) -> None:
+        """``log.mark`` for a mark, ``msg.persist`` for a batch (nothing before the first put)."""
+        if put is None:
+            return
+        item = put.item
+        if item.kind == MARK:
+            self.history.emit("log.mark", pk=held.pk, worker=me.worker_id, gen=me.gen, epoch=held.lease.epoch,
+                              b=item.b, seq=item.seq_to, outcome=outcome, note=note)
+        else:
+            self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen, epoch=held.lease.epoch,
+                              seq_from=item.seq_from, seq_to=item.seq_to, b=item.b, outcome=outcome, note=note,
+                              sent=sent)
 
     async def _write_each(self, fence: Fence, writes: list[Write]) -> None:
         for write in writes:
@@ -346,61 +411,35 @@ class ConnectionRunner:
                     raise Fenced()
                 await self.store.execute(self.config.messages_table, write, purpose="messages")
 
-    async def _write_fenced(self, held: HeldConnection, fenced_on: Condition, writes: list[Write]) -> list[Write]:
-        """One attempt at storing ``writes`` behind the server-side fence; returns those not stored.
 
-        The fence is checked again inside the slot, right before each request goes out, so a write that
-        waited for its slot past the fencing deadline is never sent.  Raises ``ConditionFailed`` when the
-        store refused (superseded), ``StoreUnavailable`` when nothing could be stored.
-        """
-        if await self.store.transactions():
-            async with self.message_slots:
-                if not held.fence.allows():
-                    raise Fenced()
-                await self.store.put_messages_fenced(held.pk, fenced_on, [w.apply(None) for w in writes])
-            return []
-        results = await asyncio.gather(*(self._put_unless_newer(held.fence, w) for w in writes),
-                                       return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        for kind in (Fenced, ConditionFailed):
-            refused = next((e for e in errors if isinstance(e, kind)), None)
-            if refused is not None:
-                raise refused
-        for error in errors:
-            if not isinstance(error, StoreUnavailable):
-                raise error
-        if errors and len(errors) == len(writes):
-            raise errors[0]
-        return [w for w, r in zip(writes, results, strict=True) if isinstance(r, BaseException)]
-
-    async def _put_unless_newer(self, fence: Fence, write: Write) -> None:
-        async with self.message_slots:
-            if not fence.allows():
-                raise Fenced()
-            await self.store.put_message_unless_newer(write.apply(None))
-
-
+# Take-ups of this process, numbered in order (``fleet.batch_log.Writer.take``).
+TAKES = itertools.count(1)
 # Message writes one worker keeps in flight across all its connections, so bulk writes never queue in
 # front of lease renewals at the backend.
 MESSAGE_WRITES_IN_FLIGHT = 8
 # A fenced message write (hardened) is retried after a tenth of this policy's step, whatever the reconnect
 # policy.
 WRITE_RETRY_POLICY = "full"
-# Most messages in one hardened write (BatchWriteItem's limit).
-BATCH_MAX = 25
+# hardened: a session stops reading while this many messages wait to be stored (backpressure).
+BACKLOG_MAX = 2 * MAX_MESSAGES
 
 
 class MessageSink:
-    """Persists one session's messages in arrival order.  ``hardened``: a writer task stores whatever has
-    queued up since its last write in one batch, so a new owner's backlog costs a few requests, not one
-    per message; ``last_seq`` advances only past stored messages.  ``blog``: one at a time, inline."""
+    """Persists one session's messages in arrival order.  ``hardened``: a writer task cuts what has queued
+    up into batches of the stream's log (``fleet.batch_log.Batcher``: by count, size, and the age of the
+    oldest, ``flush_ms``, since it arrived or since it was emitted), one put at a time, so a stream costs a
+    request per batch, not per message; ``last_seq`` advances only past stored messages.  ``blog``: one at a
+    time, inline."""
 
     def __init__(self, runner: ConnectionRunner, held: HeldConnection) -> None:
         self.runner = runner
         self.held = held
         self.batched = runner.rules.idempotent_messages
+        self.batcher = Batcher(flush_ms=int(runner.config.scaled_ms(runner.config.flush_ms)))
         self.submitted = 0  # the last sequence queued for writing (hardened)
-        self.pending: list[UpstreamMessage] = []
+        self.pending: list[Message] = []
+        self.oldest_ms: float | None = None  # when the oldest queued message arrived (monotonic ms)
+        self.flushing = False  # the session ended: write what is queued now, whatever its age
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -421,20 +460,33 @@ class MessageSink:
             raise UpstreamError(f"sequence gap: {expected} missing, {message.seq} arrived")
         self._raise_if_failed()
         self.submitted = message.seq
-        self.pending.append(message)
+        if not self.pending:
+            self.oldest_ms = monotonic_s() * 1000.0
+        self.pending.append(Message(message.seq, int(message.ts), message.data))
         self.idle.clear()
         self.wake.set()
-        if len(self.pending) >= 4 * BATCH_MAX:
+        if len(self.pending) >= BACKLOG_MAX:
             await self._wait_idle()  # backpressure: stop reading until the backlog is stored
 
     async def _write_loop(self) -> None:
+        await self.runner.settle(self.held)
         while True:
             await self.wake.wait()
             self.wake.clear()
             while self.pending:
-                batch, self.pending = self.pending[:BATCH_MAX], self.pending[BATCH_MAX:]
-                await self.runner.persist(self.held, batch)
-                self.held.last_seq = max(self.held.last_seq, batch[-1].seq)
+                now_ms = monotonic_s() * 1000.0
+                if not self.flushing and not self.batcher.due(self.pending, self.oldest_ms, now_ms, time.time() * 1000):
+                    wait_ms = self.batcher.wait_ms(self.oldest_ms, now_ms) or 0.0
+                    await wait_until_set(self.wake, wait_ms / 1000.0)
+                    self.wake.clear()
+                    continue
+                # what the log already holds (an earlier session's put that landed) is not written again
+                self.pending = [m for m in self.pending if m.seq > self.held.last_seq]
+                cut = self.batcher.cut(self.pending)
+                batch, self.pending = self.pending[:cut], self.pending[cut:]
+                self.oldest_ms = now_ms if self.pending else None
+                if batch:
+                    await self.runner.persist_batch(self.held, batch)
             self.idle.set()
 
     def _raise_if_failed(self) -> None:
@@ -450,10 +502,12 @@ class MessageSink:
         self._raise_if_failed()
 
     async def drain(self) -> None:
-        """Store what is queued (safe: writes are idempotent and fenced), then stop the writer."""
+        """Store what is queued now (safe: the log is fenced), then stop the writer."""
         if self.writer is None:
             return
         try:
+            self.flushing = True
+            self.wake.set()
             if self.pending or not self.idle.is_set():
                 await self._wait_idle()
         finally:

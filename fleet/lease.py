@@ -38,10 +38,9 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
 * **Self-fencing.**  The holder stops reading and writing at ``renew sent + lease − margin − request
   timeout`` on ``CLOCK_BOOTTIME`` unless a renewal sent later has been accepted, so even a write still in
   flight lands before anyone could take over (``HardenedProfile.fence_deadline``).
-* **Sequences.**  Messages are keyed by sequence, so a repeat rewrites identical data, and carry
-  ``worker_id``, ``gen`` and ``epoch``; the server fences them (``message``, ``held``; ``fleet.store``:
-  one TransactWriteItems with a ConditionCheck on the lease where the backend has transactions, else a
-  PutItem refused over a newer epoch).  ``last_seq`` is checkpointed with the epoch.
+* **Sequences.**  Messages are stored as each stream's fenced log of batches (``fleet.batch_log``: one
+  conditional PutItem per batch, a takeover mark at every take-up), each naming its ``worker``, ``gen``,
+  ``epoch`` and take-up.  ``last_seq`` is checkpointed with the epoch.
 * **START never clobbers** (``if_not_exists`` on the lease fields) and **STOP reaches the owner's
   mailbox**, read with the renewal.  A mailbox entry names the lease it stops and the STOP,
   ``<pk>@<epoch>:<stopped_at_ms>`` (what the STOP's own write found), so a STOP of a later lease is a

@@ -1,7 +1,7 @@
 """The fleet's AWS adapter: executes lease decisions (``fleet.expr.Write``) as DynamoDB conditional
-writes, stores messages behind a server-side fence on the lease (one TransactWriteItems per batch where
-the backend has transactions, else a PutItem per message refused over a newer epoch), finds where a new
-owner resumes, reads connections and workers, and sends and receives notifications and metrics.
+writes, puts and reads the items of each stream's fenced message log (``fleet.batch_log``: one conditional
+PutItem per batch or takeover mark, on every backend), reads connections and workers, and sends and
+receives notifications and metrics.
 
 Every request goes through ``fleet.aws.aws_errors`` (so callers see ``ConditionFailed`` /
 ``StoreUnavailable`` / ``StoreError`` only) and is counted by purpose in ``AwsClients.requests``:
@@ -13,32 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.aws import AwsClients, aws_errors, error_code
+from fleet.batch_log import LogItem
 from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
 from fleet.errors import StoreError
-from fleet.expr import Condition, Lt, NotExists, Update, Write, any_of
+from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
 from fleet.wire import from_wire, on_wire, to_wire
 
 if TYPE_CHECKING:
-    from types_aiobotocore_dynamodb.type_defs import TransactWriteItemTypeDef
     from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 # The key the transactions probe reads (nothing is ever stored under it).
 TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
 # The answers to the probe that mean the backend has no transactions (dynalite's to an operation it lacks).
 NO_TRANSACTIONS_CODES = frozenset({"UnknownOperationException"})
-
-def _stamped(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A message item with ``sent_ms``: the writer's wall clock as it builds the request (contract 2)."""
-    return {**item, "sent_ms": int(time.time() * 1000)}
-
 
 @dataclass(frozen=True)
 class Notification:
@@ -131,39 +125,36 @@ class LeaseStore:
             raise
         return True
 
-    async def put_messages_fenced(self, pk: str, held: Condition, items: list[dict[str, Any]]) -> None:
-        """Store up to 25 message items of connection ``pk`` in one TransactWriteItems, together with a
-        ConditionCheck of ``held`` on the connection item: all are stored while the writer still holds the
-        lease at the moment the transaction commits, or none.  Raises ``ConditionFailed`` when it does not
-        (fenced), ``StoreUnavailable`` when the outcome is unknown or the transaction should be retried."""
-        check = on_wire(Write(key={"pk": pk}, update=Update(), condition=held, replace=True).render())
-        transact: list[TransactWriteItemTypeDef] = [{"ConditionCheck": {
-            "TableName": self.config.connections_table,
-            "Key": check["Item"],
-            "ConditionExpression": check["ConditionExpression"],
-            "ExpressionAttributeNames": check["ExpressionAttributeNames"],
-            "ExpressionAttributeValues": check["ExpressionAttributeValues"],
-        }}]
-        transact += [{"Put": {"TableName": self.config.messages_table, "Item": to_wire(_stamped(item))}}
-                     for item in items]
+    async def put_log_item(self, item: LogItem) -> None:
+        """Put one item of a stream's message log (``fleet.batch_log``) onto its number if the number is free
+        (``attribute_not_exists(sk)``): one conditional PutItem, on every backend.  Raises ``ConditionFailed``
+        when the number is taken (``LogWriter.on_refused`` says what to read), ``StoreUnavailable`` when the
+        outcome is unknown (``LogWriter.on_unknown``: send it again)."""
         self.aws.requests["messages"] += 1
-        async with aws_errors(f"transact write {self.config.messages_table}", self.aws.errors):
-            await self.aws.ddb.transact_write_items(TransactItems=transact)
+        async with aws_errors(f"put {self.config.messages_table}", self.aws.errors):
+            await self.aws.ddb.put_item(TableName=self.config.messages_table, Item=to_wire(item.to_item()),
+                                        ConditionExpression="attribute_not_exists(sk)")
 
-    async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
-        """Store one message item (carrying ``epoch``) unless the stored item of that sequence was written
-        under a newer epoch: ``attribute_not_exists(sk) OR epoch <= mine``.
+    async def log_tail(self, pk: str) -> LogItem | None:
+        """The last item of ``pk``'s message log (None: empty), read consistently: one Query, newest first,
+        ``Limit`` 1."""
+        self.aws.requests["messages"] += 1
+        async with aws_errors("query messages", self.aws.errors):
+            response = await self.aws.ddb.query(
+                TableName=self.config.messages_table, KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues=to_wire({":pk": pk}), ScanIndexForward=False, Limit=1,
+                ConsistentRead=True)
+        items = response.get("Items", [])
+        return LogItem.from_item(from_wire(items[0])) if items else None
 
-        The strongest guard without transactions.  ``epoch <= mine`` rather than ``<``: a retry of our own
-        write whose answer was lost must succeed, and overwriting an older owner's item repairs it with the
-        current epoch (same sequence, same data).  A newer epoch is refused (``ConditionFailed``): the
-        writer has been superseded.  What it cannot refuse is a superseded writer's item for a sequence the
-        new owner has not stored yet (see README, "What it does not protect against")."""
-        epoch = int(item["epoch"])
-        write = Write(key={"pk": item["pk"], "sk": item["sk"]},
-                      update=Update(set={k: v for k, v in _stamped(item).items() if k not in ("pk", "sk")}),
-                      condition=any_of(NotExists("sk"), Lt("epoch", epoch + 1)), replace=True)
-        await self.execute(self.config.messages_table, write, purpose="messages")
+    async def log_item(self, pk: str, b: int) -> LogItem | None:
+        """Item ``b`` of ``pk``'s message log (None: absent), read consistently."""
+        self.aws.requests["messages"] += 1
+        async with aws_errors("get messages", self.aws.errors):
+            response = await self.aws.ddb.get_item(TableName=self.config.messages_table,
+                                                   Key=to_wire({"pk": pk, "sk": b}), ConsistentRead=True)
+        item = response.get("Item")
+        return LogItem.from_item(from_wire(item)) if item else None
 
     # -- reads ---------------------------------------------------------------------------------------
     async def _read(self, table: str, pk: str, consistent: bool = True) -> dict[str, Any] | None:
@@ -245,32 +236,6 @@ class LeaseStore:
         """One worker incarnation's liveness item (hardened), read consistently."""
         item = await self._read(self.config.workers_table, worker_id)
         return WorkerRecord.from_item(item) if item else None
-
-    async def contiguous_seq(self, pk: str, after: int) -> int:
-        """The highest sequence ``s >= after`` such that ``after + 1 .. s`` are all stored for ``pk``
-        (hardened messages are keyed by sequence): a new owner resumes at ``s + 1``, the first hole above
-        its checkpoint ``after``, never above it."""
-        expected = after + 1
-        start_key: dict[str, Any] | None = None
-        while True:
-            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
-            self.aws.requests["coordination"] += 1
-            async with aws_errors("query messages", self.aws.errors):
-                response = await self.aws.ddb.query(
-                    TableName=self.config.messages_table,
-                    KeyConditionExpression="pk = :pk AND sk > :after",
-                    ExpressionAttributeValues=to_wire({":pk": pk, ":after": after}),
-                    ProjectionExpression="sk",
-                    ConsistentRead=True,
-                    **extra,
-                )
-            for item in response.get("Items", []):
-                if int(from_wire(item)["sk"]) != expected:
-                    return expected - 1
-                expected += 1
-            start_key = response.get("LastEvaluatedKey")
-            if not start_key:
-                return expected - 1
 
     # -- notifications and metrics -------------------------------------------------------------------
     async def notify(self, handoffs: Sequence[tuple[str, int | None]]) -> None:

@@ -4,12 +4,14 @@ request a call amounts to, and the purpose it is counted under; and, through the
 
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from fleet.aws import AwsClients
+from fleet.batch_log import BATCH, LogItem, Message, Writer
 from fleet.billing import (
     Request,
     Units,
@@ -145,7 +147,7 @@ def test_an_error_answer_other_than_a_refused_condition_bills_nothing() -> None:
 def test_only_writes_of_the_messages_table_are_message_persistence() -> None:
     assert purpose_of("PutItem", {"TableName": "msgs"}, "msgs") == "messages"
     assert purpose_of("PutItem", {"TableName": "conns"}, "msgs") == "coordination"
-    assert purpose_of("Query", {"TableName": "msgs"}, "msgs") == "coordination"
+    assert purpose_of("Query", {"TableName": "msgs"}, "msgs") == "messages"
     fenced = {"TransactItems": [{"ConditionCheck": {"TableName": "conns"}}, {"Put": {"TableName": "msgs"}}]}
     assert purpose_of("TransactWriteItems", fenced, "msgs") == "messages"
     assert purpose_of("TransactWriteItems", {"TransactItems": [{"Put": {"TableName": "conns"}}]}, "msgs") == \
@@ -167,11 +169,12 @@ async def test_the_adapter_records_units_that_match_what_the_backend_reports(sto
     checked on dynalite, which computes them (moto: a message under 1 KB only)."""
     dynalite = engine_backend.dynamodb_engine == "dynalite"
     sizes = [100, 3000] if dynalite else [100]
-    for seq, size in enumerate(sizes, 1):
-        await store.put_message_unless_newer({"pk": "CONN#billed", "sk": seq, "epoch": 1, "data": "x" * size})
+    pk = f"CONN#billed-{uuid.uuid4().hex[:8]}"
+    for b, size in enumerate(sizes, 1):
+        await store.put_log_item(LogItem(pk, b, BATCH, Writer("w1", "g", 1, 1), b, b, 0, (Message(b, 0, "x" * size),)))
     aws = store.aws
     assert aws.operations["PutItem messages"] == len(sizes)
-    assert aws.units["write messages"] == aws.units["reported write messages"] == (4.0 if dynalite else 1.0)
+    assert aws.units["write messages"] == aws.units["reported write messages"] == (5.0 if dynalite else 1.0)
     if dynalite:  # a consistent read of a missing item: one unit
         assert await store.get_connection("CONN#absent") is None
         assert aws.units["read coordination"] == aws.units["reported read coordination"] == 1.0

@@ -1,7 +1,7 @@
 """The consume loop's writes: fenced by the server even when the writer freezes mid-request, fenced again
-right before each request leaves, retried for exactly what was not stored, resumed at the first hole.
+right before each request leaves, a lost answer recognised, resumed after the log's tail.
 
-Store-backed tests run on both engines (dynalite: conditional puts; moto: transactions).  A writer is
+Store-backed tests run on both engines (dynalite and moto: the same conditional puts of the message log).  A writer is
 frozen between building its request and sending it by a botocore ``before-send`` hook that waits on an
 event the test holds.
 """
@@ -23,17 +23,18 @@ from websockets.http11 import Request, Response
 
 from fleet.allowlist import Allowlist
 from fleet.aws import AwsClients
+from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.connection import MESSAGE_WRITES_IN_FLIGHT, ConnectionRunner, Fence, Fenced, HeldConnection, MessageSink
-from fleet.errors import StoreUnavailable, UpstreamError
-from fleet.expr import Condition
+from fleet.errors import ConditionFailed, StoreUnavailable, UpstreamError
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import LeaseStore
 from fleet.upstream import UpstreamMessage, UpstreamSession
-from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
+from tests.fleet.memworker import until
+from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk, stored, take_over
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,6 +57,10 @@ def messages(*seqs: int) -> list[UpstreamMessage]:
     return [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=0.0) for seq in seqs]
 
 
+def batch(*seqs: int) -> list[Message]:
+    return [Message(seq, 0, f"data-{seq}") for seq in seqs]
+
+
 def events(path: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == kind]
 
@@ -73,47 +78,48 @@ class Gate:
         await self.opened.wait()
 
 
+async def opened(runner: ConnectionRunner, held: HeldConnection, me: Holder = ME) -> HeldConnection:
+    """``held`` once ``me`` has taken its log up (its mark stored)."""
+    await runner.open_log(held, me)
+    return held
+
+
 async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: LeaseStore, engine_config: FleetConfig,
                                                                        tmp_path: Path) -> None:
-    """The old owner's request is built and past every client-side check when it freezes; meanwhile
-    another worker takes the lease over and stores the same sequences.  Nothing of the frozen write may
-    land over them: on moto the transaction's ConditionCheck refuses it whole, on dynalite each put is
-    refused over the newer epoch."""
+    """The old owner's batch is built and past every client-side check when it freezes; meanwhile another
+    worker takes the lease over and marks the log.  The frozen put then finds its number taken by the mark
+    and is refused: nothing of it is stored, on either engine."""
     rules = HardenedRules(engine_config)
     pk = new_pk()
     lease = await held_connection(store, pk)
-    transactions = await store.transactions()
-    gate = Gate(store.aws, "TransactWriteItems" if transactions else "PutItem")
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
-    writing = asyncio.create_task(runner.persist(HeldConnection(lease=lease), messages(1, 2)))
+    held = await opened(runner, HeldConnection(lease=lease))
+    gate = Gate(store.aws, "PutItem")
+    writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     async with AwsClients(engine_config) as other_aws:  # the new owner is another process
         other = LeaseStore(other_aws)
         theirs = await take_over(other, rules, pk, OTHER)
-        if transactions:
-            await other.put_messages_fenced(pk, rules.held(theirs, OTHER), [message(rules, theirs, OTHER, 1)])
-        else:
-            for seq in (1, 2):
-                await other.put_message_unless_newer(message(rules, theirs, OTHER, seq))
+        await opened(runner_for(engine_config, other, HistoryWriter(None, "w2"), OTHER),
+                     HeldConnection(lease=theirs), OTHER)
     gate.opened.set()
     with pytest.raises(Fenced):
         await asyncio.wait_for(writing, 10)
-    items = await stored(store, pk)
-    assert {seq: item["epoch"] for seq, item in items.items()} == ({1: 2} if transactions else {1: 2, 2: 2})
+    assert [(i["kind"], i["worker"]) for i in (await stored(store, pk)).values()] == [("mark", "w1"), ("mark", "w2")]
     persisted = events(tmp_path / "w1.jsonl", "msg.persist")
-    assert [(e["outcome"], e["note"]) for e in persisted] == [("fail", "refused by the store: the lease moved on")]
+    assert [e["outcome"] for e in persisted] == ["fail"] and "superseded" in persisted[0]["note"]
 
 
-async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore, engine_config: FleetConfig,
-                                                              tmp_path: Path) -> None:
+async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore, engine_config: FleetConfig) -> None:
     """The control for the test above: the fence refuses only superseded writers."""
     pk = new_pk()
     lease = await held_connection(store, pk)
-    held = HeldConnection(lease=lease)
-    await runner_for(engine_config, store, HistoryWriter(None, "w1")).persist(held, messages(1, 2))
-    assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items()} == {1: 1, 2: 1}
-    assert held.persisted == 2
+    runner = runner_for(engine_config, store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=lease))
+    await runner.persist_batch(held, batch(1, 2))
+    assert await log_seqs(store, pk) == [1, 2]
+    assert held.persisted == 2 and held.last_seq == 2
 
 
 async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its_writer(
@@ -122,10 +128,11 @@ async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its
     the incarnation that sent it, or the checkers would see the new one writing inside the old one's lease."""
     pk = new_pk()
     lease = await held_connection(store, pk)
-    gate = Gate(store.aws, "TransactWriteItems" if await store.transactions() else "PutItem")
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
-    writing = asyncio.create_task(runner.persist(HeldConnection(lease=lease), messages(1)))
+    held = await opened(runner, HeldConnection(lease=lease))
+    gate = Gate(store.aws, "PutItem")
+    writing = asyncio.create_task(runner.persist_batch(held, batch(1)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     runner.me = Holder(ME.worker_id, "next-incarnation")
     gate.opened.set()
@@ -133,25 +140,29 @@ async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its
     assert [(e["gen"], e["outcome"]) for e in events(tmp_path / "w1.jsonl", "msg.persist")] == [(ME.gen, "ok")]
 
 
-class RecordingStore:
-    """Stands in for ``LeaseStore``'s message writes: records what each request carried, and answers
-    ``StoreUnavailable`` for the sequences in ``unavailable`` (once each)."""
+class LogStore:
+    """Stands in for ``LeaseStore``'s message log: an in-memory log that records each put as (kind, seq_from,
+    seq_to) and, for a batch ending at a sequence of ``lost``, stores it but answers ``StoreUnavailable``
+    (once each: the answer was lost)."""
 
-    def __init__(self, transactions: bool, unavailable: set[int] | None = None) -> None:
-        self._transactions = transactions
-        self.unavailable = set(unavailable or ())
-        self.requests: list[list[int]] = []
+    def __init__(self, lost: set[int] | None = None) -> None:
+        self.lost = set(lost or ())
+        self.items: dict[int, LogItem] = {}
+        self.puts: list[tuple[str, int, int]] = []
 
-    async def transactions(self) -> bool:
-        return self._transactions
+    async def log_tail(self, pk: str) -> LogItem | None:
+        return self.items[max(self.items)] if self.items else None
 
-    async def put_messages_fenced(self, pk: str, held: Condition, items: list[dict[str, Any]]) -> None:
-        self.requests.append([item["sk"] for item in items])
+    async def log_item(self, pk: str, b: int) -> LogItem | None:
+        return self.items.get(b)
 
-    async def put_message_unless_newer(self, item: dict[str, Any]) -> None:
-        self.requests.append([item["sk"]])
-        if item["sk"] in self.unavailable:
-            self.unavailable.discard(item["sk"])
+    async def put_log_item(self, item: LogItem) -> None:
+        self.puts.append((item.kind, item.seq_from, item.seq_to))
+        if item.b in self.items:
+            raise ConditionFailed("taken")
+        self.items[item.b] = item
+        if item.kind == "batch" and item.seq_to in self.lost:
+            self.lost.discard(item.seq_to)
             raise StoreUnavailable("put: timed out")
 
 
@@ -159,39 +170,62 @@ HARDENED = FleetConfig(profile="hardened", timescale=0.1)
 LEASE = Lease(pk="CONN#c", ws_url="ws://u/s/c", epoch=1, resume_seq=0)
 
 
-def recording_runner(store: RecordingStore, history: HistoryWriter) -> ConnectionRunner:
+def recording_runner(store: LogStore, history: HistoryWriter) -> ConnectionRunner:
     return runner_for(HARDENED, cast(LeaseStore, store), history)
 
 
-@pytest.mark.parametrize("transactions", [True, False])
-async def test_the_fence_is_checked_again_right_before_the_request_leaves(transactions: bool) -> None:
+async def test_the_fence_is_checked_again_right_before_the_request_leaves() -> None:
     """A write that waited for its slot while the fence closed is never sent."""
-    store, fence = RecordingStore(transactions), Fence()
+    store, fence = LogStore(), Fence()
     runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE, fence=fence))
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         await runner.message_slots.acquire()
-    writing = asyncio.create_task(runner.persist(HeldConnection(lease=LEASE, fence=fence), messages(1, 2)))
-    await asyncio.sleep(0)  # let it pass the first check and queue for a slot
+    writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
+    await asyncio.sleep(0)  # let it queue for a slot
     assert not writing.done()
     fence.deadline = monotonic_s()  # the fence closes while it waits
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         runner.message_slots.release()
     with pytest.raises(Fenced):
         await asyncio.wait_for(writing, 5)
-    assert store.requests == []
+    assert store.puts == [("mark", 1, 0)]
 
 
-async def test_a_partly_stored_batch_retries_exactly_what_was_not_stored(tmp_path: Path) -> None:
-    store = RecordingStore(transactions=False, unavailable={2})
+async def test_a_batch_whose_answer_was_lost_is_sent_again_and_recognised_as_stored(tmp_path: Path) -> None:
+    store = LogStore(lost={3})
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
-    held = HeldConnection(lease=LEASE)
-    await recording_runner(store, history).persist(held, messages(1, 2, 3))
-    assert sorted(map(tuple, store.requests[:3])) == [(1,), (2,), (3,)]
-    assert store.requests[3:] == [[2]]
+    runner = recording_runner(store, history)
+    held = await opened(runner, HeldConnection(lease=LEASE))
+    await runner.persist_batch(held, batch(1, 2, 3))
+    assert store.puts == [("mark", 1, 0), ("batch", 1, 3), ("batch", 1, 3)]  # its twin is refused, then judged
+    assert [item.kind for item in store.items.values()] == ["mark", "batch"]
     persisted = events(tmp_path / "w1.jsonl", "msg.persist")
-    assert [(e["outcome"], e.get("note"), e["seq_from"], e["seq_to"]) for e in persisted] == [
-        ("info", "1 of 3 unstored", 1, 3), ("ok", None, 1, 3)]
-    assert held.persisted == 3
+    assert [(e["outcome"], e["seq_from"], e["seq_to"]) for e in persisted] == [("info", 1, 3), ("ok", 1, 3)]
+    assert held.persisted == 3 and held.last_seq == 3
+
+
+async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
+    """The sink waits up to ``flush_ms`` (100 ms at scale 0.1) for its oldest message: three messages read
+    together are one put; the one read next waits for its own age, or goes at once when the session ends.  A
+    backlog (messages emitted longer than that ago) goes at once."""
+    store = LogStore()
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE))
+    sink = MessageSink(runner, held)
+    for seq in (1, 2, 3):
+        await sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
+        await asyncio.sleep(0)  # the writer runs between them: it waits for the oldest's age
+    await until(lambda: len(store.puts) == 2)
+    await sink.submit(UpstreamMessage(seq=4, data="data-4", ts=time.time() * 1000))
+    await sink.drain()
+    assert store.puts == [("mark", 1, 0), ("batch", 1, 3), ("batch", 4, 4)]
+    assert held.last_seq == 4
+    backlog = MessageSink(runner, held)
+    await backlog.submit(UpstreamMessage(seq=5, data="data-5", ts=0.0))  # emitted long ago
+    await until(lambda: len(store.puts) == 4)  # written without a drain
+    await backlog.drain()
+    assert store.puts[-1] == ("batch", 5, 5)
 
 
 class UpstreamStub:
@@ -225,18 +259,15 @@ async def upstream() -> AsyncIterator[tuple[str, UpstreamStub]]:
         yield f"ws://127.0.0.1:{port}/streams/c", stub
 
 
-async def test_a_new_owner_resumes_at_the_first_hole_and_says_which_incarnation_it_is(
+async def test_a_new_owner_marks_the_log_and_resumes_after_its_tail_and_says_which_incarnation_it_is(
         store: LeaseStore, engine_config: FleetConfig, upstream: tuple[str, UpstreamStub]) -> None:
-    """Stored 1..5 and 7..9 above a checkpoint of 0 (a batch only partly stored before its writer lost the
-    lease): the new owner keeps 6 (the old resume point, after the highest stored 9, skipped it for good),
-    rewrites 7 under its epoch, and next asks the upstream for 8."""
+    """The previous owner stored 1..9 in its log above a checkpoint of 0: the new owner marks its take-up
+    right after them, stores nothing of the replayed 6 and 7, and next asks the upstream for 10."""
     url, stub = upstream
-    rules = HardenedRules(engine_config)
     pk = new_pk()
-    previous = await held_connection(store, pk, OTHER, epoch=1)
-    for seq in (*range(1, 6), *range(7, 10)):
-        await store.put_message_unless_newer(message(rules, previous, OTHER, seq))
-    lease = await take_over(store, rules, pk, ME)
+    await held_connection(store, pk, OTHER, epoch=1)
+    await put_log(store, pk, OTHER, 1, range(1, 6), range(6, 10))
+    lease = await take_over(store, HardenedRules(engine_config), pk, ME)
     held = HeldConnection(lease=Lease(pk, url, lease.epoch, lease.resume_seq), last_seq=lease.resume_seq)
     consuming = asyncio.create_task(admitting(runner_for(engine_config, store, HistoryWriter(None, "w1")), url)
                                     .consume(held))
@@ -244,9 +275,19 @@ async def test_a_new_owner_resumes_at_the_first_hole_and_says_which_incarnation_
     held.stopping.set()
     stub.release.set()
     await asyncio.wait_for(consuming, 10)
-    assert [s["from_seq"] for s in stub.sessions] == [1, 8]  # the first asks from the checkpoint
+    assert [s["from_seq"] for s in stub.sessions] == [1, 10]  # the first asks from the checkpoint
     assert {(s["worker"], s["gen"]) for s in stub.sessions} == {(ME.worker_id, ME.gen)}
-    assert {seq: item["epoch"] for seq, item in (await stored(store, pk)).items() if seq in (6, 7)} == {6: 2, 7: 2}
+    log = list((await stored(store, pk)).values())
+    assert [(i["kind"], i["worker"], i["seq_to"]) for i in log[-2:]] == [("batch", "w2", 9), ("mark", "w1", 9)]
+
+
+async def put_log(store: LeaseStore, pk: str, holder: Holder, epoch: int, *batches: range) -> None:
+    """``holder``'s take-up of an empty log at ``epoch``: its mark, then ``batches``."""
+    writer = Writer(holder.worker_id, holder.gen, epoch, 1)
+    await store.put_log_item(LogItem(pk, 1, MARK, writer, 1, 0, 0))
+    for b, seqs in enumerate(batches, 2):
+        await store.put_log_item(LogItem(pk, b, BATCH, writer, seqs[0], seqs[-1], 0,
+                                         tuple(Message(s, 0, f"data-{s}") for s in seqs)))
 
 
 class BacklogStub:
@@ -271,9 +312,8 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
     """Drain a stream ME took over from OTHER (which stored 1..2) with the stub as its upstream."""
     rules = HardenedRules(config)
     pk = new_pk()
-    previous = await held_connection(store, pk, OTHER, epoch=1)
-    for seq in (1, 2):
-        await store.put_message_unless_newer(message(rules, previous, OTHER, seq))
+    await held_connection(store, pk, OTHER, epoch=1)
+    await put_log(store, pk, OTHER, 1, range(1, 3))
     lease = await take_over(store, rules, pk, ME)
     given_up: list[str] = []
 
@@ -297,7 +337,7 @@ async def test_a_drain_stores_what_was_emitted_before_the_cutoff_and_ends_at_the
     held, given_up, path = await drain(store, engine_config, BacklogStub(range(1, 9), lambda seq: 1000.0 * seq),
                                        lambda now: 5_500, tmp_path)
     assert held.drained and given_up == ["drained"]
-    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4, 5]
+    assert await log_seqs(store, held.pk) == [1, 2, 3, 4, 5]
     assert [(e["seq"], e["epoch"], e["gen"]) for e in events(path, "drain.done")] == [(5, 2, ME.gen)]
     assert [e["reason"] for e in events(path, "ws.close")] == ["drained"]
 
@@ -309,7 +349,7 @@ async def test_a_drain_with_nothing_arriving_ends_once_the_clock_is_past_the_cut
     held, given_up, _ = await drain(store, engine_config, BacklogStub(range(1, 5), lambda seq: 0.0),
                                     lambda now: now - 2 * tolerance, tmp_path)
     assert held.drained and given_up == ["drained"]
-    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4]
+    assert await log_seqs(store, held.pk) == [1, 2, 3, 4]
 
 
 class SilencedStub(BacklogStub):
@@ -340,7 +380,7 @@ async def test_a_drain_whose_session_died_silently_does_not_end_on_that_silence(
     stub = SilencedStub(range(3, 6), lambda seq: 0.0)
     held, given_up, path = await drain(store, engine_config, stub, lambda now: now - 2 * tolerance, tmp_path)
     assert held.drained and given_up == ["drained"]
-    assert sorted(await stored(store, held.pk)) == [1, 2, 3, 4, 5]
+    assert await log_seqs(store, held.pk) == [1, 2, 3, 4, 5]
     assert [e["from_seq"] for e in events(path, "ws.open")] == [1, 4]  # the first from the checkpoint
 
 
@@ -349,8 +389,8 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
     the explore benchmark the worker stored 42, 44, 45 and advanced past 43 for good.  Now the gap ends the
     session (the caller reconnects from the last stored sequence + 1); the same gap a second time, which
     the upstream can no longer fill, is let through."""
-    runner = recording_runner(RecordingStore(transactions=False), HistoryWriter(None, "w1"))
-    held = HeldConnection(lease=LEASE, last_seq=40)
+    runner = recording_runner(LogStore(), HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE, last_seq=40))
     sink = MessageSink(runner, held)
     for each in messages(40, 41, 42):  # a replay of 40, then in order
         await sink.submit(each)
@@ -380,8 +420,8 @@ async def test_a_gap_is_not_counted_as_read_so_a_stop_is_not_read_through_past_i
     """Hole 4: the message that revealed the gap (44, emitted at 4 400 ms) was recorded as delivered before
     the sink refused it, so ``read_through`` took a STOP reaching 4 000 ms as read while 43 was never stored
     and no session would ask for it again.  Only a message the sink took counts as delivered."""
-    runner = recording_runner(RecordingStore(transactions=False), HistoryWriter(None, "w1"))
-    held = HeldConnection(lease=LEASE, fence=Fence(), last_seq=40)
+    runner = recording_runner(LogStore(), HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE, fence=Fence(), last_seq=40))
     sink = MessageSink(runner, held)
     session = [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=100.0 * seq) for seq in (41, 42, 44)]
     with pytest.raises(UpstreamError, match="43 missing"):
@@ -423,17 +463,10 @@ class Closes(HistoryWriter):
         return event
 
 
-class NoHoles(RecordingStore):
-    """A store whose every message up to the checkpoint is stored (what a hardened owner asks at take-up)."""
-
-    async def contiguous_seq(self, pk: str, after: int) -> int:
-        return after
-
-
 async def reconnects(upstream: Refusing, config: FleetConfig, wanted: int) -> list[dict[str, Any]]:
     """The first ``wanted`` ``ws.close`` events of a stream whose upstream is ``upstream``; stopped then."""
     history = Closes(wanted)
-    runner = runner_for(config, cast(LeaseStore, NoHoles(transactions=False)), history)
+    runner = runner_for(config, cast(LeaseStore, LogStore()), history)
     async with serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
@@ -477,7 +510,7 @@ async def test_a_worker_with_an_empty_allowlist_dials_no_url(upstream: tuple[str
     """As the router does, a worker that dials upstreams itself and was given no allowlist admits no host."""
     url, stub = upstream
     history = Closes(1)
-    runner = runner_for(HARDENED, cast(LeaseStore, NoHoles(transactions=False)), history)
+    runner = runner_for(HARDENED, cast(LeaseStore, LogStore()), history)
     held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
     consuming = asyncio.create_task(runner.consume(held))
     await asyncio.wait_for(history.enough.wait(), 10)

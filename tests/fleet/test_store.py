@@ -16,6 +16,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from fleet.aws import AwsClients, ClientSettings
+from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.lease import STARTED, HardenedRules, Holder, Lease
@@ -50,6 +51,11 @@ async def take_over(store: LeaseStore, rules: HardenedRules, pk: str, taker: Hol
 
 def message(rules: HardenedRules, lease: Lease, holder: Holder, seq: int) -> dict[str, Any]:
     return rules.message(lease, holder, seq, f"data-{seq}", int(time.time() * 1000)).apply(None)
+
+
+async def log_seqs(store: LeaseStore, pk: str) -> list[int]:
+    """The sequences of ``pk``'s message log, in log order."""
+    return [m["seq"] for item in (await stored(store, pk)).values() for m in item.get("msgs", [])]
 
 
 async def stored(store: LeaseStore, pk: str) -> dict[int, dict[str, Any]]:
@@ -95,65 +101,21 @@ async def test_the_transactions_setting_overrides_the_probe(engine_config: Fleet
         assert aws.requests["coordination"] == 0
 
 
-async def test_a_transaction_stores_the_batch_only_while_the_lease_is_held(store: LeaseStore) -> None:
-    if not await store.transactions():
-        pytest.skip("this engine has no transactions")
-    rules = HardenedRules(store.config)
+async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: LeaseStore) -> None:
+    """One conditional PutItem per item, on both engines; the tail is the highest number, read consistently."""
     pk = new_pk()
-    mine = await held_connection(store, pk)
-    await store.put_messages_fenced(pk, rules.held(mine, ME), [message(rules, mine, ME, s) for s in (1, 2)])
-    theirs = await take_over(store, rules, pk, OTHER)
-    await store.put_messages_fenced(pk, rules.held(theirs, OTHER), [message(rules, theirs, OTHER, 3)])
+    assert await store.log_tail(pk) is None
+    before = store.aws.requests["messages"]
+    mark = LogItem(pk, 1, MARK, Writer("w1", "g", 1, 1), 1, 0, 5)
+    batch = LogItem(pk, 2, BATCH, Writer("w1", "g", 1, 1), 1, 2, 6, (Message(1, 10, "a"), Message(2, 11, "b")))
+    await store.put_log_item(mark)
+    await store.put_log_item(batch)
     with pytest.raises(ConditionFailed):
-        await store.put_messages_fenced(pk, rules.held(mine, ME), [message(rules, mine, ME, s) for s in (3, 4)])
-    items = await stored(store, pk)
-    assert {seq: item["epoch"] for seq, item in items.items()} == {1: 1, 2: 1, 3: 2}
-    assert all(items[seq]["sent_ms"] > 0 for seq in items)
-
-
-async def test_a_stale_epoch_never_overwrites_a_newer_owners_message(store: LeaseStore) -> None:
-    rules = HardenedRules(store.config)
-    pk = new_pk()
-    mine = await held_connection(store, pk)
-    await store.put_message_unless_newer(message(rules, mine, ME, 1))
-    theirs = await take_over(store, rules, pk, OTHER)
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 1))  # a newer epoch overwrites
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 2))
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 2))  # its own retry is idempotent
-    for seq in (1, 2):
-        with pytest.raises(ConditionFailed):
-            await store.put_message_unless_newer(message(rules, mine, ME, seq))
-    items = await stored(store, pk)
-    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in items.items()} == {1: (2, "w2"), 2: (2, "w2")}
-
-
-async def test_the_window_left_without_transactions(store: LeaseStore) -> None:
-    """What the conditional put cannot refuse: a superseded writer's message for a sequence the new owner
-    has not stored yet lands; the new owner's own write of it later replaces it."""
-    rules = HardenedRules(store.config)
-    pk = new_pk()
-    mine = await held_connection(store, pk)
-    theirs = await take_over(store, rules, pk, OTHER)
-    await store.put_message_unless_newer(message(rules, mine, ME, 7))
-    assert (await stored(store, pk))[7]["epoch"] == 1
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 7))
-    assert (await stored(store, pk))[7]["epoch"] == 2
-
-
-@pytest.mark.parametrize(("checkpoint", "expected"), [(0, 5), (5, 5), (6, 9), (9, 9), (12, 12)])
-async def test_the_resume_point_is_the_first_hole_above_the_checkpoint(store: LeaseStore, checkpoint: int,
-                                                                       expected: int) -> None:
-    """Stored 1..5 and 7..9: a new owner resumes at 6, not after the highest stored sequence (10)."""
-    rules = HardenedRules(store.config)
-    pk = new_pk()
-    lease = await held_connection(store, pk)
-    for seq in (*range(1, 6), *range(7, 10)):
-        await store.put_message_unless_newer(message(rules, lease, ME, seq))
-    assert await store.contiguous_seq(pk, checkpoint) == expected
-
-
-async def test_the_resume_point_of_a_stream_with_nothing_stored_is_its_checkpoint(store: LeaseStore) -> None:
-    assert await store.contiguous_seq(new_pk(), 4) == 4
+        await store.put_log_item(LogItem(pk, 2, MARK, Writer("w2", "g", 2, 1), 3, 2, 7))
+    assert await store.log_tail(pk) == batch
+    assert await store.log_item(pk, 1) == mark and await store.log_item(pk, 3) is None
+    assert store.aws.requests["messages"] - before == 6
+    assert await log_seqs(store, pk) == [1, 2]
 
 
 @pytest.mark.parametrize("offset_ms", [0, 5_000, -2_500])

@@ -1,6 +1,6 @@
-"""A fenced message write held on the wire past a takeover (a writer frozen mid-request, seen from the
-server): sent while its writer held the lease, delivered after another worker acquired it.  Where the
-backend has transactions nothing of it is stored; on dynalite it never replaces the new owner's items.
+"""A message write held on the wire past a handover (a writer frozen mid-request, seen from the server):
+sent while its writer held the stream, delivered after the stream changed hands and the new take-up marked
+the log.  On the log nothing of it is stored; on b917e92's per-message put it landed.
 
 The request goes through the embedded Toxiproxy server with a latency toxic on the request direction that is
 far longer than the takeover takes, so it reaches the server after the acquire whatever the scheduling."""
@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fleet.aws import AwsClients
+from fleet.batch_log import Message
+from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
-from fleet.errors import ConditionFailed
-from fleet.lease import HardenedRules
+from fleet.connection import ConnectionRunner, Fenced, HeldConnection
+from fleet.expr import Lt, NotExists, Update, Write, any_of
+from fleet.history import HistoryWriter
+from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.store import LeaseStore
 from harness.faults.network import ToxiproxyClient, start_embedded_toxiproxy
-from tests.fleet.test_store import ME, OTHER, held_connection, message, new_pk, stored, take_over
+from tests.fleet.test_store import ME, OTHER, held_connection, new_pk, stored, take_over
 
 HELD_MS = 1500  # how long the proxy holds each request before delivering it
 
@@ -34,6 +40,14 @@ def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyCli
     yield client
     client.close()
     stop()
+
+
+@pytest.fixture
+def dynalite(engine_backend: Any) -> None:
+    """Only on dynalite, skipped before any store is opened: the windows are dynalite's (no transactions);
+    moto runs the same conditional puts."""
+    if engine_backend.dynamodb_engine != "dynalite":
+        pytest.skip("the windows are dynalite's; moto runs the same conditional puts")
 
 
 @pytest.fixture
@@ -52,51 +66,65 @@ async def delayed_store(engine_config: FleetConfig, toxiproxy: ToxiproxyClient,
         toxiproxy.delete_proxy("held-dynamodb")
 
 
-async def test_a_fenced_write_delivered_after_a_takeover_is_refused(store: LeaseStore,
-                                                                    delayed_store: LeaseStore) -> None:
-    rules = HardenedRules(store.config)
-    pk = new_pk()
-    mine = await held_connection(store, pk)
-    transactions = await store.transactions()
-    assert await delayed_store.transactions() == transactions  # probed before the write goes out
-    writes = [message(rules, mine, ME, seq) for seq in (1, 2)]
-    late = (delayed_store.put_messages_fenced(pk, rules.held(mine, ME), writes) if transactions
-            else delayed_store.put_message_unless_newer(writes[0]))
-    sent = asyncio.ensure_future(late)  # on the wire: held by the proxy for HELD_MS
-    theirs = await take_over(store, rules, pk, OTHER)  # a few ms: done long before the write arrives
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 1))
-    assert not sent.done()
-    with pytest.raises(ConditionFailed):
-        await sent
-    items = await stored(store, pk)
-    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in items.items()} == {1: (2, OTHER.worker_id)}
+async def old_rule_put(store: LeaseStore, lease: Lease, holder: Holder, seq: int) -> None:
+    """b917e92's message write without transactions, kept here as the oracle of the window: one item per
+    sequence, put if ``attribute_not_exists(sk) OR epoch <= mine``."""
+    write = Write(key={"pk": lease.pk, "sk": seq},
+                  update=Update(set={"message_data": f"{lease.pk}:{seq}", "worker": holder.worker_id,
+                                     "gen": holder.gen, "epoch": lease.epoch}),
+                  condition=any_of(NotExists("sk"), Lt("epoch", lease.epoch + 1)), replace=True)
+    await store.execute(store.config.messages_table, write, purpose="messages")
 
 
-async def test_a_late_write_of_a_sequence_the_new_owner_has_not_stored_meets_the_window(
-        store: LeaseStore, delayed_store: LeaseStore) -> None:
-    """The case the test above never reaches: the late write is of a sequence the new owner has not stored
-    yet.  With transactions the fence is the lease itself, so it is refused and nothing is stored.  Without,
-    this is the window the README names: the item lands (naming the superseded epoch and writer, which the
-    zombie-writes checker flags), and the new owner's own write of that sequence then replaces it."""
+async def hand_over(store: LeaseStore, window: str, pk: str, mine: Lease) -> tuple[Lease, Holder]:
+    """The handover of ``window``: who holds the stream next, at which lease."""
     rules = HardenedRules(store.config)
+    now = int(time.time() * 1000)
+    if window == "re-adoption":  # the release's answer was lost and it never applied: ME takes it up again
+        return mine, ME
+    if window in ("drop", "transfer"):  # a release (a drop's, or a handoff's) that does not wait for the writer
+        await store.execute(store.config.connections_table, rules.release(mine, ME, now, 0))
+    return await take_over(store, rules, pk, OTHER), OTHER
+
+
+@pytest.mark.parametrize("logic", ["b917e92", "log"])
+@pytest.mark.parametrize("window", ["frozen mid-request", "drop", "transfer", "re-adoption"])
+async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_refused_by_the_log(
+        dynalite: None, store: LeaseStore, delayed_store: LeaseStore, window: str, logic: str) -> None:
+    """Each window of issue 26, on dynalite: the old owner's write leaves while it holds the stream (its
+    request held on the wire), the stream changes hands (a takeover, a drop or a transfer that does not wait
+    for the writer, or the same incarnation taking it up again at the same epoch after a release whose answer
+    was lost), and the new take-up begins before the write arrives.  On b917e92's per-message put the
+    superseded writer's item lands (for a sequence the new owner has not stored yet); on the log the new
+    take-up's mark takes the number the late put needs, so it is refused and nothing of it is stored."""
     pk = new_pk()
     mine = await held_connection(store, pk)
-    transactions = await store.transactions()
-    assert await delayed_store.transactions() == transactions
-    write = message(rules, mine, ME, 3)
-    late = (delayed_store.put_messages_fenced(pk, rules.held(mine, ME), [write]) if transactions
-            else delayed_store.put_message_unless_newer(write))
-    sent = asyncio.ensure_future(late)
-    theirs = await take_over(store, rules, pk, OTHER)
-    assert not sent.done()
-    if transactions:
-        with pytest.raises(ConditionFailed):
-            await sent
-        assert await stored(store, pk) == {}
+    config = store.config.with_changes(timescale=1.0)
+    if logic == "b917e92":
+        late = asyncio.ensure_future(old_rule_put(delayed_store, mine, ME, 1))
+    else:
+        held = HeldConnection(lease=mine)
+        await runner(config, store, ME).open_log(held, ME)  # its take-up, not delayed
+        late = asyncio.ensure_future(runner(config, delayed_store, ME).persist_batch(held, [Message(1, 0, f"{pk}:1")]))
+    await asyncio.sleep(0)  # the late write is on the wire: held by the proxy for HELD_MS
+    theirs, holder = await hand_over(store, window, pk, mine)
+    if logic == "log":
+        await runner(config, store, holder).open_log(HeldConnection(lease=theirs), holder)
+    assert not late.done()
+    if logic == "b917e92":
+        await late
+        assert [(i["worker"], i["epoch"]) for i in (await stored(store, pk)).values()] == [(ME.worker_id, 1)]
         return
-    await sent
-    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in (await stored(store, pk)).items()} == {
-        3: (1, ME.worker_id)}
-    await store.put_message_unless_newer(message(rules, theirs, OTHER, 3))
-    assert {seq: (item["epoch"], item["worker_id"]) for seq, item in (await stored(store, pk)).items()} == {
-        3: (2, OTHER.worker_id)}
+    with pytest.raises(Fenced):
+        await late
+    log = list((await stored(store, pk)).values())
+    assert [i["kind"] for i in log] == ["mark", "mark"]
+    assert (log[-1]["worker"], log[-1]["epoch"]) == (holder.worker_id, theirs.epoch)
+    assert log[-1]["take"] != log[0]["take"]  # a re-adoption is another take-up of the same incarnation
+
+
+def runner(config: FleetConfig, store: LeaseStore, me: Holder) -> ConnectionRunner:
+    async def give_up(held: HeldConnection, reason: str) -> None:
+        raise AssertionError(f"gave up {held.pk}: {reason}")
+    return ConnectionRunner(config, rules_for(config), me, store, HistoryWriter(None, me.worker_id), LeaseClock(),
+                            give_up, reconnect_policy="full")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
+from fleet.wire import to_wire
 from harness.ground_truth import record_final
 from tests.harness.message_items import log_item
 
@@ -97,3 +99,23 @@ def test_a_batch_log_is_recorded_message_by_message_and_entry_by_entry(dynamodb:
     assert [(e["batch"], e["kind"], e["worker"], e["gen"], e["epoch"], e["seq_from"], e["seq_to"])
             for e in log] == [(1, "batch", "worker-1", "g1", 3, 1, 2), (2, "mark", "worker-2", "g2", 4, 3, 2),
                               (3, "batch", "worker-2", "g2", 4, 3, 3)]
+
+
+def test_the_fleets_own_log_items_are_read_message_by_message_and_entry_by_entry(dynamodb: Any) -> None:
+    """The contract between the fleet's writer (``fleet.batch_log``) and the harness's reader: items the fleet
+    writes are decoded by the reader, which imports nothing of the fleet; a takeover mark stores no message."""
+    writer = Writer("worker-1", "ab", 3, 1)
+    items = [LogItem("CONN#a", 1, MARK, writer, 1, 0, 5),
+             LogItem("CONN#a", 2, BATCH, writer, 1, 2, 6, (Message(1, 0, "a:1"), Message(2, 0, "a:2")))]
+    for item in items:
+        dynamodb.put_item(TableName=TABLES["messages"], Item=to_wire(item.to_item()))
+    recorder = Recorder()
+
+    record_final(recorder, dynamodb, TABLES, {}, ["a"])
+
+    persisted = recorder.of("final.persisted")["CONN#a"]
+    assert persisted["seqs"] == [1, 2] and persisted["unreadable"] is None
+    assert persisted["items"][0] == {"seq": 1, "worker": "worker-1", "gen": "ab", "epoch": 3, "sent_ms": 6,
+                                     "batch": 2}
+    assert [(e["kind"], e["take"]) for e in recorder.of("final.log")["CONN#a"]["entries"]] == [("mark", 1),
+                                                                                               ("batch", 1)]

@@ -1,0 +1,281 @@
+"""The fenced batch log (``hardened``): the pure decisions of one stream's writer, no I/O.
+
+Each stream's stored messages form a log in the messages table: key (``pk``, ``sk`` = the batch number
+``b`` = 1, 2, 3 ... dense per stream).  Every item (``LogItem``) carries ``kind`` (``batch`` or ``mark``),
+``epoch``, ``worker``, ``gen`` (the writer's incarnation), ``take`` (its take-up, ``Writer``), ``seq_from``,
+``seq_to`` and ``written_ms`` (the writer's wall clock as it builds the request).  A batch holds the
+consecutive sequences ``seq_from .. seq_to`` in ``msgs``, a list of maps {``seq``, ``ts_ms`` (the
+upstream's emission time), ``data``}; a mark holds none (``seq_from`` = ``seq_to`` + 1, ``seq_to`` the
+last sequence already stored).
+
+The fence, with single conditional puts only (every backend):
+
+- a writer puts item ``b`` with ``attribute_not_exists(sk)``, and only once ``b - 1`` exists: one write in
+  flight per stream, so an incarnation's items are dense and in order;
+- a new owner (every take-up: acquire, transfer, adoption, drain) reads the log's tail consistently and puts
+  a **mark** at the next number before it stores anything, then resumes after the tail's ``seq_to``;
+- a put refused by its condition is judged by reading the item at its number (``LogWriter.on_found``): our
+  own item (a retry whose first answer was lost) means it landed; an earlier holder's item that landed
+  before our mark makes the mark re-read the tail and try the next number; anything else (a later take-up's
+  item) means we were superseded.  Take-ups are ordered by ``(epoch, take)`` (``Writer``), and a mark only
+  ever follows an item of an earlier (or its own) take-up, so along the log take-ups never go back.
+
+Whatever an earlier holder had in flight either landed before the mark (it is part of the log, and the new
+owner resumes after it) or collides with a number already taken and is refused: once a mark is in the log,
+no earlier holder's item follows it.  ``tests/fleet/test_batch_log.py`` proves it over interleavings.
+
+``Batcher`` says when the messages queued since the last put are cut into a batch: by count, size (well under
+DynamoDB's 400 KB item limit) and age (``flush_ms``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BATCH = "batch"
+MARK = "mark"
+# Cut limits of one batch item: messages, and bytes of message data and their per-message overhead.
+MAX_MESSAGES = 1000
+MAX_BYTES = 64_000
+MESSAGE_OVERHEAD_BYTES = 40  # a map's attribute names, sequence and timestamp, roughly as DynamoDB sizes them
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a batch: its sequence, its emission time at the upstream, its data."""
+
+    seq: int
+    ts_ms: int
+    data: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data.encode()) + MESSAGE_OVERHEAD_BYTES
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who writes: the incarnation (``worker``, ``gen``) holding the stream at ``epoch``, in its take-up
+    number ``take`` (increasing within the incarnation).  Every acquire raises the epoch, so two incarnations
+    never share one; one incarnation may take one stream up twice at one epoch (an adoption after a release
+    whose answer was lost), and then the later take must fence the earlier: ``(epoch, take)`` orders takes."""
+
+    worker: str
+    gen: str
+    epoch: int
+    take: int
+
+    def later_than(self, other: Writer) -> bool:
+        """Whether this writer's take-up came after ``other``'s."""
+        return (self.epoch, self.take) > (other.epoch, other.take)
+
+
+@dataclass(frozen=True)
+class LogItem:
+    """One item of a stream's log (see the module docstring)."""
+
+    pk: str
+    b: int
+    kind: str
+    writer: Writer
+    seq_from: int
+    seq_to: int
+    written_ms: int
+    msgs: tuple[Message, ...] = ()
+
+    def same_put(self, other: LogItem) -> bool:
+        """Whether ``other`` is this very put (a retry's twin): same number, kind, writer (take included)
+        and range."""
+        return (self.pk, self.b, self.kind, self.writer, self.seq_from, self.seq_to) == (
+            other.pk, other.b, other.kind, other.writer, other.seq_from, other.seq_to)
+
+    def to_item(self) -> dict[str, Any]:
+        """The stored item (``fleet.store`` converts it to the wire)."""
+        item: dict[str, Any] = {
+            "pk": self.pk, "sk": self.b, "kind": self.kind, "epoch": self.writer.epoch, "worker": self.writer.worker,
+            "gen": self.writer.gen, "take": self.writer.take, "seq_from": self.seq_from, "seq_to": self.seq_to,
+            "written_ms": self.written_ms,
+        }
+        if self.kind == BATCH:
+            item["msgs"] = [{"seq": m.seq, "ts_ms": m.ts_ms, "data": m.data} for m in self.msgs]
+        return item
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LogItem:
+        """A stored item read back.  Raises ``ValueError`` for an item that is not a log item."""
+        try:
+            kind = str(item["kind"])
+            if kind not in (BATCH, MARK):
+                raise ValueError(f"unknown kind {kind!r}")
+            msgs = tuple(Message(int(m["seq"]), int(m["ts_ms"]), str(m["data"])) for m in item.get("msgs") or ())
+            return cls(pk=str(item["pk"]), b=int(item["sk"]), kind=kind,
+                       writer=Writer(str(item["worker"]), str(item["gen"]), int(item["epoch"]), int(item["take"])),
+                       seq_from=int(item["seq_from"]), seq_to=int(item["seq_to"]),
+                       written_ms=int(item["written_ms"]), msgs=msgs)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a log item: {exc}") from exc
+
+
+class Phase(enum.Enum):
+    READ_TAIL = "read-tail"  # the take-up's tail read is to be sent (again)
+    MARK = "mark"  # the take-up's mark is in flight
+    READY = "ready"  # the mark is in the log; nothing in flight
+    PUT = "put"  # a batch is in flight
+    SUPERSEDED = "superseded"  # another holder's item took our number: never write again
+
+
+@dataclass(frozen=True)
+class ReadTail:
+    """Read the log's last item (consistent Query, newest first, Limit 1); answer ``on_tail``."""
+
+
+@dataclass(frozen=True)
+class Put:
+    """Put ``item`` with ``attribute_not_exists(sk)``; answer ``on_stored``, ``on_refused`` or ``on_unknown``."""
+
+    item: LogItem
+
+
+@dataclass(frozen=True)
+class ReadAt:
+    """Read item ``b`` consistently; answer ``on_found``."""
+
+    b: int
+
+
+Action = ReadTail | Put | ReadAt
+
+
+class Superseded(Exception):
+    """Another holder's item took this writer's number: it must never write to this log again."""
+
+
+class LogWriter:
+    """One take-up of one stream: puts its mark, then its batches, one at a time (``fleet.connection`` runs
+    it; tests drive it over an in-memory log).
+
+    Every answer method returns the next request to send, or None when there is none (``READY``: the writer
+    waits for ``batch``).  An answer of unknown outcome (a timeout) is answered by sending the same request
+    again: a put is conditional on its number being free, so its twin collides and is judged by ``on_found``."""
+
+    def __init__(self, pk: str, writer: Writer, checkpoint: int = 0) -> None:
+        self.pk = pk
+        self.writer = writer
+        self.phase = Phase.READ_TAIL
+        self.last_seq = checkpoint  # the last sequence in the log (after the tail read)
+        self.next_b = 0  # the number of the next item to put (after the tail read)
+        self.pending: Put | None = None  # the put in flight, until its outcome is known
+
+    def start(self) -> ReadTail:
+        return ReadTail()
+
+    def on_tail(self, tail: LogItem | None, now_ms: int) -> Put:
+        """The log's last item (None: empty): put our mark right after it.  Raises ``Superseded`` when a
+        later take-up's item is already there."""
+        if self.phase not in (Phase.READ_TAIL, Phase.MARK):
+            raise ValueError(f"a tail read answered in phase {self.phase.value}")
+        if tail is not None and tail.writer.later_than(self.writer):
+            self.phase, self.pending = Phase.SUPERSEDED, None
+            raise Superseded(f"{self.pk}: the log ends with {tail.kind} {tail.b} of a later take-up {tail.writer}")
+        if tail is not None:
+            self.next_b, self.last_seq = tail.b + 1, tail.seq_to
+        else:
+            self.next_b = 1
+        self.phase = Phase.MARK
+        self.pending = Put(LogItem(self.pk, self.next_b, MARK, self.writer, self.last_seq + 1, self.last_seq, now_ms))
+        return self.pending
+
+    @property
+    def ready(self) -> bool:
+        """Whether a batch may be put now (the mark is in the log and nothing is in flight)."""
+        return self.phase is Phase.READY
+
+    def batch(self, messages: Sequence[Message], now_ms: int) -> Put:
+        """Put ``messages`` (consecutive, after the last sequence in the log: right after it, unless the
+        upstream lost what lies between, a gap left to the checkers) as the next item."""
+        if not self.ready:
+            raise ValueError(f"a batch asked for in phase {self.phase.value}")
+        seqs = [m.seq for m in messages]
+        if not seqs or seqs[0] <= self.last_seq or seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+            raise ValueError(f"a batch must be consecutive and follow the log's {self.last_seq}: {seqs[:3]}...")
+        self.phase = Phase.PUT
+        self.pending = Put(LogItem(self.pk, self.next_b, BATCH, self.writer, seqs[0], seqs[-1], now_ms,
+                                   tuple(messages)))
+        return self.pending
+
+    def on_stored(self) -> None:
+        """The pending put was accepted."""
+        put = self._pending()
+        self.pending = None
+        self.phase = Phase.READY
+        self.next_b = put.item.b + 1
+        self.last_seq = put.item.seq_to
+
+    def on_refused(self) -> ReadAt:
+        """The pending put was refused: its number is taken.  Read what took it."""
+        return ReadAt(self._pending().item.b)
+
+    def on_unknown(self) -> Action:
+        """The pending request's outcome is unknown: send it again (a tail read, or the very same put)."""
+        if self.phase is Phase.READ_TAIL:
+            return ReadTail()
+        return self._pending()
+
+    def on_found(self, found: LogItem | None, now_ms: int) -> Action | None:
+        """The item at the refused put's number.  Ours: it landed.  An earlier take-up's item before our mark:
+        re-read the tail (``on_tail``) to mark after it.  Anything else (a later take-up's item): superseded,
+        raises ``Superseded``."""
+        put = self._pending()
+        if found is not None and put.item.same_put(found):
+            self.on_stored()
+            return None
+        if found is None:
+            return put  # refused, then gone: nothing deletes log items, so only a stale read says this
+        if put.item.kind == MARK and not found.writer.later_than(self.writer):
+            self.phase, self.pending = Phase.READ_TAIL, None
+            return ReadTail()
+        self.phase, self.pending = Phase.SUPERSEDED, None
+        raise Superseded(f"{self.pk} item {put.item.b} was taken by {found.kind} of {found.writer}")
+
+    def _pending(self) -> Put:
+        if self.pending is None:
+            raise ValueError(f"no put in flight in phase {self.phase.value}")
+        return self.pending
+
+
+@dataclass(frozen=True)
+class Batcher:
+    """When queued messages are cut into a batch: ``cut`` says how many go into the next one."""
+
+    flush_ms: int
+    max_messages: int = MAX_MESSAGES
+    max_bytes: int = MAX_BYTES
+
+    def cut(self, queued: Sequence[Message]) -> int:
+        """How many of ``queued`` (oldest first) the next batch holds: as many as the limits allow, at least
+        one."""
+        size = 0
+        for n, message in enumerate(queued[:self.max_messages]):
+            size += message.size
+            if size > self.max_bytes and n > 0:
+                return n
+        return min(len(queued), self.max_messages)
+
+    def due(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float,
+            wall_ms: float | None = None) -> bool:
+        """Whether the next batch should go now: it is full, or its oldest message waited ``flush_ms`` since it
+        was queued (``now_ms``, the same clock as ``oldest_queued_ms``) or since it was emitted (``wall_ms``
+        against its ``ts_ms``: a backlog replayed after a take-up goes at once).  An upstream clock off the
+        writer's only moves when batches go, never what they hold."""
+        if not queued or oldest_queued_ms is None:
+            return False
+        full = len(queued) >= self.max_messages or self.cut(queued) < len(queued)
+        old = wall_ms is not None and wall_ms - queued[0].ts_ms >= self.flush_ms
+        return full or old or now_ms - oldest_queued_ms >= self.flush_ms
+
+    def wait_ms(self, oldest_queued_ms: float | None, now_ms: float) -> float | None:
+        """How long until the queue is due by age (None: nothing queued)."""
+        return None if oldest_queued_ms is None else max(0.0, oldest_queued_ms + self.flush_ms - now_ms)
