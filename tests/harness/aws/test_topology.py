@@ -17,8 +17,11 @@ import pytest
 
 from harness import http_client
 from harness.aws.standin import SERVICE, StandIn, aws_standin
+from harness.aws.topology import AwsNemesis
 from harness.backends.resources import client
 from harness.ecs_tasks import CLUSTER
+from harness.faults.fault import AWS, Runs
+from harness.faults.plane import REGISTRY, where
 from harness.history import read_history
 
 REPO = Path(__file__).resolve().parents[3]
@@ -163,3 +166,7 @@ def test_a_kill_spares_a_task_that_is_not_a_tagged_task_of_the_service(standin: 
     assert done.returncode == 2, done.stderr[-3000:]
     assert "task still runs" in done.stderr
     assert stopped_tasks(standin) == before
+
+
+def test_the_aws_nemesis_runs_exactly_the_kinds_the_registry_says_a_deployment_runs() -> None:
+    assert set(AwsNemesis.RUNS) == {kind for kind in REGISTRY if isinstance(where(kind, AWS), Runs)}
