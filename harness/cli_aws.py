@@ -332,10 +332,11 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     from harness.aws.cost import RunLoad, run_ceiling_s
     from harness.aws.deployment import UPSTREAM_OUTPUTS, Guardrails, aws_error_text, preflight
     from harness.aws.fis import FisError, FisOptions, check_options
-    from harness.aws.topology import AWS_FAULTS, AwsTopology, refusals, run_on_aws, running_workers
+    from harness.aws.topology import AwsTopology, run_on_aws, running_workers
     from harness.cli_scenario import finish_scenario
     from harness.cluster import ClusterError
-    from harness.faults.fault import FaultError
+    from harness.faults.fault import AWS, FaultError, Runs
+    from harness.faults.plane import refusals, where
     from harness.router_client import SigningError, signer_for
     from harness.scenarios.runner import Phases, ScenarioError
 
@@ -382,7 +383,7 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
             check_options(fis)
         except FisError as exc:
             raise CliError(str(exc), 2) from None
-    refused = refusals([step.kind for step in plan.steps], fis)
+    refused = refusals([step.kind for step in plan.steps], AWS, {"fis"} if fis is not None else set())
     if refused:
         raise CliError(f"{spec.name} cannot run against a deployment: {'; '.join(refused)}", 1)
     print(f"wsfleet scenario: {spec.name} against {deployment.cluster}/{deployment.service} in {deployment.region}"
@@ -390,7 +391,9 @@ def cmd_aws_scenario(args: argparse.Namespace, spec: Any) -> int:
     print(f"  router {deployment.router_url} (SigV4-signed): START {connections} streams, then "
           f"{len(plan.ops)} operations; STOP them all at the end")
     for step in plan.steps:
-        print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: {AWS_FAULTS[step.kind]}")
+        runs = where(step.kind, AWS)
+        print(f"  at {step.at_s:7.2f} s  {step.kind} -> {step.target}: "
+              f"{runs.how if isinstance(runs, Runs) else runs.why}")
     _print_cost(RunLoad(run_ceiling_s(plan, config), len(workers), connections, args.rate or spec.rate,
                         2 * connections + len(plan.ops), sum(step.kind == "kill" for step in plan.steps), config))
     if args.dry_run:

@@ -9,7 +9,8 @@ a deployment has on AWS and a local topology lacks:
   the stand-in's credentials pass, and the server counts what it let through and refused;
 - CloudWatch Logs: every process's history lines are shipped to its group every ``SHIP_EVERY_S``, as ECS's
   ``awslogs`` driver does (``LogShipper``): the workers', the router's and the simulator's;
-- an ECS service for the workers' tasks, and the allowlisted tag on the tables, the queue, the cluster, the
+- an ECS service for the workers' tasks (``StandIn.replace_stopped`` starts a new task for each whose process
+  exited, as the service's scheduler would), and the allowlisted tag on the tables, the queue, the cluster, the
   service and its tasks (what terraform's ``chaos_target = true`` tags), a FIS role's ARN and a CloudWatch
   alarm to stop experiments on (``stop_alarm``); the FIS experiments a run starts are carried out on the
   local processes by the task supervisor (``harness.ecs_tasks``);
@@ -90,6 +91,17 @@ class StandIn:
         else:
             ecs = client(self.env, "ecs")
             ecs.tag_resource(resourceArn=_service_arn(ecs), tags=[_ecs_tag()])
+
+    def replace_stopped(self) -> list[str]:
+        """Start a new task, under the same worker id, for every worker whose process has exited, and wait
+        until each has registered: what the ECS service's scheduler does to keep its desired count (on AWS
+        within a minute or so; here when asked, so that no run sees a replacement join mid-run).  The ids
+        replaced."""
+        gone = [worker_id for worker_id, handle in self.cluster.workers.items()
+                if handle.child is None or not handle.child.running()]
+        for worker_id in gone:
+            self.cluster.add_worker(worker_id)
+        return gone
 
     def _backend(self) -> Any:
         assert self.cluster.backend is not None

@@ -11,8 +11,9 @@ through AWS APIs and the deployment's own endpoints, all named by terraform's ou
   after the container's stop timeout); ``kill`` is a FIS experiment made for that one task when the step runs,
   provided it still carries the tag and is one of the service's (``aws:ecs:task-kill-process``, SIGKILL; it
   needs the FIS role and a stop alarm, and on Fargate FIS's SSM agent sidecar); ``reset_upstream`` is the
-  simulator's own control call.  Every other kind is refused before the run starts (``refusals``), with the
-  reason;
+  simulator's own control call.  Which kinds a deployment runs, and why not the others, is the fault
+  registry's (``harness.faults.plane.refusals`` for ``AWS``): a scenario with any other kind is refused
+  before the run starts;
 - the history: the harness's own events in the run folder; the workers', the router's and the simulator's are
   read back from their CloudWatch Logs groups after the run (``collect_history``).
 
@@ -25,9 +26,10 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -43,32 +45,15 @@ from harness.cluster import (
     start_connection,
     stop_connection,
 )
-from harness.faults.fault import FaultError
+from harness.faults.fault import AWS, FaultError
+from harness.faults.plane import refusals
 from harness.message_log import newest
 from harness.router_client import Signer
 from harness.scenarios.runner import Phases, ScenarioError
 
 ASK_EVERY_S = 1.0
-AWS_FAULTS = {
-    "term": "ECS StopTask of the worker's task (SIGTERM, then SIGKILL after the stop timeout)",
-    "kill": "a FIS experiment for the worker's task: aws:ecs:task-kill-process, SIGKILL",
-    "reset_upstream": "the upstream simulator's control call",
-}
-WHY_NOT = {
-    "kill": "a SIGKILL is a FIS experiment: give the role (--role-arn, or the outputs' fis_role_arn) and at "
-            "least one --stop-alarm",
-    "restart": "ECS's service scheduler replaces a stopped task by itself",
-    "join": "a task joins when the service's desired count rises (its autoscaling, or the operator)",
-    "pause": "nothing on ECS sends SIGSTOP to a task",
-}
 FIS_ENDED = ("completed", "stopped", "failed", "cancelled")
 
-
-def refusals(kinds: list[str], fis: FisOptions | None) -> list[str]:
-    """Why each fault kind of a scenario cannot run against a deployment (none: every step can)."""
-    runnable = set(AWS_FAULTS) - (set() if fis is not None else {"kill"})
-    return [f"{kind}: " + WHY_NOT.get(kind, "a network or AWS API fault needs FIS (see `wsfleet aws-plan`)")
-            for kind in sorted(set(kinds) - runnable)]
 
 
 @dataclass
@@ -87,26 +72,34 @@ class AwsNemesis:
         self.history = HistoryWriter(str(topology.run_dir / "history" / "nemesis.jsonl"), "nemesis")
 
     def start(self, kind: str, target: str, **params: Any) -> AwsFault:
-        refused = refusals([kind], self.topology.fis)
+        refused = refusals([kind], AWS, self.topology.provides)
         if refused:
             raise FaultError(refused[0])
         fault = AwsFault(kind, target, dict(params))
-        if kind == "kill":
-            task = self.topology.task_of(target)
-            fault.params.update(via="fis:StartExperiment", task=task)
-            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
-            fault.params["experiment"] = self.topology.kill(target, task)
-        elif kind == "term":
-            task = self.topology.task_of(target)
-            fault.params.update(via="ecs:StopTask", task=task)
-            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
-            self.topology.stop_task(task, f"wsfleet harness: term {target}")
-            self.topology.await_gone(target)
-        else:
-            fault.params.setdefault("via", "upstream control API")
-            self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
-            self.topology.reset_upstream(float(params.get("fraction", 1.0)))
+        self.RUNS[kind](self, fault)
         return fault
+
+    def _kill(self, fault: AwsFault) -> None:
+        task = self.topology.task_of(fault.target)
+        fault.params.update(via="fis:StartExperiment", task=task)
+        self.history.emit("fault.start", kind=fault.kind, target=fault.target, params=fault.params)
+        fault.params["experiment"] = self.topology.kill(fault.target, task)
+
+    def _term(self, fault: AwsFault) -> None:
+        task = self.topology.task_of(fault.target)
+        fault.params.update(via="ecs:StopTask", task=task)
+        self.history.emit("fault.start", kind=fault.kind, target=fault.target, params=fault.params)
+        self.topology.stop_task(task, f"wsfleet harness: term {fault.target}")
+        self.topology.await_gone(fault.target)
+
+    def _reset_upstream(self, fault: AwsFault) -> None:
+        fault.params.setdefault("via", "upstream control API")
+        self.history.emit("fault.start", kind=fault.kind, target=fault.target, params=fault.params)
+        self.topology.reset_upstream(float(fault.params.get("fraction", 1.0)))
+
+    # what runs each kind the registry says a deployment runs
+    RUNS: ClassVar[dict[str, Callable[[AwsNemesis, AwsFault], None]]] = {
+        "kill": _kill, "term": _term, "reset_upstream": _reset_upstream}
 
     def stop(self, fault: AwsFault) -> None:
         self.history.emit("fault.stop", kind=fault.kind, target=fault.target, params=fault.params)
@@ -141,6 +134,7 @@ class AwsTopology:
         self.signer = signer
         self.lease_s = lease_s
         self.fis = fis
+        self.provides = {"fis"} if fis is not None else set()  # the capabilities the registry's kinds may need
         self.logs = f"the CloudWatch Logs groups {deployment.worker_log_group} and {deployment.router_log_group}"
         (run_dir / "history").mkdir(parents=True, exist_ok=True)
         self.history = HistoryWriter(str(run_dir / "history" / "harness.jsonl"), "harness")

@@ -27,12 +27,10 @@ raise ``FaultError`` when the fault is built, before anything is recorded or bro
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.cluster import Cluster
-from harness.faults.fault import Fault, FaultError
+from harness.faults.fault import Fault, FaultError, Never, ProcessTopology, targets
 from harness.faults.toxiproxy.aws_toxics import ERRORS, SERVICES
 
 PROXY_OF_SERVICE = {"dynamodb": "dynamodb", "sqs": "services"}
@@ -47,6 +45,8 @@ class AwsApiFault(Fault):
 
     toxic_type: ClassVar[str] = ""
     fixed: ClassVar[dict[str, Any]] = {}  # parameters the kind sets itself (not to be given)
+    where = targets(aws=Never("AWS API errors, slow and repeated answers come from the local proxy; FIS injects "
+                              "API faults into EC2 calls only"))
 
     def __post_init__(self) -> None:
         for name, value in self.fixed.items():
@@ -75,21 +75,21 @@ class AwsApiFault(Fault):
             raise FaultError(f"{self.kind}: {name} must be a number from {low:g} to {high:g}, got {value!r}")
         return float(value)
 
-    def _proxy(self, cluster: Cluster) -> str:
-        return str(self._worker(cluster).proxies[PROXY_OF_SERVICE[self.params["service"]]])
+    def _proxy(self, topology: ProcessTopology) -> str:
+        return str(self._worker(topology).proxies[PROXY_OF_SERVICE[self.params["service"]]])
 
-    def start(self, cluster: Cluster) -> None:
-        proxy = self._proxy(cluster)
-        assert cluster.toxiproxy is not None
-        cluster.toxiproxy.add_toxic(proxy, self.toxic_type, name=self.kind, stream="upstream",
+    def start(self, topology: ProcessTopology) -> None:
+        proxy = self._proxy(topology)
+        assert topology.toxiproxy is not None
+        topology.toxiproxy.add_toxic(proxy, self.toxic_type, name=self.kind, stream="upstream",
                                     toxicity=self.params["fraction"],
                                     attributes=self.toxic_attributes())  # type: ignore[arg-type]
         self.active = True
 
-    def heal(self, cluster: Cluster) -> None:
-        handle = cluster.workers.get(self.target)
-        if self.active and handle is not None and cluster.toxiproxy is not None:
-            cluster.toxiproxy.remove_toxic(handle.proxies[PROXY_OF_SERVICE[self.params["service"]]], self.kind)
+    def heal(self, topology: ProcessTopology) -> None:
+        handle = topology.workers.get(self.target)
+        if self.active and handle is not None and topology.toxiproxy is not None:
+            topology.toxiproxy.remove_toxic(handle.proxies[PROXY_OF_SERVICE[self.params["service"]]], self.kind)
         self.active = False
 
 
@@ -146,7 +146,7 @@ class SqsDuplicate(AwsApiFault):
     fixed: ClassVar[dict[str, Any]] = {"service": "sqs", "operation": "DeleteMessage,DeleteMessageBatch"}
 
 
-AWS_API_FAULTS: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
+AWS_API_FAULTS: dict[str, type[Fault]] = {
     "aws_throttle": AwsThrottle, "aws_5xx": Aws5xx, "aws_slow": AwsSlow,
     "sqs_throttle": SqsThrottle, "sqs_duplicate": SqsDuplicate, "sqs_late": SqsLate,
 }

@@ -21,6 +21,11 @@ steps and skews add up), ``pause_mid_write`` (the worker's DynamoDB requests or 
 ``forged_death_notice`` (a death notice for a running worker's task), and the AWS API failures of
 ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
+The registry (``REGISTRY``: kind -> class, built from the scenario's data by ``build``) is the one list of
+fault kinds, local and AWS: each class says per target how it runs there or why not (``Fault.where``), and
+``refusals`` turns that into the one-line refusals a scenario gets before anything starts.  A new kind is a
+class here (or in a module of its own) and one entry in ``REGISTRY``.
+
 Faults may overlap: the runner starts and stops them from several threads, so a fault keeps its own state
 and ``Nemesis`` only appends to and removes from its list of active faults.
 """
@@ -31,14 +36,13 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
-from harness.cluster import SERVICE_PROXIES, Cluster, http_json
+from harness.cluster import SERVICE_PROXIES, http_json
 from harness.faults.aws_api import AWS_API_FAULTS
-from harness.faults.fault import Fault, FaultError
+from harness.faults.fault import Fault, FaultError, Never, ProcessTopology, Runs, targets
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
 from harness.processes import start_thread
@@ -46,46 +50,64 @@ from harness.processes import start_thread
 DEFAULT_REFRESH_S = 0.25
 
 
+NO_SIGSTOP = Never("nothing on ECS sends SIGSTOP to a task")
+NO_CLOCK = Never("nothing on AWS moves a task's clock")
+NO_NOTICES = "the run has no death notices (scenario death_notices: true)"
+
+
 class Kill(Fault):
-    def start(self, cluster: Cluster) -> None:
-        child = self._worker(cluster).child
+    where = targets(aws=Runs("a FIS experiment for the worker's task: aws:ecs:task-kill-process, SIGKILL",
+                             needs="fis", without="a SIGKILL is a FIS experiment: give the role (--role-arn, or "
+                             "the outputs' fis_role_arn) and at least one --stop-alarm"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        child = self._child(topology)
         child.signal(signal.SIGKILL)
         child.wait(10.0)
 
 
 class Term(Fault):
-    def start(self, cluster: Cluster) -> None:
-        child = self._worker(cluster).child
+    where = targets(aws=Runs("ECS StopTask of the worker's task (SIGTERM, then SIGKILL after the stop timeout)"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        child = self._child(topology)
         child.signal(signal.SIGCONT)
         child.signal(signal.SIGTERM)
-        if child.wait(max(10.0, 5 * cluster.config.lease_s)) is None:
+        if child.wait(max(10.0, 5 * topology.config.lease_s)) is None:
             raise FaultError(f"{self.target} did not exit after SIGTERM")
 
 
 class Restart(Fault):
-    def start(self, cluster: Cluster) -> None:
-        handle = self._worker(cluster)
-        if handle.child.running() and handle.child.wait(max(10.0, 5 * cluster.config.lease_s)) is None:
+    where = targets(aws=Never("ECS's service scheduler replaces a stopped task by itself"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        child = self._child(topology)
+        if child.running() and child.wait(max(10.0, 5 * topology.config.lease_s)) is None:
             raise FaultError(f"restart: {self.target} is still running")
-        cluster.add_worker(self.target)
+        topology.add_worker(self.target)
 
 
 class Join(Fault):
     """Scale out: a new worker process, named by the target (``worker-4``), joins the fleet."""
 
-    def start(self, cluster: Cluster) -> None:
-        if self.target in cluster.workers:
+    where = targets(aws=Never("a task joins when the service's desired count rises (its autoscaling, or the "
+                              "operator)"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        if self.target in topology.workers:
             raise FaultError(f"join: {self.target} exists already (a stopped worker comes back with restart)")
-        cluster.add_worker(self.target)
+        topology.add_worker(self.target)
 
 
 class Pause(Fault):
-    def start(self, cluster: Cluster) -> None:
-        self._worker(cluster).child.signal(signal.SIGSTOP)
+    where = targets(aws=NO_SIGSTOP)
+
+    def start(self, topology: ProcessTopology) -> None:
+        self._child(topology).signal(signal.SIGSTOP)
         self.active = True
 
-    def heal(self, cluster: Cluster) -> None:
-        handle = cluster.workers.get(self.target)
+    def heal(self, topology: ProcessTopology) -> None:
+        handle = topology.workers.get(self.target)
         if self.active and handle is not None and handle.child is not None:
             handle.child.signal(signal.SIGCONT)
         self.active = False
@@ -96,18 +118,18 @@ class Partition(Fault):
 
     services: tuple[str, ...] = ()
 
-    def start(self, cluster: Cluster) -> None:
-        handle = self._worker(cluster)
-        assert cluster.toxiproxy is not None
+    def start(self, topology: ProcessTopology) -> None:
+        handle = self._worker(topology)
+        assert topology.toxiproxy is not None
         for service in self.services:
-            cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
+            topology.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
         self.active = True
 
-    def heal(self, cluster: Cluster) -> None:
-        handle = cluster.workers.get(self.target)
-        if self.active and handle is not None and cluster.toxiproxy is not None:
+    def heal(self, topology: ProcessTopology) -> None:
+        handle = topology.workers.get(self.target)
+        if self.active and handle is not None and topology.toxiproxy is not None:
             for service in self.services:
-                cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=True)
+                topology.toxiproxy.update_proxy(handle.proxies[service], enabled=True)
         self.active = False
 
 
@@ -123,13 +145,15 @@ class ResetUpstream(Fault):
     """The simulator drops live sessions: every stream (target ``all``; param ``fraction`` in (0, 1]: that
     share of them, a gateway's mass disconnect) or one connection id."""
 
-    def start(self, cluster: Cluster) -> None:
+    where = targets(aws=Runs("the upstream simulator's control call"))
+
+    def start(self, topology: ProcessTopology) -> None:
         fraction = self.params.get("fraction")
         if self.target == "all":
             path = "/disconnect" if fraction is None else f"/disconnect?fraction={float(fraction)!r}"
         else:
             path = f"/streams/{self.target}/disconnect"
-        status, payload = http_json("POST", cluster.upstream_control_url + path)
+        status, payload = http_json("POST", topology.upstream_control_url + path)
         if status != 200:
             raise FaultError(f"reset_upstream: the simulator answered {status}: {payload}")
         self.params["dropped"] = payload.get("disconnected", payload) if isinstance(payload, dict) else payload
@@ -170,10 +194,10 @@ class ToxicFault(Fault):
     def _name(self) -> str:
         return f"{self.kind}-{self.params['type']}-{self.params['stream']}-{id(self):x}"
 
-    def start(self, cluster: Cluster) -> None:
-        proxy = self._worker(cluster).proxies[self.params["service"]]
-        assert cluster.toxiproxy is not None
-        toxiproxy = cluster.toxiproxy
+    def start(self, topology: ProcessTopology) -> None:
+        proxy = self._worker(topology).proxies[self.params["service"]]
+        assert topology.toxiproxy is not None
+        toxiproxy = topology.toxiproxy
         attributes = {k: int(v) for k, v in self.params["attributes"].items()}
         toxicity = float(self.params["toxicity"])
         toxiproxy.add_toxic(proxy, self.params["type"], name=self._name, stream=self.params["stream"],
@@ -191,15 +215,15 @@ class ToxicFault(Fault):
             except ToxiproxyError:
                 return  # removed meanwhile (healed, or the proxy was reset on teardown)
 
-    def heal(self, cluster: Cluster) -> None:
+    def heal(self, topology: ProcessTopology) -> None:
         self._stop_refresh.set()
         if self._refresher is not None:
             self._refresher.join()
             self._refresher = None
-        handle = cluster.workers.get(self.target)
-        if self.active and handle is not None and cluster.toxiproxy is not None:
+        handle = topology.workers.get(self.target)
+        if self.active and handle is not None and topology.toxiproxy is not None:
             with contextlib.suppress(ToxiproxyError):
-                cluster.toxiproxy.remove_toxic(handle.proxies[self.params["service"]], self._name)
+                topology.toxiproxy.remove_toxic(handle.proxies[self.params["service"]], self._name)
         self.active = False
 
 
@@ -219,19 +243,22 @@ class ForgedDeathNotice(Fault):
     """A death notice for the target's task while its process runs (``harness.ecs_tasks``): what a wrong, late
     or malicious sender could put on the queue.  The fleet must confirm with ECS and change nothing."""
 
-    def start(self, cluster: Cluster) -> None:
-        handle = self._worker(cluster)
-        if cluster.tasks is None or not handle.task_arn:
-            raise FaultError("forged_death_notice: the run has no death notices (scenario death_notices: true)")
-        cluster.tasks.send_notice(handle.task_arn, "forged: the task is running")
+    where = targets(Runs("a message on the local ECS stand-in's queue", needs="death_notices", without=NO_NOTICES),
+                    Never("the harness puts nothing on a deployment's queue"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        handle = self._worker(topology)
+        if topology.tasks is None or not handle.task_arn:
+            raise FaultError(f"{self.kind}: {NO_NOTICES}")
+        topology.tasks.send_notice(handle.task_arn, "forged: the task is running")
 
 
 _CLOCK_LOCK = threading.Lock()
 
 
-def _shift_clock(cluster: Cluster, target: str, by_ms: int) -> None:
+def _shift_clock(topology: ProcessTopology, target: str, by_ms: int) -> None:
     """Move the worker's lease-clock offset (its clock file) by ``by_ms``: skews and steps add up."""
-    path = cluster.run_dir / "clock" / target
+    path = topology.run_dir / "clock" / target
     with _CLOCK_LOCK:
         current = int(path.read_text().strip() or 0) if path.exists() else 0
         path.write_text(str(current + by_ms))
@@ -240,14 +267,16 @@ def _shift_clock(cluster: Cluster, target: str, by_ms: int) -> None:
 class ClockSkew(Fault):
     """The worker's lease clock is off by ``offset_ms`` while the fault lasts."""
 
-    def start(self, cluster: Cluster) -> None:
-        self._worker(cluster)
-        _shift_clock(cluster, self.target, int(self.params["offset_ms"]))
+    where = targets(aws=NO_CLOCK)
+
+    def start(self, topology: ProcessTopology) -> None:
+        self._worker(topology)
+        _shift_clock(topology, self.target, int(self.params["offset_ms"]))
         self.active = True
 
-    def heal(self, cluster: Cluster) -> None:
+    def heal(self, topology: ProcessTopology) -> None:
         if self.active:
-            _shift_clock(cluster, self.target, -int(self.params["offset_ms"]))
+            _shift_clock(topology, self.target, -int(self.params["offset_ms"]))
         self.active = False
 
 
@@ -255,9 +284,11 @@ class ClockStep(Fault):
     """The worker's lease clock jumps by ``step_ms`` (forward or back, any size) and stays there for the rest
     of the run, as after an NTP step: an instant fault with nothing to undo."""
 
-    def start(self, cluster: Cluster) -> None:
-        self._worker(cluster)
-        _shift_clock(cluster, self.target, int(self.params["step_ms"]))
+    where = targets(aws=NO_CLOCK)
+
+    def start(self, topology: ProcessTopology) -> None:
+        self._worker(topology)
+        _shift_clock(topology, self.target, int(self.params["step_ms"]))
 
 
 @dataclass(eq=False)
@@ -266,6 +297,8 @@ class PauseMidWrite(Fault):
     (``stream`` ``upstream``: requests are held on their way, so they land while the worker is frozen;
     ``downstream``: they landed and their answers are held), then SIGSTOP half a hold later, while the
     requests sent since are held; SIGCONT and the toxic removed when the fault stops."""
+
+    where = targets(aws=NO_SIGSTOP)
 
     defaults: ClassVar[dict[str, Any]] = {"stream": "upstream", "hold_ms": 200}
 
@@ -278,19 +311,19 @@ class PauseMidWrite(Fault):
                                                         "attributes": {"latency": int(self.params["hold_ms"])}})
         self._pause = Pause("pause", self.target, {})
 
-    def start(self, cluster: Cluster) -> None:
-        self._toxic.start(cluster)
+    def start(self, topology: ProcessTopology) -> None:
+        self._toxic.start(topology)
         self.active = True
         time.sleep(int(self.params["hold_ms"]) / 2000.0)  # the fault's own timing: requests sent meanwhile are held
-        self._pause.start(cluster)
+        self._pause.start(topology)
 
-    def heal(self, cluster: Cluster) -> None:
-        self._pause.heal(cluster)
-        self._toxic.heal(cluster)
+    def heal(self, topology: ProcessTopology) -> None:
+        self._pause.heal(topology)
+        self._toxic.heal(topology)
         self.active = False
 
 
-REGISTRY: dict[str, Callable[[str, str, dict[str, Any]], Fault]] = {
+REGISTRY: dict[str, type[Fault]] = {
     "kill": Kill, "term": Term, "restart": Restart, "join": Join, "pause": Pause,
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
@@ -307,23 +340,44 @@ def build(kind: str, target: str, params: dict[str, Any] | None = None) -> Fault
     return factory(kind, target, dict(params or {}))
 
 
-class Nemesis:
-    """Applies faults to a cluster and records them in the history."""
+def where(kind: str, target: str) -> Runs | Never:
+    """How ``target`` (``LOCAL``, ``AWS``) runs ``kind``, or why it never can; FaultError for an unknown kind."""
+    factory = REGISTRY.get(kind)
+    if factory is None:
+        raise FaultError(f"unknown fault kind {kind!r}; known: {', '.join(sorted(REGISTRY))}")
+    return factory.where.get(target, Never(f"{kind} says nothing of {target}"))
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.history = HistoryWriter(str(cluster.run_dir / "history" / "nemesis.jsonl"), "nemesis")
+
+def refusals(kinds: list[str], target: str, provides: set[str]) -> list[str]:
+    """Why each of ``kinds`` cannot run on ``target`` in a run that provides the capabilities ``provides`` (none:
+    every one can), one line per kind: what a scenario is refused with before anything starts."""
+    refused = []
+    for kind in sorted(set(kinds)):
+        runs = where(kind, target)
+        if isinstance(runs, Never):
+            refused.append(f"{kind}: {runs.why}")
+        elif runs.needs and runs.needs not in provides:
+            refused.append(f"{kind}: {runs.without}")
+    return refused
+
+
+class Nemesis:
+    """Applies faults to a local topology and records them in the history."""
+
+    def __init__(self, topology: ProcessTopology) -> None:
+        self.topology = topology
+        self.history = HistoryWriter(str(topology.run_dir / "history" / "nemesis.jsonl"), "nemesis")
         self.active: list[Fault] = []
 
     def start(self, kind: str, target: str, **params: Any) -> Fault:
         fault = build(kind, target, params)
         self.history.emit("fault.start", kind=kind, target=target, params=fault.params)
         self.active.append(fault)
-        fault.start(self.cluster)
+        fault.start(self.topology)
         return fault
 
     def stop(self, fault: Fault) -> None:
-        fault.stop(self.cluster)
+        fault.stop(self.topology)
         if fault in self.active:
             self.active.remove(fault)
         self.history.emit("fault.stop", kind=fault.kind, target=fault.target, params=fault.params)

@@ -3,7 +3,9 @@
 recovery CDF, recovery phases, persisted sequences).
 
 ``build_report(run_dirs, out, progress)`` is the entry point; ``python -m harness.report`` its command line.
-Modules: ``model`` (a run read and analysed), ``summary`` (headline and tables), ``figures`` (matplotlib),
+Modules: ``model`` (a run read and analysed), ``text`` (words for numbers and verdicts), ``bounds`` (a run's
+bounds as computed), ``headline`` (one run's summary and checker table), ``tables`` (one run's row tables),
+``compare`` (several runs side by side), ``coverage`` (the Coverage table), ``figures`` (matplotlib),
 ``render`` (HTML and Markdown), ``load`` (the Locust section: Locust's CSVs and the history's ``load.*``
 events), ``build`` (putting it together).
 """

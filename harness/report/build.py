@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from harness.checkers.result import compose
 from harness.checkers.verdict import TABLE_COLUMNS
-from harness.report import figures, load, summary
+from harness.report import bounds, compare, figures, headline, load, tables, text
 from harness.report.coverage import coverage_section
 from harness.report.model import ReportError, RunData, labels_for, load_run
 from harness.report.render import (
@@ -88,12 +88,12 @@ def _write_tables(runs: list[RunData], out: Path, progress: Progress) -> list[st
     return names
 
 
-def _write(path: Path, text: str | bytes) -> None:
+def _write(path: Path, content: str | bytes) -> None:
     try:
-        if isinstance(text, bytes):
-            path.write_bytes(text)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
         else:
-            path.write_text(text, encoding="utf-8")
+            path.write_text(content, encoding="utf-8")
     except OSError as exc:
         raise ReportError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -124,26 +124,26 @@ def _image(name: str, caption: str, figure: Figure) -> Image:
 
 
 def run_headline(run: RunData, title: str | None = None) -> Headline:
-    return Headline(title or f"{run.scenario} / {run.profile}", summary.status_of(run.verdict["valid"]),
-                    summary.headline(run))
+    return Headline(title or f"{run.scenario} / {run.profile}", text.status_of(run.verdict["valid"]),
+                    headline.headline(run))
 
 
 def requests_block(run: RunData) -> Table:
-    frame, note = summary.requests_table(run)
+    frame, note = tables.requests_table(run)
     return Table("AWS requests per worker (the adapter's counters)", frame, note,
                  empty="no requests events in the history")
 
 
 def outcomes_block(run: RunData) -> Table:
-    return Table("Outcomes per event type", summary.outcomes_table(run), empty="no event carries an outcome")
+    return Table("Outcomes per event type", tables.outcomes_table(run), empty="no event carries an outcome")
 
 
 def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list[Section]:
     """A run's ownership and sequence sections (figures and tables)."""
-    phases, phases_note = summary.capped(summary.phases_table(run), "affected connections", "phases.csv")
-    sequences, sequences_note = summary.capped(summary.sequences_table(run), "connections", "sequences.csv")
-    claims, claims_note = summary.capped(summary.overlapping_claims_table(run), "intervals", "claims.csv")
-    zombie_writes, zombie_writes_note = summary.capped(summary.zombie_writes_table(run), "findings",
+    phases, phases_note = tables.capped(tables.phases_table(run), "affected connections", "phases.csv")
+    sequences, sequences_note = tables.capped(tables.sequences_table(run), "connections", "sequences.csv")
+    claims, claims_note = tables.capped(tables.overlapping_claims_table(run), "intervals", "claims.csv")
+    zombie_writes, zombie_writes_note = tables.capped(tables.zombie_writes_table(run), "findings",
                                                        "zombie_writes.csv")
     ownership: list[Block] = [
         _image(f"{prefix}timeline", "Ownership timeline: one row per connection; bar colour = the worker "
@@ -156,14 +156,14 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
         ownership.append(_image(f"{prefix}timeline-zoom", "The same timeline around the faults.",
                                 figures.ownership_timeline(run, colours, window=window)))
     ownership += [
-        Table("Duplicate claims (I1)", summary.episodes_table(run), empty="no duplicate claims"),
+        Table("Duplicate claims (I1)", tables.episodes_table(run), empty="no duplicate claims"),
         Table("Intervals that overlapped another worker's", claims, claims_note, empty="none"),
     ]
     if run.analysis.table("lease_overlaps"):
         ownership.append(Table("Lease double ownership (two workers both believed they owned)",
-                               summary.lease_overlaps_table(run)))
+                               tables.lease_overlaps_table(run)))
     if run.analysis.table("zombies"):
-        ownership.append(Table("Zombie-connection time", summary.zombies_table(run)))
+        ownership.append(Table("Zombie-connection time", tables.zombies_table(run)))
     recovery: list[Block] = [
         Table("Recovery phases per affected connection (ms from the fault; slowest first)", phases,
               phases_note, empty="no connection was affected by a fault")]
@@ -177,7 +177,7 @@ def run_details(run: RunData, colours: dict[str, str], prefix: str = "") -> list
               zombie_writes_note, empty="no zombie writes"),
     ]
     if run.analysis.table("stops"):
-        stream.append(Table("STOP latency (I5)", summary.stops_table(run)))
+        stream.append(Table("STOP latency (I5)", tables.stops_table(run)))
     anchor = prefix.rstrip("-")
     return [Section("Ownership", ownership, f"{anchor}ownership"),
             Section("Recovery phases", recovery, f"{anchor}phases"),
@@ -210,8 +210,8 @@ def single_run_document(run: RunData, files: list[str], locust_csv: Path | None 
     recovery += _handshake_blocks([run])
     details[1] = Section(details[1].title, [*recovery, *details[1].blocks], details[1].anchor)
     top = Section("", [run_headline(run),
-                       Table("Checkers", summary.checker_table(run)),
-                       Table("Faults", summary.faults_table(run), empty="no faults"),
+                       Table("Checkers", headline.checker_table(run)),
+                       Table("Faults", tables.faults_table(run), empty="no faults"),
                        requests_block(run), outcomes_block(run)])
     return Document(f"wsfleet report: {run.scenario} / {run.profile}",
                     [top, *details, coverage_section([run]), *load.sections(run, locust_csv)], files,
@@ -227,27 +227,27 @@ def _outside_text(runs: list[RunData]) -> str:
 def several_runs_document(runs: list[RunData], files: list[str], progress: Progress) -> Document:
     colours = figures.worker_colours(runs)
     lines = []
-    for (scenario, profile), members in summary.groups(runs).items():
-        pooled = summary.pooled_recovery(members)
+    for (scenario, profile), members in compare.groups(runs).items():
+        pooled = compare.pooled_recovery(members)
         valid = [run.verdict["valid"] for run in members]
-        bounds = sorted({text for run in members for text in summary.bound_texts(run).values()})
+        stated = sorted({said for run in members for said in bounds.bound_texts(run).values()})
         lines.append((f"{scenario} / {profile}",
                       f"{len(members)} run{'s' if len(members) > 1 else ''} ({valid.count(True)} valid, "
                       f"{valid.count(False)} invalid); "
                       "recovery "
-                      + " · ".join(f"{s} {summary.seconds_text(pooled[s])}" for s in summary.STATISTICS)
-                      + (f" against bound {'; '.join(bounds)}" if bounds else "")
+                      + " · ".join(f"{s} {text.seconds_text(pooled[s])}" for s in headline.STATISTICS)
+                      + (f" against bound {'; '.join(stated)}" if stated else "")
                       + f"; duplicate claims {sum(int(r.verdict['duplicate_claims']) for r in members)}, "
                         f"lost sequences {sum(int(r.verdict['lost_sequences']) for r in members)}, "
                         f"zombie writes {sum(int(r.verdict['zombie_writes']) for r in members)}"
                       + _outside_text(members)))
     scales = sorted({str(run.info.timescale) for run in runs})
     lines.append(("Time scale", ", ".join(scales)))
-    status = summary.status_of(compose(run.verdict["valid"] for run in runs))
+    status = text.status_of(compose(run.verdict["valid"] for run in runs))
     top = Section("", [Headline(f"{len(runs)} runs", status, lines)])
     comparison = Section("Profiles compared", [
         Table("Recovery per scenario, profiles side by side (ms, pooled over runs)",
-              summary.comparison_table(runs)),
+              compare.comparison_table(runs)),
         _image("recovery_cdf", "Recovery time CDF per profile, with each profile's bound (dotted) and the "
                "published lease + reconcile bound (dashed).", figures.recovery_cdf(runs)),
         _image("phases", "Time from the fault to each phase, p50 and max over every affected connection of "
@@ -255,10 +255,10 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
         *_handshake_blocks(runs),
     ], "compare")
     aggregate = Section("Aggregate over trials and seeds", [
-        Table("Per scenario and profile", summary.aggregate_table(runs),
+        Table("Per scenario and profile", compare.aggregate_table(runs),
               "recovery_*: pooled over every affected connection of every run; run_max_*: the p50 and max "
               "over runs of each run's worst recovery."),
-        Table("Runs", summary.runs_table(runs)),
+        Table("Runs", compare.runs_table(runs)),
     ], "aggregate")
     sections = [top, comparison, aggregate, coverage_section(runs)]
     for number, run in enumerate(runs[:MAX_DETAILED_RUNS], 1):
@@ -266,8 +266,8 @@ def several_runs_document(runs: list[RunData], files: list[str], progress: Progr
         prefix = f"run{number}-"
         sections.append(Section(f"Run {number}: {run.label}", [
             run_headline(run, f"{run.label}: {run.scenario} / {run.profile}"),
-            Table("Checkers", summary.checker_table(run)),
-            Table("Faults", summary.faults_table(run), empty="no faults"),
+            Table("Checkers", headline.checker_table(run)),
+            Table("Faults", tables.faults_table(run), empty="no faults"),
             requests_block(run), outcomes_block(run)], f"run{number}"))
         for section in [*run_details(run, colours, prefix), *load.sections(run, None, prefix)]:
             sections.append(Section(f"{run.label}: {section.title}", section.blocks))

@@ -32,16 +32,11 @@ from matplotlib.transforms import blended_transform_factory
 
 from harness.checkers.events import select
 from harness.checkers.recovery import PHASES
+from harness.report.bounds import bounds_of, published_at_scale_one, published_bound_ms
+from harness.report.compare import groups, pooled_phases
+from harness.report.headline import judged_rows
 from harness.report.model import RunData
-from harness.report.summary import (
-    bounds_of,
-    groups,
-    judged_rows,
-    natural,
-    pooled_phases,
-    published_at_scale_one,
-    published_bound_ms,
-)
+from harness.report.text import natural
 
 OVERLAP_COLOUR = "#d62728"
 FAULT_COLOUR = "#f2b705"

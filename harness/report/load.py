@@ -30,7 +30,7 @@ from harness.checkers.events import select
 from harness.report import figures
 from harness.report.model import ReportError, RunData
 from harness.report.render import Block, Image, Paragraph, Section, Table
-from harness.report.summary import ms_text
+from harness.report.text import ms_text
 
 STATS_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Median Response Time",
                  "Max Response Time", "Requests/s", "95%", "99%")

@@ -57,7 +57,8 @@ from typing import Any
 import yaml
 
 from fleet.config import PROFILES, FleetConfig
-from harness.faults.plane import REGISTRY
+from harness.faults.fault import LOCAL
+from harness.faults.plane import REGISTRY, refusals
 from harness.scenarios.expressions import ExpressionError, duration_names, evaluate, shown
 from harness.scenarios.limits import (
     MAX_BYTES,
@@ -430,8 +431,9 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
         step_ms = (step.get("params") or {}).get("step_ms")
         if step["kind"] == "clock_step" and not isinstance(step_ms, int | float | str):
             raise fail(f"{at}.params.step_ms", "required for clock_step: how far the clock jumps, in ms (+/-)")
-        if step["kind"] == "forged_death_notice" and not spec.death_notices:
-            raise fail(f"{at}.kind", "forged_death_notice needs death_notices: true")
+        refused = refusals([step["kind"]], LOCAL, {"death_notices"} if spec.death_notices else set())
+        if refused:  # what the kind needs of the run, as the fault registry says
+            raise fail(f"{at}.kind", refused[0])
     for i, op in enumerate(spec.workload):
         at = f"workload[{i}]"
         extra = sorted(set(op) - {"at_s", "op", "target"})

@@ -75,29 +75,34 @@ def run_starts(run_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.e2e
-def test_a_scenario_run_twice_into_one_folder_from_outside_the_checkout(tmp_path: Path) -> None:
+def test_a_scenario_run_into_a_used_folder_from_outside_the_checkout(tmp_path: Path) -> None:
     """Relative paths name the folder the command was started in (the workers once wrote their history into
-    the checkout's), and the second run into the same folder refuses it without --force; with it, the
-    verdict reads the second run only."""
+    the checkout's), and a run into a folder an earlier run left behind refuses it without --force; with it,
+    the verdict reads the new run only.  The earlier run is written as it leaves its folder (history, logs,
+    verdict), not run: what is tested is what a run does with the folder, which one run shows."""
     work = tmp_path / "mine"
-    work.mkdir()
+    (work / "run" / "history").mkdir(parents=True)
+    (work / "run" / "logs").mkdir()
     (work / "short.yaml").write_text(SHORT)
-    first = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
-                    "--connections", "2")
-    assert first.returncode in (0, 1), first.stderr[-2000:]  # it ran (valid or not: not what is tested here)
-    assert json.loads((work / "run" / "verdict.json").read_text())["connections"] == 2
+    earlier = {"type": "run.start", "t": 1.0, "src": "harness", "scenario": "short", "connections": 2}
+    (work / "run" / "history" / "harness.jsonl").write_text(json.dumps(earlier) + "\n")
+    (work / "run" / "history" / "worker-1.jsonl").write_text('{"type": "worker.start", "t": 2.0, "src": "worker-1"}\n')
+    (work / "run" / "logs" / "worker-1.log").write_text("an earlier run's log\n")
+    (work / "run" / "verdict.json").write_text(json.dumps({"valid": True, "connections": 2}))
 
     again = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
                     "--connections", "3")
     assert again.returncode == 2 and "is not empty" in again.stderr and "--force" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+    assert json.loads((work / "run" / "verdict.json").read_text())["connections"] == 2  # refused: untouched
 
     forced = wsfleet(work, "scenario", "--from", "short.yaml", "--run-dir", "run", "--no-report",
                      "--connections", "3", "--force")
-    assert forced.returncode in (0, 1), forced.stderr[-2000:]
+    assert forced.returncode in (0, 1), forced.stderr[-2000:]  # it ran (valid or not: not what is tested here)
     assert json.loads((work / "run" / "verdict.json").read_text())["connections"] == 3
     assert [start["connections"] for start in run_starts(work / "run")] == [3]
     assert (work / "run" / "history" / "worker-2.jsonl").exists()
+    assert "an earlier run's log" not in (work / "run" / "logs" / "worker-1.log").read_text()
 
 
 @pytest.mark.e2e

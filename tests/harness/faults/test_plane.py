@@ -1,5 +1,6 @@
-"""The fault plane's toxic faults against a recording Toxiproxy client: direction and service chosen by
-params, a partial toxicity re-drawn by updating the toxic every ``refresh_s``, and a heal that removes it."""
+"""The fault plane's registry (every kind says, per target, how it runs there or why not) and its toxic faults
+against a recording Toxiproxy client: direction and service chosen by params, a partial toxicity re-drawn by
+updating the toxic every ``refresh_s``, and a heal that removes it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.faults.plane import FaultError, build
+from harness.faults.fault import AWS, LOCAL, Never, Runs
+from harness.faults.plane import REGISTRY, FaultError, build, refusals, where
 
 
 class RecordingToxiproxy:
@@ -130,3 +132,37 @@ def test_a_pause_mid_write_freezes_the_worker_while_its_requests_are_held() -> N
         "add", str(signal.SIGSTOP), str(signal.SIGCONT), "remove"]
     with pytest.raises(FaultError):
         build("pause_mid_write", "worker-1", {"stream": "sideways"})
+
+
+def test_every_kind_says_for_each_target_how_it_runs_there_or_why_not() -> None:
+    for kind in REGISTRY:
+        for target in (LOCAL, AWS):
+            runs = where(kind, target)
+            said = runs.how if isinstance(runs, Runs) else runs.why
+            assert said, (kind, target)
+            assert not isinstance(runs, Runs) or bool(runs.needs) == bool(runs.without), (kind, target)
+
+
+def test_a_kind_a_deployment_cannot_run_is_refused_with_its_own_reason() -> None:
+    """Clock faults and forged notices were refused as "a network or AWS API fault needs FIS", which no FIS
+    role would have changed."""
+    refused = refusals(["clock_step", "forged_death_notice", "pause_mid_write", "term", "reset_upstream"], AWS,
+                       {"fis"})
+    assert refused == ["clock_step: nothing on AWS moves a task's clock",
+                       "forged_death_notice: the harness puts nothing on a deployment's queue",
+                       "pause_mid_write: nothing on ECS sends SIGSTOP to a task"]
+
+
+@pytest.mark.parametrize(("target", "capability", "kind"), [(AWS, "fis", "kill"),
+                                                            (LOCAL, "death_notices", "forged_death_notice")])
+def test_a_kind_that_needs_a_capability_runs_only_in_a_run_that_provides_it(target: str, capability: str,
+                                                                           kind: str) -> None:
+    assert refusals([kind, kind], target, {capability}) == []
+    refused = refusals([kind, kind], target, set())
+    assert len(refused) == 1 and refused[0].startswith(f"{kind}: ")
+
+
+def test_an_unknown_kind_is_an_error_not_a_refusal() -> None:
+    with pytest.raises(FaultError, match="unknown fault kind 'nap'; known: "):
+        refusals(["nap"], LOCAL, set())
+    assert isinstance(where("pause", AWS), Never)

@@ -90,9 +90,6 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"single": single, "several": several}
 
 
-@pytest.mark.xfail(reason="the Coverage table (issue 27) heads its columns with run names that have no break "
-                          "opportunity, so a 150-character run folder name overflows the page: open in issue 27",
-                   strict=False)
 @pytest.mark.parametrize("which", ["single", "several"])
 def test_the_report_fits_a_1300_px_page_and_every_image_loads(reports: dict[str, Path], which: str) -> None:
     measured = render(reports[which])

@@ -279,5 +279,6 @@ def test_the_dynamodb_server_round_trips_and_new_fault_kinds_are_checked() -> No
         from_data({"name": "x", "dynamodb": "dynamo", "faults": []}, "x.yaml")
     with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.params\.step_ms: required for clock_step"):
         from_data({"name": "x", "faults": [{"kind": "clock_step", "target": "worker-1"}]}, "x.yaml")
-    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.kind: forged_death_notice needs death_notices"):
+    with pytest.raises(ScenarioFileError, match=r"faults\[0\]\.kind: forged_death_notice: the run has no "
+                                                   r"death notices \(scenario death_notices: true\)"):
         from_data({"name": "x", "faults": [{"kind": "forged_death_notice", "target": "worker-1"}]}, "x.yaml")

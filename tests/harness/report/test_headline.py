@@ -1,99 +1,17 @@
-"""The report's wording: bounds stated as computed (the scale-1 figure from the scenario catalog, never the
-bound divided by the scale), seeds, verdict words, request errors, zombie writes, the fault model and the
-outcome counts."""
+"""One run's headline, and the tables it summarises: zombie writes, the fault model, the outcome counts and
+the load ``run.start`` names."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from harness.report.headline import fault_model_text, headline
 from harness.report.model import load_run
-from harness.report.summary import (
-    bound_text,
-    bound_texts,
-    bounds_at_scale_one,
-    fault_model_text,
-    headline,
-    outcomes_table,
-    published_bound_text,
-    requests_table,
-    seconds_text,
-    seed_text,
-    verdict_word,
-    zombie_writes_table,
-)
+from harness.report.tables import outcomes_table, zombie_writes_table
 from tests.harness.report.histories import T0, add_zombie_writes, read_events, small_run
-
-
-@pytest.mark.parametrize("ms, scale, scale_one, text", [
-    (2700.0, 0.1, 22500.0, "2.7 s at time scale 0.1 (22.5 s at scale 1)"),
-    (2700.0, 0.1, None, "2.7 s at time scale 0.1"),
-    (80000.0, 1.0, 80000.0, "80 s at time scale 1"),
-    (1000.0, None, None, "1 s"),
-])
-def test_bound_text(ms: float, scale: float | None, scale_one: float | None, text: str) -> None:
-    assert bound_text(ms, scale, scale_one) == text
-
-
-@pytest.mark.parametrize("profile, bound_ms, scale_one", [
-    ("hardened", 2700.0, 22500.0),  # e.g. 1.1 × lease + an unscaled 0.5 s work allowance
-    ("blog", 8000.0, 80000.0),      # lease + reconcile: all of it scales
-    ("hardened", 2700.0, None),     # a run that did not record the scale-1 bound: no scale-1 claim
-])
-def test_the_scale_one_bound_is_the_one_the_run_recorded(
-    tmp_path: Path, profile: str, bound_ms: float, scale_one: float | None
-) -> None:
-    small_run(tmp_path, profile=profile, bound_ms=bound_ms, bound_scale1_ms=scale_one)
-    run = load_run(tmp_path, lambda _: None)
-    assert bounds_at_scale_one(run) == ({"bound": scale_one} if scale_one is not None else {})
-    at_one = f" ({scale_one / 1000:g} s at scale 1)" if scale_one is not None else ""
-    assert bound_texts(run) == {"bound": f"{bound_ms / 1000:g} s at time scale 0.1{at_one}"}
-    assert published_bound_text(run) == "8 s at time scale 0.1 (80 s at scale 1)"
-
-
-def test_small_words() -> None:
-    words = [verdict_word(v) for v in (True, False, "unknown", None)]
-    assert words == ["valid", "INVALID", "unknown", "unknown"]
-    assert [seed_text(s) for s in (1.0, 7, "abc", None)] == ["1", "7", "abc", "?"]
-    assert [seconds_text(v) for v in (2400.0, None, float("nan"), 250_000.0)] == ["2.40 s", "–", "–", "250 s"]
-
-
-def add_requests(run_dir: Path, worker: str, counts: list[tuple[int, int, dict[str, int] | None]]) -> None:
-    """``requests`` events of ``worker``: (coordination, messages, errors or None) in order."""
-    with (run_dir / "history" / f"{worker}.jsonl").open("a") as handle:
-        for number, (coordination, messages, errors) in enumerate(counts):
-            event: dict[str, Any] = {"t": T0 + 7000 + number, "src": worker, "type": "requests",
-                                     "worker": worker, "held": 1, "coordination": coordination,
-                                     "messages": messages}
-            if errors is not None:
-                event["errors"] = errors
-            handle.write(json.dumps(event) + "\n")
-
-
-def test_request_error_rates_per_worker_count_each_incarnation(tmp_path: Path) -> None:
-    small_run(tmp_path)
-    add_requests(tmp_path, "worker-2", [(10, 30, {"ProvisionedThroughputExceededException": 2}),
-                                        (20, 60, {"ProvisionedThroughputExceededException": 4, "TimeoutError": 1}),
-                                        (5, 15, {"RequestThrottled": 1})])  # restarted: counters from zero
-    add_requests(tmp_path, "worker-3", [(50, 50, {})])
-    frame, note = requests_table(load_run(tmp_path, lambda _: None))
-    assert note is None
-    assert frame.to_dict("records") == [
-        {"worker": "worker-2", "requests": "100", "errors": "6", "error_rate": "6.0%",
-         "errors_by_code": "ProvisionedThroughputExceededException 4, RequestThrottled 1, TimeoutError 1"},
-        {"worker": "worker-3", "requests": "100", "errors": "0", "error_rate": "0.0%", "errors_by_code": ""},
-    ]
-
-
-def test_without_error_counters_the_table_says_so(tmp_path: Path) -> None:
-    small_run(tmp_path)
-    add_requests(tmp_path, "worker-2", [(10, 30, None)])
-    frame, note = requests_table(load_run(tmp_path, lambda _: None))
-    assert frame["requests"].tolist() == ["40"] and frame["error_rate"].tolist() == [""]
-    assert note is not None and "no errors field" in note
 
 
 def test_zombie_writes_show_in_the_headline_and_their_table(tmp_path: Path) -> None:
