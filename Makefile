@@ -43,8 +43,11 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
 	  || echo "could not install chromium: the report's browser test will be skipped"; fi
 
+# Two passes: the tests that start no timed fleet run on two processes; then the e2e tests (real fleets whose
+# recovery bounds are timed) run one at a time, alone on the machine.
 test: lint typecheck browser
-	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=25
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 -m "not e2e" --durations=15
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m e2e --durations=15
 
 bench: setup
 	$(PY) bench/coordination_cost.py

@@ -27,6 +27,8 @@ from harness.faults.fault import AWS, Runs
 from harness.faults.plane import REGISTRY, where
 from harness.history import read_history
 
+# a fleet on the stand-in whose recovery is timed against its bound: run with the scenarios, alone on the machine
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = Path(__file__).parent / "scenarios" / "term_busiest.yaml"
 
