@@ -10,12 +10,15 @@ machine outputs is answered in a separate event, so a pause can fall between any
 Faults, each drawn when it can happen: a process pause before any of its events (any length); request delays of
 any length (the client gives up after the request timeout: the outcome is unknown, the request lands whenever
 it lands); lost answers; requests delivered twice (a copy lands later); reordering (what different delays
-make); partitions; crashes followed (or not) by a burial and a restart; STOP / START churn in the router's
+make); partitions, beginning between any two requests; crashes followed (or not) by a burial and a restart;
+STOP / START churn in the router's
 order; transfers and give-ups; lease-clock steps within the tolerance.
 
 The checks, from the record:
 
-* I1 one consumer: the reads of two holdings (stream, incarnation, epoch) of one stream never interleave.
+* I1 one consumer: the reads of two holdings (stream, incarnation, epoch) of one stream never interleave; and
+  its premise: nobody reads while its worker item (as stored) lets a worker within the clock tolerance judge
+  its incarnation gone (a takeover could then begin at any moment).
 * I2 nothing lost while STARTED: every sequence the store's item says is stored (``last_seq``) and that the
   stream emitted is in the messages table.
 * I5 STOP honoured: nobody reads a stream later than ``STOP_BOUND_MS`` after a STOP not undone by a START.
@@ -63,6 +66,7 @@ PKS = [f"CONN#c{i}" for i in range(STREAMS)]
 # length (else it takes a round trip); its answer lost; a copy of it delivered later
 PAUSE_CHANCE, DELAY_CHANCE, LOSE_CHANCE, COPY_CHANCE = 0.01, 0.9, 0.05, 0.05
 CLOCK_PAUSE_CHANCE = 0.05  # before a clock reading: where a machine's decisions depend on time
+OUTAGE_CHANCE = 0.03  # after a request, the process's network out for up to three leases
 STEPS = 200
 EXAMPLES = 60  # some examples end early: 60 x 200 ran 10,000+ steps
 
@@ -77,6 +81,7 @@ class Proc:
     streams: dict[str, sm.HeldStream] = field(default_factory=dict)
     sessions: dict[str, int] = field(default_factory=dict)  # pk: the sequence read up to
     sending: set[str] = field(default_factory=set)  # pks with a message batch in flight
+    drained: set[str] = field(default_factory=set)  # pks whose drain ended
     handled: frozenset[str] = frozenset()
     taken: frozenset[str] = frozenset()
     offset_ms: int = 0
@@ -100,6 +105,7 @@ class Record:
     stopped_at: dict[str, int] = field(default_factory=dict)
     zombie_writes: list[str] = field(default_factory=list)
     expiry_regressions: list[str] = field(default_factory=list)
+    judgeable_reads: list[str] = field(default_factory=list)
     stops_ignored: list[str] = field(default_factory=list)
 
     def read(self, pk: str, holder: Holder, epoch: int, at: int) -> None:
@@ -213,7 +219,10 @@ class World:
         elif isinstance(out, mio.CloseSession):
             assert isinstance(machine, sm.HeldStream)
             proc.sessions.pop(machine.pk, None)
-            self.later(proc, machine, lambda: mio.TaskEnded(fence_open=proc.inc.allows(self.now / 1000)))
+            drained = machine.pk in proc.drained
+            proc.drained.discard(machine.pk)
+            self.later(proc, machine, lambda: mio.TaskEnded(fence_open=proc.inc.allows(self.now / 1000),
+                                                            drained=drained))
         elif isinstance(out, mio.Abandon):
             self.abandon(proc)
         elif isinstance(out, mio.Mailbox):
@@ -287,6 +296,8 @@ class World:
         if self.now < proc.partitioned_until:
             delay = max(delay, proc.partitioned_until - self.now + self.rng.randint(0, LEASE_MS))
         lose = self.rng.random() < LOSE_CHANCE
+        if self.rng.random() < OUTAGE_CHANCE:  # from the next request on, the process's network is out
+            proc.partitioned_until = max(proc.partitioned_until, self.now + 1 + self.rng.randint(0, 3 * LEASE_MS))
         answered: list[bool] = []
         sent = self.now
 
@@ -364,7 +375,14 @@ class World:
             if not stream.consuming or stream.lease is None or not proc.inc.allows(self.now / 1000):
                 continue
             self.record.read(pk, proc.me, stream.lease.epoch, self.now)
+            self.judgeable(proc, pk)
             upto = self.record.emitted[pk]
+            until = stream.drain_until_ms
+            if (until is not None and pk not in proc.sending and upto <= read_to
+                    and self.rules.drain_ends(until, None, self.lease_ms(proc))):
+                proc.drained.add(pk)  # everything emitted before the STOP's reach is stored
+                self.step(proc, stream, mio.LetGo("drained"))
+                continue
             if pk in proc.sending or upto <= read_to:
                 continue
             proc.sending.add(pk)
@@ -374,6 +392,17 @@ class World:
                 self.messages[pk].update(batch)
                 return lambda: self.stored(proc, stream, pk, batch.stop - 1)
             self.request(proc, land, lambda pk=pk: proc.sending.discard(pk))  # type: ignore[misc]
+
+    def judgeable(self, proc: Proc, pk: str) -> None:
+        """I1's premise (hardened): nobody reads while a worker whose clock is within the model could judge its
+        incarnation gone, that is when the store's item for it names another generation, or its expiry (lease
+        clock) plus the tolerance is behind the clock of a worker up to half the tolerance ahead."""
+        item = self.tables[WORKERS_TABLE].get(proc.wid)
+        if self.profile.rules.register(proc.me, 0) is None:
+            return  # no worker liveness: the published design's leases are judged per stream
+        if item is None or item.get("gen") != proc.me.gen or (
+                int(item.get("expires_at_ms") or 0) + TOLERANCE_MS < self.now + TOLERANCE_MS // 2):
+            self.record.judgeable_reads.append(f"{pk}: read by {proc.me.gen} at {self.now}, its item {item}")
 
     def stored(self, proc: Proc, stream: sm.HeldStream, pk: str, seq: int) -> None:
         proc.sending.discard(pk)
@@ -490,6 +519,7 @@ class MachinesOnAStore(RuleBasedStateMachine):
             return
         record = self.world.record
         assert not record.overlaps(), f"I1: {record.overlaps()}"
+        assert not record.judgeable_reads, f"I1's premise: {record.judgeable_reads[:3]}"
         assert not self.world.lost_sequences(), f"I2: {self.world.lost_sequences()}"
         assert not record.stops_ignored, f"I5: {record.stops_ignored}"
         assert not record.zombie_writes, f"I6: {record.zombie_writes}"
