@@ -1,6 +1,9 @@
 """A worker's liveness: registering its incarnation, the heartbeat (renewals the profile decides, the STOP
 mailbox they return, due checkpoints), the clock-skew check, and the self-fencing watchdog.
 
+Registration and renewal are decided by the incarnation's pure machine (``fleet.incarnation.Incarnation``):
+this module reads the clocks it asks for, in its order, sends its writes and carries out what their answers
+make it output (a new fence, a moved deadline, an abandon, the STOP mailbox and gifts).
 Every fence time is read on the worker clock's fence clock (``fleet.clock.Clock.fence_s``: ``CLOCK_BOOTTIME``,
 which keeps counting while the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend
 must find its fence closed).  A renewal's fence is anchored on the fence clock read before the lease clock

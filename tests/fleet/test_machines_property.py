@@ -66,7 +66,7 @@ PKS = [f"CONN#c{i}" for i in range(STREAMS)]
 # length (else it takes a round trip); its answer lost; a copy of it delivered later
 PAUSE_CHANCE, DELAY_CHANCE, LOSE_CHANCE, COPY_CHANCE = 0.01, 0.9, 0.05, 0.05
 CLOCK_PAUSE_CHANCE = 0.05  # before a clock reading: where a machine's decisions depend on time
-OUTAGE_CHANCE = 0.03  # after a request, the process's network out for up to three leases
+OUTAGE_CHANCE = 0.003  # after a request, the process's network out for up to three leases
 STEPS = 200
 EXAMPLES = 60  # some examples end early: 60 x 200 ran 10,000+ steps
 
