@@ -1,6 +1,9 @@
 """A worker's liveness: registering its incarnation, the heartbeat (renewals the profile decides, the STOP
 mailbox they return, due checkpoints), the clock-skew check, and the self-fencing watchdog.
 
+Registration and renewal are decided by the incarnation's pure machine (``fleet.incarnation.Incarnation``):
+this module reads the clocks it asks for, in its order, sends its writes and carries out what their answers
+make it output (a new fence, a moved deadline, an abandon, the STOP mailbox and gifts).
 Every fence time is read on the worker clock's fence clock (``fleet.clock.Clock.fence_s``: ``CLOCK_BOOTTIME``,
 which keeps counting while the machine is suspended, unlike ``CLOCK_MONOTONIC``: a VM resumed after a suspend
 must find its fence closed).  A renewal's fence is anchored on the fence clock read before the lease clock
@@ -19,15 +22,15 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import Any
 
+from fleet import machine_io as mio
 from fleet.balance import parse_gift
 from fleet.connection import Fence, HeldConnection, wait_until_set
 from fleet.errors import ConditionFailed, StoreError
-from fleet.lease import Holder, StopRequest, WorkerRecord
+from fleet.incarnation import Incarnation
+from fleet.lease import Holder, StopRequest
 from fleet.logline import log
 from fleet.ports import LivenessHost
-from fleet.profiles import Renewal
 
 
 def new_gen() -> str:
@@ -37,7 +40,7 @@ def new_gen() -> str:
 class Liveness:
     def __init__(self, worker: LivenessHost) -> None:
         self.w = worker
-        self.registered = False
+        self.machine = self._incarnation()
         self.handled_stops: frozenset[str] = frozenset()
         self.taken_gifts: frozenset[str] = frozenset()  # gifts acted on, deleted with the next renewal
         self.reported_skew: tuple[float, float] | None = None
@@ -65,20 +68,7 @@ class Liveness:
             with contextlib.suppress(StoreError):
                 await w.store.get_worker(w.me.worker_id)
             return
-        sent = w.clock.fence_s()  # before the expiry is computed: the fence never outlives it
-        write = w.rules.register(w.me, w.clock.now_ms(), w.config.task_arn)
-        if write is None:
-            self.registered = True
-            return
-        try:
-            await w.store.execute(w.config.workers_table, write)
-        except StoreError as exc:
-            w.emit("worker.register", outcome="fail", note=str(exc)[:200])
-            return
-        self.registered = True
-        w.fence = Fence(deadline=min(w.profile.fence_deadline(sent), w.gate.open_until), clock=w.clock.fence_s)
-        w.emit("lease.renew", outcome="ok", expires_ms=write.update.set["expires_at_ms"])
-        w.reconciler.request_sweep()
+        await self._beat()
 
     async def renew(self) -> bool:
         """Send this heartbeat's renewals; whether every one was answered in time.  First the region gate
@@ -93,55 +83,73 @@ class Liveness:
         if self._skew_out_of_model():
             await self.abandon("self-fenced: clock skew beyond the tolerance", retire=True)
             return False
-        handled, taken = self.handled_stops, self.taken_gifts
-        sent = w.clock.fence_s()  # before the expiries are computed: the fence never outlives them
-        renewals = w.profile.renewals(w.me, [h.lease for h in w.held.values()], w.clock.now_ms(), handled, taken)
-        results = await asyncio.gather(*(self._renew(r, sent, handled, taken) for r in renewals))
+        renewed = await self._beat()
         self._checkpoints_due()
-        return all(results)
+        return renewed
 
-    async def _renew(self, renewal: Renewal, sent: float, handled: frozenset[str], taken: frozenset[str]) -> bool:
-        """Send one renewal whose expiry was computed no earlier than ``sent`` (fence clock)."""
+    @property
+    def registered(self) -> bool:
+        return self.machine.registered
+
+    async def _beat(self) -> bool:
+        """One heartbeat of the incarnation's machine (``fleet.stream_machine.Incarnation``): its clock reads
+        in the order it asks for them (the fence anchor before the expiry: hole 7), its writes in parallel,
+        then what their answers make it do."""
+        w, machine = self.w, self.machine
+        handled, taken = self.handled_stops, self.taken_gifts
+        beat = mio.Heartbeat(tuple(h.lease for h in w.held.values()), handled, taken, w.gate.open_until)
+        sends: list[mio.Send] = []
+        pending = machine.step(beat)
+        while pending:
+            out = pending.pop(0)
+            if isinstance(out, mio.ReadClock):
+                reading = w.clock.fence_s() if out.clock is mio.ClockName.FENCE else w.clock.now_ms()
+                pending += machine.step(mio.Reading(out.clock, reading))
+            elif isinstance(out, mio.Send):
+                sends.append(out)
+        answers = await asyncio.gather(*(self._send(s) for s in sends))
+        for answer in answers:
+            was_registered = machine.registered
+            for out in machine.step(answer):
+                await self._execute(out, handled, taken, was_registered)
+        return machine.registered and machine.beat_ok
+
+    async def _send(self, send: mio.Send) -> mio.Answer:
         w = self.w
-        try:
-            item = await self._send(renewal)
-        except ConditionFailed:
-            w.emit("lease.renew", pk=renewal.pk, outcome="fail")
-            if renewal.pk is None:
-                await self.abandon("worker lease expired", retire=False)
-            elif (held := w.held.get(renewal.pk)) is not None:
-                await w.drop(held, "renew refused", release=False)
-            return False
-        except StoreError as exc:
-            w.emit("lease.renew", pk=renewal.pk, outcome="info", note=str(exc)[:200])
-            return False
-        expires = item.get("expires_at_ms", item.get("lease_expires_at_ms"))
-        answered = w.clock.fence_s()
-        on_time = w.profile.on_time(answered - sent)
-        if on_time and renewal.pk is None and answered >= w.fence.deadline:
-            # the fence has closed: a stream may already have stopped on it, so it never reopens; the
-            # watchdog abandons this incarnation (whose streams would otherwise stay held, unconsumed)
-            w.emit("lease.renew", outcome="info", note="answered after the fence closed", expires_ms=expires)
-            on_time = False
-        elif on_time:
-            if renewal.pk is None:
-                w.fence.deadline = min(max(w.fence.deadline, w.profile.fence_deadline(sent)), w.gate.open_until)
-            w.emit("lease.renew", pk=renewal.pk, outcome="ok", expires_ms=expires)
-        else:
-            # it may have landed after a taker read us as expired, so it does not move the fence
-            w.emit("lease.renew", pk=renewal.pk, outcome="info", note="answered late", expires_ms=expires)
-        if renewal.pk is None:
-            record = WorkerRecord.from_item(item)
-            self._settle_mailbox(handled, record.stop_requests)
-            if on_time:
-                self._take_gifts(taken, record.gifts)
-        return on_time
-
-    async def _send(self, renewal: Renewal) -> dict[str, Any]:
         # one call per table, named by its setting (the deployment checks derive IAM grants from these)
-        if renewal.pk is None:
-            return await self.w.store.execute(self.w.config.workers_table, renewal.write)
-        return await self.w.store.execute(self.w.config.connections_table, renewal.write)
+        try:
+            if send.pk is None:
+                item = await w.store.execute(w.config.workers_table, send.write)
+            else:
+                item = await w.store.execute(w.config.connections_table, send.write)
+        except ConditionFailed as exc:
+            return mio.Answer(mio.Outcome.FAIL, at_s=w.clock.fence_s(), pk=send.pk, note=str(exc)[:200])
+        except StoreError as exc:
+            return mio.Answer(mio.Outcome.UNKNOWN, at_s=w.clock.fence_s(), pk=send.pk, note=str(exc)[:200])
+        return mio.Answer(mio.Outcome.OK, item, w.clock.fence_s(), send.pk)
+
+    async def _execute(self, out: mio.Output, handled: frozenset[str], taken: frozenset[str],
+                       was_registered: bool) -> None:
+        w = self.w
+        if isinstance(out, mio.Emit):
+            w.emit(out.type, **out.fields)
+        elif isinstance(out, mio.Arm) and not was_registered:  # a new incarnation: a fence of its own (hole 8)
+            w.fence = Fence(deadline=out.at_s, clock=w.clock.fence_s)
+            w.reconciler.request_sweep()
+        elif isinstance(out, mio.Arm):
+            w.fence.deadline = out.at_s
+        elif isinstance(out, mio.Abandon):
+            await self.abandon(out.reason, out.retire)
+        elif isinstance(out, mio.LoseStream) and (held := w.held.get(out.pk)) is not None:
+            await w.drop(held, out.reason, release=False)
+        elif isinstance(out, mio.Mailbox):
+            self._settle_mailbox(handled, out.record.stop_requests)
+            if out.on_time:
+                self._take_gifts(taken, out.record.gifts)
+
+    def _incarnation(self) -> Incarnation:
+        w = self.w
+        return Incarnation(w.profile, w.me, w.config.task_arn, w.config.workers_table)
 
     def _settle_mailbox(self, deleted: frozenset[str], mailbox: frozenset[str]) -> None:
         w = self.w
@@ -224,7 +232,7 @@ class Liveness:
         self.lose_all(reason)
         old = w.me
         w.me = w.consumer.me = Holder(old.worker_id, new_gen())
-        self.registered = False
+        self.machine = self._incarnation()
         self.handled_stops = frozenset()
         write = w.rules.retire(old)
         if not retire or write is None:

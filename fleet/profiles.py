@@ -126,11 +126,22 @@ class Pacer:
         return Look(sweep, max(0.01, wait + self.rng.uniform(0.0, p.look_jitter_s)))
 
 
+@dataclass(frozen=True)
+class Strategy:
+    """A profile's capabilities, as data the machines and loops read (``fleet.stream_machine``)."""
+
+    drains: bool = False  # STOPPED streams whose owner died are drained (their listing is read with each sweep)
+    buries: bool = False  # a confirmed death notice expires the dead incarnation (``fleet.deathnotice``)
+    settles_unknown_acquire: bool = False  # an acquire of unknown outcome is settled by a read (else it lapses)
+    reads_workers: bool = False  # a look reads every worker item first (to see who died)
+
+
 class BlogProfile:
     """The published design: per-connection leases renewed every heartbeat, a one-page reconcile of expired
     leases every reconcile interval, a desired-state read per held stream every check interval."""
 
     rules_class: type[Rules] = Rules
+    strategy = Strategy()
     # The reconnect policy taken when the setting leaves it to the profile: a fixed delay, as published.
     own_reconnect_policy = "none"
 
@@ -192,27 +203,11 @@ class BlogProfile:
     def pacer(self, rng: random.Random) -> Pacer:
         return Pacer(self, rng)
 
-    @property
-    def reads_workers(self) -> bool:
-        """Whether a look reads every worker item first (to see who died)."""
-        return False
-
     def sweep(self, now_ms: int, dead: tuple[str, ...]) -> Sweep:
         return Sweep(expired_before_ms=now_ms, max_pages=1, dead=dead)
 
     def claimable(self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]) -> bool:
         return self.rules.claimable(seen, me, now_ms, workers)
-
-    @property
-    def drains(self) -> bool:
-        """Whether STOPPED streams whose owner died are drained (their listing is read with each sweep)."""
-        return False
-
-    @property
-    def buries(self) -> bool:
-        """Whether a confirmed death notice expires the dead incarnation (``fleet.deathnotice``): only with
-        worker liveness, where a worker's streams lapse with its worker item."""
-        return False
 
     def drainable(self, seen: ConnectionRecord, me: Holder, now_ms: int, workers: Mapping[str, WorkerRecord]) -> bool:
         return self.rules.drainable(seen, me, now_ms, workers)
@@ -235,10 +230,6 @@ class BlogProfile:
         """Whether a consistent read shows the lease held at ``epoch`` still ``me``'s (not taken, not taken up
         again at another epoch), whatever the stream's desired state."""
         return seen is not None and self.adoptable(seen, me) and seen.epoch == epoch
-
-    def settles_unknown_acquire(self) -> bool:
-        """Whether an acquire of unknown outcome is settled by reading the item (else it simply lapses)."""
-        return False
 
     # -- notifications and STOP ----------------------------------------------------------------------
     def on_notification(self, released_epoch: int | None, held: bool) -> NoteAction:
@@ -312,6 +303,7 @@ class HardenedProfile(BlogProfile):
     """Ours: see ``fleet.lease``.  Worker liveness, a fence, skew detection, paced looks, handoffs."""
 
     rules_class = HardenedRules
+    strategy = Strategy(drains=True, buries=True, settles_unknown_acquire=True, reads_workers=True)
     own_reconnect_policy = "full"  # reconnect in place with full jitter (DESIGN §3)
 
     def __init__(self, config: FleetConfig) -> None:
@@ -374,10 +366,6 @@ class HardenedProfile(BlogProfile):
         step = SKEW_REPORT_SHARE * self.rules.tolerance_ms
         return abs(bounds[0] - reported[0]) > step or abs(bounds[1] - reported[1]) > step
 
-    @property
-    def reads_workers(self) -> bool:
-        return True
-
     def sweep(self, now_ms: int, dead: tuple[str, ...]) -> Sweep:
         return Sweep(expired_before_ms=None, max_pages=None, dead=dead)
 
@@ -390,17 +378,6 @@ class HardenedProfile(BlogProfile):
         if seen is None or not self.adoptable(seen, me):
             return False
         return seen.desired_state == STARTED or self.rules.drain_until_ms(seen) is not None
-
-    @property
-    def drains(self) -> bool:
-        return True
-
-    @property
-    def buries(self) -> bool:
-        return True
-
-    def settles_unknown_acquire(self) -> bool:
-        return True
 
     def on_notification(self, released_epoch: int | None, held: bool) -> NoteAction:
         if released_epoch is not None and not held:

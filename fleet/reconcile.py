@@ -40,7 +40,7 @@ class Reconciler:
         while not w.stopping.is_set():
             wait = w.config.heartbeat_s
             if w.liveness.registered:
-                workers = await w.store.workers() if w.profile.reads_workers else {}
+                workers = await w.store.workers() if w.profile.strategy.reads_workers else {}
                 look = self.pacer.look(w.clock.now_ms(), w.clock.fence_s(), w.me, workers, self.requested)
                 if look.sweep is not None:
                     self.requested = False
@@ -66,7 +66,8 @@ class Reconciler:
         w = self.w
         now = w.clock.now_ms()
         # the candidates for a drain are listed in parallel with the STARTED streams (no added round trip)
-        stopped = asyncio.create_task(_listing(w.store.unreleased_stopped_connections())) if w.profile.drains else None
+        drains = w.profile.strategy.drains
+        stopped = asyncio.create_task(_listing(w.store.unreleased_stopped_connections())) if drains else None
         try:
             listed = [seen async for seen in w.store.started_connections(plan.expired_before_ms, plan.max_pages)]
             listed += await stopped if stopped is not None else []
@@ -74,7 +75,7 @@ class Reconciler:
             if stopped is not None:
                 stopped.cancel()
         # owners read after their connections, so no generation is judged from an older read
-        workers = await w.store.workers() if w.profile.reads_workers else {}
+        workers = await w.store.workers() if w.profile.strategy.reads_workers else {}
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
         bounds = w.store.clock_skew_bounds()  # the listings' answers sampled it too
         claims: set[asyncio.Task[bool]] = set()

@@ -81,8 +81,8 @@ class Worker:
         self.reconciler = Reconciler(self)
         self.notices = Notices(self)
         self.releases = Releases(self)
-        self.death_notices = DeathNotices(store, self.rules, self.clock, config.workers_table, self.profile.buries,
-                                          self.emit, self.reconciler.request_sweep)
+        self.death_notices = DeathNotices(store, self.rules, self.clock, config.workers_table,
+                                          self.profile.strategy.buries, self.emit, self.reconciler.request_sweep)
         self.consumer = consumer(self)
 
     def emit(self, type: str, **fields: Any) -> None:
@@ -229,7 +229,7 @@ class Worker:
     async def _settle(self, pk: str, me: Holder, epoch: int | None) -> dict[str, Any] | None:
         """After an acquire of unknown outcome: the item if a read shows it ours (``Profile.owned``) at
         ``epoch`` (None: any), else None (where the profile does not settle, our lease simply lapses)."""
-        if not self.profile.settles_unknown_acquire():
+        if not self.profile.strategy.settles_unknown_acquire:
             return None
         try:
             seen = await self.store.get_connection(pk)
@@ -250,7 +250,7 @@ class Worker:
             self.history.emit("lease.lost", pk=pk, worker=me.worker_id, gen=me.gen, epoch=lease.epoch,
                               reason="incarnation ended during the acquire")
             return False
-        if self.profile.drains and self.profile.stop_seen(lease, self.pending_stops):
+        if self.profile.strategy.drains and self.profile.stop_seen(lease, self.pending_stops):
             # STOPPED during the acquire: what the previous owner left unpersisted is drained, if the item,
             # read again, is still ours to drain
             item = await self._settle(pk, me, lease.epoch) or item
@@ -259,8 +259,8 @@ class Worker:
                               checkpointed_at=self.clock.fence_s(), drain_until_ms=drain_until,
                               stopped_at_ms=machine.stopped_at(item) if drain_until else None, fence=self.fence)
         self.held[pk] = held
-        start = machine.take_up(item, closing=self.closing, drains=self.profile.drains, drain_until_ms=drain_until,
-                                consumes=self.profile.consumes(item, self.pending_stops),
+        start = machine.take_up(item, closing=self.closing, drains=self.profile.strategy.drains,
+                                drain_until_ms=drain_until, consumes=self.profile.consumes(item, self.pending_stops),
                                 stops_seen_ms=[r.stopped_at_ms for r in self.pending_stops if r.pk == pk
                                                and r.stops(lease.epoch) and r.stopped_at_ms is not None])
         if start.start is machine.Start.HAND_OFF:
@@ -328,7 +328,7 @@ class Worker:
         """A STOP for ``pk`` (at ``stopped_at_ms``): stop and release it, unless a drain (it ends by itself)."""
         held = self.held.get(pk)
         if held is not None and not held.draining:
-            await (self.end_for_stop(held, "STOP", stopped_at_ms) if self.profile.drains
+            await (self.end_for_stop(held, "STOP", stopped_at_ms) if self.profile.strategy.drains
                    else self.drop(held, "STOP", release=True))
 
     async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None:

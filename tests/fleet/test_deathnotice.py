@@ -206,4 +206,4 @@ async def test_blog_has_no_worker_items_and_drops_the_notice() -> None:
         store.send("", death=DeathNotice(DEAD_TASK, CLUSTER))
         await until(lambda: not store.queue)
     assert history(worker).of("death.notice") == [] and store.aws.requests["ecs"] == 0
-    assert not profile_for(store.config).buries
+    assert not profile_for(store.config).strategy.buries

@@ -102,7 +102,7 @@ def test_adoption_needs_the_lease_ours_and_the_stream_started() -> None:
     assert HARDENED.adoptable(ours, ME) and HARDENED.owned(ours, ME)
     assert not HARDENED.owned(ConnectionRecord("p", STOPPED, "", lease_owner="w1", owner_gen="gen-a"), ME)
     assert not HARDENED.owned(ConnectionRecord("p", STARTED, "", lease_owner="w1", owner_gen="old"), ME)
-    assert not BLOG.adoptable(ours, ME) and not BLOG.settles_unknown_acquire()
+    assert not BLOG.adoptable(ours, ME) and not BLOG.strategy.settles_unknown_acquire
 
 
 def test_a_stopped_stream_whose_owner_died_is_drained_from_a_notification_or_an_adoption() -> None:
@@ -114,9 +114,9 @@ def test_a_stopped_stream_whose_owner_died_is_drained_from_a_notification_or_an_
     assert HARDENED.on_seen(orphan, False, False, ME, 0, {}) is SeenAction.DRAIN
     alive = {"w2": WorkerRecord("w2", "gen-b", expires_at_ms=1_000)}
     assert HARDENED.on_seen(orphan, False, False, ME, 0, alive) is SeenAction.IGNORE
-    assert BLOG.on_seen(orphan, False, False, ME, 0, {}) is SeenAction.IGNORE and not BLOG.drains
+    assert BLOG.on_seen(orphan, False, False, ME, 0, {}) is SeenAction.IGNORE and not BLOG.strategy.drains
     draining = ConnectionRecord("p", STOPPED, "ws://u", lease_owner="w1", owner_gen="gen-a", epoch=4, stopped_at_ms=5)
-    assert HARDENED.drains and HARDENED.owned(draining, ME)
+    assert HARDENED.strategy.drains and HARDENED.owned(draining, ME)
     # the stop time plus the clocks' tolerance plus the request timeout (when the STOP took effect at the latest)
     assert HARDENED.drain_until_ms(draining.__dict__) == 5 + TOLERANCE + HARDENED.rules.timeout_ms
     drained = ConnectionRecord("p", STOPPED, "ws://u", lease_owner="w1", owner_gen="gen-a", epoch=4, stopped_at_ms=5,

@@ -7,8 +7,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet import stream_machine as machine
-from fleet.lease import STARTED, STOPPED, ConnectionRecord
-from fleet.stream_machine import Lapse, Refused, Release, Start, StopRead, TakeUp
+from fleet.incarnation import Incarnation
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder
+from fleet.machine_io import (
+    Abandon,
+    Answer,
+    Arm,
+    ClockName,
+    CloseSession,
+    Emit,
+    Heartbeat,
+    ItemRead,
+    LetGo,
+    OpenSession,
+    Outcome,
+    ReadClock,
+    Reading,
+    ReadItem,
+    Send,
+    TaskEnded,
+)
+from fleet.profiles import profile_for
+from fleet.stream_machine import HeldStream, Lapse, Phase, Refused, Release, Start, StopRead, TakeUp
+from tests.fleet.memworker import config
 
 STOPPED_AT_40 = {"desired_state": STOPPED, "stopped_at_ms": 40}
 
@@ -87,3 +108,64 @@ def test_a_read_after_a_stop_of_unknown_time_goes_on_releases_for_the_stop_found
     gone = StopRead(release=False, reason_suffix=": lease no longer ours")
     assert machine.on_stop_read(stopped, ours=False) == gone
     assert machine.on_stop_read(None, ours=False) == gone
+
+
+# -- the machines, stepped by hand -------------------------------------------------------------------------
+HARDENED = profile_for(config())
+ME = Holder("w1", "g1")
+
+
+def test_an_incarnation_reads_its_fence_anchor_before_the_lease_clock_its_expiry_is_computed_on() -> None:
+    """Hole 7, on the machine: whatever happens between the two readings (a stall of any length), the fence
+    is anchored on the earlier one, so it never outlives the expiry written."""
+    inc = Incarnation(HARDENED, ME, workers_table="workers")
+    assert inc.step(Heartbeat()) == [ReadClock(ClockName.FENCE)]
+    assert inc.step(Reading(ClockName.FENCE, 10.0)) == [ReadClock(ClockName.LEASE)]
+    [send] = inc.step(Reading(ClockName.LEASE, 50_000))  # read after a stall: the expiry is computed on it
+    assert isinstance(send, Send) and send.kind == "register"
+    outs = inc.step(Answer(Outcome.OK, {"pk": "w1", "gen": "g1", "expires_at_ms": 51_000}, 10.05))
+    assert Arm(HARDENED.fence_deadline(10.0)) in outs and inc.deadline == HARDENED.fence_deadline(10.0)
+    assert inc.allows(10.5) and not inc.allows(HARDENED.fence_deadline(10.0))
+    # a renewal answered after the request timeout does not move the fence
+    inc.step(Heartbeat())
+    inc.step(Reading(ClockName.FENCE, 10.3))
+    inc.step(Reading(ClockName.LEASE, 50_300))
+    late = inc.step(Answer(Outcome.OK, {"pk": "w1", "gen": "g1", "expires_at_ms": 51_300}, 10.3 + 0.2))
+    assert inc.deadline == HARDENED.fence_deadline(10.0) and not inc.beat_ok
+    assert Emit("lease.renew", {"pk": None, "outcome": "info", "expires_ms": 51_300, "note": "answered late"}) in late
+    # the watchdog: the fence clock past the deadline abandons the incarnation, for good
+    assert inc.step(Reading(ClockName.FENCE, 11.0)) == [
+        Abandon("self-fenced: no renewal before the fencing deadline", retire=True)]
+    assert inc.step(Heartbeat()) == [] and not inc.allows(10.5)
+
+
+def test_a_stream_listed_as_ours_is_adopted_only_through_an_acquire_at_the_next_epoch() -> None:
+    """Hole 3, on the machine: a sweep that finds a stream ours (a release of ours whose answer was lost may
+    still land) reads it, then acquires it at epoch + 1 on condition it is still ours at the epoch read; it
+    consumes only once that acquire is accepted."""
+    stream, outs = HeldStream.adopt(HARDENED, "CONN#c", ME)
+    assert outs == [ReadItem("CONN#c")] and not stream.consuming
+    ours = ConnectionRecord("CONN#c", STARTED, "ws://u", "w1", epoch=4, owner_gen="g1", lease_expires_at_ms=9)
+    assert stream.step(ItemRead(ours)) == [ReadClock(ClockName.LEASE)] and not stream.consuming
+    [send] = stream.step(Reading(ClockName.LEASE, 1_000))
+    assert isinstance(send, Send) and send.kind == "acquire" and send.write.update.set["epoch"] == 5
+    current = {"pk": "CONN#c", "desired_state": STARTED, "lease_owner": "w1", "owner_gen": "g1", "epoch": 4}
+    released = {**current, "lease_owner": "", "owner_gen": ""}
+    assert send.write.allowed(current) and not send.write.allowed(released)
+    outs = stream.step(Answer(Outcome.OK, send.write.apply(current), pk="CONN#c"))
+    assert stream.consuming and any(isinstance(o, OpenSession) and o.lease.epoch == 5 for o in outs)
+
+
+def test_a_release_whose_answer_is_lost_leaves_the_stream_lost_not_consumed() -> None:
+    stream, _ = HeldStream.adopt(HARDENED, "CONN#c", ME)
+    stream.step(ItemRead(ConnectionRecord("CONN#c", STARTED, "ws://u", "w1", epoch=4, owner_gen="g1")))
+    [send] = stream.step(Reading(ClockName.LEASE, 1_000))
+    assert isinstance(send, Send)
+    stream.step(Answer(Outcome.OK, send.write.apply({"pk": "CONN#c", "desired_state": STARTED, "epoch": 4,
+                                                     "lease_owner": "w1", "owner_gen": "g1"}), pk="CONN#c"))
+    assert stream.step(LetGo("upstream out of reach")) == [CloseSession("upstream out of reach")]
+    assert stream.step(TaskEnded()) == [ReadClock(ClockName.LEASE)]
+    [release] = stream.step(Reading(ClockName.LEASE, 2_000))
+    assert isinstance(release, Send) and release.kind == "release"
+    stream.step(Answer(Outcome.UNKNOWN, pk="CONN#c"))
+    assert stream.phase is Phase.LOST and stream.step(ItemRead(None)) == []
