@@ -57,7 +57,7 @@ import pandas as pd
 from fleet.config import FleetConfig
 from fleet.region_gate import activation_wait_s
 from harness.backends.resources import client
-from harness.history import read_history
+from harness.history import HistoryTail, read_history
 from harness.region.checks import activation_overlaps, early_failbacks, flapping_moves, moves_while_unhealthy
 from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
@@ -234,8 +234,8 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     history = read_history(regions.spec.run_dir)
     rpo = {"messages": lost_messages(history, cut_ms, "east",
                                      {f"CONN#{i}": set(seqs) for i, seqs in _stored(regions, "west").items()}),
-           "control": lost_control_writes(history, cut_ms, "east", cut_ms - control_since_ms,
-                                          _desired_states(regions, "west"))}
+           "control": lost_control_writes(router_events(regions.spec.run_dir), cut_ms, "east",
+                                          cut_ms - control_since_ms, _desired_states(regions, "west"))}
     say(f"RPO: {rpo['messages']['lost']} acknowledged sequences and {rpo['control']['starts']} STARTs, "
         f"{rpo['control']['stops']} STOPs acknowledged in the primary lost or reverted in the standby")
     overlaps = cross_region_overlaps(regions, since_ms=cut_ms)  # the cut primary's sessions, if any still read
@@ -282,6 +282,15 @@ def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, flo
         if total > 0:
             overlaps[connection_id] = total
     return overlaps
+
+
+def router_events(run_dir: Path) -> pd.DataFrame:
+    """Each region's router's ``event`` records, its region in ``src`` (``east-router``): a router writes
+    ``src`` ``router`` whatever its region, which its history file's name says (read as ``rpo`` needs it:
+    attributed by ``src``, the primary's acknowledged STARTs and STOPs were never found)."""
+    rows = [{**event, "src": f"{region}-router"} for region in AWS_REGIONS
+            for event in HistoryTail(run_dir, f"{region}-router.jsonl", ["event"]).new_events()]
+    return pd.DataFrame(rows, columns=None if rows else ["t", "src", "type", "kind", "pk", "status"])
 
 
 def _persisted_by(regions: TwoRegions, region: str, ids: list[str], since_ms: float) -> bool:
