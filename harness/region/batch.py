@@ -7,7 +7,8 @@ active at the end consumes every stream (with the gate: after the automation's f
 ran out, and replication delivered what it could:
 
 - ``split_brain``: streams some east session and some west session consumed at once, over the whole run;
-- ``lost_messages``: sequences from 1 to each stream's head that neither region's messages table holds;
+- ``lost_messages``: sequences from 1 to each stream's head (when the run settled) that neither region's
+  messages table holds once the consumers had the patience's time to store them;
 - ``lost_control_writes``: STARTs acknowledged during the run that no worker of either region acquired
   afterwards (``harness.region.checks.lost_starts``);
 - ``activation``: the activation's checkers over the history (``failover.activation_checks``).
@@ -109,17 +110,26 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
             all(regions.consumed_by("east", [i]) or regions.consumed_by("west", [i]) for i in started)):
         time.sleep(0.05)
     heads = {i: s.get("head_seq") or 0 for i, s in regions.clusters["east"].streams().items() if i in started}
+    # the consumer resumes behind the head: what it has not stored yet is not lost until it had the time to
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline and _missing(regions, heads):
+        time.sleep(0.1)
     reached_ms = time.time() * 1000.0
     _wait(lambda: tables.delivered_before(reached_ms), patience_s, "replication delivered what it could")
-    stored = {region: _stored(regions, region) for region in AWS_REGIONS}
-    lost = sum(len(set(range(1, head + 1)) - set(stored["east"].get(i, [])) - set(stored["west"].get(i, [])))
-               for i, head in heads.items())
+    lost = _missing(regions, heads)
     history = read_history(spec.run_dir)
     overlaps = cross_region_overlaps(regions, since_ms=0.0)
     dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
             "activation": activation_checks(history, spec), "streams": len(started)}
+
+
+def _missing(regions: TwoRegions, heads: dict[str, int]) -> int:
+    """The sequences from 1 to each stream's head (``heads``) that neither region's messages table holds."""
+    stored = {region: _stored(regions, region) for region in AWS_REGIONS}
+    return sum(len(set(range(1, head + 1)) - set(stored["east"].get(i, [])) - set(stored["west"].get(i, [])))
+               for i, head in heads.items())
 
 
 def _act(regions: TwoRegions, action: str, step: Step) -> None:
