@@ -54,7 +54,7 @@ class Liveness:
             aws = w.store.aws
             w.emit("requests", held=len(w.held), errors=dict(aws.errors), operations=dict(aws.operations),
                    units=dict(aws.units), **dict(aws.requests))
-            await w.pause(w.profile.heartbeat_wait_s(renewed) - (w.clock.fence_s() - started))
+            await self._wait_sampling_the_clock(started + w.profile.heartbeat_wait_s(renewed))
 
     async def register(self) -> None:
         """Register this incarnation (a profile without worker liveness needs no write), unless the region
@@ -63,12 +63,27 @@ class Liveness:
         if not await w.gate.admits():
             return
         if self._skew_out_of_model():
-            # keep sampling the server's clock (every answer is a sample), or an estimate made from stale
-            # Date headers (a server's cached Date) would keep this worker out of the fleet for good
+            return  # the heartbeat keeps sampling the server's clock (``_wait_sampling_the_clock``)
+        await self._beat()
+
+    async def _wait_sampling_the_clock(self, until_s: float) -> None:
+        """Wait until ``until_s`` (fence clock).  Meanwhile, while the skew estimate does not let this worker
+        judge another's lease (``Profile.judges_expiry``), read its worker item at random moments, a quarter
+        heartbeat apart on average: every answer is a sample of the server's clock, whose ``Date`` has whole
+        seconds, and only answers at many phases of the second narrow the estimate.  Renewals alone, a
+        heartbeat apart, come at the same few phases: an idle worker's estimate (a standby's, gated off,
+        which sends nothing) stayed too wide to judge any lease for minutes.  A worker fenced for skew keeps
+        sampling too, or an estimate made from stale ``Date`` headers (a server's cached one) would keep it
+        out of the fleet for good."""
+        w = self.w
+        while not w.stopping.is_set() and not w.profile.judges_expiry(w.store.clock_skew_bounds()):
+            step = w.rng.uniform(0.0, w.config.heartbeat_s / 2)
+            if w.clock.fence_s() + step >= until_s:
+                break
+            await w.pause(step)
             with contextlib.suppress(StoreError):
                 await w.store.get_worker(w.me.worker_id)
-            return
-        await self._beat()
+        await w.pause(until_s - w.clock.fence_s())
 
     async def renew(self) -> bool:
         """Send this heartbeat's renewals; whether every one was answered in time.  First the region gate

@@ -47,6 +47,7 @@ def add_region_command(sub: Any) -> None:
                         help="output folder; it must be new or empty (default: a new folder runs/region/<time>, "
                              "linked as runs/region/latest)")
     region.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
+    add_region_batch_command(sub)
 
 
 def cmd_region(args: argparse.Namespace) -> int:
@@ -85,4 +86,50 @@ def cmd_region(args: argparse.Namespace) -> int:
     return 0 if all(gated_holds(r) for r in gated) else 1
 
 
-REGION_COMMANDS = {"region": cmd_region}
+def add_region_batch_command(sub: Any) -> None:
+    batch = sub.add_parser(
+        "region-batch", help="generated region fault schedules, run per variant, with a summary",
+        description="COUNT region fault schedules generated from SEED (replication pause, region cut, the "
+                    "primary's DynamoDB out, gray failure, flapping health checks, clock skew between the "
+                    "regions, worker pauses, STARTs during the fault), each run on two regions per variant and "
+                    "judged from its history and tables: split brain, lost messages, lost control writes, "
+                    "activation findings. Writes RUN_DIR/batch.json (every run and the summary). Exit 0: the "
+                    "gated variants had none of them; 1: one did, or a run could not be judged; 2: bad input.")
+    batch.add_argument("--count", type=positive_int, required=True, help="schedules to generate and run")
+    batch.add_argument("--seed", type=int, default=0, help="the first schedule's seed (default 0)")
+    batch.add_argument("--variants", type=_variants, default="gate,no-gate",
+                       help="comma-separated variants (default gate,no-gate)")
+    batch.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
+    batch.add_argument("--streams", type=positive_int, default=4, help="streams to START (default 4)")
+    batch.add_argument("--run-dir", type=absolute_path,
+                       help="output folder; it must be new or empty (default: a new folder under runs/region-batch)")
+    batch.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
+
+
+def cmd_region_batch(args: argparse.Namespace) -> int:
+    import json
+
+    from harness.region.batch import run_schedule
+    from harness.region.failover import VARIANTS
+    from harness.region.schedules import generate, summary
+
+    run_dir = run_folder(args.run_dir, args.force, "runs/region-batch")
+    results = []
+    for schedule in generate(args.seed, args.count):
+        for name in args.variants:
+            folder = run_dir / f"seed-{schedule.seed}" / name
+            folder.mkdir(parents=True, exist_ok=True)
+            results.append(run_schedule(schedule, VARIANTS[name], folder, args.timescale, args.streams,
+                                        progress=lambda line: print(line, flush=True)))
+            print(f"wsfleet region-batch: {json.dumps(results[-1])}", flush=True)
+    totals = summary(results)
+    (run_dir / "batch.json").write_text(json.dumps({"runs": results, "summary": totals}, indent=2) + "\n",
+                                        encoding="utf-8")
+    for name, total in totals.items():
+        print(f"wsfleet region-batch: {name}: {json.dumps(total)}", flush=True)
+    gated = [total for name, total in totals.items() if VARIANTS[name].gate]
+    bad = any(t["split_brain_runs"] or t["lost_messages"] or t["activation_findings"] or t["unjudged"] for t in gated)
+    return 1 if bad else 0
+
+
+REGION_COMMANDS = {"region": cmd_region, "region-batch": cmd_region_batch}

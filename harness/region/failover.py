@@ -57,8 +57,9 @@ import pandas as pd
 from fleet.config import FleetConfig
 from fleet.region_gate import activation_wait_s
 from harness.backends.resources import client
-from harness.history import read_history
+from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
+from harness.region.checks import activation_overlaps, early_failbacks, flapping_moves, moves_while_unhealthy
 from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
 from harness.region.rpo import lost_control_writes, lost_messages
@@ -86,6 +87,8 @@ class Variant:
     # after the pause: "region" (the primary cut off), "dynamodb" (only its DynamoDB out), or None (without
     # the gate the pause's split brain has left both regions claiming: nothing to recover from to measure)
     outage: str | None = None
+    # Global Tables' replication lag, median and 99th percentile at scale 1 (None: RegionsSpec's, 1 s and 3 s)
+    lag_ms: tuple[float, float] | None = None
 
 
 VARIANTS = {v.name: v for v in (
@@ -94,6 +97,10 @@ VARIANTS = {v.name: v for v in (
     Variant("blog", "blog", False, "the published design (no gate)"),
     Variant("dynamodb", "hardened", True, "hardened with the gate; only the primary's DynamoDB goes out",
             "dynamodb"),
+    # deliberately unsafe: replication far slower than the writes it carries, so what the primary acknowledged
+    # just before the cut is still in flight (its RPO, in messages and control writes, can be non-zero)
+    Variant("slow-replication", "hardened", True, "hardened with the gate; replication lag 20 s (p99 40 s)",
+            "region", lag_ms=(20_000.0, 40_000.0)),
 )}
 
 
@@ -133,8 +140,10 @@ def rto_bound_s(timescale: float) -> float:
 
 def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: None) -> dict[str, Any]:
     variant, ids = setup.variant, setup.ids()
+    lag = {} if variant.lag_ms is None else {"lag_ms": variant.lag_ms[0], "lag_p99_ms": variant.lag_ms[1]}
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
-                       run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, fail_over_on_answer=variant.gate)
+                       run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
+                       **lag)
     began = time.monotonic()
 
     def say(line: str) -> None:
@@ -176,6 +185,7 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
         if variant.outage is not None:
             result["outage"] = _outage(regions, ids, patience_s, say, variant.outage)
         result["conflicts"] = tables.stats()["conflicts"]
+        result["activation"] = activation_checks(read_history(setup.run_dir), spec)
     _write_result(setup.run_dir, result)
     return result
 
@@ -225,8 +235,8 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     history = read_history(regions.spec.run_dir)
     rpo = {"messages": lost_messages(history, cut_ms, "east",
                                      {f"CONN#{i}": set(seqs) for i, seqs in _stored(regions, "west").items()}),
-           "control": lost_control_writes(history, cut_ms, "east", cut_ms - control_since_ms,
-                                          _desired_states(regions, "west"))}
+           "control": lost_control_writes(router_events(regions.spec.run_dir), cut_ms, "east",
+                                          cut_ms - control_since_ms, _desired_states(regions, "west"))}
     say(f"RPO: {rpo['messages']['lost']} acknowledged sequences and {rpo['control']['starts']} STARTs, "
         f"{rpo['control']['stops']} STOPs acknowledged in the primary lost or reverted in the standby")
     overlaps = cross_region_overlaps(regions, since_ms=cut_ms)  # the cut primary's sessions, if any still read
@@ -241,6 +251,18 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "replication_backlog_at_cut": backlog,
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
+
+
+def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int]:
+    """What the activation's checkers (``harness.region.checks``) found over the whole run, counted: spans
+    with two regions On, failbacks before replication caught up for the hysteresis, activations of a region
+    whose check failed, activations closer than the hysteresis."""
+    hysteresis_ms = spec.failback_hysteresis_s * spec.timescale * 1000.0
+    return {"both_on": len(activation_overlaps(history, time.time() * 1000.0)),
+            "early_failbacks": len(early_failbacks(history, AWS_REGIONS["east"], spec.lag_p99_ms * spec.timescale,
+                                                   hysteresis_ms)),
+            "activated_unhealthy": len(moves_while_unhealthy(history, AWS_REGIONS)),
+            "flapping": len(flapping_moves(history, hysteresis_ms))}
 
 
 def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, float]:
@@ -261,6 +283,15 @@ def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, flo
         if total > 0:
             overlaps[connection_id] = total
     return overlaps
+
+
+def router_events(run_dir: Path) -> pd.DataFrame:
+    """Each region's router's ``event`` records, its region in ``src`` (``east-router``): a router writes
+    ``src`` ``router`` whatever its region, which its history file's name says (read as ``rpo`` needs it:
+    attributed by ``src``, the primary's acknowledged STARTs and STOPs were never found)."""
+    rows = [{**event, "src": f"{region}-router"} for region in AWS_REGIONS
+            for event in HistoryTail(run_dir, f"{region}-router.jsonl", ["event"]).new_events()]
+    return pd.DataFrame(rows, columns=None if rows else ["t", "src", "type", "kind", "pk", "status"])
 
 
 def _persisted_by(regions: TwoRegions, region: str, ids: list[str], since_ms: float) -> bool:

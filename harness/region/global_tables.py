@@ -194,7 +194,8 @@ class GlobalTables:
                 last_stats = time.monotonic()
                 stats = self.stats()
                 self.emit("replication.stats", applied=stats["applied"] - applied_then, backlog=stats["backlog"],
-                          conflicts=stats["conflicts"], paused=stats["paused"], lag_ms=stats["lag_ms"])
+                          behind_ms=stats["behind_ms"], conflicts=stats["conflicts"], paused=stats["paused"],
+                          lag_ms=stats["lag_ms"])
                 applied_then = stats["applied"]
 
     def _land(self, region: str) -> None:

@@ -14,6 +14,8 @@ the harness (``route53``).
   On, and every worker and router reads its region's control before consuming or writing; ``fail_over``
   moves the activation (one failover at a time), by itself when the zone's answer changes with
   ``fail_over_on_answer``.
+- ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
+  unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
   nothing answers, as a dead region's endpoint behaves to a health checker), every proxy of its workers
   is disabled, so they reach neither DynamoDB, the queue, nor the upstream, and replication neither leaves
@@ -42,6 +44,7 @@ from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
 from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream, stop_connection
 from harness.processes import Child, Started, start_thread
+from harness.region.automation import Failback
 from harness.region.global_tables import GlobalTables
 from harness.region.replication import LagModel
 from harness.region.route53 import (
@@ -79,6 +82,10 @@ class RegionsSpec:
     # move the activation when the zone's answer changes (the automation an operator would run on the
     # health check's alarm); otherwise the caller does (``fail_over``)
     fail_over_on_answer: bool = False
+    # back to the primary only once replication has caught up (nothing undelivered older than the lag's 99th
+    # percentile) for
+    # this long, at scale 1 (``harness.region.automation.Failback``): two health-check intervals
+    failback_hysteresis_s: float = 2 * HealthCheckSpec().request_interval_s
 
 
 class TwoRegions(Started):
@@ -94,6 +101,7 @@ class TwoRegions(Started):
         self.zone = FailoverZone(primary, secondary, self.checks[primary], self.checks[secondary])
         self.resolver = CachedResolver(self.zone, spec.ttl_s * spec.timescale)
         self.cut: set[str] = set()
+        self.unreachable: set[str] = set()  # a gray failure: Route 53 cannot reach the region, its fleet works on
         self.zone_id = ""
         self._history_dir = spec.run_dir / "history"
         self._history_dir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +112,8 @@ class TwoRegions(Started):
         self._checking = threading.Thread(target=self._check_health, name="route53", daemon=True)
         self._resolved: str | None = None
         self._lock = threading.Lock()
+        self.active = next(iter(AWS_REGIONS))  # the region the automation last activated
+        self._failing_back = False
 
     def _cluster_spec(self, region: str = "") -> ClusterSpec:
         spec = self.spec
@@ -223,8 +233,8 @@ class TwoRegions(Started):
 
     def _probe(self, region: str, checker: int) -> None:
         scale = self.spec.timescale
-        ok = probe(self.clusters[region].router_url + self.spec.health.path, CONNECT_TIMEOUT_S * scale,
-                   ANSWER_TIMEOUT_S * scale)
+        ok = region not in self.unreachable and probe(self.clusters[region].router_url + self.spec.health.path,
+                                                      CONNECT_TIMEOUT_S * scale, ANSWER_TIMEOUT_S * scale)
         with self._lock:
             check = self.checks[region]
             was, answer = check.healthy, self.zone.answer()
@@ -234,8 +244,42 @@ class TwoRegions(Started):
             if self.zone.answer() != answer:
                 self.route53.emit("dns.answer", region=self.zone.answer())
                 if self.spec.fail_over_on_answer and self.controls is not None:
-                    start_thread(threading.Thread(target=self.fail_over, args=(answer, self.zone.answer()),
-                                                  name="fail-over", daemon=True))
+                    self._automate(self.zone.answer())
+
+    def _automate(self, answer: str) -> None:
+        """The automation on a change of the zone's answer (called holding ``_lock``): away from the active
+        region at once; back to the primary through ``Failback``, in its own thread, once."""
+        primary = next(iter(AWS_REGIONS))
+        if answer == self.active or (answer == primary and self._failing_back):
+            return
+        if answer == primary:
+            self._failing_back = True
+            start_thread(threading.Thread(target=self._fail_back, name="fail-back", daemon=True))
+            return
+        old, self.active = self.active, answer
+        start_thread(threading.Thread(target=self.fail_over, args=(old, answer), name="fail-over", daemon=True))
+
+    def _fail_back(self) -> None:
+        """Move the activation back to the primary once ``Failback`` says so, unless the zone stops answering
+        the primary first (polled: the zone and the replication have no signal to wait on)."""
+        primary = next(iter(AWS_REGIONS))
+        scale = self.spec.timescale
+        failback = Failback(self.spec.lag_p99_ms * scale, self.spec.failback_hysteresis_s * scale)
+        assert self.tables is not None
+        while not self._stop.wait(0.05):
+            stats = self.tables.stats()
+            with self._lock:
+                answer = self.zone.answer()
+                if answer != primary:
+                    self._failing_back = False
+                    return
+                if failback.observe(time.monotonic(), True, self.checks[primary].healthy, stats["behind_ms"]):
+                    self.route53.emit("failback.ready", backlog=stats["backlog"], behind_ms=stats["behind_ms"])
+                    old, self.active, self._failing_back = self.active, primary, False
+                    break
+        else:
+            return
+        self.fail_over(old, primary)
 
     def stop(self) -> None:
         self._stop.set()

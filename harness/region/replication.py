@@ -135,11 +135,13 @@ class Replication:
         """The deliveries due now (to ``region``, or to every region; none while paused), in the order they
         fell due, out of the in-flight list: the caller lands each (``wins``, then ``landed``) or puts it
         back (``put_back``)."""
-        if self.paused:
-            return []
+        if self.paused or region in self.cut:
+            return []  # (the pump asks every 10 ms: a region cut off is not scanned for, nor the list rebuilt)
         ready = sorted((d for d in self.in_flight if d.due_ms <= now_ms and region in (None, d.region)
                         and d.region not in self.cut and d.version.origin not in self.cut),
                        key=lambda d: (d.due_ms, d.version.number))
+        if not ready:
+            return []
         taken = {id(d) for d in ready}
         self.in_flight = [d for d in self.in_flight if id(d) not in taken]
         return ready

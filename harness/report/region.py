@@ -35,7 +35,11 @@ PHASE_MEANING = {
 
 def gated_holds(result: dict[str, Any]) -> bool:
     """The gated variant's claims: no split brain (in the pause, the outage and the failback), nothing lost
-    (no acknowledged message either), recovery within the bound."""
+    (no acknowledged message either), recovery within the bound, and the activation's checkers
+    (``harness.region.checks``: never two regions On, no failback before replication caught up, no region
+    activated while its check failed, no flapping) finding nothing."""
+    if any((result.get("activation") or {}).values()):
+        return False
     outage = result.get("outage") or {}
     bound, failback = outage.get("rto_bound_s"), outage.get("failback") or {}
     acknowledged_lost = ((outage.get("rpo") or {}).get("messages") or {}).get("lost", 0)

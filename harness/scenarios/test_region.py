@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from harness.history import read_history
-from harness.region.failover import PHASES, VARIANTS, FailoverSetup, run_region_failover
+from harness.region.failover import PHASES, VARIANTS, FailoverError, FailoverSetup, run_region_failover
+from harness.region.routing_control import HOLD
 from harness.report.region import write_region_report
 from harness.scenarios.gate import progress_reporter
 
@@ -32,21 +33,23 @@ def region_failover(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fi
     out = tmp_path_factory.mktemp("region_failover")
     timescale = request.config.getoption("--scenario-timescale") or 0.1
     progress = progress_reporter(request)
-    results = {}
+    results: dict[str, Any] = {}
     for name in CI_VARIANTS:
         setup = FailoverSetup(VARIANTS[name], out / name, timescale=timescale)
         setup.run_dir.mkdir()
-        results[name] = run_region_failover(setup, progress)
-    report = write_region_report(list(results.values()), out)
+        try:
+            results[name] = run_region_failover(setup, progress)
+        except FailoverError as exc:  # this variant's test fails on it; the other variant still runs
+            results[name] = exc
+    report = write_region_report([r for r in results.values() if isinstance(r, dict)], out)
     return {"results": results, "report": report}
 
 
-@pytest.mark.xfail(reason="on the merged main the standby claims its streams 11 s after its control is On "
-                          "(RTO 17.4 s, bound 8.7 s) and the no-gate variant shows no split brain; each branch "
-                          "passed alone: open in issue 28", strict=False)
 @pytest.mark.parametrize("variant", CI_VARIANTS, ids=lambda name: f"region_failover-{name}")
 def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     result = region_failover["results"][variant]
+    if isinstance(result, FailoverError):
+        raise result
     # the zone as Route 53 holds it: terraform's definitions (tests/deploy compares those with terraform/)
     assert sorted((r["failover"], r["set_identifier"], r["ttl_s"], r["check_interval_s"], r["failure_threshold"])
                   for r in result["route53"]) == [("PRIMARY", "primary", 30, 10, 3),
@@ -56,6 +59,7 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
         assert result["outage"] is None
         return
     assert result["split_brain"] == {"streams": 0, "overlap_ms": 0, "pks": []}
+    assert not any(result["activation"].values()), result["activation"]  # harness.region.checks over the run
     outage = result["outage"]
     assert outage["lost"] == 0
     assert outage["rto_s"] <= outage["rto_bound_s"], outage["phases"]
@@ -74,7 +78,7 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     assert back == sorted(back), failback["phases"]
     # the activation moved: east Off first, west On a gate's lease later (never both On)
     history = read_history(Path(result["run_dir"]))
-    gates = history[(history["src"] == "route53") & (history["type"] == "gate.state")]
+    gates = history[(history["src"] == "route53") & (history["type"] == "gate.state") & (history["region"] != HOLD)]
     moves = [(r.region, r.state, r.t) for r in gates.itertuples()][-4:-2]  # then back, in failback
     assert [(region, state) for region, state, _ in moves] == [("us-east-1", "Off"), ("us-west-2", "On")]
     assert moves[1][2] > moves[0][2]

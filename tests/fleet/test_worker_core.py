@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
+from fleet.clock import LoopClock, SkewEstimator
 from fleet.config import FleetConfig
 from fleet.connection import HeldConnection
 from fleet.expr import Write
@@ -19,7 +21,7 @@ from fleet.memstore import MemoryStore
 from fleet.profiles import Sweep, profile_for
 from fleet.store import Notification
 from fleet.worker import Worker
-from tests.fleet.memworker import add_stream, config, consumer, history, running, until
+from tests.fleet.memworker import Recorder, RecordingConsumer, add_stream, config, consumer, history, running, until
 
 pytestmark = pytest.mark.looptime
 
@@ -301,6 +303,90 @@ async def test_a_lease_judged_gone_on_a_clock_not_known_within_the_model_is_not_
         store.skew = (-5.0, 5.0)
         worker.reconciler.request_sweep()
         await until(lambda: consuming(worker))
+    assert store.connection(PK).epoch == 4
+
+
+class DatedStore(MemoryStore):
+    """A store whose skew estimate is made as ``fleet.aws`` makes it: every answer dated, as DynamoDB dates it,
+    in whole seconds of the server's clock (here the workers' own lease clock: no skew), fed with its send and
+    receive times (virtual, so equal) to a real ``SkewEstimator``."""
+
+    def __init__(self, config: FleetConfig) -> None:
+        super().__init__(config)
+        self.server = LoopClock()
+        self.estimator = SkewEstimator()
+
+    def _answered(self) -> None:
+        now_ms = self.server.fence_s() * 1000.0
+        self.estimator.add(now_ms, now_ms, self.server.now_ms() // 1000 * 1000)
+
+    async def execute(self, table: str, write: Write, purpose: str = "coordination") -> dict[str, Any]:
+        try:
+            return await super().execute(table, write, purpose)
+        finally:
+            self._answered()
+
+    async def workers(self) -> dict[str, WorkerRecord]:
+        self._answered()
+        return await super().workers()
+
+    async def get_worker(self, worker_id: str) -> WorkerRecord | None:
+        self._answered()
+        return await super().get_worker(worker_id)
+
+    def clock_skew_bounds(self) -> tuple[float, float] | None:
+        return self.estimator.bounds(self.server.now_ms() - self.server.fence_s() * 1000.0)
+
+
+async def test_an_idle_worker_settles_its_clock_on_whole_second_dates_and_takes_a_dead_owners_stream_over() -> None:
+    """Issue 28's region failover on the merged main: a standby worker holding nothing sends only its
+    renewals, a heartbeat apart, so the ``Date`` headers of its answers (whole seconds) are read at the same
+    few phases of the server's second, and its skew estimate stays wider than the model: since another's
+    lease is judged only on an estimate within it, it never took the dead owner's stream over (here: four
+    phases, 250 ms apart, leave the estimate about 750 ms wide against the 80 ms allowed).  While its
+    estimate does not let it judge, a worker now reads its worker item at random moments between its
+    renewals, and takes the stream over once the answers settle the estimate."""
+    store = DatedStore(config())
+    add_stream(store, PK, lease_owner="w2", owner_gen="gen-b", epoch=3, lease_expires_at_ms=5)
+    store.tables[WORKERS]["w2"] = {"pk": "w2", "gen": "gen-b", "expires_at_ms": 5}  # long dead by any clock
+    async with running(store) as worker:
+        await until(lambda: consuming(worker), timeout_s=30.0)
+        bounds = store.clock_skew_bounds()
+        assert bounds is not None and worker.profile.judges_expiry(bounds), bounds
+    assert store.connection(PK).epoch == 4
+
+
+class RoutingControl:
+    """A stand-in of Route 53 ARC's data plane as the region gate reads it: one routing control."""
+
+    def __init__(self) -> None:
+        self.state = "Off"
+
+    async def get_routing_control_state(self, RoutingControlArn: str) -> dict[str, str]:
+        return {"RoutingControlState": self.state}
+
+
+async def test_a_standby_gated_off_settles_its_clock_and_takes_over_once_its_region_is_on() -> None:
+    """Issue 28's region failover on the merged main: a standby worker whose region's control is Off sends
+    nothing to DynamoDB, so when its region was turned On it had no estimate of the server's clock, and then
+    only its renewals' answers to make one: it claimed the dead primary's streams 22 s after activation
+    (RTO 30 s against 8.7 s).  Gated off, it now samples the server's clock meanwhile (and registers nothing),
+    so it takes the stream over at its first sweep once the region is On."""
+    store = DatedStore(config(region_gate_endpoints=("us-west-2=http://arc",), region_gate_control="west"))
+    control = RoutingControl()
+    store.aws.gate_clients = [("http://arc", control)]
+    add_stream(store, PK, lease_owner="w2", owner_gen="gen-b", epoch=3, lease_expires_at_ms=5)
+    store.tables[WORKERS]["w2"] = {"pk": "w2", "gen": "gen-b", "expires_at_ms": 5}  # long dead by any clock
+    worker = Worker(store.config, store, Recorder("w1"), RecordingConsumer, clock=LoopClock())
+    task = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: worker.profile.judges_expiry(store.clock_skew_bounds()), timeout_s=30.0)
+        assert "w1" not in store.tables[WORKERS] and not worker.held
+        control.state = "On"
+        await until(lambda: consuming(worker), timeout_s=4 * store.config.heartbeat_s)
+    finally:
+        worker.stopping.set()
+        await asyncio.wait_for(task, 10)
     assert store.connection(PK).epoch == 4
 
 

@@ -49,6 +49,8 @@ def test_the_bound_scales_the_timers_not_the_work() -> None:
 
 def test_the_gated_variant_holding_passes_beside_an_ungated_split_brain() -> None:
     assert status([gated(), ungated()]) == "pass"
+    clean = {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}
+    assert status([{**gated(), "activation": clean}, ungated()]) == "pass"
 
 
 def split_brain(result: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +68,10 @@ FAILBACK_PHASES = {n: {"p50_s": t, "last_s": t} for n, t in PHASES.items()}
     gated(split_brain={"streams": 1, "overlap_ms": 30.0}),
     gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 1, "lost_in_primary": 0}),
     gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 0, "lost_in_primary": 3}),
+    {**gated(), "activation": {"both_on": 0, "early_failbacks": 1, "activated_unhealthy": 0, "flapping": 0}},
+    {**gated(), "activation": {"both_on": 1, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}},
 ], ids=["lost", "slow", "split-brain", "acknowledged-lost", "outage-split-brain", "failback-split-brain",
-        "failback-replica-lacks"])
+        "failback-replica-lacks", "early-failback", "both-regions-on"])
 def test_each_broken_claim_fails_the_report(result: dict[str, Any]) -> None:
     assert not gated_holds(result)
     assert status([result, ungated()]) == "fail"

@@ -1,0 +1,170 @@
+"""Generated region schedules (``harness.region.schedules``) run on two regions, one variant at a time, each
+judged from what the run left: its history and both regions' tables.
+
+One run: ``streams`` streams STARTed in the primary and replicated; the schedule's steps applied at their
+(scaled) times, each fault undone after its duration; every fault healed at the end; then, once the region
+active at the end consumes every stream (with the gate: after the automation's failback) or the patience
+ran out, and replication delivered what it could:
+
+- ``split_brain``: streams some east session and some west session consumed at once, over the whole run;
+- ``lost_messages``: sequences from 1 to each stream's head (when the run settled) that neither region's
+  messages table holds once the consumers had the patience's time to store them;
+- ``lost_control_writes``: STARTs acknowledged during the run that no worker of either region acquired
+  afterwards (``harness.region.checks.lost_starts``);
+- ``activation``: the activation's checkers over the history (``failover.activation_checks``).
+
+A step that could not happen (a region that would not start, a stream not consumed in time) makes the run
+unjudged: ``error`` says why, and the summary counts it apart.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.cluster import ClusterError
+from harness.history import read_history
+from harness.region.checks import lost_starts
+from harness.region.failover import (
+    FailoverError,
+    Variant,
+    _replicated_to_standby,
+    _stored,
+    _wait,
+    activation_checks,
+    cross_region_overlaps,
+)
+from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
+from harness.region.schedules import RegionSchedule, Step
+
+Progress = Callable[[str], None]
+Action = tuple[float, str, Step]  # (seconds after the streams are consumed, "start" | "stop" | "flip", step)
+
+
+def timeline(schedule: RegionSchedule, timescale: float) -> list[Action]:
+    """The schedule's steps as timed actions, in order (pure): each fault's start and stop, a flapping
+    check's flips (then its stop), each STARTed stream."""
+    actions: list[Action] = []
+    for step in schedule.steps:
+        at, end = step.at_s * timescale, (step.at_s + step.duration_s) * timescale
+        if step.kind == "start":
+            actions.append((at, "start", step))
+            continue
+        actions.append((at, "start", step))
+        for flip in range(1, 2 * step.flaps):
+            actions.append((at + flip * step.period_s * timescale, "flip", step))
+        actions.append((max(end, at + 2 * step.flaps * step.period_s * timescale), "stop", step))
+    return sorted(actions, key=lambda action: action[0])
+
+
+def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, timescale: float = 0.1,
+                 streams: int = 4, workers: int = 2, progress: Progress = lambda line: None) -> dict[str, Any]:
+    spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=timescale, run_dir=run_dir,
+                       seed=schedule.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
+                       clock_offsets_ms=schedule.clock_offsets_ms)
+    result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),
+                              "run_dir": str(run_dir)}
+    ids = [f"c{i:03d}" for i in range(streams)]
+    try:
+        with TwoRegions(spec) as regions:
+            result.update(_run(regions, schedule, ids, progress))
+    except (FailoverError, ClusterError) as exc:
+        result["error"] = str(exc)
+    (run_dir / "batch-run.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress: Progress) -> dict[str, Any]:
+    spec, tables = regions.spec, regions.tables
+    assert tables is not None
+    config = regions.clusters["west"].config
+    patience_s = 10 * spec.health.request_interval_s * spec.timescale + 4 * spec.ttl_s * spec.timescale \
+        + 3 * config.lease_s + config.reconcile_s
+    for connection_id in ids:
+        regions.start_stream(connection_id)
+    _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream")
+    _wait(lambda: _replicated_to_standby(regions, len(ids)), patience_s, "the leases replicated to the standby")
+    began_ms, began = time.time() * 1000.0, time.monotonic()
+    progress(f"seed {schedule.seed}: {schedule.describe()}")
+    started = list(ids)
+    for at, action, step in timeline(schedule, spec.timescale):
+        time.sleep(max(0.0, began + at - time.monotonic()))  # the schedule's times: durations, not synchronisation
+        if step.kind == "start":
+            name = f"s{schedule.seed}-{len(started)}"
+            try:
+                regions.start_stream(name)
+                started.append(name)
+            except ClusterError:
+                pass  # refused or unanswered: never acknowledged, so nothing to lose
+            continue
+        _act(regions, action, step)
+    _heal(regions)
+    active = "east" if spec.gate else None
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline and not (
+            regions.consumed_by(active, started) if active else
+            all(regions.consumed_by("east", [i]) or regions.consumed_by("west", [i]) for i in started)):
+        time.sleep(0.05)
+    heads = {i: s.get("head_seq") or 0 for i, s in regions.clusters["east"].streams().items() if i in started}
+    # the consumer resumes behind the head: what it has not stored yet is not lost until it had the time to
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline and _missing(regions, heads):
+        time.sleep(0.1)
+    reached_ms = time.time() * 1000.0
+    _wait(lambda: tables.delivered_before(reached_ms), patience_s, "replication delivered what it could")
+    lost = _missing(regions, heads)
+    history = read_history(spec.run_dir)
+    overlaps = cross_region_overlaps(regions, since_ms=0.0)
+    dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
+    return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
+            "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
+            "activation": activation_checks(history, spec), "streams": len(started)}
+
+
+def _missing(regions: TwoRegions, heads: dict[str, int]) -> int:
+    """The sequences from 1 to each stream's head (``heads``) that neither region's messages table holds."""
+    stored = {region: _stored(regions, region) for region in AWS_REGIONS}
+    return sum(len(set(range(1, head + 1)) - set(stored["east"].get(i, [])) - set(stored["west"].get(i, [])))
+               for i, head in heads.items())
+
+
+def _act(regions: TwoRegions, action: str, step: Step) -> None:
+    """Start (``start``), undo (``stop``) or toggle (``flip``) one fault."""
+    tables, on = regions.tables, action == "start"
+    assert tables is not None
+    regions.harness.emit(f"fault.{action}", kind=step.kind, target=step.target)
+    if step.kind == "replication_pause":
+        (tables.pause if on else tables.resume)()
+    elif step.kind == "region_cut":
+        (regions.outage if on else regions.heal)(step.target)
+    elif step.kind == "dynamodb_outage":
+        tables.dynamodb_outage(step.target, down=on)
+    elif step.kind in ("gray_failure", "flapping"):
+        off = on or (action == "flip" and step.target not in regions.unreachable)
+        (regions.unreachable.add if off else regions.unreachable.discard)(step.target)
+    elif step.kind == "worker_pause":
+        region = step.target.split("-", 1)[0]
+        handle = regions.clusters[region].workers.get(step.target)
+        if handle is None or handle.child is None:
+            raise FailoverError(f"no worker {step.target} to pause")
+        handle.child.signal(signal.SIGSTOP if on else signal.SIGCONT)
+    else:
+        raise FailoverError(f"unknown step kind {step.kind!r}")
+
+
+def _heal(regions: TwoRegions) -> None:
+    """Undo every fault a schedule may have left (they are undone at their ends already; this is the floor)."""
+    tables = regions.tables
+    assert tables is not None
+    tables.resume()
+    regions.unreachable.clear()
+    for region in AWS_REGIONS:
+        tables.dynamodb_outage(region, down=False)
+        regions.heal(region)
+        for handle in regions.clusters[region].workers.values():
+            if handle.child is not None and handle.child.paused:
+                handle.child.signal(signal.SIGCONT)

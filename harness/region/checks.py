@@ -1,0 +1,128 @@
+"""The activation's checkers over a region run's history, pure (a history frame in, what broke out): the cases
+a failover must survive besides the outage itself, each judged from the events the run wrote, never from
+live state.
+
+- ``activation_overlaps``: spans during which two regions' routing controls were On at once (route53
+  ``gate.state`` events; the hold control is not a region).  Overlapping failovers, a flapping health check
+  or an operator racing the automation must never leave two regions active.
+- ``moves_while_unhealthy``: activation moves (a region's control turned On) made while that region's own
+  health check was failing.  With both regions unhealthy, Route 53 answers the primary again; an automation
+  that follows that answer activates a region that cannot serve (route53 ``health.check`` events).
+- ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
+  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it to show no backlog beyond the
+  lag (the oldest undelivered write younger than ``lag_bound_ms``: ``behind_ms``), and at least one report.
+  A failback before that activates a primary whose tables lack what the standby wrote.
+- ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
+- ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
+  no worker of the region active at the end acquired after the START (``lease.acquire`` ok), unless a later
+  acknowledged STOP of the stream explains it: a START acknowledged during a failover and dropped.
+
+Each literal test of tests/harness/region/test_checks.py shows its checker counting and not counting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pandas as pd
+
+from harness.region.routing_control import HOLD
+
+
+def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
+    if history.empty or "type" not in history.columns:
+        return history.iloc[0:0]
+    rows = history[history["type"] == kind]
+    if src is not None:
+        rows = rows[rows["src"].astype(str) == src]
+    return rows.sort_values("t", kind="stable")
+
+
+def _controls(history: pd.DataFrame) -> list[tuple[float, str, str]]:
+    """(t, region, state) of every region's control change, in order."""
+    rows = _of(history, "gate.state", "route53")
+    return [(float(r.t), str(r.region), str(r.state)) for r in rows.itertuples() if r.region != HOLD]
+
+
+def activation_overlaps(history: pd.DataFrame, end_ms: float) -> list[dict[str, Any]]:
+    """Each span (until ``end_ms`` if it never ended) during which two or more regions were On."""
+    on: set[str] = set()
+    spans: list[dict[str, Any]] = []
+    began: float | None = None
+    for t, region, state in _controls(history):
+        (on.add if state == "On" else on.discard)(region)
+        if len(on) > 1 and began is None:
+            began, regions = t, sorted(on)
+        elif len(on) <= 1 and began is not None:
+            spans.append({"from_ms": began, "to_ms": t, "regions": regions})
+            began = None
+    if began is not None:
+        spans.append({"from_ms": began, "to_ms": end_ms, "regions": regions})
+    return spans
+
+
+def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
+    """``aws_regions``: the run's region name -> its AWS region (the controls' names)."""
+    names = {aws: name for name, aws in aws_regions.items()}
+    healthy = {name: True for name in aws_regions}
+    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53")])
+    found = []
+    for row in events.sort_values("t", kind="stable").itertuples():
+        if row.type == "health.check":
+            healthy[str(row.region)] = bool(row.healthy)
+        elif row.state == "On" and row.region in names and not healthy[names[str(row.region)]]:
+            found.append({"t": float(row.t), "region": names[str(row.region)],
+                          "both_unhealthy": not any(healthy.values())})
+    return found
+
+
+def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
+                    hysteresis_ms: float) -> list[dict[str, Any]]:
+    """``primary``: the primary's AWS region (its control's name).  A move back is an On of the primary's
+    control after it had been Off."""
+    stats = _of(history, "replication.stats", "replication")
+    found = []
+    was_off = False
+    for t, region, state in _controls(history):
+        if region != primary:
+            continue
+        if state == "Off":
+            was_off = True
+            continue
+        if not was_off:
+            continue
+        was_off = False
+        window = stats[(stats["t"] >= t - hysteresis_ms) & (stats["t"] <= t)] if not stats.empty else stats
+        behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
+        caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())
+        if not caught_up:
+            found.append({"t": t, "reports": len(window),
+                          "max_behind_ms": float(behind.max()) if not behind.empty else None})
+    return found
+
+
+def flapping_moves(history: pd.DataFrame, min_gap_ms: float) -> list[dict[str, Any]]:
+    """Activations (a control turned On) less than ``min_gap_ms`` after the previous activation."""
+    ons = [(t, region) for t, region, state in _controls(history) if state == "On"]
+    return [{"t": t, "region": region, "gap_ms": t - before}
+            for (before, _), (t, region) in itertools.pairwise(ons) if t - before < min_gap_ms]
+
+
+def lost_starts(history: pd.DataFrame, since_ms: float, active: str) -> list[dict[str, Any]]:
+    """``active``: the run's name of the region active at the end (its workers are ``<active>-...``)."""
+    events = _of(history, "event")
+    events = events[(events["status"] == 200) & events["kind"].isin(["START", "STOP"])]
+    acquires = _of(history, "lease.acquire")
+    if not acquires.empty:
+        acquires = acquires[(acquires["outcome"] == "ok")
+                            & acquires["src"].astype(str).str.startswith(f"{active}-")]
+    found = []
+    for row in events[(events["kind"] == "START") & (events["t"] >= since_ms)].itertuples():
+        later = events[(events["pk"] == row.pk) & (events["t"] > row.t)]
+        if (later["kind"] == "STOP").any():
+            continue  # stopped again: nothing to consume
+        taken = acquires[(acquires["pk"] == row.pk) & (acquires["t"] > row.t)] if not acquires.empty else acquires
+        if taken.empty:
+            found.append({"pk": row.pk, "acknowledged_ms": float(row.t), "by": str(row.src)})
+    return found

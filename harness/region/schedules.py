@@ -1,0 +1,96 @@
+"""Generated region fault schedules (pure: a seed in, schedules out) and the batch's summary.
+
+A ``RegionSchedule`` is one region-level fault, a clock skew between the regions' replication stamps, and
+up to two worker faults, each a ``Step`` at a time after the streams are consumed (seconds at scale 1; the
+runner, ``harness.region.batch``, scales them):
+
+- ``replication_pause`` (Global Tables stops delivering), ``region_cut`` (the primary cut off: router,
+  workers, replication), ``dynamodb_outage`` (only the primary's DynamoDB), ``gray_failure`` (Route 53
+  cannot reach the primary's API while its workers keep their upstream and DynamoDB), ``flapping`` (the
+  same, ``flaps`` times on and off, ``period_s`` apart);
+- ``worker_pause``: one worker of either region frozen (SIGSTOP) for the step's duration;
+- ``start``: a STARTed stream through the failover name while the fault runs.
+
+``summary`` totals the batch's results per variant: runs, split brain (runs and streams consumed in both
+regions), lost messages, lost control writes, and the activation checkers' findings.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+REGION_FAULTS = ("replication_pause", "region_cut", "dynamodb_outage", "gray_failure", "flapping")
+LEASE_S = 20.0  # the fleet's lease at scale 1: fault durations are drawn around it
+
+
+@dataclass(frozen=True)
+class Step:
+    at_s: float
+    kind: str
+    target: str
+    duration_s: float = 0.0
+    flaps: int = 0
+    period_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RegionSchedule:
+    seed: int
+    clock_offsets_ms: dict[str, float]
+    steps: tuple[Step, ...]
+
+    def describe(self) -> str:
+        parts = [f"{s.kind}({s.target}) at {s.at_s:.0f} s for {s.duration_s:.0f} s" for s in self.steps]
+        skew = ", ".join(f"{region} {ms:+.0f} ms" for region, ms in self.clock_offsets_ms.items())
+        return f"seed {self.seed}: " + "; ".join(parts) + (f"; clocks {skew}" if skew else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def generate(seed: int, count: int, workers: int = 2) -> list[RegionSchedule]:
+    """``count`` schedules from ``seed`` (the same seed, the same schedules); ``workers``: per region."""
+    if count < 1 or workers < 1:
+        raise ValueError(f"need count >= 1 and workers >= 1, not count={count}, workers={workers}")
+    return [_one(seed + index, workers) for index in range(count)]
+
+
+def _one(seed: int, workers: int) -> RegionSchedule:
+    rng = random.Random(seed)
+    kind = REGION_FAULTS[seed % len(REGION_FAULTS)]  # every kind in every five consecutive seeds
+    at = rng.uniform(0.0, LEASE_S)
+    duration = rng.uniform(2 * LEASE_S, 5 * LEASE_S)
+    target = "global-tables" if kind == "replication_pause" else "east"
+    region_step = Step(at, kind, target, duration) if kind != "flapping" else \
+        Step(at, kind, target, duration, flaps=rng.randint(2, 5), period_s=rng.uniform(10.0, 30.0))
+    steps = [region_step, Step(at + rng.uniform(0.0, duration), "start", "router")]
+    for _ in range(rng.randint(0, 2)):
+        worker = f"{rng.choice(['east', 'west'])}-worker-{rng.randint(1, workers)}"
+        pause_s = rng.uniform(LEASE_S / 4, 2 * LEASE_S)
+        steps.append(Step(rng.uniform(0.0, at + duration), "worker_pause", worker, pause_s))
+    skew = rng.uniform(-500.0, 500.0) if rng.random() < 0.5 else 0.0
+    return RegionSchedule(seed, {"west": round(skew, 1)} if skew else {}, tuple(sorted(steps, key=lambda s: s.at_s)))
+
+
+def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per variant: runs, runs with split brain, streams consumed in both regions, lost messages, lost
+    control writes, activation findings, and runs that could not be judged (a step did not happen)."""
+    totals: dict[str, dict[str, int]] = {}
+    for result in results:
+        total = totals.setdefault(result["variant"], {"runs": 0, "split_brain_runs": 0, "split_brain_streams": 0,
+                                                      "lost_messages": 0, "lost_control_writes": 0,
+                                                      "activation_findings": 0, "unjudged": 0})
+        total["runs"] += 1
+        if result.get("error"):
+            total["unjudged"] += 1
+            continue
+        streams = result["split_brain"]["streams"]
+        total["split_brain_runs"] += streams > 0
+        total["split_brain_streams"] += streams
+        total["lost_messages"] += result["lost_messages"]
+        total["lost_control_writes"] += result["lost_control_writes"]
+        total["activation_findings"] += sum(result["activation"].values())
+    return totals

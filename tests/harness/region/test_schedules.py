@@ -1,0 +1,45 @@
+"""Tests of harness.region.schedules: the generator is a function of its seed, covers every region fault in
+five consecutive seeds with worker faults and skew among them, refuses a bad count; the summary totals each
+variant's findings."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.region.schedules import REGION_FAULTS, generate, summary
+
+
+def test_the_same_seed_gives_the_same_schedules_and_another_seed_others() -> None:
+    assert generate(7, 5) == generate(7, 5)
+    assert generate(7, 5) != generate(8, 5)
+
+
+def test_every_region_fault_comes_within_five_seeds_with_worker_faults_and_skew_among_them() -> None:
+    schedules = generate(100, 20)
+    kinds = [step.kind for schedule in schedules for step in schedule.steps]
+    assert set(REGION_FAULTS) <= set(kinds) and "worker_pause" in kinds and "start" in kinds
+    assert any(schedule.clock_offsets_ms for schedule in schedules)
+    assert all([step.at_s for step in s.steps] == sorted(step.at_s for step in s.steps) for s in schedules)
+    flapping = [step for s in schedules for step in s.steps if step.kind == "flapping"]
+    assert flapping and all(step.flaps >= 2 and step.period_s > 0 for step in flapping)
+
+
+def test_a_bad_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="count"):
+        generate(1, 0)
+
+
+def test_the_summary_totals_each_variants_findings_and_counts_unjudged_runs() -> None:
+    clean = {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}
+    results = [
+        {"variant": "gate", "split_brain": {"streams": 0}, "lost_messages": 0, "lost_control_writes": 1,
+         "activation": clean},
+        {"variant": "gate", "error": "not within 34 s: the standby consumes every stream"},
+        {"variant": "no-gate", "split_brain": {"streams": 4}, "lost_messages": 2, "lost_control_writes": 0,
+         "activation": {**clean, "both_on": 1}},
+    ]
+    assert summary(results) == {
+        "gate": {"runs": 2, "split_brain_runs": 0, "split_brain_streams": 0, "lost_messages": 0,
+                 "lost_control_writes": 1, "activation_findings": 0, "unjudged": 1},
+        "no-gate": {"runs": 1, "split_brain_runs": 1, "split_brain_streams": 4, "lost_messages": 2,
+                    "lost_control_writes": 0, "activation_findings": 1, "unjudged": 0}}
