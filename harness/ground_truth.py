@@ -49,7 +49,7 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
             history.emit("final.emitted", pk=_pk(connection_id), head_seq=stream.get("head_seq"))
     items: dict[str, list[dict[str, Any]]] = {_pk(i): [] for i in ids}
     unreadable: dict[str, list[dict[str, Any]]] = {}
-    logs: dict[str, list[Entry]] = {}
+    log_entries: dict[str, list[Entry]] = {}
     for entry in every_entry(dynamodb, tables["messages"]):
         if not entry.pk.startswith(_pk(prefix)):
             continue
@@ -57,7 +57,7 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
         if entry.kind == UNREADABLE:
             unreadable.setdefault(entry.pk, []).append({"sk": entry.sk, "problem": entry.problem})
         elif entry.kind in LOG_KINDS:
-            logs.setdefault(entry.pk, []).append(entry)
+            log_entries.setdefault(entry.pk, []).append(entry)
         items[entry.pk].extend({"seq": m.seq, "worker": m.worker, "gen": m.gen, "epoch": m.epoch,
                                 "sent_ms": m.written_ms, "batch": m.batch}
                                for m in entry.messages() if m.seq is not None)
@@ -65,7 +65,7 @@ def record_final(history: EventSink, dynamodb: Any, tables: Mapping[str, str],
         found.sort(key=lambda item: item["seq"])
         history.emit("final.persisted", pk=pk, seqs=[item["seq"] for item in found], items=found,
                      unreadable=unreadable.get(pk))
-    for pk, log in logs.items():
+    for pk, log in log_entries.items():
         history.emit("final.log", pk=pk, entries=[entry.summary() for entry in sorted(log, key=_sk)])
     connections: dict[str, dict[str, Any]] = {_pk(i): {} for i in ids}
     for raw in _scan(dynamodb, tables["connections"], CONNECTION_ATTRIBUTES):

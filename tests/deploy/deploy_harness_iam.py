@@ -3,8 +3,10 @@ the harness's AWS backend makes, read with ``ast``: every call granted, nothing 
 
 A call is a method called on a boto3 client: ``<x>.client("<service>", ...).<operation>(...)``, or on a name
 or attribute bound to such a client anywhere in the scanned modules (``aws_logs.fetch_history`` takes the
-``logs`` client ``cli_aws`` made; ``AwsTopology`` keeps ``self._ecs``); ``get_paginator("<operation>")``
-counts as that operation.  The scanned modules are the AWS backend's and the scenario phases it runs.
+``logs`` client ``cli_aws`` made; ``AwsTopology`` keeps ``self._ecs``), or on the parameter of a scanned
+module's function that such a client is passed to (``message_log.newest(self._dynamodb, ...)`` reads through
+its ``dynamodb``); ``get_paginator("<operation>")`` counts as that operation.  The scanned modules are the
+AWS backend's, the scenario phases it runs and the readers they call.
 Router calls are signed for ``execute-api`` (``harness/router_client.py``): ``execute-api:Invoke``.
 ``sts:GetCallerIdentity`` needs no permission; ``fis:CreateExperimentTemplate`` also needs ``iam:PassRole``
 and ``fis:TagResource`` (``IMPLIED``)."""
@@ -17,7 +19,8 @@ from pathlib import Path
 from tests.deploy.deploy_hcl import Instance
 
 HARNESS_AWS_MODULES = ("harness/aws/deployment.py", "harness/aws/logs.py", "harness/aws/topology.py",
-                       "harness/cli_aws.py", "harness/scenarios/runner.py", "harness/ground_truth.py")
+                       "harness/cli_aws.py", "harness/scenarios/runner.py", "harness/ground_truth.py",
+                       "harness/message_log.py")
 SIGNER_MODULE = "harness/router_client.py"
 NEEDS_NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
 # Calls that need more than their own action: creating an experiment template passes the FIS role and tags
@@ -50,6 +53,30 @@ def _operation(call: ast.Call) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+def _follow_into_parameters(trees: list[ast.Module], clients: dict[str, str]) -> None:
+    """Bind, in ``clients``, each parameter of a scanned function to the service of a client passed to it,
+    until no call passes a new one."""
+    functions = {node.name: node for tree in trees for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef)}
+    calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    while True:
+        found: dict[str, str] = {}
+        for call in calls:
+            callee = functions.get(_bound_name(call.func) or "")
+            if callee is None:
+                continue
+            parameters = callee.args.args
+            if parameters and parameters[0].arg in ("self", "cls"):  # a method: its first argument is implied
+                parameters = parameters[1:]
+            for parameter, argument in zip(parameters, call.args, strict=False):
+                service = clients.get(_bound_name(argument) or "")
+                if service is not None and parameter.arg not in clients:
+                    found[parameter.arg] = service
+        if not found:
+            return
+        clients.update(found)
+
+
 def harness_actions(repo: Path) -> set[str]:
     """The IAM actions the harness's AWS calls need."""
     trees = [ast.parse((repo / name).read_text(encoding="utf-8"), filename=name) for name in HARNESS_AWS_MODULES]
@@ -57,6 +84,7 @@ def harness_actions(repo: Path) -> set[str]:
                if isinstance(node, ast.Assign) and len(node.targets) == 1
                and (name := _bound_name(node.targets[0])) is not None
                and (service := _client_service(node.value)) is not None}
+    _follow_into_parameters(trees, clients)
     actions: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):

@@ -224,19 +224,19 @@ def test_iam_check_follows_the_code(fleet_copy: tuple[Path, Edit]) -> None:
 
 
 def test_iam_check_follows_a_table_passed_as_an_argument(fleet_copy: tuple[Path, Edit]) -> None:
-    """The worker starts reading the messages table through the store's generic read: GetItem is then
-    needed on messages, found by following ``_read``'s ``table`` parameter to the new call site."""
+    """The worker reads a message-log item through the store's generic read instead of its own GetItem: the
+    grant on messages is still found used, by following ``_read``'s ``table`` parameter to the call site; and
+    pointed at the workers table instead, the grant on messages is named unused."""
     root, edit = fleet_copy
-    edit(
-        "store.py",
-        "    async def get_connection(",
-        "    async def peek_message(self, pk: str) -> dict[str, Any] | None:\n"
-        "        return await self._read(self.config.messages_table, pk)\n\n"
-        "    async def get_connection(",
-    )
+    direct = ("            response = await self.aws.ddb.get_item(TableName=self.config.messages_table,\n"
+              "                                                   Key=to_wire({\"pk\": pk, \"sk\": b}), "
+              "ConsistentRead=True)\n        item = response.get(\"Item\")\n")
+    edit("store.py", direct, "            item = await self._read(self.config.messages_table, pk)\n")
+    assert iam_problems(TERRAFORM, root) == []
+    edit("store.py", "self._read(self.config.messages_table, pk)", "self._read(self.config.workers_table, pk)")
     problems = iam_problems(TERRAFORM, root)
     assert [p.split(" (")[0] for p in problems] == [
-        "worker task role: dynamodb:GetItem is not granted on the messages table"
+        "worker task role: dynamodb:GetItem is granted on the messages table but the code never calls it there"
     ], problems
 
 

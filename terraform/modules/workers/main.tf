@@ -78,21 +78,21 @@ data "aws_iam_policy_document" "assume" {
 
 # What the worker's code calls (fleet/worker.py and everything it imports), per table: conditional puts
 # and updates (LeaseStore.execute, given each table) and consistent reads of connections and workers;
-# fenced message writes (a transaction: a condition check on the connection, a put per message) and the
-# resume query on messages; the workers-table scan
+# the fenced message log (a conditional put per batch or takeover mark, the tail query, and a consistent
+# read of one log item after a refused put); the workers-table scan
 # (hardened); the reconcile query over the state index (the only grant on the index); notifications
 # (receive, batch delete, and a send on hand-off); the ActiveConnections metric.  SQS authorises
 # DeleteMessageBatch as sqs:DeleteMessage.  tests/deploy fails when this and the code disagree.
 data "aws_iam_policy_document" "task_fleet" {
   statement {
     sid       = "Connections"
-    actions   = ["dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     resources = [var.connections_table_arn]
   }
 
   statement {
     sid       = "Messages"
-    actions   = ["dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
     resources = [var.messages_table_arn]
   }
 
