@@ -64,7 +64,7 @@ class ClientSettings:
 
     ``max_attempts`` counts the first attempt (1: no SDK retries); ``timeout_s`` None keeps botocore's
     defaults (60 s connect and read); ``consistent_reads`` applies to the desired-state read of a
-    connection (``LeaseStore.get_connection``).
+    connection (``AwsAdapter.get_connection``).
     """
 
     max_attempts: int | None

@@ -57,7 +57,7 @@ from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, Upstream
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules, WorkerRecord
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
 
 
@@ -157,7 +157,7 @@ class ConnectionRunner:
         config: FleetConfig,
         rules: Rules,
         me: Holder,
-        store: LeaseStore,
+        store: AwsAdapter,
         history: HistoryWriter,
         clock: Clock,
         give_up: Callable[[HeldConnection, str], Awaitable[None]],

@@ -125,7 +125,7 @@ def _unix_ms(value: object) -> int | None:
 
 
 class BurialStore(Protocol):
-    """The store operations a burial uses (``fleet.store.LeaseStore``, ``fleet.memstore.MemoryStore``)."""
+    """The store operations a burial uses (``fleet.store.AwsAdapter``, ``fleet.memstore.MemoryStore``)."""
 
     async def task_stopped(self, cluster: str, task_arn: str) -> int | None: ...
 

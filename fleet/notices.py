@@ -26,7 +26,7 @@ from fleet.logline import log
 from fleet.ports import NoticeHost
 from fleet.profiles import NoteAction, SeenAction
 from fleet.store import Notification
-from fleet.tasks import TaskSet
+from fleet.task_set import TaskSet
 
 LONG_POLL_RECEIVE = 1  # messages a long poll asks for
 BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)

@@ -1,7 +1,7 @@
 """What the worker and its loops depend on, as Protocols.
 
 The worker's own ports: the store it coordinates through and the consumer of a held stream
-(``fleet.store.LeaseStore`` and ``fleet.memstore.MemoryStore`` implement ``WorkerStore``;
+(``fleet.store.AwsAdapter`` and ``fleet.memstore.MemoryStore`` implement ``WorkerStore``;
 ``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``).
 
 The loops' ports: each loop module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
@@ -26,7 +26,7 @@ from fleet.lease import ConnectionRecord, Holder, Rules, StopRequest, WorkerReco
 from fleet.profiles import Profile
 from fleet.region_gate import RegionGate
 from fleet.store import Notification
-from fleet.tasks import TaskSet
+from fleet.task_set import TaskSet
 
 
 class RequestCounter(Protocol):
@@ -51,7 +51,7 @@ class RequestCounter(Protocol):
 
 
 class WorkerStore(Protocol):
-    """The operations of ``fleet.store.LeaseStore`` a worker calls."""
+    """The operations of ``fleet.store.AwsAdapter`` a worker calls."""
 
     @property
     def aws(self) -> RequestCounter: ...

@@ -57,7 +57,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import rules_for
 from fleet.region_gate import RegionGate, gate_for
 from fleet.schema import conn_pk
-from fleet.wire import from_wire, on_wire
+from fleet.typed import from_typed, typed_request
 
 MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -170,7 +170,7 @@ async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetC
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
     update that never clobbers a live lease.  Applied once it returns."""
     write = rules_for(config).start_connection(pk, ws_url, _now_ms())
-    request = on_wire(write.render())
+    request = typed_request(write.render())
     clients.requests["coordination"] += 1
     async with aws_errors("START put" if write.replace else "START update"):
         if write.replace:
@@ -197,12 +197,12 @@ async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> Stop
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
     item)."""
     now = _now_ms()
-    request = on_wire(rules_for(config).stop_connection(pk, now).render())
+    request = typed_request(rules_for(config).stop_connection(pk, now).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
                                                **request)
-    found = from_wire(result.get("Attributes", {}))
+    found = from_typed(result.get("Attributes", {}))
     epoch, stopped_at = found.get("epoch"), found.get("stopped_at_ms")
     owner, drained = str(found.get("lease_owner", "")), found.get("drained_epoch")
     return StopFound(owner, None if epoch is None else int(epoch), None if stopped_at is None else int(stopped_at),
@@ -233,7 +233,7 @@ async def _update_unless_refused(table: str, write: Write, what: str, clients: A
     clients.requests["coordination"] += 1
     try:
         async with aws_errors(what):
-            await clients.ddb.update_item(TableName=table, **on_wire(write.render()))
+            await clients.ddb.update_item(TableName=table, **typed_request(write.render()))
     except ConditionFailed:
         return
 

@@ -24,7 +24,7 @@ from fleet.errors import StoreError
 from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
-from fleet.wire import from_wire, on_wire, to_wire
+from fleet.typed import from_typed, to_typed, typed_request
 
 if TYPE_CHECKING:
     from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
@@ -68,8 +68,9 @@ def _notification(text: str, receipt: str) -> Notification:
                         released_epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None)
 
 
-class LeaseStore:
-    """DynamoDB, SQS and CloudWatch operations of one fleet process."""
+class AwsAdapter:
+    """The fleet's AWS adapter for one process: its DynamoDB tables, the notification queue, ECS task state and
+    the ActiveConnections metric."""
 
     def __init__(self, aws: AwsClients) -> None:
         self.aws = aws
@@ -88,14 +89,14 @@ class LeaseStore:
 
         Raises ``ConditionFailed`` when the condition was refused.
         """
-        request = on_wire(write.render())
+        request = typed_request(write.render())
         self.aws.requests[purpose] += 1
         async with aws_errors(f"{'put' if write.replace else 'update'} {table}", self.aws.errors):
             if write.replace:
                 await self.aws.ddb.put_item(TableName=table, **request)
                 return write.apply(None)
             response = await self.aws.ddb.update_item(TableName=table, ReturnValues="ALL_NEW", **request)
-        return from_wire(response.get("Attributes", {}))
+        return from_typed(response.get("Attributes", {}))
 
     async def transactions(self) -> bool:
         """Whether message batches go out as transactions (``WSFLEET_TRANSACTIONS``; ``auto``: whether the
@@ -114,7 +115,7 @@ class LeaseStore:
         try:
             async with aws_errors("probe transactions", self.aws.errors):
                 await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
-                    "TableName": self.config.connections_table, "Key": to_wire({"pk": TRANSACTIONS_PROBE_PK}),
+                    "TableName": self.config.connections_table, "Key": to_typed({"pk": TRANSACTIONS_PROBE_PK}),
                 }}])
         except StoreError as exc:
             # Only the backend saying it has no such operation is remembered as "no transactions"; any other
@@ -132,7 +133,7 @@ class LeaseStore:
         outcome is unknown (``LogWriter.on_unknown``: send it again)."""
         self.aws.requests["messages"] += 1
         async with aws_errors(f"put {self.config.messages_table}", self.aws.errors):
-            await self.aws.ddb.put_item(TableName=self.config.messages_table, Item=to_wire(item.to_item()),
+            await self.aws.ddb.put_item(TableName=self.config.messages_table, Item=to_typed(item.to_item()),
                                         ConditionExpression="attribute_not_exists(sk)")
 
     async def log_tail(self, pk: str) -> LogItem | None:
@@ -142,29 +143,29 @@ class LeaseStore:
         async with aws_errors("query messages", self.aws.errors):
             response = await self.aws.ddb.query(
                 TableName=self.config.messages_table, KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues=to_wire({":pk": pk}), ScanIndexForward=False, Limit=1,
+                ExpressionAttributeValues=to_typed({":pk": pk}), ScanIndexForward=False, Limit=1,
                 ConsistentRead=True)
         items = response.get("Items", [])
-        return LogItem.from_item(from_wire(items[0])) if items else None
+        return LogItem.from_item(from_typed(items[0])) if items else None
 
     async def log_item(self, pk: str, b: int) -> LogItem | None:
         """Item ``b`` of ``pk``'s message log (None: absent), read consistently."""
         self.aws.requests["messages"] += 1
         async with aws_errors("get messages", self.aws.errors):
             response = await self.aws.ddb.get_item(TableName=self.config.messages_table,
-                                                   Key=to_wire({"pk": pk, "sk": b}), ConsistentRead=True)
+                                                   Key=to_typed({"pk": pk, "sk": b}), ConsistentRead=True)
         item = response.get("Item")
-        return LogItem.from_item(from_wire(item)) if item else None
+        return LogItem.from_item(from_typed(item)) if item else None
 
     # -- reads ---------------------------------------------------------------------------------------
     async def _read(self, table: str, pk: str, consistent: bool = True) -> dict[str, Any] | None:
         """One item by key (a coordination request)."""
         self.aws.requests["coordination"] += 1
         async with aws_errors(f"get {table}", self.aws.errors):
-            response = await self.aws.ddb.get_item(TableName=table, Key=to_wire({"pk": pk}),
+            response = await self.aws.ddb.get_item(TableName=table, Key=to_typed({"pk": pk}),
                                                    ConsistentRead=consistent)
         item = response.get("Item")
-        return from_wire(item) if item else None
+        return from_typed(item) if item else None
 
     async def get_connection(self, pk: str) -> ConnectionRecord | None:
         """A connection item, read consistently unless the client settings say otherwise."""
@@ -204,11 +205,11 @@ class LeaseStore:
                     TableName=self.config.connections_table,
                     IndexName=STATE_INDEX,
                     KeyConditionExpression=key_condition,
-                    ExpressionAttributeValues=to_wire(values),
+                    ExpressionAttributeValues=to_typed(values),
                     **extra,
                 )
             for item in response.get("Items", []):
-                yield ConnectionRecord.from_item(from_wire(item))
+                yield ConnectionRecord.from_item(from_typed(item))
             pages += 1
             start_key = response.get("LastEvaluatedKey")
             if not start_key or (max_pages is not None and pages >= max_pages):
@@ -226,7 +227,7 @@ class LeaseStore:
                     TableName=self.config.workers_table, ConsistentRead=True, **extra
                 )
             for item in response.get("Items", []):
-                record = WorkerRecord.from_item(from_wire(item))
+                record = WorkerRecord.from_item(from_typed(item))
                 found[record.worker_id] = record
             start_key = response.get("LastEvaluatedKey")
             if not start_key:

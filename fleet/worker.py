@@ -51,8 +51,8 @@ from fleet.profiles import profile_for
 from fleet.reconcile import Reconciler
 from fleet.region_gate import gate_for
 from fleet.release import Releases
-from fleet.store import LeaseStore
-from fleet.tasks import TaskSet
+from fleet.store import AwsAdapter
+from fleet.task_set import TaskSet
 
 
 class Worker:
@@ -355,7 +355,7 @@ STARTUP_PATIENCE_S = 15.0  # a backend starting beside us gets this long
 USAGE = f"usage: python -m fleet.worker [--profile {{{','.join(PROFILES)}}}] [--worker-id ID] [--help]"
 
 
-async def reach_backend(store: LeaseStore) -> None:
+async def reach_backend(store: AwsAdapter) -> None:
     """Read the connections table until it answers; after ``STARTUP_PATIENCE_S`` give up with the reason."""
     deadline = time.monotonic() + STARTUP_PATIENCE_S
     while True:
@@ -374,7 +374,7 @@ async def serve(config: FleetConfig) -> None:
     history = HistoryWriter(config.history_path, config.worker_id)
     profile = profile_for(config)
     async with AwsClients(config, profile.client_settings) as aws:
-        store = LeaseStore(aws)
+        store = AwsAdapter(aws)
         await reach_backend(store)
 
         def runner(w: Worker) -> ConnectionRunner:

@@ -229,7 +229,7 @@ def test_iam_check_follows_a_table_passed_as_an_argument(fleet_copy: tuple[Path,
     pointed at the workers table instead, the grant on messages is named unused."""
     root, edit = fleet_copy
     direct = ("            response = await self.aws.ddb.get_item(TableName=self.config.messages_table,\n"
-              "                                                   Key=to_wire({\"pk\": pk, \"sk\": b}), "
+              "                                                   Key=to_typed({\"pk\": pk, \"sk\": b}), "
               "ConsistentRead=True)\n        item = response.get(\"Item\")\n")
     edit("store.py", direct, "            item = await self._read(self.config.messages_table, pk)\n")
     assert iam_problems(TERRAFORM, root) == []

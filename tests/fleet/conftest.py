@@ -9,7 +9,7 @@ import pytest
 
 from fleet.aws import AwsClients
 from fleet.config import FleetConfig
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 from harness.backends import EmbeddedBackend, start_embedded
 from harness.backends.servers import dynalite_command
 
@@ -45,6 +45,6 @@ def engine_config(engine_backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.fixture
-async def store(engine_config: FleetConfig) -> AsyncIterator[LeaseStore]:
+async def store(engine_config: FleetConfig) -> AsyncIterator[AwsAdapter]:
     async with AwsClients(engine_config) as aws:
-        yield LeaseStore(aws)
+        yield AwsAdapter(aws)

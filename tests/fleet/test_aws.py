@@ -19,7 +19,7 @@ from fleet.aws import AwsClients, ClientSettings, aws_errors
 from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 
 
 def cancelled(*codes: str) -> ClientError:
@@ -115,7 +115,7 @@ async def test_a_throttled_request_counts_in_the_clients_errors(monkeypatch: pyt
 
     async with AwsClients(FleetConfig(timescale=0.1)) as aws:
         aws.ddb.meta.events.register("before-call.dynamodb.GetItem", throttle)
-        store = LeaseStore(aws)
+        store = AwsAdapter(aws)
         for _ in range(3):
             with pytest.raises(StoreUnavailable):
                 await store.get_connection("CONN#throttled")
@@ -169,6 +169,6 @@ def test_the_skew_bounds_contain_the_lease_clocks_offset_after_sub_second_steps(
                     clocks.offset_ms_now += step_ms
             date = formatdate(processed // 1000, usegmt=True)  # whole seconds, as HTTP dates are
             aws._note_answer(parsed={"ResponseMetadata": {"HTTPHeaders": {"date": date}}}, context=context)
-        bounds = LeaseStore(aws).clock_skew_bounds()
+        bounds = AwsAdapter(aws).clock_skew_bounds()
     assert bounds is not None
     assert bounds[0] < clocks.offset_ms_now <= bounds[1]

@@ -24,7 +24,7 @@ from fleet.billing import (
 )
 from fleet.config import FleetConfig
 from fleet.schema import connections_table
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 
 KB = 1024
 
@@ -162,7 +162,7 @@ def test_dollars_per_million_messages_at_list_price() -> None:
     assert dollars_per_million(5, 5, 0) is None
 
 
-async def test_the_adapter_records_units_that_match_what_the_backend_reports(store: LeaseStore,
+async def test_the_adapter_records_units_that_match_what_the_backend_reports(store: AwsAdapter,
                                                                             engine_backend: Any) -> None:
     """Every request asks for ``ReturnConsumedCapacity``; the computed figure must equal the reported one.
     moto reports a fixed 1 per PutItem and 0.5 per GetItem whatever the size or consistency, so sizes are

@@ -31,7 +31,7 @@ from fleet.errors import ConditionFailed, StoreUnavailable, UpstreamError
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 from fleet.upstream import UpstreamMessage, UpstreamSession
 from tests.fleet.memworker import until
 from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk, stored, take_over
@@ -39,7 +39,7 @@ from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk,
 pytestmark = pytest.mark.timeout(120)
 
 
-def runner_for(config: FleetConfig, store: LeaseStore, history: HistoryWriter, me: Holder = ME) -> ConnectionRunner:
+def runner_for(config: FleetConfig, store: AwsAdapter, history: HistoryWriter, me: Holder = ME) -> ConnectionRunner:
     async def give_up(held: HeldConnection, reason: str) -> None:
         raise AssertionError(f"gave up {held.pk}: {reason}")
     return ConnectionRunner(config, rules_for(config), me, store, history, LeaseClock(), give_up,
@@ -84,7 +84,7 @@ async def opened(runner: ConnectionRunner, held: HeldConnection, me: Holder = ME
     return held
 
 
-async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: LeaseStore, engine_config: FleetConfig,
+async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: AwsAdapter, engine_config: FleetConfig,
                                                                        tmp_path: Path) -> None:
     """The old owner's batch is built and past every client-side check when it freezes; meanwhile another
     worker takes the lease over and marks the log.  The frozen put then finds its number taken by the mark
@@ -99,7 +99,7 @@ async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: Le
     writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     async with AwsClients(engine_config) as other_aws:  # the new owner is another process
-        other = LeaseStore(other_aws)
+        other = AwsAdapter(other_aws)
         theirs = await take_over(other, rules, pk, OTHER)
         await opened(runner_for(engine_config, other, HistoryWriter(None, "w2"), OTHER),
                      HeldConnection(lease=theirs), OTHER)
@@ -111,7 +111,7 @@ async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: Le
     assert [e["outcome"] for e in persisted] == ["fail"] and "superseded" in persisted[0]["note"]
 
 
-async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore, engine_config: FleetConfig) -> None:
+async def test_the_same_write_is_stored_when_nobody_took_over(store: AwsAdapter, engine_config: FleetConfig) -> None:
     """The control for the test above: the fence refuses only superseded writers."""
     pk = new_pk()
     lease = await held_connection(store, pk)
@@ -123,7 +123,7 @@ async def test_the_same_write_is_stored_when_nobody_took_over(store: LeaseStore,
 
 
 async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its_writer(
-        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+        store: AwsAdapter, engine_config: FleetConfig, tmp_path: Path) -> None:
     """A self-fence replaces the runner's incarnation while a write is in flight; its event must still name
     the incarnation that sent it, or the checkers would see the new one writing inside the old one's lease."""
     pk = new_pk()
@@ -141,7 +141,7 @@ async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its
 
 
 class LogStore:
-    """Stands in for ``LeaseStore``'s message log: an in-memory log that records each put as (kind, seq_from,
+    """Stands in for ``AwsAdapter``'s message log: an in-memory log that records each put as (kind, seq_from,
     seq_to) and, for a batch ending at a sequence of ``lost``, stores it but answers ``StoreUnavailable``
     (once each: the answer was lost)."""
 
@@ -171,7 +171,7 @@ LEASE = Lease(pk="CONN#c", ws_url="ws://u/s/c", epoch=1, resume_seq=0)
 
 
 def recording_runner(store: LogStore, history: HistoryWriter) -> ConnectionRunner:
-    return runner_for(HARDENED, cast(LeaseStore, store), history)
+    return runner_for(HARDENED, cast(AwsAdapter, store), history)
 
 
 async def test_the_fence_is_checked_again_right_before_the_request_leaves() -> None:
@@ -260,7 +260,7 @@ async def upstream() -> AsyncIterator[tuple[str, UpstreamStub]]:
 
 
 async def test_a_new_owner_marks_the_log_and_resumes_after_its_tail_and_says_which_incarnation_it_is(
-        store: LeaseStore, engine_config: FleetConfig, upstream: tuple[str, UpstreamStub]) -> None:
+        store: AwsAdapter, engine_config: FleetConfig, upstream: tuple[str, UpstreamStub]) -> None:
     """The previous owner stored 1..9 in its log above a checkpoint of 0: the new owner marks its take-up
     right after them, stores nothing of the replayed 6 and 7, and next asks the upstream for 10."""
     url, stub = upstream
@@ -281,7 +281,7 @@ async def test_a_new_owner_marks_the_log_and_resumes_after_its_tail_and_says_whi
     assert [(i["kind"], i["worker"], i["seq_to"]) for i in log[-2:]] == [("batch", "w2", 9), ("mark", "w1", 9)]
 
 
-async def put_log(store: LeaseStore, pk: str, holder: Holder, epoch: int, *batches: range) -> None:
+async def put_log(store: AwsAdapter, pk: str, holder: Holder, epoch: int, *batches: range) -> None:
     """``holder``'s take-up of an empty log at ``epoch``: its mark, then ``batches``."""
     writer = Writer(holder.worker_id, holder.gen, epoch, 1)
     await store.put_log_item(LogItem(pk, 1, MARK, writer, 1, 0, 0))
@@ -307,7 +307,7 @@ class BacklogStub:
         await ws.wait_closed()
 
 
-async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until_ms: Callable[[int], int],
+async def drain(store: AwsAdapter, config: FleetConfig, stub: BacklogStub, until_ms: Callable[[int], int],
                 tmp_path: Path) -> tuple[HeldConnection, list[str], Path]:
     """Drain a stream ME took over from OTHER (which stored 1..2) with the stub as its upstream."""
     rules = HardenedRules(config)
@@ -331,7 +331,7 @@ async def drain(store: LeaseStore, config: FleetConfig, stub: BacklogStub, until
 
 
 async def test_a_drain_stores_what_was_emitted_before_the_cutoff_and_ends_at_the_first_message_past_it(
-        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+        store: AwsAdapter, engine_config: FleetConfig, tmp_path: Path) -> None:
     """Resumed at 3 (the first missing), stores 3..5 (emitted before 5 500 ms), not 6 (the first past it),
     then is released as drained; without the end rule it would keep consuming what came after the STOP."""
     held, given_up, path = await drain(store, engine_config, BacklogStub(range(1, 9), lambda seq: 1000.0 * seq),
@@ -343,7 +343,7 @@ async def test_a_drain_stores_what_was_emitted_before_the_cutoff_and_ends_at_the
 
 
 async def test_a_drain_with_nothing_arriving_ends_once_the_clock_is_past_the_cutoff(
-        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+        store: AwsAdapter, engine_config: FleetConfig, tmp_path: Path) -> None:
     """The stream went quiet before the STOP: the drain stores what there was and ends (idle)."""
     tolerance = int(HardenedRules(engine_config).tolerance_ms)
     held, given_up, _ = await drain(store, engine_config, BacklogStub(range(1, 5), lambda seq: 0.0),
@@ -373,7 +373,7 @@ class SilencedStub(BacklogStub):
 
 
 async def test_a_drain_whose_session_died_silently_does_not_end_on_that_silence(
-        store: LeaseStore, engine_config: FleetConfig, tmp_path: Path) -> None:
+        store: AwsAdapter, engine_config: FleetConfig, tmp_path: Path) -> None:
     """Silence past the cutoff ends a drain only on a session that answers a ping: the first session died
     after one frame, so the drain reopens from the next sequence and stores the rest before it ends."""
     tolerance = int(HardenedRules(engine_config).tolerance_ms)
@@ -466,7 +466,7 @@ class Closes(HistoryWriter):
 async def reconnects(upstream: Refusing, config: FleetConfig, wanted: int) -> list[dict[str, Any]]:
     """The first ``wanted`` ``ws.close`` events of a stream whose upstream is ``upstream``; stopped then."""
     history = Closes(wanted)
-    runner = runner_for(config, cast(LeaseStore, LogStore()), history)
+    runner = runner_for(config, cast(AwsAdapter, LogStore()), history)
     async with serve(upstream.handler, "127.0.0.1", 0, process_request=upstream.process_request) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/streams/c"
         held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
@@ -510,7 +510,7 @@ async def test_a_worker_with_an_empty_allowlist_dials_no_url(upstream: tuple[str
     """As the router does, a worker that dials upstreams itself and was given no allowlist admits no host."""
     url, stub = upstream
     history = Closes(1)
-    runner = runner_for(HARDENED, cast(LeaseStore, LogStore()), history)
+    runner = runner_for(HARDENED, cast(AwsAdapter, LogStore()), history)
     held = HeldConnection(lease=Lease("CONN#c", url, 1, 0))
     consuming = asyncio.create_task(runner.consume(held))
     await asyncio.wait_for(history.enough.wait(), 10)

@@ -93,7 +93,7 @@ def test_the_import_graph_is_read_from_the_source() -> None:
     assert "lease" in graph["worker"] and "worker" not in graph["lease"]
     assert "stream_machine" in graph["worker"]  # ``from fleet import stream_machine as machine``
     source = ("from typing import TYPE_CHECKING\nimport fleet.lease\nfrom fleet import worker as w\n"
-              "if TYPE_CHECKING:\n    from fleet.store import LeaseStore\n")
+              "if TYPE_CHECKING:\n    from fleet.store import AwsAdapter\n")
     assert fleet_modules_imported(source) == {"lease", "worker", "store"}
 
 

@@ -21,7 +21,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder
 from fleet.router import MAX_BODY_BYTES, LambdaRouter, handle_event
 from fleet.schema import conn_pk
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 from harness.backends.resources import client
 from harness.region.routing_control import RoutingControls, control_arn
 
@@ -447,7 +447,7 @@ async def test_hardened_stop_start_stop_posts_a_second_entry_that_deleting_the_f
     rules = HardenedRules(observer.config)
     expires = observer.worker("worker-9")["expires_at_ms"]
     renewal = rules.renew_worker(Holder("worker-9", "g1"), int(expires) - int(rules.lease_ms), frozenset({first}))
-    renewed = await LeaseStore(router.clients).execute(observer.config.workers_table, renewal)
+    renewed = await AwsAdapter(router.clients).execute(observer.config.workers_table, renewal)
     assert renewed["stop_requests"] == {second}  # what the owner settles: the restarted lease is STOPPED
 
 

@@ -20,7 +20,7 @@ from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.lease import STARTED, HardenedRules, Holder, Lease
-from fleet.store import NOTIFY_REQUESTS_IN_FLIGHT, LeaseStore, from_wire, to_wire
+from fleet.store import NOTIFY_REQUESTS_IN_FLIGHT, AwsAdapter, from_typed, to_typed
 from tests.fleet.memworker import until
 
 ME = Holder("w1", "gen-a")
@@ -33,15 +33,15 @@ def new_pk() -> str:
     return f"CONN#store-{uuid.uuid4().hex[:10]}"
 
 
-async def held_connection(store: LeaseStore, pk: str, holder: Holder = ME, epoch: int = 1) -> Lease:
+async def held_connection(store: AwsAdapter, pk: str, holder: Holder = ME, epoch: int = 1) -> Lease:
     """A STARTED connection item owned by ``holder`` at ``epoch``; the lease it grants."""
     item = {"pk": pk, "desired_state": STARTED, "ws_url": "ws://u/s/c", "lease_owner": holder.worker_id,
             "owner_gen": holder.gen, "epoch": epoch, "last_seq": 0}
-    await store.aws.ddb.put_item(TableName=store.config.connections_table, Item=to_wire(item))
+    await store.aws.ddb.put_item(TableName=store.config.connections_table, Item=to_typed(item))
     return Lease.granted(item)
 
 
-async def take_over(store: LeaseStore, rules: HardenedRules, pk: str, taker: Holder) -> Lease:
+async def take_over(store: AwsAdapter, rules: HardenedRules, pk: str, taker: Holder) -> Lease:
     """``taker`` acquires the connection the way a worker does, from a consistent read."""
     seen = await store.get_connection(pk)
     assert seen is not None
@@ -53,19 +53,19 @@ def message(rules: HardenedRules, lease: Lease, holder: Holder, seq: int) -> dic
     return rules.message(lease, holder, seq, f"data-{seq}", int(time.time() * 1000)).apply(None)
 
 
-async def log_seqs(store: LeaseStore, pk: str) -> list[int]:
+async def log_seqs(store: AwsAdapter, pk: str) -> list[int]:
     """The sequences of ``pk``'s message log, in log order."""
     return [m["seq"] for item in (await stored(store, pk)).values() for m in item.get("msgs", [])]
 
 
-async def stored(store: LeaseStore, pk: str) -> dict[int, dict[str, Any]]:
+async def stored(store: AwsAdapter, pk: str) -> dict[int, dict[str, Any]]:
     response = await store.aws.ddb.query(
         TableName=store.config.messages_table, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues=to_wire({":pk": pk}), ConsistentRead=True)
-    return {int(item["sk"]): item for item in map(from_wire, response.get("Items", []))}
+        ExpressionAttributeValues=to_typed({":pk": pk}), ConsistentRead=True)
+    return {int(item["sk"]): item for item in map(from_typed, response.get("Items", []))}
 
 
-async def test_transactions_are_probed_once(store: LeaseStore, engine_backend: Any) -> None:
+async def test_transactions_are_probed_once(store: AwsAdapter, engine_backend: Any) -> None:
     before = store.aws.requests["coordination"]
     answers = await asyncio.gather(*(store.transactions() for _ in range(3)))
     assert answers == [engine_backend.dynamodb_engine == "moto"] * 3
@@ -75,7 +75,7 @@ async def test_transactions_are_probed_once(store: LeaseStore, engine_backend: A
 
 
 @pytest.mark.parametrize("code", ["AccessDeniedException", "ExpiredTokenException", "ResourceNotFoundException"])
-async def test_a_probe_refused_for_another_reason_is_raised_and_asked_again(store: LeaseStore, engine_backend: Any,
+async def test_a_probe_refused_for_another_reason_is_raised_and_asked_again(store: AwsAdapter, engine_backend: Any,
                                                                            code: str) -> None:
     """Hole 9: a first probe refused for a reason that says nothing about transactions (an expired token,
     access denied, a table not there yet) was remembered as "no transactions" for the process's life,
@@ -97,11 +97,11 @@ async def test_a_probe_refused_for_another_reason_is_raised_and_asked_again(stor
 @pytest.mark.parametrize("mode", ["on", "off"])
 async def test_the_transactions_setting_overrides_the_probe(engine_config: FleetConfig, mode: str) -> None:
     async with AwsClients(engine_config.with_changes(transactions=mode)) as aws:
-        assert await LeaseStore(aws).transactions() is (mode == "on")
+        assert await AwsAdapter(aws).transactions() is (mode == "on")
         assert aws.requests["coordination"] == 0
 
 
-async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: LeaseStore) -> None:
+async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: AwsAdapter) -> None:
     """One conditional PutItem per item, on both engines; the tail is the highest number, read consistently."""
     pk = new_pk()
     assert await store.log_tail(pk) is None
@@ -121,7 +121,7 @@ async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: Le
 @pytest.mark.parametrize("offset_ms", [0, 5_000, -2_500])
 async def test_the_skew_bounds_contain_the_lease_clocks_offset(engine_config: FleetConfig, offset_ms: int) -> None:
     async with AwsClients(engine_config.with_changes(clock_offset_ms=offset_ms)) as aws:
-        store = LeaseStore(aws)
+        store = AwsAdapter(aws)
         assert store.clock_skew_bounds() is None
         for _ in range(8):
             await store.get_connection(new_pk())
@@ -143,7 +143,7 @@ async def test_the_desired_state_read_follows_the_client_settings(engine_config:
     async with AwsClients(engine_config, settings=settings) as aws:
         aws.ddb.meta.events.register("provide-client-params.dynamodb.GetItem",
                                      lambda params, **_: asked.append(params["ConsistentRead"]))
-        await LeaseStore(aws).get_connection(new_pk())
+        await AwsAdapter(aws).get_connection(new_pk())
     assert asked == [consistent]
 
 
@@ -174,7 +174,7 @@ async def test_an_announcement_sends_its_batches_together_and_tries_every_one() 
     sqs = HeldSqs(refused_pk="CONN#p005")
     aws = SimpleNamespace(config=FleetConfig(queue_url="http://q"), sqs=sqs, errors=Counter(), requests=Counter())
     handoffs = [(f"CONN#p{i:03d}", 1) for i in range(200)]
-    announcing = asyncio.create_task(LeaseStore(cast(AwsClients, aws)).notify(handoffs))
+    announcing = asyncio.create_task(AwsAdapter(cast(AwsClients, aws)).notify(handoffs))
     await until(lambda: sqs.waiting == NOTIFY_REQUESTS_IN_FLIGHT)
     sqs.opened.set()
     with pytest.raises(StoreUnavailable):
@@ -183,7 +183,7 @@ async def test_an_announcement_sends_its_batches_together_and_tries_every_one() 
     assert sorted(sqs.sent) == [pk for pk, _ in handoffs if not pk.startswith("CONN#p00")]
 
 
-async def test_an_announcement_reaches_the_queue_whole(store: LeaseStore) -> None:
+async def test_an_announcement_reaches_the_queue_whole(store: AwsAdapter) -> None:
     prefix = f"CONN#{uuid.uuid4().hex[:8]}-"
     handoffs = [(f"{prefix}{i}", i) for i in range(25)]
     await store.notify(handoffs)

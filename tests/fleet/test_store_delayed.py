@@ -24,7 +24,7 @@ from fleet.connection import ConnectionRunner, Fenced, HeldConnection
 from fleet.expr import Lt, NotExists, Update, Write, any_of
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
-from fleet.store import LeaseStore
+from fleet.store import AwsAdapter
 from harness.faults.network import ToxiproxyClient, start_embedded_toxiproxy
 from tests.fleet.test_store import ME, OTHER, held_connection, new_pk, stored, take_over
 
@@ -52,7 +52,7 @@ def dynalite(engine_backend: Any) -> None:
 
 @pytest.fixture
 async def delayed_store(engine_config: FleetConfig, toxiproxy: ToxiproxyClient,
-                        monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LeaseStore]:
+                        monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[AwsAdapter]:
     """A store whose DynamoDB requests reach the server ``HELD_MS`` after they are sent; its timeout (3 s, at
     scale 1) outlasts the hold, so each answer says what the server did."""
     target = os.environ["AWS_ENDPOINT_URL_DYNAMODB"].removeprefix("http://")
@@ -61,12 +61,12 @@ async def delayed_store(engine_config: FleetConfig, toxiproxy: ToxiproxyClient,
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://{proxy.listen}")
     try:
         async with AwsClients(engine_config.with_changes(timescale=1.0, aws_timeout_ms=3_000)) as aws:
-            yield LeaseStore(aws)
+            yield AwsAdapter(aws)
     finally:
         toxiproxy.delete_proxy("held-dynamodb")
 
 
-async def old_rule_put(store: LeaseStore, lease: Lease, holder: Holder, seq: int) -> None:
+async def old_rule_put(store: AwsAdapter, lease: Lease, holder: Holder, seq: int) -> None:
     """b917e92's message write without transactions, kept here as the oracle of the window: one item per
     sequence, put if ``attribute_not_exists(sk) OR epoch <= mine``."""
     write = Write(key={"pk": lease.pk, "sk": seq},
@@ -76,7 +76,7 @@ async def old_rule_put(store: LeaseStore, lease: Lease, holder: Holder, seq: int
     await store.execute(store.config.messages_table, write, purpose="messages")
 
 
-async def hand_over(store: LeaseStore, window: str, pk: str, mine: Lease) -> tuple[Lease, Holder]:
+async def hand_over(store: AwsAdapter, window: str, pk: str, mine: Lease) -> tuple[Lease, Holder]:
     """The handover of ``window``: who holds the stream next, at which lease."""
     rules = HardenedRules(store.config)
     now = int(time.time() * 1000)
@@ -90,7 +90,7 @@ async def hand_over(store: LeaseStore, window: str, pk: str, mine: Lease) -> tup
 @pytest.mark.parametrize("logic", ["b917e92", "log"])
 @pytest.mark.parametrize("window", ["frozen mid-request", "drop", "transfer", "re-adoption"])
 async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_refused_by_the_log(
-        dynalite: None, store: LeaseStore, delayed_store: LeaseStore, window: str, logic: str) -> None:
+        dynalite: None, store: AwsAdapter, delayed_store: AwsAdapter, window: str, logic: str) -> None:
     """Each window of issue 26, on dynalite: the old owner's write leaves while it holds the stream (its
     request held on the wire), the stream changes hands (a takeover, a drop or a transfer that does not wait
     for the writer, or the same incarnation taking it up again at the same epoch after a release whose answer
@@ -123,7 +123,7 @@ async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_re
     assert log[-1]["take"] != log[0]["take"]  # a re-adoption is another take-up of the same incarnation
 
 
-def runner(config: FleetConfig, store: LeaseStore, me: Holder) -> ConnectionRunner:
+def runner(config: FleetConfig, store: AwsAdapter, me: Holder) -> ConnectionRunner:
     async def give_up(held: HeldConnection, reason: str) -> None:
         raise AssertionError(f"gave up {held.pk}: {reason}")
     return ConnectionRunner(config, rules_for(config), me, store, HistoryWriter(None, me.worker_id), LeaseClock(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
-from fleet.wire import to_wire
+from fleet.typed import to_typed
 from harness.ground_truth import record_final
 from tests.harness.message_items import log_item
 
@@ -108,7 +108,7 @@ def test_the_fleets_own_log_items_are_read_message_by_message_and_entry_by_entry
     items = [LogItem("CONN#a", 1, MARK, writer, 1, 0, 5),
              LogItem("CONN#a", 2, BATCH, writer, 1, 2, 6, (Message(1, 0, "a:1"), Message(2, 0, "a:2")))]
     for item in items:
-        dynamodb.put_item(TableName=TABLES["messages"], Item=to_wire(item.to_item()))
+        dynamodb.put_item(TableName=TABLES["messages"], Item=to_typed(item.to_item()))
     recorder = Recorder()
 
     record_final(recorder, dynamodb, TABLES, {}, ["a"])

@@ -1,5 +1,6 @@
-"""DynamoDB's typed wire form: items, keys and rendered ``fleet.expr.Write`` requests to and from it (used by
-``fleet.store`` and the router, which sends the rules' START / STOP writes itself)."""
+"""DynamoDB's typed attribute values (``{"N": "3"}``): plain items and keys to and from them (``to_typed``,
+``from_typed``), and a rendered ``fleet.expr.Write`` request with its parts typed (``typed_request``); used by
+``fleet.store`` and the router, which sends the rules' START / STOP writes itself."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_wire(value: Mapping[str, Any]) -> dict[str, Any]:
+def to_typed(value: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _serializer.serialize(v) for k, v in value.items()}
 
 
@@ -25,13 +26,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def on_wire(request: dict[str, Any]) -> dict[str, Any]:
+def typed_request(request: dict[str, Any]) -> dict[str, Any]:
     """A rendered ``Write`` request with its item, key and values in DynamoDB's typed form."""
     for part in ("Item", "Key", "ExpressionAttributeValues"):
         if part in request:
-            request[part] = to_wire(request[part])
+            request[part] = to_typed(request[part])
     return request
 
 
-def from_wire(item: Mapping[str, Any]) -> dict[str, Any]:
+def from_typed(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
