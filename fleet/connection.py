@@ -19,7 +19,9 @@ a half-open connection, is closed and reopened from the next sequence.
 After every received frame, and right before every write request goes out (inside its slot, after any
 wait), it asks the fence of the incarnation that took the stream up whether it may still consume
 (``Fence.allows``, on the fence clock); the check is synchronous, so a process resumed after a pause drops what it
-buffered instead of writing it.  ``hardened`` stores messages as a fenced log (``fleet.batch_log``): each
+buffered instead of writing it.  Right before each write it also asks whether the stream was let go
+(``HeldConnection.may_send``): a task that did not end when its stream was released or left to lapse sends
+nothing more.  ``hardened`` stores messages as a fenced log (``fleet.batch_log``): each
 take-up reads the log's tail and puts its mark before it stores anything, then puts batches one at a time,
 each on the next number only if it is free, so a write that left before the fence closed but arrives after
 a takeover either landed before the new owner's mark (which resumes after it) or is refused.
@@ -113,6 +115,12 @@ class HeldConnection:
     fence: Fence = field(default_factory=Fence)  # the fence of the incarnation that took it up
     transfer_to: WorkerRecord | None = None  # its handoff names this incarnation the owner (``fleet.balance``)
     log: LogWriter | None = None  # hardened: this take-up's writer of the stream's message log
+    let_go: bool = False  # released or left to lapse (``fleet.worker.Worker.drop``): none of its writes go out
+
+    def may_send(self) -> bool:
+        """Whether a write of this take-up may still go out: the stream is not let go, and the fence of the
+        incarnation that took it up is open."""
+        return not self.let_go and self.fence.allows()
 
     @property
     def pk(self) -> str:
@@ -238,12 +246,7 @@ class ConnectionRunner:
                     if opening is not None:
                         await opening
                         opening = None
-                    sink = MessageSink(self, held)
-                    try:
-                        ended = await self._receive(session, held, sink)
-                    finally:
-                        await sink.drain()
-                    if ended:  # everything before the drain's end is stored
+                    if await self._read(session, held):  # everything before the drain's end is stored
                         held.drained, reason = True, "drained"
             except Fenced:
                 self._closed(held, me, "fenced")
@@ -269,6 +272,15 @@ class ConnectionRunner:
                          retry_after_ms=as_ms(retry_after_s))
             await wait_until_set(held.stopping, delay_s)
         return None
+
+    async def _read(self, session: UpstreamSession, held: HeldConnection) -> bool:
+        """Store what ``session`` delivers until stopped (False) or, for a drain, until it is over (True); what
+        is queued when the session ends is stored, unless the task is being cancelled (``MessageSink.drain``)."""
+        sink = MessageSink(self, held)
+        try:
+            return await self._receive(session, held, sink)
+        finally:
+            await sink.drain()
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
         """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
@@ -310,11 +322,11 @@ class ConnectionRunner:
         me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
         sent = time.time() * 1000.0
         writes = [self.rules.message(held.lease, me, m.seq, m.data, self.clock.now_ms()) for m in messages]
-        if not held.fence.allows():
+        if not held.may_send():
             raise Fenced()
         note: str | None = None
         try:
-            await self._write_each(held.fence, writes)
+            await self._write_each(held, writes)
             outcome = "ok"
         except StoreError as exc:
             outcome, note = ("info" if isinstance(exc, StoreUnavailable) else "fail"), str(exc)[:200]
@@ -364,7 +376,7 @@ class ConnectionRunner:
             put = action if isinstance(action, Put) else put
             try:
                 async with self.message_slots:
-                    if not held.fence.allows():
+                    if not held.may_send():
                         raise Fenced()
                     action = await self._send(held, log, action)
             except Superseded as exc:
@@ -404,10 +416,10 @@ class ConnectionRunner:
                               seq_from=item.seq_from, seq_to=item.seq_to, b=item.b, outcome=outcome, note=note,
                               sent=sent)
 
-    async def _write_each(self, fence: Fence, writes: list[Write]) -> None:
+    async def _write_each(self, held: HeldConnection, writes: list[Write]) -> None:
         for write in writes:
             async with self.message_slots:
-                if not fence.allows():
+                if not held.may_send():
                     raise Fenced()
                 await self.store.execute(self.config.messages_table, write, purpose="messages")
 
@@ -502,10 +514,15 @@ class MessageSink:
         self._raise_if_failed()
 
     async def drain(self) -> None:
-        """Store what is queued now (safe: the log is fenced), then stop the writer."""
+        """Store what is queued now (safe: the log is fenced), then stop the writer.  In a task being cancelled
+        (its stream is let go) nothing more is stored: the writer is cancelled at once.  Until seed 391 such a
+        task went on storing its backlog, retrying each put, seconds after its stream was taken up again."""
         if self.writer is None:
             return
         try:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return
             self.flushing = True
             self.wake.set()
             if self.pending or not self.idle.is_set():

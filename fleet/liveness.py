@@ -269,6 +269,7 @@ class Liveness:
             if held.task is not None:
                 held.task.cancel()
             del w.held[held.pk]
+            held.let_go = True
             w.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=reason)
         log("lease.lost_all", reason=reason)
 

@@ -55,6 +55,7 @@ class Releases:
         for drop in pending:  # not awaited: a drop waiting on its consume task outlives one cancel
             drop.cancel()
             left = drops[drop]
+            left.let_go = True
             if left.task is not None:
                 left.task.cancel()
             w.emit("lease.lost", pk=left.pk, epoch=left.lease.epoch, reason="shutdown budget spent: left to lapse")

@@ -52,7 +52,7 @@ from fleet.reconcile import Reconciler
 from fleet.region_gate import gate_for
 from fleet.release import Releases
 from fleet.store import AwsAdapter
-from fleet.task_set import TaskSet
+from fleet.task_set import ConsumeTasks, TaskSet
 
 
 class Worker:
@@ -70,6 +70,7 @@ class Worker:
         self.fence = Fence(clock=self.clock.fence_s)  # this incarnation's (``Liveness.register`` makes each one's)
         self.gate = gate_for(config, store.aws.gate_clients, self.clock.fence_s)
         self.held: dict[str, HeldConnection] = {}
+        self.tasks = ConsumeTasks()  # a stream whose task still runs is not acquired again (``_acquire``)
         self.acquiring: set[str] = set()
         self.pending_stops: set[StopRequest] = set()  # STOPs seen while their stream's acquire was in flight
         self.stopping = asyncio.Event()
@@ -174,6 +175,9 @@ class Worker:
     async def _acquire(self, pk: str, via: str, seen: ConnectionRecord | None, me: Holder,
                        stored_seq: int = 0) -> bool:
         """Send the acquire (the caller marks ``pk`` acquiring); take up what it granted, after ``stored_seq``."""
+        if self.tasks.running(pk):  # an earlier take-up's consume task may still write (``ConsumeTasks``)
+            log("lease.acquire_deferred", pk=pk, via=via)
+            return False
         write = self.rules.acquire(pk, me, self.clock.now_ms(), seen)
         try:
             item = await self.store.execute(self.config.connections_table, write)
@@ -270,7 +274,7 @@ class Worker:
             await self.end_for_stop(held, start.reason, start.stopped_at_ms)
             if self.held.get(pk) is not held or held.dropping:
                 return False  # else a read showed it STARTED again since that STOP: consumed after all
-        held.task = asyncio.create_task(self.consumer.consume(held))
+        held.task = self.tasks.start(pk, self.consumer.consume(held))
         return True
 
     # -- letting go ----------------------------------------------------------------------------------
@@ -280,6 +284,7 @@ class Worker:
         then cancel that task and the release with it (the lease stayed held and unannounced: every drained
         release until explore seed 3231)."""
         held.task = None
+        self.tasks.over(held.pk)  # a refused release may take the stream up again (``_retake``)
         log("lease.give_up", pk=held.pk, reason=reason)
         await self.releases.hand_off([held], reason)
 
@@ -310,6 +315,7 @@ class Worker:
                     raise  # this drop was cancelled, not the consume task it waited for
         if self.held.get(held.pk) is held:
             del self.held[held.pk]
+        held.let_go = True  # a task that would not end sends nothing more
         letting = machine.let_go(release=release, reason=reason, fence_open=self.fence.allows(),
                                  task_ended=held.task is None or held.task.done(), draining=held.draining,
                                  drained=held.drained, drain_stop_ms=held.stopped_at_ms, stop_ms=stopped_at_ms,

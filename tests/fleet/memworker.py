@@ -51,6 +51,9 @@ class RecordingConsumer:
         self.consumed: list[tuple[str, str]] = []  # (pk, gen)
         self.drained: list[tuple[str, str]] = []  # (pk, gen)
         self.stuck: set[str] = set()  # pks whose task outlives the stop until cancelled, then writes once more
+        # pks whose task outlives the stop and its cancel, until the test sets the event (a cancelled task
+        # still storing its backlog)
+        self.lingering: dict[str, asyncio.Event] = {}
 
     async def consume(self, held: HeldConnection) -> None:
         if held.draining:
@@ -62,6 +65,12 @@ class RecordingConsumer:
         held.reading = True
         held.last_ts_ms = float("inf")  # it reads everything the stream emits, up to any STOP
         await held.stopping.wait()
+        linger = self.lingering.pop(held.pk, None)
+        if linger is not None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await linger.wait()
         if held.pk in self.stuck:
             try:
                 await asyncio.Event().wait()

@@ -192,6 +192,76 @@ async def test_the_fence_is_checked_again_right_before_the_request_leaves() -> N
     assert store.puts == [("mark", 1, 0)]
 
 
+async def test_a_write_of_a_stream_let_go_is_never_sent() -> None:
+    """A write that waited for its slot while its stream was let go (released, or left to lapse because its
+    task would not end) is never sent, whatever the fence says."""
+    store = LogStore()
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE, fence=Fence()))
+    for _ in range(MESSAGE_WRITES_IN_FLIGHT):
+        await runner.message_slots.acquire()
+    writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
+    await asyncio.sleep(0)  # let it queue for a slot
+    held.let_go = True
+    for _ in range(MESSAGE_WRITES_IN_FLIGHT):
+        runner.message_slots.release()
+    with pytest.raises(Fenced):
+        await asyncio.wait_for(writing, 5)
+    assert store.puts == [("mark", 1, 0)] and held.fence.allows()
+
+
+class DownLogStore(LogStore):
+    """A log whose every batch put times out unanswered (a store out of reach): the writer retries it."""
+
+    async def put_log_item(self, item: LogItem) -> None:
+        if item.kind == BATCH:
+            self.puts.append((item.kind, item.seq_from, item.seq_to))
+            raise StoreUnavailable("put: timed out")
+        await super().put_log_item(item)
+
+
+class Frames:
+    """A session that delivers ``sent`` and then ends (``frames`` iterates it as it would a real one)."""
+
+    def __init__(self, sent: list[UpstreamMessage]) -> None:
+        self.sent = sent
+
+    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
+        for each in self.sent:
+            yield each
+
+
+class Hanging(Frames):
+    """A session that delivers ``sent`` and then nothing, staying open."""
+
+    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
+        for each in self.sent:
+            yield each
+        await asyncio.Event().wait()
+
+
+@pytest.mark.looptime
+async def test_a_task_cancelled_with_its_backlog_unstored_ends_at_once_and_stores_nothing_more() -> None:
+    """Explore seed 391: the worker stopped a stream whose backlog the store was slow to take and cancelled
+    its task; the task, in the session's ``finally``, went on storing the backlog (each put retried), so it
+    did not end, and stored for seconds after the stream was taken up again.  Cancelled, it ends at once."""
+    store = DownLogStore()
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE, fence=Fence()))
+    reading = asyncio.create_task(runner._read(cast(UpstreamSession, Hanging(messages(1, 2, 3))), held))
+    try:
+        await until(lambda: len(store.puts) >= 3)  # the batch was tried, and tried again
+        reading.cancel()
+        done, _ = await asyncio.wait({reading}, timeout=1.0)
+        assert reading in done and reading.cancelled()
+        tried = len(store.puts)
+        await asyncio.sleep(1.0)  # a second on virtual time: the writer would have retried several times
+        assert len(store.puts) == tried
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+
+
 async def test_a_batch_whose_answer_was_lost_is_sent_again_and_recognised_as_stored(tmp_path: Path) -> None:
     store = LogStore(lost={3})
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
@@ -403,17 +473,6 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
         await again.submit(each)
     await again.drain()
     assert held.last_seq == 45
-
-
-class Frames:
-    """A session that delivers ``sent`` and then ends (``frames`` iterates it as it would a real one)."""
-
-    def __init__(self, sent: list[UpstreamMessage]) -> None:
-        self.sent = sent
-
-    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
-        for each in self.sent:
-            yield each
 
 
 async def test_a_gap_is_not_counted_as_read_so_a_stop_is_not_read_through_past_it() -> None:

@@ -1,13 +1,12 @@
-"""The lease rules as pure functions: decisions over records and a clock, and the one-consumer property
-over every interleaving hypothesis can find (model store, skewed clocks, pauses, late requests)."""
+"""The lease rules as pure functions: decisions over records and a clock (the one-consumer property over
+schedules is ``test_machines_property``'s, on the machines that use these rules)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
-from hypothesis import strategies as st
 
-from fleet.expr import Eq, Exists, Gt, Update, Write, all_of
+from fleet.config import FleetConfig
+from fleet.expr import Write
 from fleet.lease import (
     STARTED,
     STOPPED,
@@ -21,13 +20,17 @@ from fleet.lease import (
     WorkerRecord,
     rules_for,
 )
-from fleet.profiles import HardenedProfile, profile_for
-from tests.fleet.lease_model import Simulation, model_config
+from fleet.profiles import HardenedProfile
 
 ME = Holder("w1", "gen-a")
 OTHER = Holder("w2", "gen-b")
 OTHER_GEN = Holder("w1", "gen-z")  # a later incarnation of ME
 PK = "CONN#c1"
+
+
+def model_config(profile: str) -> FleetConfig:
+    """A configuration of ``profile`` at time scale 1."""
+    return FleetConfig(profile=profile, worker_id="model")  # type: ignore[arg-type]
 
 
 def record(**fields: object) -> ConnectionRecord:
@@ -150,131 +153,11 @@ def test_unsafe_acquires_a_live_lease() -> None:
     assert rules.acquire(PK, ME, 0).allowed(live)
 
 
-# -- the one-consumer property over interleavings --------------------------------------------------------
-ACTIONS = ("advance", "heartbeat", "acquire", "write", "checkpoint", "release", "duplicate")
-
-
-def steps(lease_ms: float, late_ms: float) -> st.SearchStrategy[list[tuple[str, int, int, float, float]]]:
-    step = st.tuples(
-        st.sampled_from(ACTIONS),
-        st.integers(0, 2),                       # worker
-        st.integers(0, 1),                       # stream
-        st.one_of(st.floats(0, lease_ms / 8), st.floats(0, lease_ms * 1.5)),  # time first (long: a pause)
-        st.floats(0, late_ms),                   # how late the request arrives
-    )
-    return st.lists(step, min_size=1, max_size=60)
-
-
-Plan = list[tuple[str, int, int, float, float]]
-
-
-def simulate(profile: str, offsets: list[int], plan: Plan) -> Simulation:
-    strategy = profile_for(model_config(profile))
-    sim = Simulation(strategy, offsets)
-    for action, worker, stream, dt, delay in plan:
-        sim.advance(dt)
-        if action == "heartbeat":
-            sim.heartbeat(worker, delay)
-        elif action == "acquire":
-            sim.acquire(worker, stream, delay)
-        elif action == "write":
-            sim.write_message(worker, stream, delay)
-        elif action == "checkpoint":
-            sim.checkpoint(worker, stream, delay)
-        elif action == "release":
-            sim.release(worker, stream, delay)
-        elif action == "duplicate":
-            sim.duplicate(worker * 7 + stream, delay)
-    sim.advance(10 * strategy.rules.lease_ms)
-    return sim
-
-
-def run(profile: str, offsets: list[int], plan: Plan) -> list[str]:
-    return simulate(profile, offsets, plan).violations()
-
-
-_hardened = HardenedRules(model_config("hardened"))
-# Requests may arrive as late as the fencing margin plus the request timeout (the design's assumption).
-_LATE = _hardened.lease_ms - _hardened.fence_ms
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    plan=steps(_hardened.lease_ms, _LATE),
-    offsets=st.lists(st.integers(0, int(_hardened.tolerance_ms)), min_size=2, max_size=3),
-)
-def test_hardened_never_accepts_two_workers_writes_in_overlapping_intervals(
-    plan: list[tuple[str, int, int, float, float]], offsets: list[int]
-) -> None:
-    plan = [(a, w % len(offsets), s, dt, d) for a, w, s, dt, d in plan]
-    assert run("hardened", offsets, plan) == []
-
-
-def test_unsafe_is_caught_by_the_same_property() -> None:
-    # two workers acquire the same live stream and both write
-    plan = [("acquire", 0, 0, 1.0, 0.0), ("acquire", 1, 0, 1.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
-    assert run("unsafe", [0, 0], plan)
-
-
-def test_hypothesis_finds_an_unsafe_interleaving() -> None:
-    """The same search that never breaks ``hardened`` finds a counterexample for ``unsafe`` on its own."""
-    step = st.tuples(st.sampled_from(ACTIONS), st.integers(0, 1), st.just(0), st.floats(0, 100), st.just(0.0))
-    counterexample = find(st.lists(step, min_size=1, max_size=12), lambda plan: bool(run("unsafe", [0, 0], plan)),
-                          settings=settings(max_examples=3000, deadline=None, database=None))
-    assert run("unsafe", [0, 0], counterexample)
-
-
-def test_blog_pause_is_caught_by_the_same_property() -> None:
-    # the published design: a worker paused past its lease writes after the takeover
-    plan = [("acquire", 0, 0, 1.0, 0.0), ("advance", 0, 0, 25_000.0, 0.0),
-            ("acquire", 1, 0, 0.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
-    assert run("blog", [0, 0], plan)
-
-
-def test_the_property_detects_a_fence_that_closes_too_late() -> None:
-    """The model is able to fail: a fence left open past expiry + tolerance lets a zombie write."""
-    plan = [("heartbeat", 0, 0, 1.0, 0.0), ("heartbeat", 1, 0, 0.0, 0.0), ("acquire", 0, 0, 1.0, 0.0),
-            ("acquire", 1, 0, 21_500.0, 0.0), ("write", 0, 0, 1.0, 0.0)]
-    assert run("hardened", [0, 0], plan) == []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(HardenedProfile, "fence_deadline", lambda self, s: s + (self.rules.lease_ms + 3_000) / 1000)
-        assert run("hardened", [0, 0], plan)
-
-
-# -- hole 2: a worker's expiry never moves backwards -----------------------------------------------------
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    plan=steps(_hardened.lease_ms, _hardened.lease_ms),
-    offsets=st.lists(st.integers(0, int(_hardened.tolerance_ms)), min_size=2, max_size=3),
-)
-def test_hardened_worker_expiry_never_moves_backwards(plan: Plan, offsets: list[int]) -> None:
-    """Late and duplicated renewals (up to a whole lease late) never lower a worker's stored expiry."""
-    plan = [(a, w % len(offsets), s, dt, d) for a, w, s, dt, d in plan]
-    assert simulate("hardened", offsets, plan).expiry_regressions() == []
-
-
-def _renew_worker_at_9eab16e(self: HardenedRules, me: Holder, now_ms: int, handled: frozenset[str]) -> Write:
-    """``renew_worker`` as commit 9eab16e wrote it: no ``expires_at_ms < :new`` guard."""
-    return Write(key={"pk": me.worker_id}, update=Update(set={"expires_at_ms": now_ms + int(self.lease_ms)}),
-                 condition=all_of(Exists("pk"), Eq("gen", me.gen),
-                                  Gt("expires_at_ms", now_ms + int(self.timeout_ms))))
-
-
-def test_hole_2_a_late_renewal_lowered_the_expiry_at_9eab16e() -> None:
-    """Hole 2.  At 9eab16e a renewal delivered after a later one was applied (its condition only asked for
-    the old expiry to be a request timeout away), so the expiry went down while the owner's fence, moved by
-    the later renewal, stayed open; with an unmodified clock a taker could then claim its streams.  The
-    search finds such a schedule on the old rule, and the same schedule is harmless now."""
-    step = st.tuples(st.sampled_from(("heartbeat", "duplicate", "advance")), st.just(0), st.just(0),
-                     st.floats(0, 5_000), st.floats(0, 10_000))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(HardenedRules, "renew_worker", _renew_worker_at_9eab16e)
-        found = find(st.lists(step, min_size=1, max_size=10),
-                     lambda plan: bool(simulate("hardened", [0], plan).expiry_regressions()),
-                     settings=settings(max_examples=3000, deadline=None, database=None))
-    assert simulate("hardened", [0], found).expiry_regressions() == []
+# -- hole 2: a worker's expiry never moves backwards (the search over schedules: test_machines_property) -----
+def test_hole_2_a_renewal_delivered_after_a_later_one_never_lowers_the_expiry() -> None:
     late = HardenedRules(model_config("hardened")).renew_worker(ME, 1_000, frozenset())
     assert not late.allowed({"pk": "w1", "gen": "gen-a", "expires_at_ms": 1_000 + 20_000 + 500})
+
 
 
 # -- START / STOP from the rules (what fleet/router.py writes) --------------------------------------------

@@ -17,7 +17,7 @@ from fleet.profiles import (
     SeenAction,
     profile_for,
 )
-from tests.fleet.lease_model import model_config
+from tests.fleet.test_lease import model_config
 
 ME = Holder("w1", "gen-a")
 HARDENED = HardenedProfile(model_config("hardened"))

@@ -609,6 +609,28 @@ async def test_a_stop_whose_writes_did_not_finish_leaves_the_stream_to_drain() -
     assert_released_for_the_stop_then_drained(store, worker)
 
 
+async def test_a_stream_whose_task_did_not_end_is_not_taken_up_again_until_it_ends() -> None:
+    """Explore seed 391: a stream given away whose consume task did not end within the wait was left to
+    lapse, still listed as ours, and the same incarnation adopted it at the next epoch while the old task was
+    still storing.  Now the stream is let go (its writes may no longer go out) and nothing acquires it again
+    before that task ends; then it is adopted."""
+    async with holding() as (store, worker):
+        ending = consumer(worker).lingering[PK] = asyncio.Event()
+        held = worker.held[PK]
+        assert not await worker.drop(held, "rebalance", release=True)
+        assert history(worker).of("lease.lost", pk=PK)[-1]["reason"] == "rebalance: its writes did not end"
+        assert held.task is not None and not held.task.done() and not held.may_send()
+        assert not await worker.adopt(PK)
+        await worker.reconciler.sweep(Sweep(expired_before_ms=None, max_pages=None))
+        assert PK not in worker.held and consumer(worker).consumed == [(PK, worker.me.gen)]
+        assert store.connection(PK).epoch == 1
+        ending.set()
+        await until(lambda: held.task is not None and held.task.done())
+        worker.reconciler.request_sweep()
+        await until(lambda: PK in worker.held)
+        assert consumer(worker).consumed == [(PK, worker.me.gen)] * 2 and store.connection(PK).epoch == 2
+
+
 async def test_a_stopped_stream_whose_owner_lives_is_left_to_its_owner() -> None:
     store = MemoryStore(config())
     orphan(store, owner_expires_ms=10**13)
