@@ -118,9 +118,9 @@ class Cluster(Started):
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self) -> None:
-        """The backend, Toxiproxy and the simulator at once (the backend takes the longest), then the router
-        and the workers.  Whatever part fails, one ``ClusterError`` says which, once every part started
-        alongside it has ended (so ``stop`` finds all that started)."""
+        """The backend, Toxiproxy and the simulator at once (the backend takes the longest), then the workers
+        and the router, which start up at once too.  Whatever part fails, one ``ClusterError`` says which,
+        once every part started alongside it has ended (so ``stop`` finds all that started)."""
         (self.run_dir / "history").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "clock").mkdir(parents=True, exist_ok=True)
@@ -133,13 +133,13 @@ class Cluster(Started):
                 self.tasks = LocalTasks(self.backend.env(), self.backend.queue_url, self.history,
                                         stop_timeout_s=self.config.scaled_s(ECS_STOP_TIMEOUT_MS))
                 self.tasks.start()
+            for i in range(1, self.spec.workers + 1):  # they start up while the router does
+                self.add_worker(self.spec.named(f"worker-{i}"), wait=False)
             router = self.spec.named("router")
             self.router = spawn(
                 router, ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
                 self.run_dir / "logs" / f"{router}.log", env=self._router_env(), cwd=self.fleet_root,
             )
-            for i in range(1, self.spec.workers + 1):
-                self.add_worker(self.spec.named(f"worker-{i}"), wait=False)
             self.wait_workers_ready()
         except START_ERRORS as exc:
             raise ClusterError(str(exc)) from exc

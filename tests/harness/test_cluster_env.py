@@ -83,20 +83,30 @@ def test_a_restarted_worker_is_ready_on_its_own_events_not_its_predecessors(tmp_
 
 
 class Parts:
-    """Stand-ins for the parts ``Cluster.start`` starts before the router, each recording that it started
-    and was stopped; ``fail`` names the parts that fail to start.  The backend answers only once Toxiproxy and
-    the simulator have tried (they start while it does), else it fails after 5 s."""
+    """Stand-ins for the parts ``Cluster.start`` starts before the workers and the router, each recording
+    that it started and was stopped; ``fail`` names the parts that fail to start.  The backend answers only
+    once Toxiproxy and the simulator have tried (they start while it does), else it fails after 5 s."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: tuple[str, ...] = ()) -> None:
         self.fail = fail
         self.tried = {name: threading.Event() for name in ("backend", "toxiproxy", "upstream")}
         self.stopped: list[str] = []
-        self.router: list[str] = []
+        self.spawned: list[str] = []
         parts = self
 
         class Backend(EmbeddedBackend):
             def stop(self) -> None:
                 parts.stopped.append("backend")
+
+        class Toxiproxy:
+            def get_proxies(self) -> dict[str, Any]:
+                return {}
+
+            def create_proxy(self, name: str, target: str) -> Any:
+                return type("Proxy", (), {"listen": "127.0.0.1:2"})()
+
+            def reset(self) -> None:
+                pass
 
         class Upstream:
             def __init__(self) -> None:
@@ -109,18 +119,19 @@ class Parts:
             self.start("backend")
             if not (self.tried["toxiproxy"].wait(5.0) and self.tried["upstream"].wait(5.0)):
                 raise BackendError("dynalite: Toxiproxy and the simulator did not start alongside")
-            return Backend("embedded", "us-east-1", {}, "")
+            return Backend("embedded", "us-east-1", {"dynamodb": "http://127.0.0.1:1", "sqs": "http://127.0.0.1:1"},
+                           "")
 
         def ensure_toxiproxy(*_: Any) -> tuple[Any, Any]:
             self.start("toxiproxy")
-            return None, lambda: self.stopped.append("toxiproxy")
+            return Toxiproxy(), lambda: self.stopped.append("toxiproxy")
 
         def start_upstream(_: Any) -> Any:
             self.start("upstream")
             return Upstream()
 
         def spawn(name: str, *_: Any, **__: Any) -> Child:
-            self.router.append(name)
+            self.spawned.append(name)
             raise ProcessError(f"{name} exited with status 1 while starting")
 
         for name, fake in (("start_embedded", start_embedded), ("ensure_toxiproxy", ensure_toxiproxy),
@@ -137,10 +148,10 @@ class Parts:
 def test_toxiproxy_and_the_simulator_start_while_the_backend_starts(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     parts = Parts(monkeypatch)
-    with pytest.raises(ClusterError, match=r"^router exited with status 1 while starting$"), \
+    with pytest.raises(ClusterError, match=r"^worker-1 exited with status 1 while starting$"), \
             Cluster(ClusterSpec(run_dir=tmp_path, workers=2)):
         pass
-    assert parts.router == ["router"]  # started once the three had
+    assert parts.spawned == ["worker-1"]  # the first process started once the three had
     assert sorted(parts.stopped) == ["backend", "toxiproxy", "upstream"]
 
 
@@ -153,5 +164,5 @@ def test_a_part_that_fails_to_start_is_one_error_and_what_started_is_stopped(
     parts = Parts(monkeypatch, fail=fail)
     with pytest.raises(ClusterError, match=message), Cluster(ClusterSpec(run_dir=tmp_path, workers=2)):
         pass
-    assert parts.router == []
+    assert parts.spawned == []
     assert sorted(parts.stopped) == sorted({"backend", "toxiproxy", "upstream"} - set(fail))
