@@ -410,7 +410,7 @@ class ConnectionRunner:
         item = put.item
         if item.kind == MARK:
             self.history.emit("log.mark", pk=held.pk, worker=me.worker_id, gen=me.gen, epoch=held.lease.epoch,
-                              b=item.b, seq=item.seq_to, outcome=outcome, note=note)
+                              take=item.writer.take, b=item.b, seq=item.seq_to, outcome=outcome, note=note)
         else:
             self.history.emit("msg.persist", pk=held.pk, worker=me.worker_id, gen=me.gen, epoch=held.lease.epoch,
                               seq_from=item.seq_from, seq_to=item.seq_to, b=item.b, outcome=outcome, note=note,

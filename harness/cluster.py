@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,9 +28,9 @@ from harness import http_client
 from harness.backends import Backend, BackendError, EmbeddedBackend, clear_data, start_embedded
 from harness.backends.localstack import localstack_backend
 from harness.ecs_tasks import ECS_STOP_TIMEOUT_MS, LocalTasks
-from harness.faults.network import ToxiproxyClient, ensure_toxiproxy
+from harness.faults.network import ToxiproxyClient, ToxiproxyError, ensure_toxiproxy
 from harness.history import HistoryTail
-from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn
+from harness.processes import REPO_ROOT, Child, ProcessError, Started, python_env, spawn, start_thread
 from harness.router_client import Signer, error_text
 from harness.run_folders import absolute
 
@@ -39,6 +40,10 @@ EVENT_ATTEMPTS = 4  # a START or STOP answered 503 is sent again, this many time
 
 class ClusterError(Exception):
     """The topology could not be started; the message says which part and why."""
+
+
+# What a part that could not start raises (a ClusterError: the parts' own checks)
+START_ERRORS = (ProcessError, BackendError, ToxiproxyError, ClusterError)
 
 
 @dataclass
@@ -113,16 +118,14 @@ class Cluster(Started):
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self) -> None:
+        """The backend, Toxiproxy and the simulator at once (the backend takes the longest), then the workers
+        and the router, which start up at once too.  Whatever part fails, one ``ClusterError`` says which,
+        once every part started alongside it has ended (so ``stop`` finds all that started)."""
         (self.run_dir / "history").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "clock").mkdir(parents=True, exist_ok=True)
         try:
-            if self.backend is None and self.spec.localstack_url:
-                self.backend = localstack_backend(self.spec.localstack_url, config=self.config)
-                clear_data(self.backend.env())
-            elif self.backend is None:
-                self.backend = start_embedded(self.spec.dynamodb, config=self.config,
-                                              log_dir=self.run_dir / "logs")
+            _together(self._start_backend, self._start_toxiproxy, self._start_upstream)
             if self.spec.death_notices:
                 if not isinstance(self.backend, EmbeddedBackend):
                     raise ClusterError("death notices need the embedded backend (its ECS stands in for the "
@@ -130,19 +133,30 @@ class Cluster(Started):
                 self.tasks = LocalTasks(self.backend.env(), self.backend.queue_url, self.history,
                                         stop_timeout_s=self.config.scaled_s(ECS_STOP_TIMEOUT_MS))
                 self.tasks.start()
-            self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
-            if self.upstream is None:
-                self.upstream = start_upstream(self.spec)
+            for i in range(1, self.spec.workers + 1):  # they start up while the router does
+                self.add_worker(self.spec.named(f"worker-{i}"), wait=False)
             router = self.spec.named("router")
             self.router = spawn(
                 router, ["python", "-m", "fleet.router_http", "--host", "127.0.0.1", "--port", "0"],
                 self.run_dir / "logs" / f"{router}.log", env=self._router_env(), cwd=self.fleet_root,
             )
-            for i in range(1, self.spec.workers + 1):
-                self.add_worker(self.spec.named(f"worker-{i}"), wait=False)
             self.wait_workers_ready()
-        except (ProcessError, BackendError) as exc:
+        except START_ERRORS as exc:
             raise ClusterError(str(exc)) from exc
+
+    def _start_backend(self) -> None:
+        if self.backend is None and self.spec.localstack_url:
+            self.backend = localstack_backend(self.spec.localstack_url, config=self.config)
+            clear_data(self.backend.env())
+        elif self.backend is None:
+            self.backend = start_embedded(self.spec.dynamodb, config=self.config, log_dir=self.run_dir / "logs")
+
+    def _start_toxiproxy(self) -> None:
+        self.toxiproxy, self._stop_toxiproxy = ensure_toxiproxy(self.run_dir, self.spec.seed)
+
+    def _start_upstream(self) -> None:
+        if self.upstream is None:
+            self.upstream = start_upstream(self.spec)
 
     @property
     def upstream_url(self) -> str:
@@ -305,6 +319,34 @@ class Cluster(Started):
         if self._own_backend and isinstance(self.backend, EmbeddedBackend):
             self.backend.stop()
         self.history.close()
+
+
+def _together(*starts: Callable[[], None]) -> None:
+    """Run ``starts`` at once (the first in this thread, each other in a thread of its own) and wait for every
+    one of them, whatever happens.  The parts' failures (``START_ERRORS``) as one ``ClusterError`` naming
+    each; any other exception as it is (this thread's first)."""
+    failed: list[BaseException] = []
+
+    def run(start: Callable[[], None]) -> None:
+        try:
+            start()
+        except BaseException as exc:  # raised below, once every part has ended
+            failed.append(exc)
+
+    threads = [start_thread(threading.Thread(target=run, args=(start,), name=f"cluster{start.__name__}"))
+               for start in starts[1:]]
+    try:
+        starts[0]()
+    except START_ERRORS as exc:
+        failed.insert(0, exc)
+    finally:
+        for thread in threads:
+            thread.join()
+    if failed:
+        unexpected = [exc for exc in failed if not isinstance(exc, START_ERRORS)]
+        if unexpected:
+            raise unexpected[0]
+        raise ClusterError("; ".join(str(exc) for exc in failed)) from failed[0]
 
 
 def start_upstream(spec: ClusterSpec) -> Child:

@@ -49,6 +49,8 @@ unknown, e.g. a timeout).
   retry_in_ms (the delay before it), retry_after_ms (the upstream's Retry-After at the run's time scale,
   when it sent one)};
   ``msg.persist`` {pk, worker, epoch, seq_from, seq_to, outcome, sent (when the request was built)};
+  ``log.mark`` {pk, worker, gen, epoch, take (the take-up's number in its incarnation), b, seq, outcome, note}
+  (hardened: a take-up's mark put in the stream's message log);
   ``checkpoint`` {pk, worker, epoch, seq, outcome, sent};
   ``death.notice`` {worker, task, outcome: confirmed (ECS says the task stopped, and when) | refuted,
   stopped_at_ms (ECS's stop time), buried: the incarnations expired by it, ``worker@gen`` (never one

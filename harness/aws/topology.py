@@ -7,6 +7,8 @@ through AWS APIs and the deployment's own endpoints, all named by terraform's ou
   task's ARN) whose task ECS lists as RUNNING among the deployment's service's tasks (a task ARN the system
   under test wrote for another task of the cluster, or of another service, is never a target);
 - how far each stream is stored: its newest item in the messages table (a Query, newest first);
+- which streams a drain holds: the STOPPED items of the connections table that a worker holds (the workers'
+  drain events reach the harness only after the run), so an owner still storing up to the STOP counts too;
 - faults (``AwsNemesis``): ``term`` is ECS ``StopTask`` of the worker's task (ECS sends SIGTERM, then SIGKILL
   after the container's stop timeout); ``kill`` is a FIS experiment made for that one task when the step runs,
   provided it still carries the tag and is one of the service's (``aws:ecs:task-kill-process``, SIGKILL; it
@@ -17,7 +19,7 @@ through AWS APIs and the deployment's own endpoints, all named by terraform's ou
 - the history: the harness's own events in the run folder; the workers', the router's and the simulator's are
   read back from their CloudWatch Logs groups after the run (``collect_history``).
 
-The answers that each poll of the runner needs (live workers, stored seqs) are asked of AWS at most every
+The answers that each poll of the runner needs (live workers, stored seqs, drains) are asked of AWS at most every
 ``ASK_EVERY_S`` and reused in between, so a 50 ms polling loop does not become an AWS request rate.
 """
 
@@ -146,6 +148,7 @@ class AwsTopology:
         self.nemesis = AwsNemesis(self)
         self._live: tuple[float, dict[str, str]] = (0.0, {})
         self._stored: tuple[float, dict[str, float]] = (0.0, {})
+        self._draining: tuple[float, list[str]] = (0.0, [])
 
     # -- the runner's questions -------------------------------------------------------------------------
     def start_connection(self, connection_id: str) -> None:
@@ -176,6 +179,19 @@ class AwsTopology:
                 stored[connection_id] = float(tail.seq_to)
         self._stored = (time.monotonic(), stored)
         return stored
+
+    def draining(self, ids: list[str]) -> list[str]:
+        asked, held = self._draining
+        if time.monotonic() - asked < ASK_EVERY_S:
+            return held
+        wanted = {f"CONN#{i}" for i in ids}
+        pages = self._dynamodb.get_paginator("scan").paginate(TableName=self.deployment.tables["connections"],
+                                                               ConsistentRead=True)
+        held = sorted(item["pk"]["S"].removeprefix("CONN#") for page in pages for item in page.get("Items", [])
+                      if item["pk"]["S"] in wanted and item.get("desired_state", {}).get("S") == "STOPPED"
+                      and item.get("lease_owner", {}).get("S"))
+        self._draining = (time.monotonic(), held)
+        return held
 
     # -- what the faults do -----------------------------------------------------------------------------
     def task_of(self, worker_id: str) -> str:

@@ -27,6 +27,7 @@ from harness.history_columns import NUMBERS, TEXT, FieldColumn
 NUMERIC_FIELDS = frozenset({
     "t", "seq", "seq_from", "seq_to", "epoch", "expires_ms", "last_pong_t", "last_seq_sent", "from_seq",
     "head_seq", "status", "sent", "written_ms", "sent_ms", "attempted", "accepted", "rejected", "window_ms",
+    "take",
 })
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})

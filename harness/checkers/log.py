@@ -22,8 +22,10 @@ after a release whose answer was lost, and the later take fences the earlier).  
   ranges, ``harness.checkers.sequences``), placed in the log between the batches around them.
 
 ``zombie_entries`` counts the distinct entries (pk, batch) with a finding of the first three rules.
-Supersession is dated at every handover (``events.handovers``: acquire, transfer, burial): each finding of a
-holder gives when its epoch was first superseded (``superseded_t``) beside the entry's ``written_ms``.
+Supersession is dated at every handover (``events.handovers``: acquire, transfer, burial), and, for a take
+the log numbers, at every later take's mark at the same epoch (its ``log.mark`` ok, which carries ``take``:
+a re-adoption moves no epoch, so no handover dates it): each finding of a holder gives when its take was first
+superseded (``superseded_t``) beside the entry's ``written_ms``.
 A history without ``final.log`` has no log to judge: valid, with ``logs`` 0 (the verdict runs this checker
 only where ``applies``: a log, or an unreadable item, is there).
 """
@@ -108,15 +110,24 @@ def parse_ranges(text: Any) -> list[tuple[int, int]]:
 
 
 class _Supersession:
-    """When each epoch of a pk was first superseded: its first handover past it (acquire, transfer, burial)."""
+    """When each take of a pk was first superseded: the first handover past its epoch (acquire, transfer,
+    burial), or the first mark stored by a later take at its epoch."""
 
     def __init__(self, history: Events) -> None:
         self.by_pk = {str(pk): (group["epoch"].to_numpy(dtype="float64"), group["t"].to_numpy(dtype="float64"))
                       for pk, group in handovers(history).groupby("pk", sort=False)}
+        marks = select(history, "log.mark", ["t", "pk", "epoch", "take", "outcome"])
+        marks = marks.loc[(marks["outcome"] == "ok") & marks["pk"].notna() & marks["take"].notna()]
+        self.marks = {str(pk): (group["epoch"].to_numpy(dtype="float64"), group["take"].to_numpy(dtype="float64"),
+                                group["t"].to_numpy(dtype="float64"))
+                      for pk, group in marks.groupby("pk", sort=False)}
 
-    def at(self, pk: str, epoch: int) -> float | None:
+    def at(self, pk: str, epoch: int, take: int) -> float | None:
         epochs, times = self.by_pk.get(pk, (np.empty(0), np.empty(0)))
         past = times[epochs > epoch]
+        if take >= 0:  # the log numbers this take: a later take's mark at its epoch supersedes it too
+            mark_epochs, takes, mark_times = self.marks.get(pk, (np.empty(0), np.empty(0), np.empty(0)))
+            past = np.concatenate([past, mark_times[(mark_epochs == epoch) & (takes > take)]])
         return float(past.min()) if past.size else None
 
 
@@ -143,7 +154,7 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
 
     def finding(rule: str, entry: _Entry, evidence: str) -> None:
         found.append(_row(pk, rule, entry.batch, entry.seq_from, entry.seq_to, entry.holder, entry.epoch,
-                          entry.written_ms, superseded.at(pk, entry.epoch), evidence))
+                          entry.written_ms, superseded.at(pk, entry.epoch, entry.take), evidence))
 
     highest: _Entry | None = None
     mark: _Entry | None = None  # the latest mark

@@ -8,7 +8,8 @@ Phases, each announced on the progress callback: ``up`` (backend, simulator, rou
 at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
 when the last of them has), ``recover`` (until every STARTED stream has a live session of a running worker,
 or the bound has passed twice), ``settle`` (one more lease, then until every STARTED stream has stored all
-it had emitted when settling began, at most four leases more: the last backlog persisted), ``run.stop``,
+it had emitted when settling began and no drain of a STOPPED stream is in progress, at most four leases more:
+the last backlog persisted), ``run.stop``,
 then ``final`` (the simulator's heads, every stored message with its writer, and every connection item, written to the
 history as ``final.emitted`` / ``final.persisted`` / ``final.connection``).  Faults are healed and every
 process stopped in ``finally``, whatever happened.
@@ -170,11 +171,14 @@ class Phases:
             recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
             owned = _await_owned(topology, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
-            settled_t, behind = _settle(topology, workload.started(), config.lease_s,
-                                        timeout_s=4 * config.lease_s)
+            settled_t, behind, draining = _settle(topology, workload.started(), list(workload.desired),
+                                                  config.lease_s, timeout_s=4 * config.lease_s)
             if behind:
                 say(f"{len(behind)} streams had not stored their backlog after {5 * config.lease_s:.1f} s "
                     f"(e.g. {', '.join(behind[:3])})")
+            if draining:
+                say(f"{len(draining)} drains were still in progress after {5 * config.lease_s:.1f} s "
+                    f"(e.g. {', '.join(draining[:3])})")
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
             topology.history.emit("run.stop", settled_t=settled_t)
@@ -208,12 +212,15 @@ def _await_owned(topology: Topology, ids: list[str], timeout_s: float, raise_on_
         time.sleep(0.05)
 
 
-def _settle(topology: Topology, ids: list[str], minimum_s: float, timeout_s: float) -> tuple[float, list[str]]:
+def _settle(topology: Topology, ids: list[str], every: list[str], minimum_s: float,
+            timeout_s: float) -> tuple[float, list[str], list[str]]:
     """Wait ``minimum_s``, then until each stream of ``ids`` has stored everything it had emitted when
-    settling began (the last backlog persisted), at most ``timeout_s`` more.  Stored is what the topology
-    knows answered (``Topology.stored_through``; locally the workers' ``msg.persist`` ok up to that seq, so
-    the recovery checker, which reads the same events, sees every stream caught up before ``run.stop``).
-    When settling began (wall clock, ms: the sequences checker's horizon), and the streams still behind."""
+    settling began (the last backlog persisted) and no stream of ``every`` is held by a drain (a STOPPED
+    stream's backlog, which the final scan must not read half stored), at most ``timeout_s`` more.  Stored
+    is what the topology knows answered (``Topology.stored_through``; locally the workers' ``msg.persist`` ok
+    up to that seq, so the recovery checker, which reads the same events, sees every stream caught up before
+    ``run.stop``).  When settling began (wall clock, ms: the sequences checker's horizon), the streams still
+    behind, and those still draining."""
     began_t = time.time() * 1000.0
     heads = {i: s.get("head_seq") or 0 for i, s in topology.streams().items() if i in ids}
     time.sleep(minimum_s)
@@ -221,8 +228,9 @@ def _settle(topology: Topology, ids: list[str], minimum_s: float, timeout_s: flo
     while True:
         stored = topology.stored_through(list(heads))
         behind = sorted(i for i in heads if stored.get(i, 0) < heads[i])
-        if not behind or time.monotonic() > deadline:
-            return began_t, behind
+        draining = topology.draining(every)
+        if not (behind or draining) or time.monotonic() > deadline:
+            return began_t, behind, draining
         time.sleep(0.05)  # polling what the workers report: it has no other signal
 
 

@@ -5,18 +5,22 @@ deployed fleet (``harness.aws.topology``), which answers each question through A
 A topology gives: the harness's own history writer; START and STOP of a connection, as a user would send
 them; the upstream simulator's streams (heads and sessions, its control API); the workers running now; the
 DynamoDB client and table names (the ground truth, and ``owned-by`` targets); how far each stream is known to
-be stored (the settle phase); and a nemesis that applies fault steps and heals them all at the end.
+be stored and which streams a drain holds now (the settle phase); and a nemesis that applies fault steps and
+heals them all at the end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
 from fleet.history import HistoryWriter
 from harness.backends.resources import client
 from harness.cluster import Cluster
-from harness.history import HistoryTail
+from harness.history import Event, HistoryTail
+
+DRAIN_ENDS = frozenset({"drain.done", "lease.release", "lease.lost"})
 
 
 class FaultPlane(Protocol):
@@ -53,6 +57,35 @@ class Topology(Protocol):
         """Per connection id of ``ids``, the highest seq known to be stored (what the workers reported
         answered)."""
 
+    def draining(self, ids: list[str]) -> list[str]:
+        """The connection ids of ``ids`` a drain holds now (it may still store what the stream emitted before
+        its STOP)."""
+
+
+class Drains:
+    """The drains in progress, from the workers' events read in each file's order: a drain opens with its
+    ``lease.acquire`` ok via ``drain`` and ends with the same incarnation's ``drain.done``, ``lease.release``
+    or ``lease.lost`` at that epoch, or with its process (the worker's next ``worker.start``)."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, str, str, int], str] = {}  # (pk, worker, gen, epoch) -> connection id
+
+    def follow(self, events: Iterable[Event]) -> None:
+        for event in events:
+            key = (str(event.get("pk")), str(event.get("worker")), str(event.get("gen")), int(event.get("epoch") or 0))
+            if event.get("type") == "lease.acquire":
+                if event.get("outcome") == "ok" and event.get("via") == "drain":
+                    self.held[key] = key[0].removeprefix("CONN#")
+            elif event.get("type") in DRAIN_ENDS:
+                self.held.pop(key, None)
+            elif event.get("type") == "worker.start":
+                self.held = {k: c for k, c in self.held.items() if k[1] != key[1]}
+
+    def of(self, running: set[str]) -> set[str]:
+        """The connection ids drained now by a worker whose process still runs (a paused one may resume and
+        store; a killed one's drain ended with it)."""
+        return {connection_id for (_, worker, _, _), connection_id in self.held.items() if worker in running}
+
 
 class LocalTopology:
     """A ``Cluster`` of local processes: workers are child processes, faults go through ``Nemesis``."""
@@ -65,8 +98,10 @@ class LocalTopology:
         self.history = cluster.history
         self.nemesis: FaultPlane = Nemesis(cluster)
         self.logs = str(cluster.run_dir / "logs")
-        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl", types={"msg.persist"})
+        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl",
+                                    types={"msg.persist", "lease.acquire", "worker.start", *DRAIN_ENDS})
         self._stored: dict[str, float] = {}
+        self._drains = Drains()
 
     def start_connection(self, connection_id: str) -> None:
         self.cluster.start_connection(connection_id)
@@ -88,10 +123,22 @@ class LocalTopology:
 
     def stored_through(self, ids: list[str]) -> dict[str, float]:
         """From the workers' ``msg.persist`` events answered ok (their history files, read as they grow)."""
-        for event in self._reports.new_events():
-            if event.get("outcome") == "ok" and isinstance(event.get("pk"), str):
+        self._read_reports()
+        return {i: self._stored[i] for i in ids if i in self._stored}
+
+    def draining(self, ids: list[str]) -> list[str]:
+        """From the workers' drain events (``Drains``), of the workers whose process runs (paused or not)."""
+        self._read_reports()
+        running = {h.id for h in self.cluster.workers.values() if h.child is not None and h.child.running()}
+        return sorted(self._drains.of(running) & set(ids))
+
+    def _read_reports(self) -> None:
+        events = self._reports.new_events()
+        self._drains.follow(events)
+        for event in events:
+            if (event.get("type") == "msg.persist" and event.get("outcome") == "ok"
+                    and isinstance(event.get("pk"), str)):
                 connection_id = event["pk"].removeprefix("CONN#")
                 self._stored[connection_id] = max(self._stored.get(connection_id, 0),
                                                   float(event.get("seq_to") or 0))
-        return {i: self._stored[i] for i in ids if i in self._stored}
 

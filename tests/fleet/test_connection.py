@@ -275,6 +275,15 @@ async def test_a_batch_whose_answer_was_lost_is_sent_again_and_recognised_as_sto
     assert held.persisted == 3 and held.last_seq == 3
 
 
+async def test_a_take_ups_mark_event_names_its_take(tmp_path: Path) -> None:
+    """The harness dates a same-epoch take's supersession at the later take's mark: the event says which."""
+    store = LogStore()
+    runner = recording_runner(store, HistoryWriter(str(tmp_path / "w1.jsonl"), "w1"))
+    await opened(runner, HeldConnection(lease=LEASE))
+    [mark] = events(tmp_path / "w1.jsonl", "log.mark")
+    assert (mark["outcome"], mark["epoch"], mark["take"]) == ("ok", 1, store.items[1].writer.take)
+
+
 async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
     """The sink waits up to ``flush_ms`` (100 ms at scale 0.1) for its oldest message: three messages read
     together are one put; the one read next waits for its own age, or goes at once when the session ends.  A

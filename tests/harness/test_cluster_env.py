@@ -5,13 +5,17 @@ counts as ready."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import cluster as cluster_module
+from harness.backends import BackendError, EmbeddedBackend
 from harness.cluster import Cluster, ClusterError, ClusterSpec, WorkerHandle, upstream_argv
-from harness.processes import Child, spawn
+from harness.faults.network import ToxiproxyError
+from harness.processes import Child, ProcessError, spawn
 from harness.upstream_sim.__main__ import build_parser
 
 
@@ -76,3 +80,89 @@ def test_a_restarted_worker_is_ready_on_its_own_events_not_its_predecessors(tmp_
     finally:
         child.stop(grace_s=1)
         cluster.history.close()
+
+
+class Parts:
+    """Stand-ins for the parts ``Cluster.start`` starts before the workers and the router, each recording
+    that it started and was stopped; ``fail`` names the parts that fail to start.  The backend answers only
+    once Toxiproxy and the simulator have tried (they start while it does), else it fails after 5 s."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: tuple[str, ...] = ()) -> None:
+        self.fail = fail
+        self.tried = {name: threading.Event() for name in ("backend", "toxiproxy", "upstream")}
+        self.stopped: list[str] = []
+        self.spawned: list[str] = []
+        parts = self
+
+        class Backend(EmbeddedBackend):
+            def stop(self) -> None:
+                parts.stopped.append("backend")
+
+        class Toxiproxy:
+            def get_proxies(self) -> dict[str, Any]:
+                return {}
+
+            def create_proxy(self, name: str, target: str) -> Any:
+                return type("Proxy", (), {"listen": "127.0.0.1:2"})()
+
+            def reset(self) -> None:
+                pass
+
+        class Upstream:
+            def __init__(self) -> None:
+                self.ready = {"ws_url": "ws://127.0.0.1:1", "control_url": "http://127.0.0.1:1"}
+
+            def stop(self, grace_s: float) -> None:
+                parts.stopped.append("upstream")
+
+        def start_embedded(*_: Any, **__: Any) -> EmbeddedBackend:
+            self.start("backend")
+            if not (self.tried["toxiproxy"].wait(5.0) and self.tried["upstream"].wait(5.0)):
+                raise BackendError("dynalite: Toxiproxy and the simulator did not start alongside")
+            return Backend("embedded", "us-east-1", {"dynamodb": "http://127.0.0.1:1", "sqs": "http://127.0.0.1:1"},
+                           "")
+
+        def ensure_toxiproxy(*_: Any) -> tuple[Any, Any]:
+            self.start("toxiproxy")
+            return Toxiproxy(), lambda: self.stopped.append("toxiproxy")
+
+        def start_upstream(_: Any) -> Any:
+            self.start("upstream")
+            return Upstream()
+
+        def spawn(name: str, *_: Any, **__: Any) -> Child:
+            self.spawned.append(name)
+            raise ProcessError(f"{name} exited with status 1 while starting")
+
+        for name, fake in (("start_embedded", start_embedded), ("ensure_toxiproxy", ensure_toxiproxy),
+                           ("start_upstream", start_upstream), ("spawn", spawn)):
+            monkeypatch.setattr(cluster_module, name, fake)
+
+    def start(self, name: str) -> None:
+        self.tried[name].set()
+        if name in self.fail:
+            raise {"backend": BackendError, "toxiproxy": ToxiproxyError, "upstream": ProcessError}[name](
+                f"{name} did not start")
+
+
+def test_toxiproxy_and_the_simulator_start_while_the_backend_starts(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = Parts(monkeypatch)
+    with pytest.raises(ClusterError, match=r"^worker-1 exited with status 1 while starting$"), \
+            Cluster(ClusterSpec(run_dir=tmp_path, workers=2)):
+        pass
+    assert parts.spawned == ["worker-1"]  # the first process started once the three had
+    assert sorted(parts.stopped) == ["backend", "toxiproxy", "upstream"]
+
+
+@pytest.mark.parametrize(("fail", "message"), [
+    (("toxiproxy",), r"^toxiproxy did not start$"),
+    (("backend", "upstream"), r"^backend did not start; upstream did not start$"),
+])
+def test_a_part_that_fails_to_start_is_one_error_and_what_started_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: tuple[str, ...], message: str) -> None:
+    parts = Parts(monkeypatch, fail=fail)
+    with pytest.raises(ClusterError, match=message), Cluster(ClusterSpec(run_dir=tmp_path, workers=2)):
+        pass
+    assert parts.spawned == []
+    assert sorted(parts.stopped) == sorted({"backend", "toxiproxy", "upstream"} - set(fail))

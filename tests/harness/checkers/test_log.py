@@ -77,6 +77,21 @@ def test_a_readoption_at_the_same_epoch_fences_the_earlier_take(build) -> None:
     assert "worker-1@g1's takeover mark at batch 3" in result.tables["log"][0]["evidence"]
 
 
+def test_a_later_takes_mark_at_the_same_epoch_dates_the_supersession(build) -> None:
+    # the re-adoption moves no epoch, so no handover dates it: the second take's mark (its log.mark ok) does
+    first = (2, "batch", "worker-1", "g1", 1, 1, 3, 900, 1)
+    second = (3, "mark", "worker-1", "g1", 1, 4, 3, 1000, 2)
+    late = (4, "batch", "worker-1", "g1", 1, 4, 4, 1100, 1)
+    takeover(build).log(9000, PK, (1, "mark", "worker-1", "g1", 1, 1, 0, 10, 1), first, second, late)
+    for t, take, outcome in ((20, 1, "ok"), (990, 2, "info"), (1010, 2, "ok")):
+        build.at(t, "log.mark", "worker-1", pk=PK, worker="worker-1", gen="g1", epoch=1, take=take, b=1,
+                 seq=3, outcome=outcome)
+
+    [after] = check_log(build.frame()).tables["log"]
+
+    assert (after["batch"], after["superseded_t"]) == (4, 1010)  # not worker-2's acquire at 3000
+
+
 def test_a_log_may_start_after_a_checkpoint(build) -> None:
     takeover(build).log(9000, PK, (1, "mark", "worker-2", "g2", 2, 6, 5, 10),
                         (2, "batch", "worker-2", "g2", 2, 6, 7, 20))

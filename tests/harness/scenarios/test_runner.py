@@ -162,3 +162,34 @@ def test_a_run_refuses_a_folder_holding_another_runs_history(tmp_path: Path, mon
     (tmp_path / "history" / "harness.jsonl").write_text('{"type": "run.start"}\n')
     with pytest.raises(ScenarioError, match="holds another run's history"):
         runner.run_scenario(runner.ScenarioRun(SCENARIOS["crash"], run_dir=tmp_path))
+
+
+class SettlingTopology:
+    """Every stream stored; ``c005`` drained for the first ``polls`` looks (``None``: for ever)."""
+
+    def __init__(self, polls: int | None) -> None:
+        self.polls = polls
+        self.looks = 0
+
+    def streams(self) -> dict[str, Any]:
+        return {"c000": {"head_seq": 9}, "c005": {"head_seq": 125}}
+
+    def stored_through(self, ids: list[str]) -> dict[str, float]:
+        return {"c000": 9.0}
+
+    def draining(self, ids: list[str]) -> list[str]:
+        self.looks += 1
+        return ["c005"] if "c005" in ids and (self.polls is None or self.looks <= self.polls) else []
+
+
+def test_settling_waits_for_a_drain_of_a_stopped_stream_to_end() -> None:
+    # explore seed 7104: c005, STOPPED, was still drained when settling ended, and the final scan missed seqs
+    topology = SettlingTopology(polls=2)
+    _, behind, draining = runner._settle(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=60.0)  # type: ignore[arg-type]
+    assert (behind, draining, topology.looks) == ([], [], 3)
+
+
+def test_settling_gives_up_on_a_drain_that_does_not_end_within_the_bound() -> None:
+    topology = SettlingTopology(polls=None)
+    _, behind, draining = runner._settle(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=0.0)  # type: ignore[arg-type]
+    assert (behind, draining) == ([], ["c005"])
