@@ -246,7 +246,7 @@ class ConnectionRunner:
                     if opening is not None:
                         await opening
                         opening = None
-                    if await self._read(session, held):  # everything before the drain's end is stored
+                    if await self._read_session(session, held):  # everything before the drain's end is stored
                         held.drained, reason = True, "drained"
             except Fenced:
                 self._closed(held, me, "fenced")
@@ -273,7 +273,7 @@ class ConnectionRunner:
             await wait_until_set(held.stopping, delay_s)
         return None
 
-    async def _read(self, session: UpstreamSession, held: HeldConnection) -> bool:
+    async def _read_session(self, session: UpstreamSession, held: HeldConnection) -> bool:
         """Store what ``session`` delivers until stopped (False) or, for a drain, until it is over (True); what
         is queued when the session ends is stored, unless the task is being cancelled (``MessageSink.drain``)."""
         sink = MessageSink(self, held)

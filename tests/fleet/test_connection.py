@@ -248,7 +248,7 @@ async def test_a_task_cancelled_with_its_backlog_unstored_ends_at_once_and_store
     store = DownLogStore()
     runner = recording_runner(store, HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE, fence=Fence()))
-    reading = asyncio.create_task(runner._read(cast(UpstreamSession, Hanging(messages(1, 2, 3))), held))
+    reading = asyncio.create_task(runner._read_session(cast(UpstreamSession, Hanging(messages(1, 2, 3))), held))
     try:
         await until(lambda: len(store.puts) >= 3)  # the batch was tried, and tried again
         reading.cancel()
