@@ -184,7 +184,7 @@ def _enclosing_functions(tree: ast.Module) -> dict[int, Function]:
     return enclosing
 
 
-def _parameters(function: Function) -> list[str]:
+def positional_parameters(function: Function) -> list[str]:
     """Positional parameter names, without a method's ``self`` / ``cls``."""
     names = [arg.arg for arg in [*function.args.posonlyargs, *function.args.args]]
     return names[1:] if names[:1] in (["self"], ["cls"]) else names
@@ -199,7 +199,7 @@ def _table_ref(node: ast.expr, function: Function | None, depth: int = 0) -> Tab
             if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                     and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == node.id):
                 return _table_ref(statement.value, function, depth + 1)
-        parameters = _parameters(function)
+        parameters = positional_parameters(function)
         if node.id in parameters:
             return TableRef(function=function.name, parameter=node.id, position=parameters.index(node.id))
         if node.id in {arg.arg for arg in function.args.kwonlyargs}:

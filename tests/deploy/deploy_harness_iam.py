@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.deploy.deploy_fleet_code import Function, positional_parameters
 from tests.deploy.deploy_hcl import Instance
 
 HARNESS_AWS_MODULES = ("harness/aws/deployment.py", "harness/aws/logs.py", "harness/aws/topology.py",
@@ -56,8 +57,7 @@ def _operation(call: ast.Call) -> str:
 def _follow_into_parameters(trees: list[ast.Module], clients: dict[str, str]) -> None:
     """Bind, in ``clients``, each parameter of a scanned function to the service of a client passed to it,
     until no call passes a new one."""
-    functions = {node.name: node for tree in trees for node in ast.walk(tree)
-                 if isinstance(node, ast.FunctionDef)}
+    functions = {node.name: node for tree in trees for node in ast.walk(tree) if isinstance(node, Function)}
     calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)]
     while True:
         found: dict[str, str] = {}
@@ -65,13 +65,10 @@ def _follow_into_parameters(trees: list[ast.Module], clients: dict[str, str]) ->
             callee = functions.get(_bound_name(call.func) or "")
             if callee is None:
                 continue
-            parameters = callee.args.args
-            if parameters and parameters[0].arg in ("self", "cls"):  # a method: its first argument is implied
-                parameters = parameters[1:]
-            for parameter, argument in zip(parameters, call.args, strict=False):
+            for parameter, argument in zip(positional_parameters(callee), call.args, strict=False):
                 service = clients.get(_bound_name(argument) or "")
-                if service is not None and parameter.arg not in clients:
-                    found[parameter.arg] = service
+                if service is not None and parameter not in clients:
+                    found[parameter] = service
         if not found:
             return
         clients.update(found)
