@@ -16,8 +16,8 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -308,8 +308,7 @@ class Cluster(Started):
         # all at once: each hands its streams off within its own grace, and none takes up another's on the way out
         children = [handle.child for handle in self.workers.values() if handle.child is not None]
         if children:
-            with ThreadPoolExecutor(max_workers=len(children)) as pool:
-                list(pool.map(lambda child: child.stop(grace_s=max(5.0, 4 * self.config.lease_s)), children))
+            _together(*(partial(child.stop, grace_s=max(5.0, 4 * self.config.lease_s)) for child in children))
         for child in (self.router, self.upstream if self._own_upstream else None):
             if child is not None:
                 child.stop(grace_s=5.0)
@@ -321,7 +320,7 @@ class Cluster(Started):
         self.history.close()
 
 
-def _together(*starts: Callable[[], None]) -> None:
+def _together(*starts: Callable[[], object]) -> None:
     """Run ``starts`` at once (the first in this thread, each other in a thread of its own) and wait for every
     one of them, whatever happens.  The parts' failures (``START_ERRORS``) as one ``ClusterError`` naming
     each; any other exception as it is (this thread's first)."""
@@ -333,8 +332,8 @@ def _together(*starts: Callable[[], None]) -> None:
         except BaseException as exc:  # raised below, once every part has ended
             failed.append(exc)
 
-    threads = [start_thread(threading.Thread(target=run, args=(start,), name=f"cluster{start.__name__}"))
-               for start in starts[1:]]
+    threads = [start_thread(threading.Thread(target=run, args=(start,), name=f"cluster-part-{i}"))
+               for i, start in enumerate(starts[1:], 1)]
     try:
         starts[0]()
     except START_ERRORS as exc:
