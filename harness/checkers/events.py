@@ -381,7 +381,7 @@ def fault_windows(fault_list: list[Fault], kinds: Collection[str], end_t: float)
 STARTED, STOPPED = "conn.started", "conn.stopped"
 
 
-def desired_states(history: Events, unknown_stops: bool = False) -> pd.DataFrame:
+def desired_states(history: Events, earliest_stops: bool = False) -> pd.DataFrame:
     """When each pk's desired state became STARTED or STOPPED: columns ``t``, ``pk``, ``type`` (``STARTED`` or
     ``STOPPED``, i.e. ``conn.started`` / ``conn.stopped``), in time order.
 
@@ -392,20 +392,24 @@ def desired_states(history: Events, unknown_stops: bool = False) -> pd.DataFrame
     else from the harness's ``conn.started`` / ``conn.stopped`` (older histories, and runs that changed
     desired state without the router).
 
-    ``unknown_stops``: also a STOP whose write's outcome is unknown (answered 5xx without ``written_ms``, but
-    with ``sent_ms``: the write was sent, and may have landed), as STOPPED from ``sent_ms``, the earliest it
-    can have landed.  For I2, which requires only what was emitted while the stream was certainly STARTED;
-    never for I5, which requires only what was certainly STOPPED."""
+    ``earliest_stops``: every STOP from the earliest it can have landed, ``sent_ms`` where the event has it (the
+    write's ``stopped_at_ms``, up to which the fleet drains, is taken after it), including a STOP whose write's
+    outcome is unknown (answered 5xx without ``written_ms``, but with ``sent_ms``: the write was sent, and may
+    have landed).  For I2, which requires only what was emitted while the stream was certainly STARTED; never
+    for I5, which requires only what was certainly STOPPED."""
     router = select(history, "event", ["t", "pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
     router = router.loc[router["kind"].isin(["START", "STOP"])]
     if len(router):
         written = router["written_ms"].notna()
         applied = ((router["status"] >= 200) & (router["status"] < 300)) | written
         unknown = ~applied & (router["status"] >= 500) & router["sent_ms"].notna() & (router["kind"] == "STOP")
-        accepted = router.loc[applied | (unknown if unknown_stops else False)]
+        accepted = router.loc[applied | (unknown if earliest_stops else False)]
         kinds = np.where(accepted["kind"] == "START", STARTED, STOPPED)
         at = accepted["written_ms"].where(accepted["written_ms"].notna(), accepted["t"])
-        times = at.where(~unknown.loc[accepted.index], accepted["sent_ms"]).to_numpy(dtype=float)
+        from_sent = unknown.loc[accepted.index]
+        if earliest_stops:
+            from_sent = from_sent | ((accepted["kind"] == "STOP") & accepted["sent_ms"].notna())
+        times = at.where(~from_sent, accepted["sent_ms"]).to_numpy(dtype=float)
         frame = pd.DataFrame({"t": times, "pk": accepted["pk"].to_numpy(dtype=object), "type": kinds})
         return frame.sort_values("t", kind="stable").reset_index(drop=True)
     return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)

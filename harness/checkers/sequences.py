@@ -231,9 +231,9 @@ def _member(keys: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
 
 
 def _started(history: Events, emits: pd.DataFrame) -> np.ndarray:
-    """For each emit, whether its pk's desired state was certainly STARTED then (a STOP of unknown outcome may
-    have landed from when it was sent: what follows it is not required)."""
-    conn = desired_states(history, unknown_stops=True)
+    """For each emit, whether its pk's desired state was certainly STARTED then (a STOP, answered or of unknown
+    outcome, may have landed from when it was sent: what follows it is not required)."""
+    conn = desired_states(history, earliest_stops=True)
     if conn.empty or emits.empty:
         return np.ones(len(emits), dtype=bool)
     probe = pd.DataFrame({"t": emits["t"].to_numpy(), "pk": emits["pk"].to_numpy(dtype=object),

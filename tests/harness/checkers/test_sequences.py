@@ -119,6 +119,21 @@ def test_what_follows_a_stop_of_unknown_outcome_is_not_required(build, unknown_s
         assert result.valid is False and result.details["lost_ranges"] == {PK: [[5, 7]]}
 
 
+def test_what_follows_the_send_of_an_answered_stop_is_not_required(build) -> None:
+    """A Locust storm: the router's STOP write took 330 ms to be answered.  The fleet drains up to the STOP's
+    ``stopped_at_ms``, taken when the write was sent, so what was emitted between the send and the answer was
+    never certainly STARTED; what was emitted before the send still is."""
+    build.run_start()
+    build.at(150, "event", "router", pk=PK, kind="START", status=200, written_ms=150)
+    build.at(760, "event", "router", pk=PK, kind="STOP", status=200, sent_ms=420, written_ms=750)
+    emitted(build, seqs=range(1, 8))  # seqs 1..7 at 100..700: 2..4 before the send, 5..7 before the answer
+    build.persist(505, PK, "worker-1", 2, 3)
+
+    result = check_sequences(build.at(5000, "run.stop", "harness").frame())
+
+    assert result.valid is False and result.details["lost_ranges"] == {PK: [[4, 4]]}
+
+
 def test_a_pk_first_seen_stopping_was_started_until_then(build) -> None:
     build.run_start().at(550, "conn.stopped", "harness", pk=PK)
     emitted(build)
