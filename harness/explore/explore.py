@@ -14,6 +14,13 @@ mix, and each class with its seeds and files.  Each run's coverage (``harness.ch
 transitions its history shows) is printed after its progress line and totalled in ``summary.json``
 (``coverage``), with the transitions no run reached (``not_covered``).
 
+The runs borrow their embedded backend from one ``KeptBackends`` (one per engine, up for the whole batch,
+renewed before each run).  Each run's ``verdict.json`` is written as it ends, and ``OUT/batch.json`` holds the
+batch's settings: run again into the same folder with the same settings (``resumable``), the batch counts the
+seeds already judged there without running them again, and runs the rest (a run cut short runs again, into
+an emptied folder); ``summary.json`` then totals them all (its ``elapsed_s`` is this sitting's), in all and per
+backend (``per_backend``).
+
 A run whose schedule left the fault model on purpose (the generator draws a clock skew beyond the tolerance
 now and then: ``run.start``'s ``fault_model``) is no finding when it fails: its schedule is written and it is
 counted and named apart (``outside``), never shrunk, and it does not end the exploration.
