@@ -230,15 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "first invalid one, write it as a scenario file, shrink it (re-running candidates) and "
                     "write the minimal one beside it. With --keep-going, run every schedule, save each "
                     "invalid one, shrink the first of each class (the invariant it fails) and print the "
-                    "classes; OUT/summary.json holds the counts, the fault mix and the classes. Exit 0: "
+                    "classes; OUT/summary.json holds the counts, the fault mix and the classes, in all and per "
+                    "backend. Run again with the same --out and settings, it carries the batch on: the seeds "
+                    "already judged there are counted, not run again. Exit 0: "
                     "every run valid; 1: an invalid run was found; 2: nothing could be run.")
     explore.add_argument("--profile", choices=PROFILES, default="hardened", help="lease algorithm (default hardened)")
     explore.add_argument("--runs", type=positive_int, default=10, help="schedules to run at most (default 10)")
     explore.add_argument("--seed", type=int, default=1, help="seed of the first schedule (default 1)")
     explore.add_argument("--budget-s", type=seconds_arg, help="start no new run after this many seconds")
     explore.add_argument("--out", type=absolute_path, default=None,
-                         help="folder for runs and scenario files; it must be new or empty (default: a new "
-                              "folder runs/explore/<time>, linked as runs/explore/latest)")
+                         help="folder for runs and scenario files; it must be new or empty, or hold a batch "
+                              "of the same settings, which is carried on (default: a new folder "
+                              "runs/explore/<time>, linked as runs/explore/latest)")
     explore.add_argument("--force", action="store_true", help="empty an --out that holds something, then use it")
     explore.add_argument("--fleet-root", type=_existing_dir, metavar="DIR",
                          help="run the worker and router processes from the checkout DIR")
@@ -566,22 +569,36 @@ def _print_reproduction(verdicts: list[dict[str, Any]]) -> None:
 
 # -- explore ---------------------------------------------------------------------------------------------
 def cmd_explore(args: argparse.Namespace) -> int:
-    from harness.explore.explore import ExploreOptions, condensed_mix, explore
+    from harness.explore.explore import (
+        ExploreError,
+        ExploreOptions,
+        condensed_mix,
+        explore,
+        per_backend_lines,
+        resumable,
+    )
 
     if args.workers < 2:
         raise CliError("--workers must be at least 2 (someone must take over)")
-    args.out = run_folder(args.out, args.force, "runs/explore", "--out")
     options = ExploreOptions(profile=args.profile, runs=args.runs, seed=args.seed, budget_s=args.budget_s,
                              out=args.out, fleet_root=args.fleet_root, workers=args.workers,
                              connections=args.connections, timescale=args.timescale, rate=args.rate,
                              dynamodb=args.dynamodb, shrink_runs=max(0, args.shrink_runs),
                              shrink_repeat=args.shrink_repeat, keep_going=args.keep_going)
+    try:  # a folder holding a batch of the same settings is carried on: its judged seeds are not run again
+        resume = args.out is not None and not args.force and resumable(args.out, options)
+    except ExploreError as exc:
+        raise CliError(str(exc)) from None
+    if not resume:
+        args.out = options.out = run_folder(args.out, args.force, "runs/explore", "--out")
     result = explore(options, progress=lambda line: print(line, flush=True))
     ran = [v for v in result.verdicts.values() if v is not None]
     mix = ", ".join(f"{kind} {count}" for kind, count in condensed_mix(result.fault_mix).most_common())
     outside = f", {len(result.outside)} invalid outside the fault model" if result.outside else ""
     print(f"wsfleet explore: {len(result.verdicts)} runs ({len(ran)} ran, {result.invalid} invalid{outside}) in "
           f"{result.elapsed_s:.0f} s; fault mix: {mix or 'none'}; summary {args.out / 'summary.json'}")
+    for line in per_backend_lines(result):
+        print(f"wsfleet explore: {line}")
     for finding in result.outside:
         print(f"wsfleet explore: outside the fault model, seed {finding.seed} fails "
               f"{', '.join(finding.invariants)} ({finding.outside}); schedule {finding.schedule}")

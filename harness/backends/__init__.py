@@ -10,7 +10,7 @@ empty any backend from ``fleet.schema``.  ``python -m harness.backends`` serves 
 from __future__ import annotations
 
 from harness.backends.base import ENDPOINT_ENV_VARS, LOCAL_CREDENTIALS, Backend, BackendError
-from harness.backends.embedded import DYNAMODB_ENGINES, EmbeddedBackend, start_embedded
+from harness.backends.embedded import DYNAMODB_ENGINES, EmbeddedBackend, KeptBackends, start_embedded
 from harness.backends.resources import clear_data, create_resources
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "EmbeddedBackend",
+    "KeptBackends",
     "clear_data",
     "create_resources",
     "start_embedded",

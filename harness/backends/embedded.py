@@ -4,6 +4,11 @@ DynamoDB runs on dynalite (atomic conditional writes, ~1,400 updates/s) or, sele
 missing, on a moto server with DynamoDB requests serialised (``moto_serial``).  SQS, CloudWatch and
 Route 53 run on a second moto server, so DynamoDB load never delays a long poll.  With moto as the
 DynamoDB engine, DynamoDB Streams is served by that same process (it holds the tables).
+
+``KeptBackends`` keeps one backend per engine up across a batch of runs (explore, the scenario suite): each
+run borrows one renewed (``EmbeddedBackend.renew``: every server emptied as if just started, the resources
+created again), so a run pays for neither the servers' start nor their stop, and sees nothing of the runs
+before it.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from fleet.config import ENV_VARS, FleetConfig
+from harness import http_client
 from harness.backends.base import TABLE_FIELDS, Backend, BackendError
-from harness.backends.resources import create_resources
+from harness.backends.resources import client, create_resources
 from harness.backends.servers import ServerProcess, dynalite_command, start_dynalite, start_moto
 
 DYNAMODB_ENGINES = ("dynalite", "moto")
@@ -45,6 +53,31 @@ class EmbeddedBackend(Backend):
 
     def pids(self) -> list[int]:
         return [server.pid for server in self.servers]
+
+    def running(self) -> bool:
+        return bool(self.servers) and all(server.child.running() for server in self.servers)
+
+    def renew(self, config: FleetConfig) -> None:
+        """Empty every server as if it had just started (moto's reset: tables, queues with their in-flight
+        messages, ECS tasks, metrics; dynalite: every table deleted), then create ``config``'s tables and
+        queues, empty."""
+        moto_servers = self.servers if self.dynamodb_engine == "moto" else self.servers[1:]
+        try:
+            for server in moto_servers:
+                http_client.request("POST", f"{server.url}/moto-api/reset", timeout_s=30.0)
+            if self.dynamodb_engine == "dynalite":
+                ddb = client(self.env(), "dynamodb")
+                for name in ddb.list_tables()["TableNames"]:  # the server is ours: every table is a run's
+                    ddb.delete_table(TableName=name)
+        except (http_client.HttpError, BotoCoreError, ClientError) as exc:
+            raise BackendError(f"could not empty the {self.dynamodb_engine} backend: {exc}") from exc
+        self.create_resources(config)
+
+    def create_resources(self, config: FleetConfig) -> None:
+        """Create ``config``'s tables and queues (its region replaced by the backend's) and name them."""
+        config = config.with_changes(region=self.region)
+        self.tables = {role: getattr(config, name) for role, name in TABLE_FIELDS.items()}
+        self.queue_url = create_resources(self.env(), config)
 
     def stop(self) -> None:
         """Stop every server (SIGTERM, then SIGKILL after a grace period); idempotent."""
@@ -108,8 +141,7 @@ def start_embedded(
         }
         if dynamodb == "moto":
             backend.endpoints["dynamodbstreams"] = ddb_server.url
-        backend.tables = {role: getattr(config, name) for role, name in TABLE_FIELDS.items()}
-        backend.queue_url = create_resources(backend.env(), config)
+        backend.create_resources(config)
     except BaseException:
         backend.remove_log_dir = False  # the error message points into the logs
         backend.stop()
@@ -130,3 +162,39 @@ def _start_servers(dynamodb: str, log_dir: Path) -> list[ServerProcess]:
             server.stop()
         raise errors[0]
     return started
+
+
+class KeptBackends:
+    """One embedded backend per DynamoDB engine, started when first asked for and kept up until ``close()``;
+    each ``fresh`` call renews it first.  Server logs go to ``log_dir/<engine>/`` (a temporary directory,
+    removed on stop, without one)."""
+
+    def __init__(self, log_dir: Path | None = None) -> None:
+        self.log_dir = log_dir
+        self._kept: dict[str, EmbeddedBackend] = {}
+
+    def fresh(self, dynamodb: str, config: FleetConfig) -> EmbeddedBackend:
+        """The kept backend of ``dynamodb`` (started now if none is running), empty, with ``config``'s
+        resources."""
+        backend = self._kept.get(dynamodb)
+        if backend is not None and backend.running():
+            backend.renew(config)
+            return backend
+        if backend is not None:  # a server ended under it: start the backend anew
+            backend.stop()
+        log_dir = self.log_dir / dynamodb if self.log_dir is not None else None
+        self._kept[dynamodb] = backend = start_embedded(dynamodb, config=config, log_dir=log_dir)
+        return backend
+
+    def close(self) -> None:
+        for backend in self._kept.values():
+            backend.stop()
+        self._kept.clear()
+
+    def __enter__(self) -> KeptBackends:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -103,7 +103,10 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # werkzeug's serve_forever ends on it and closes the socket
+    """End at once: the store is in memory, and closing the server would wait for every open keep-alive
+    connection's thread (a fleet process's client holds one) until the grace is spent and we are killed."""
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,12 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
     print(json.dumps({"port": server.server_port}), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    server.serve_forever()  # until SIGTERM or SIGINT ends the process (_stop)
     return 0
 
 

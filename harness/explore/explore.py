@@ -14,6 +14,13 @@ mix, and each class with its seeds and files.  Each run's coverage (``harness.ch
 transitions its history shows) is printed after its progress line and totalled in ``summary.json``
 (``coverage``), with the transitions no run reached (``not_covered``).
 
+The runs borrow their embedded backend from one ``KeptBackends`` (one per engine, up for the whole batch,
+renewed before each run).  Each run's ``verdict.json`` is written as it ends, and ``OUT/batch.json`` holds the
+batch's settings: run again into the same folder with the same settings (``resumable``), the batch counts the
+seeds already judged there without running them again, and runs the rest (a run cut short runs again, into
+an emptied folder); ``summary.json`` then totals them all (its ``elapsed_s`` is this sitting's), in all and per
+backend (``per_backend``).
+
 A run whose schedule left the fault model on purpose (the generator draws a clock skew beyond the tolerance
 now and then: ``run.start``'s ``fault_model``) is no finding when it fails: its schedule is written and it is
 counted and named apart (``outside``), never shrunk, and it does not end the exploration.
@@ -22,15 +29,18 @@ counted and named apart (``outside``), never shrunk, and it does not end the exp
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.backends import KeptBackends
 from harness.checkers.coverage import TRANSITIONS, coverage, not_covered
 from harness.checkers.events import read_events
+from harness.checkers.verdict import VERDICT_FILE
 from harness.cluster import ClusterError
 from harness.explore.generator import generate
 from harness.explore.shrink import Budget, shrink, steps
@@ -41,6 +51,7 @@ from harness.scenarios.scenario_file import ScenarioSpec, dump
 
 Progress = Callable[[str], None]
 # I1, I6 (on items, then on the batch log), I2, I5, then the rest: the order in which a failing run's invariant is named
+BATCH_FILE = "batch.json"  # in the output folder: the settings of the batch run there
 INVARIANT_ORDER = ("duplicate_claims", "zombie_writes", "log", "sequences", "stop", "bounds", "recovery")
 
 
@@ -80,6 +91,21 @@ class Finding:
 
 
 @dataclass
+class Tally:
+    """What a set of runs did: their outcomes, fault mix, load mix and the transitions they reached."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    fault_mix: Counter[str] = field(default_factory=Counter)
+    load_mix: Counter[str] = field(default_factory=Counter)  # "<streams>x<rate>/s" -> runs
+    coverage: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(TRANSITIONS, 0)))
+
+    def summary(self) -> dict[str, Any]:
+        return {"runs": self.outcomes.total(), "invalid": self.outcomes["invalid"], "outcomes": dict(self.outcomes),
+                "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
+                "coverage": dict(self.coverage), "not_covered": not_covered(self.coverage)}
+
+
+@dataclass
 class ExploreResult:
     verdicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # seed -> verdict (None: not run)
     fault_mix: Counter[str] = field(default_factory=Counter)
@@ -89,6 +115,24 @@ class ExploreResult:
     coverage: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(TRANSITIONS, 0)))
     findings: list[Finding] = field(default_factory=list)
     elapsed_s: float = 0.0
+    by_backend: dict[str, Tally] = field(default_factory=dict)  # DynamoDB server -> what its runs did
+
+    def count(self, spec: ScenarioSpec, kinds: list[str], load: str, verdict: dict[str, Any] | None,
+              reached: Counter[str] | None) -> None:
+        """Count one run: ``kinds`` its faults (``describe_fault``), ``load`` its streams x rate, ``reached``
+        the transitions its history shows (None: no history)."""
+        self.verdicts[spec.seed] = verdict
+        self.backend_mix[str(spec.dynamodb)] += 1
+        self.notices_runs += spec.death_notices
+        tally = self.by_backend.setdefault(str(spec.dynamodb), Tally())
+        for mix in (self.fault_mix, tally.fault_mix):
+            mix.update(kinds)
+        for mix in (self.load_mix, tally.load_mix):
+            mix[load] += 1
+        tally.outcomes[outcome(verdict)] += 1
+        if reached is not None:
+            self.coverage.update(reached)
+            tally.coverage.update(reached)
 
     @property
     def invalid(self) -> int:
@@ -116,6 +160,7 @@ class ExploreResult:
             "fault_mix": dict(self.fault_mix.most_common()), "load_mix": dict(self.load_mix.most_common()),
             "backend_mix": dict(self.backend_mix.most_common()), "death_notice_runs": self.notices_runs,
             "coverage": dict(self.coverage), "not_covered": not_covered(self.coverage),
+            "per_backend": {name: tally.summary() for name, tally in sorted(self.by_backend.items())},
             "classes": {invariant: [{"seed": f.seed, "fails": f.invariants, "backend": f.backend,
                                      "schedule": str(f.schedule),
                                      **({"minimal": str(f.minimal)} if f.minimal else {})} for f in found]
@@ -126,6 +171,25 @@ class ExploreResult:
                             for f in self.outside],
             },
         }
+
+
+def per_backend_lines(result: ExploreResult) -> list[str]:
+    """The batch's end, per backend: runs and invalid runs, the fault and load mix, then a table of the
+    transitions each backend's runs reached (a transition none reached reads 0)."""
+    names = sorted(result.by_backend)
+    lines = []
+    for name in names:
+        tally = result.by_backend[name]
+        faults = ", ".join(f"{kind} {n}" for kind, n in condensed_mix(tally.fault_mix).most_common())
+        loads = ", ".join(f"{load} {n}" for load, n in tally.load_mix.most_common())
+        lines.append(f"{name}: {tally.outcomes.total()} runs, {tally.outcomes['invalid']} invalid "
+                     f"({', '.join(f'{o} {n}' for o, n in tally.outcomes.most_common())}); faults: "
+                     f"{faults or 'none'}; load: {loads}")
+    width = max(map(len, TRANSITIONS), default=0)
+    lines.append(f"{'transition':<{width}}  " + "  ".join(f"{name:>8}" for name in names))
+    lines += [f"{transition:<{width}}  " + "  ".join(f"{result.by_backend[name].coverage[transition]:>8}"
+                                                     for name in names) for transition in TRANSITIONS]
+    return lines
 
 
 def failing_invariants(verdict: dict[str, Any]) -> list[str]:
@@ -170,10 +234,12 @@ def describe_fault(step: dict[str, Any]) -> str:
     return label + (f"@{toxicity:g}" if toxicity < 1 else "")
 
 
-def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any] | None:
-    """The verdict of one run of ``spec``; None when it could not be run."""
+def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions,
+             backends: KeptBackends | None = None) -> dict[str, Any] | None:
+    """The verdict of one run of ``spec`` (on a backend of ``backends``, renewed, when given); None when it
+    could not be run."""
     run = ScenarioRun(spec, profile=options.profile, run_dir=run_dir, dynamodb=spec.dynamodb,
-                      fleet_root=options.fleet_root)
+                      fleet_root=options.fleet_root, backends=backends)
     try:
         return run_scenario(run)
     except (ScenarioError, ClusterError, ProcessError, FaultError) as exc:
@@ -186,55 +252,120 @@ def run_coverage(run_dir: Path) -> Counter[str] | None:
     return coverage(read_events(run_dir)) if (run_dir / "history").is_dir() else None
 
 
+class ExploreError(Exception):
+    """An output folder this batch cannot use; the message says why."""
+
+
+def batch_settings(options: ExploreOptions) -> dict[str, Any]:
+    """What decides a seed's schedule and how it runs: two batches with the same settings judge a seed alike."""
+    return {"profile": options.profile, "workers": options.workers, "connections": options.connections,
+            "rate": options.rate, "timescale": options.timescale, "dynamodb": options.dynamodb,
+            "fleet_root": str(options.fleet_root) if options.fleet_root else None}
+
+
+def resumable(out: Path, options: ExploreOptions) -> bool:
+    """Whether ``out`` holds a batch of these settings (``BATCH_FILE``), so this one carries it on; an
+    ``ExploreError`` naming the first difference when it holds a batch of others."""
+    path = out / BATCH_FILE
+    if not path.is_file():
+        return False
+    before, now = json.loads(path.read_text()), batch_settings(options)
+    for name, value in now.items():
+        if before.get(name) != value:
+            raise ExploreError(f"--out {out} holds a batch run with {name} {before.get(name)}, not {value}; "
+                               "name a new folder, or add --force to empty it first")
+    return True
+
+
 def explore(options: ExploreOptions, progress: Progress) -> ExploreResult:
+    """Run the batch ``options`` describes into ``options.out``; the seeds a batch of the same settings
+    already judged there are counted, not run again (``resumable``)."""
     result = ExploreResult()
     started = time.monotonic()
     options.out.mkdir(parents=True, exist_ok=True)
-    for k in range(options.runs):
-        if options.budget_s is not None and time.monotonic() - started > options.budget_s:
-            progress(f"budget of {options.budget_s:.0f} s spent after {k} runs")
-            break
-        seed = options.seed + k
-        spec = generate(seed, profile=options.profile, workers=options.workers, connections=options.connections,
-                        rate=options.rate, timescale=options.timescale, dynamodb=options.dynamodb)
-        kinds = [describe_fault(s) for s in spec.faults]
-        result.fault_mix.update(kinds)
-        load = f"{spec.connections}x{spec.rate:g}/s"
-        result.load_mix[load] += 1
-        result.backend_mix[str(spec.dynamodb)] += 1
-        result.notices_runs += spec.death_notices
-        load += f" on {spec.dynamodb}{', death notices' if spec.death_notices else ''}"
-        run_started = time.monotonic()
-        verdict = run_once(spec, options.out / f"seed-{seed}", options)
-        result.verdicts[seed] = verdict
+    (options.out / BATCH_FILE).write_text(json.dumps(batch_settings(options), indent=1) + "\n")
+    seeds = range(options.seed, options.seed + options.runs)
+    judged = {seed: verdict for seed in seeds if (verdict := judged_before(options.out / f"seed-{seed}"))}
+    if judged:
+        progress(f"resuming {options.out}: {len(judged)} of {options.runs} seeds already judged "
+                 f"({describe_seeds(judged)}); their verdicts are counted, not run again")
+    with KeptBackends(options.out / "backends") as backends:
+        for k, seed in enumerate(seeds):
+            if (seed not in judged and options.budget_s is not None
+                    and time.monotonic() - started > options.budget_s):
+                progress(f"budget of {options.budget_s:.0f} s spent after {k} runs")
+                break
+            spec = generate(seed, profile=options.profile, workers=options.workers,
+                            connections=options.connections, rate=options.rate, timescale=options.timescale,
+                            dynamodb=options.dynamodb)
+            _run(spec, k, judged.get(seed), options, result, progress, backends)
+            result.elapsed_s = time.monotonic() - started
+            (options.out / "summary.json").write_text(json.dumps(result.summary(options), indent=1) + "\n")
+            if result.classes() and not options.keep_going:
+                break
+    return result
+
+
+def judged_before(run_dir: Path) -> dict[str, Any] | None:
+    """The verdict a run folder holds (a run that ended and was judged), or None."""
+    path = run_dir / VERDICT_FILE
+    return dict(json.loads(path.read_text())) if path.is_file() else None
+
+
+def describe_seeds(seeds: Iterable[int]) -> str:
+    """``seeds 1-37, 40`` : the seeds as runs of consecutive numbers."""
+    spans: list[list[int]] = []
+    for seed in sorted(seeds):
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1][1] = seed
+        else:
+            spans.append([seed, seed])
+    return "seeds " + ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
+
+
+def _run(spec: ScenarioSpec, k: int, judged: dict[str, Any] | None, options: ExploreOptions,
+         result: ExploreResult, progress: Progress, backends: KeptBackends) -> None:
+    """Run one generated schedule (or count the verdict it was given before) and record what it did."""
+    kinds = [describe_fault(s) for s in spec.faults]
+    load = f"{spec.connections}x{spec.rate:g}/s"
+    run_dir = options.out / f"seed-{spec.seed}"
+    run_started = time.monotonic()
+    if judged is None:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a run cut short left part of a history: it runs again
+        verdict = run_once(spec, run_dir, options, backends)
+    else:
+        verdict = judged
+    reached = run_coverage(run_dir) if verdict is not None else None
+    result.count(spec, kinds, load, verdict, reached)
+    if judged is None:
         said = outcome(verdict).upper()
         if said.startswith("INVALID"):
             why = outside_model(verdict)
             said += f" ({', '.join(failing_invariants(verdict or {}))}{f'; {why}' if why else ''})"
-        progress(f"run {k + 1}/{options.runs} seed {seed}: {load}, faults [{', '.join(kinds)}], "
-                 f"{len(spec.workload)} operations -> {said} in {time.monotonic() - run_started:.0f} s")
-        reached = run_coverage(options.out / f"seed-{seed}") if verdict is not None else None
+        notices = ", death notices" if spec.death_notices else ""
+        progress(f"run {k + 1}/{options.runs} seed {spec.seed}: {load} on {spec.dynamodb}{notices}, faults "
+                 f"[{', '.join(kinds)}], {len(spec.workload)} operations -> {said} in "
+                 f"{time.monotonic() - run_started:.0f} s")
         if reached is not None:
-            result.coverage.update(reached)
             progress("  coverage: " + (", ".join(f"{name} {count}" for name, count in reached.items() if count)
                                        or "nothing"))
-        if verdict is not None and verdict["valid"] is False:
-            _record(spec, verdict, options, result, progress)
-        result.elapsed_s = time.monotonic() - started
-        (options.out / "summary.json").write_text(json.dumps(result.summary(options), indent=1) + "\n")
-        if result.classes() and not options.keep_going:
-            break
-    return result
+    if verdict is not None and verdict["valid"] is False:
+        _record(spec, verdict, options, result, progress, backends, shrink_now=judged is None)
 
 
 def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions, result: ExploreResult,
-            progress: Progress) -> None:
-    """Save an invalid run's schedule; shrink it if it is the first of its class (and within the model)."""
+            progress: Progress, backends: KeptBackends, shrink_now: bool = True) -> None:
+    """Save an invalid run's schedule; shrink it if it is the first of its class (and within the model).  A
+    run judged before (``shrink_now`` false) is recorded as it was left: its shrunk schedule if it has one."""
     invariants = failing_invariants(verdict)
     new_class = invariants[0] not in result.classes()
     finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"),
                       outside=outside_model(verdict), backend=spec.dynamodb)
     result.findings.append(finding)
+    if not shrink_now:
+        shrunk_file = options.out / f"{spec.name}-min.yaml"
+        finding.minimal = shrunk_file if shrunk_file.is_file() else None
+        return
     if finding.outside is not None:
         progress(f"seed {spec.seed} fails {finding.invariant} outside the fault model ({finding.outside}); "
                  f"schedule written to {finding.schedule}")
@@ -252,7 +383,9 @@ def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions
         nonlocal tried
         tried += 1
         for attempt in range(1, options.shrink_repeat + 1):
-            found = run_once(candidate, options.out / f"shrink-{spec.seed}" / f"{tried}-{attempt}", options)
+            run_dir = options.out / f"shrink-{spec.seed}" / f"{tried}-{attempt}"
+            shutil.rmtree(run_dir, ignore_errors=True)  # left by a shrink cut short
+            found = run_once(candidate, run_dir, options, backends)
             if found is not None and invariant in failing_invariants(found):
                 progress(f"shrink candidate {tried} ({steps(candidate)} steps): still fails (run {attempt})")
                 return True

@@ -1,19 +1,30 @@
-"""Fixtures of the scenario suite (its options and CI gate live in ``harness/scenarios/gate.py``)."""
+"""Fixtures of the scenario suite (its options and CI gate live in ``harness/scenarios/gate.py``).
+
+Every run of the suite borrows its embedded backend from one ``KeptBackends`` of the session, renewed
+before each run (nothing of an earlier run's tables or queues is left), so a scenario pays for its
+workers and its schedule, not for starting and stopping DynamoDB and moto."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.backends import KeptBackends
 from harness.scenarios.catalog import SCENARIOS
 from harness.scenarios.gate import Totals, progress_reporter
 from harness.scenarios.runner import ScenarioRun, run_scenario
 from harness.scenarios.scenario_file import ScenarioSpec
 
 RunScenario = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def kept_backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeptBackends]:
+    with KeptBackends(tmp_path_factory.mktemp("backends")) as kept:
+        yield kept
 
 
 def _runner(run_root: Path, request: pytest.FixtureRequest) -> RunScenario:
@@ -24,6 +35,7 @@ def _runner(run_root: Path, request: pytest.FixtureRequest) -> RunScenario:
 
     def run(spec: ScenarioSpec, profile: str | None = None, **options: Any) -> dict[str, Any]:
         options.setdefault("timescale", request.config.getoption("--scenario-timescale"))  # None: the file's
+        options.setdefault("backends", request.getfixturevalue("kept_backends"))
         setup = ScenarioRun(spec, profile=profile, run_dir=run_root / spec.name, **options)
         verdict = run_scenario(setup, progress=progress)
         verdict["run_dir"] = str(setup.run_dir)

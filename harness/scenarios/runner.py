@@ -2,7 +2,8 @@
 their own schedules, recovery awaited, the store's ground truth recorded, checkers run, ``verdict.json``
 written.
 
-Phases, each announced on the progress callback: ``up`` (backend, simulator, router, workers), ``start``
+Phases, each announced on the progress callback: ``up`` (backend, simulator, router, workers; the backend
+borrowed, renewed, from ``ScenarioRun.backends`` when given, so a batch of runs starts it once), ``start``
 (START every connection through the router; wait until the simulator sees a session for each), ``steady``
 (one lease of normal running), ``faults`` (every fault step and workload operation runs in its own thread
 at its ``at_s``, so faults overlap and a fault with a duration never delays the next one; the phase ends
@@ -35,6 +36,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.config import FleetConfig
+from harness.backends import BackendError, KeptBackends
 from harness.checkers.verdict import verdict_line, write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError
@@ -67,6 +69,8 @@ class ScenarioRun:
     localstack_url: str = ""
     fleet_root: Path | None = None  # run the worker and router processes from this checkout
     overrides: dict[str, Any] = field(default_factory=dict)  # FleetConfig settings (``fleet.config.tuning``)
+    # Borrow the embedded backend from these, renewed, instead of starting one for this run alone
+    backends: KeptBackends | None = None
 
     def setting(self, name: str) -> Any:
         value = getattr(self, name)
@@ -113,7 +117,12 @@ def run_scenario(run: ScenarioRun, progress: Progress = _quiet) -> dict[str, Any
                        upstream=run.scenario.upstream, death_notices=run.scenario.death_notices)
     phases = Phases(run.scenario, spec.fleet_config(), workers, seed, int(run.setting("connections")), progress)
     phases.say(f"starting {workers} workers (time scale {spec.timescale}, lease {phases.config.lease_s:.2f} s)")
-    with Cluster(spec) as cluster:
+    try:
+        backend = (run.backends.fresh(spec.dynamodb, spec.fleet_config())
+                   if run.backends is not None and not run.localstack_url else None)
+    except BackendError as exc:
+        raise ClusterError(str(exc)) from exc
+    with Cluster(spec, backend=backend) as cluster:
         phases.run(LocalTopology(cluster), settings=run.overrides or None, dynamodb=spec.dynamodb)
     return phases.verdict(run.run_dir)
 

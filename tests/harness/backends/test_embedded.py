@@ -15,15 +15,18 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from botocore.configprovider import ConfiguredEndpointProvider
 
+from fleet import schema
 from fleet.config import ENV_VARS, FleetConfig
 from harness.backends import (
     ENDPOINT_ENV_VARS,
     Backend,
     BackendError,
     EmbeddedBackend,
+    KeptBackends,
     embedded,
     start_embedded,
 )
+from harness.backends.resources import client
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -139,3 +142,29 @@ def test_fleet_processes_skip_transactions_on_moto(engine: str, transactions: st
     backend = EmbeddedBackend(kind="embedded", region="us-east-1", endpoints={}, queue_url="",
                               dynamodb_engine=engine)
     assert backend.env().get(ENV_VARS["transactions"]) == transactions
+
+
+@pytest.mark.parametrize("engine", ["dynalite", "moto"])
+def test_a_kept_backend_is_lent_again_with_nothing_of_the_run_before(engine: str) -> None:
+    config = FleetConfig()
+    with KeptBackends() as kept:
+        first = kept.fresh(engine, config)
+        pids = first.pids()
+        ddb, sqs = client(first.env(), "dynamodb"), client(first.env(), "sqs")
+        for table in schema.tables(config):
+            types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+            ddb.put_item(TableName=table["TableName"], Item={
+                key["AttributeName"]: {types[key["AttributeName"]]: "1"} for key in table["KeySchema"]})
+        for body in ("queued", "in flight"):
+            sqs.send_message(QueueUrl=first.queue_url, MessageBody=body)
+        assert sqs.receive_message(QueueUrl=first.queue_url, VisibilityTimeout=600)["Messages"]
+
+        again = kept.fresh(engine, config)
+
+        assert again is first and again.pids() == pids  # the same servers, not started anew
+        assert [item for table in again.tables.values() for item in ddb.scan(TableName=table)["Items"]] == []
+        assert sorted(ddb.list_tables()["TableNames"]) == sorted(again.tables.values())
+        counts = sqs.get_queue_attributes(QueueUrl=again.queue_url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        assert counts == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}
+    assert not first.running()

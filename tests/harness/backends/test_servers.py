@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
 
 from harness.backends import BackendError
-from harness.backends.servers import spawn_server
+from harness.backends.servers import spawn_server, start_dynalite, start_moto
 
 
 def _python(code: str) -> list[str]:
@@ -62,3 +64,16 @@ def test_server_whose_ready_line_names_no_port_is_refused_and_stopped(tmp_path: 
         spawn_server("nameless-db", _python("print('{\"pid\": 1}', flush=True); import time; time.sleep(60)"),
                      tmp_path / "nameless.log", deadline_s=10)
     assert servers() <= before
+
+
+@pytest.mark.parametrize("start", [start_dynalite, start_moto], ids=["dynalite", "moto"])
+def test_a_server_ends_on_sigterm_though_a_client_keeps_a_connection_open(tmp_path: Path, start: Any) -> None:
+    """Its store is in memory: nothing to finish, so an open keep-alive connection (a fleet process's client)
+    must not hold it until the grace is spent and it is killed."""
+    server = start(tmp_path)
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as kept_open:
+        kept_open.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+        kept_open.recv(1)  # the server has taken the connection up
+        status = server.child.stop(grace_s=1.0)
+    assert status == 0  # ended by its SIGTERM, not by the SIGKILL after the grace

@@ -13,7 +13,15 @@ import pytest
 
 from harness.checkers.coverage import TRANSITIONS
 from harness.explore import explore as explore_module
-from harness.explore.explore import ExploreOptions, condensed_mix, explore, run_coverage
+from harness.explore.explore import (
+    ExploreError,
+    ExploreOptions,
+    condensed_mix,
+    explore,
+    per_backend_lines,
+    resumable,
+    run_coverage,
+)
 from harness.scenarios.scenario_file import ScenarioSpec, load
 
 FAILS = {3: ["sequences"], 5: ["duplicate_claims", "sequences"], 6: ["sequences"]}  # by seed
@@ -30,7 +38,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     on its second run, and only while it keeps a fault.  Records (seed, run folder name) of every run."""
     ran: list[tuple[int, str]] = []
 
-    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions, *_: Any) -> dict[str, Any]:
         ran.append((spec.seed, run_dir.name))
         if run_dir.parent.name.startswith("shrink-"):
             second = run_dir.name.endswith("-2")
@@ -87,7 +95,7 @@ def test_a_run_failing_outside_the_fault_model_is_named_apart_never_a_finding(
     """Seed 2's schedule left the model (a skew beyond the tolerance) and fails; seed 3 left it and passes;
     seed 4 fails within it.  Seed 2 neither ends the exploration nor is shrunk nor classed; it is counted and
     named apart, with why."""
-    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions, *_: Any) -> dict[str, Any]:
         failing = {2: ["duplicate_claims"], 4: ["sequences"]}.get(spec.seed, []) if run_dir.name.startswith(
             "seed-") else []
         stated = OUTSIDE if spec.seed in (2, 3) else "within"
@@ -116,7 +124,7 @@ def test_the_condensed_mix_counts_toxics_by_type() -> None:
 
 def test_a_runs_coverage_is_read_from_its_history_and_totalled(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions) -> dict[str, Any]:
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions, *_: Any) -> dict[str, Any]:
         (run_dir / "history").mkdir(parents=True)
         acquire = {"t": 1.0, "src": "worker-1", "type": "lease.acquire", "pk": "CONN#a", "worker": "worker-1",
                    "epoch": spec.seed, "outcome": "ok", "via": "notify"}
@@ -130,3 +138,59 @@ def test_a_runs_coverage_is_read_from_its_history_and_totalled(tmp_path: Path,
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["coverage"]["acquire:notification"] == 2 and "acquire:notification" not in summary["not_covered"]
     assert run_coverage(tmp_path / "nowhere") is None
+
+
+def test_a_batch_run_again_into_its_folder_skips_the_seeds_already_judged_and_counts_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run leaves its verdict as it ends; seed 3 is cut short (a history, no verdict).  Run again with more
+    runs, the batch says in one line what it skips, runs only seeds 3, 5 and 6 (seed 3 into an emptied
+    folder), and its summary counts all six, per backend too."""
+    ran: list[int] = []
+
+    def run_once(spec: ScenarioSpec, run_dir: Path, options: ExploreOptions, *_: Any) -> dict[str, Any]:
+        assert not run_dir.exists()  # a folder of its own, with nothing of an earlier attempt
+        ran.append(spec.seed)
+        (run_dir / "history").mkdir(parents=True)
+        acquire = {"t": 1.0, "src": "worker-1", "type": "lease.acquire", "pk": "CONN#a", "worker": "worker-1",
+                   "epoch": 1, "outcome": "ok", "via": "notify"}
+        (run_dir / "history" / "worker-1.jsonl").write_text(json.dumps(acquire) + "\n")
+        judged = verdict(FAILS.get(spec.seed, []))
+        (run_dir / "verdict.json").write_text(json.dumps(judged))
+        return judged
+
+    monkeypatch.setattr(explore_module, "run_once", run_once)
+    explore(options(tmp_path, runs=4, keep_going=True, shrink_runs=0), progress=lambda _: None)
+    (tmp_path / "seed-3" / "verdict.json").unlink()
+    ran.clear()
+    lines: list[str] = []
+    result = explore(options(tmp_path, runs=6, keep_going=True, shrink_runs=0), progress=lines.append)
+    assert ran == [3, 5, 6]
+    assert lines[0] == (f"resuming {tmp_path}: 3 of 6 seeds already judged (seeds 1-2, 4); their verdicts are "
+                        "counted, not run again")
+    assert sorted(result.verdicts) == [1, 2, 3, 4, 5, 6] and result.invalid == 3
+    assert [f.seed for f in result.findings] == [3, 5, 6]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["runs"] == 6 and summary["coverage"]["acquire:notification"] == 6
+    per_backend = summary["per_backend"]
+    assert sum(b["runs"] for b in per_backend.values()) == 6 and sum(b["invalid"] for b in per_backend.values()) == 3
+    assert sum(b["coverage"]["acquire:notification"] for b in per_backend.values()) == 6
+    assert all(set(b) >= {"fault_mix", "load_mix", "not_covered", "outcomes"} for b in per_backend.values())
+
+
+def test_a_folder_holding_a_batch_of_other_settings_is_not_carried_on(tmp_path: Path,
+                                                                       runs: list[tuple[int, str]]) -> None:
+    assert not resumable(tmp_path, options(tmp_path))  # nothing there yet
+    explore(options(tmp_path, runs=1), progress=lambda _: None)
+    assert resumable(tmp_path, options(tmp_path, runs=50, seed=7))  # more runs, other seeds: the same batch
+    with pytest.raises(ExploreError, match=r"holds a batch run with dynamodb drawn, not moto; name a new folder"):
+        resumable(tmp_path, options(tmp_path, dynamodb="moto"))
+
+
+def test_the_end_of_a_batch_says_per_backend_its_runs_invalid_runs_mixes_and_coverage(
+        tmp_path: Path, runs: list[tuple[int, str]]) -> None:
+    result = explore(options(tmp_path, keep_going=True, shrink_runs=0), progress=lambda _: None)
+    lines = per_backend_lines(result)
+    tallies = [line for line in lines if line.startswith(("dynalite:", "moto:"))]
+    assert len(tallies) == 2 and all(" invalid (" in line and "; load: " in line for line in tallies)
+    assert lines[2].split() == ["transition", "dynalite", "moto"]
+    assert all(line.startswith(name) for line, name in zip(lines[3:], TRANSITIONS, strict=True))
