@@ -64,19 +64,24 @@ class ClientSettings:
 
     ``max_attempts`` counts the first attempt (1: no SDK retries); ``timeout_s`` None keeps botocore's
     defaults (60 s connect and read); ``consistent_reads`` applies to the desired-state read of a
-    connection (``AwsAdapter.get_connection``).
+    connection (``AwsAdapter.get_connection``); ``validates_parameters`` False skips botocore's client-side
+    check of every request's parameters against the API model, which walks each attribute of a stored batch
+    and costs more CPU than the rest of the request's building (a malformed request is still refused, by the
+    service: ``ValidationException``, a ``StoreError``).
     """
 
     max_attempts: int | None
     timeout_s: float | None
     max_pool_connections: int
     consistent_reads: bool
+    validates_parameters: bool = True
 
     @classmethod
     def bounded(cls, config: FleetConfig) -> ClientSettings:
-        """``hardened``: one attempt per request, abandoned after the request timeout; consistent reads."""
+        """``hardened``: one attempt per request, abandoned after the request timeout; consistent reads; no
+        client-side parameter validation."""
         return cls(max_attempts=1, timeout_s=max(0.2, config.scaled_s(config.aws_timeout_ms)),
-                   max_pool_connections=64, consistent_reads=True)
+                   max_pool_connections=64, consistent_reads=True, validates_parameters=False)
 
     @classmethod
     def sdk_defaults(cls) -> ClientSettings:
@@ -90,7 +95,8 @@ class ClientSettings:
         timeouts: dict[str, Any] = {}
         if self.timeout_s is not None:
             timeouts = {"connect_timeout": self.timeout_s, "read_timeout": self.timeout_s + read_timeout_extra_s}
-        return AioConfig(retries=retries, max_pool_connections=self.max_pool_connections, **timeouts)
+        return AioConfig(retries=retries, max_pool_connections=self.max_pool_connections,
+                         parameter_validation=self.validates_parameters, **timeouts)
 
 
 class AwsClients:
