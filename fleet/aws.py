@@ -19,8 +19,9 @@ through these attribute names.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
     from types_aiobotocore_ecs import ECSClient
     from types_aiobotocore_sqs import SQSClient
+    from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 _UNAVAILABLE_CODES = {
     "ThrottlingException",
@@ -214,6 +216,23 @@ class AwsClients:
         except (TypeError, ValueError):
             return  # a malformed Date says nothing
         self.skew.add(sent, monotonic_s() * 1000.0, server_ms)  # the fence clock never goes back
+
+
+async def send_messages(aws: AwsClients, queue_url: str, bodies: Sequence[Mapping[str, Any]]) -> None:
+    """Up to ten JSON bodies on the queue in one SendMessageBatch.  A message the queue refused inside an
+    answered request (``Failed``) is counted in ``aws.errors`` by its code and fails the call as the request's
+    own failure would: ``StoreError`` when the sender is at fault, else ``StoreUnavailable``."""
+    entries: list[SendMessageBatchRequestEntryTypeDef] = [
+        {"Id": str(i), "MessageBody": json.dumps(body)} for i, body in enumerate(bodies)]
+    async with aws_errors("send notifications", aws.errors):
+        answer = await aws.sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    refused = answer.get("Failed", [])
+    for entry in refused:
+        aws.errors[entry.get("Code") or "SendMessageBatch Failed"] += 1
+    if refused:
+        error = StoreError if refused[0].get("SenderFault") else StoreUnavailable
+        raise error(f"send notifications: {len(refused)} of {len(entries)} refused: "
+                    f"{refused[0].get('Code')}: {refused[0].get('Message', '')}")
 
 
 def _cancellation_codes(response: Mapping[str, Any]) -> set[str]:
