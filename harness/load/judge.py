@@ -2,14 +2,14 @@
 scenario's (``harness.scenarios.runner``), over the streams the Locust users STARTed.
 
 ``judge(state, history, say)`` finds the users' streams (their ``load.start`` events in the run folder),
-waits as a scenario's settle does (one lease, then until every one of them has stored what it had emitted
-when the settle began and no drain holds one, at most four leases more), records ``run.stop`` and the ground
-truth (``harness.ground_truth.record_final``: the simulator's heads, every stored message, every connection
-item of the users' streams) into the Locust history, then writes the run folder's ``verdict.json`` with every
-checker (``harness.checkers.verdict.write_verdict``) and returns it; ``failing_checkers`` names those that
-apply and are not valid.  ``UpTopology`` is the running ``up``
-seen from outside its process: its state file (``.wsfleet/up.json``), its simulator's control API, its
-backend and its workers' history files.
+waits as a scenario's settle does (one lease, then until every one of them still STARTed has stored what it
+had emitted when the settle began and no drain holds one of them, at most four leases more), records
+``run.stop`` and the ground truth (``harness.ground_truth.record_final``: the simulator's heads, every stored
+message, every connection item of the users' streams) into the Locust history, then writes the run folder's
+``verdict.json`` with every checker (``harness.checkers.verdict.write_verdict``) and returns it;
+``failing_checkers`` names those that apply and are not valid.  ``UpTopology`` is the running ``up`` seen
+from outside its process: its state file (``.wsfleet/up.json``), its simulator's control API, its backend
+and its workers' history files.
 """
 
 from __future__ import annotations
@@ -96,13 +96,24 @@ def started_ids(run_dir: Path) -> list[str]:
     return sorted({str(e["pk"]).removeprefix("CONN#") for e in events if isinstance(e.get("pk"), str)})
 
 
+def still_started(topology: UpTopology, ids: list[str]) -> list[str]:
+    """The connection ids of ``ids`` whose desired state is STARTED now (a user whose STOP was cut by the end
+    of the test left its stream STARTED; a STOPped stream's later emissions are never stored)."""
+    dynamodb, tables = topology.dynamodb()
+    wanted = {f"CONN#{i}" for i in ids}
+    pages = dynamodb.get_paginator("scan").paginate(TableName=tables["connections"], ConsistentRead=True)
+    return sorted(item["pk"]["S"].removeprefix("CONN#") for page in pages for item in page.get("Items", [])
+                  if item["pk"]["S"] in wanted and item.get("desired_state", {}).get("S") == "STARTED")
+
+
 def judge(state: dict[str, Any], history: HistoryWriter, say: Callable[[str], None]) -> dict[str, Any]:
     """Settle, scan and judge the run (see the module docstring); the verdict."""
     topology = UpTopology(state, history)
     ids = started_ids(topology.run_dir)
     lease_s = FleetConfig(timescale=float(state.get("timescale", 1.0))).lease_s
-    say(f"judging {len(ids)} streams: settling (at least {lease_s:g} s)")
-    settled_t, behind, draining = _settle(topology, ids, ids, lease_s, timeout_s=4 * lease_s)
+    started = still_started(topology, ids)
+    say(f"judging {len(ids)} streams ({len(started)} still STARTed): settling (at least {lease_s:g} s)")
+    settled_t, behind, draining = _settle(topology, started, ids, lease_s, timeout_s=4 * lease_s)
     if behind or draining:
         say(f"after the settle {len(behind)} streams were behind and {len(draining)} draining")
     history.emit("run.stop", settled_t=settled_t)
