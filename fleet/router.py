@@ -64,8 +64,9 @@ MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 EVENT_FIELDS = ("event_type", "connection_id", "ws_url")
 # Notifications (``Notifier``): SendMessageBatch requests one router process keeps in flight, and its limit of
-# messages a request.  Two in flight: under a burst each request fills up while the other is answered.
-NOTIFY_SENDS_IN_FLIGHT = 2
+# messages a request.  Eight in flight, as the worker's announcements (``fleet.store``): under a burst the
+# requests fill up while the others are answered, and a slow queue still has eight to answer at once.
+NOTIFY_SENDS_IN_FLIGHT = 8
 NOTIFY_BATCH = 10
 
 Kind = Literal["START", "STOP"]

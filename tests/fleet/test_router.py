@@ -21,7 +21,7 @@ from fleet.config import ENV_VARS, FleetConfig
 from fleet.errors import StoreUnavailable
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder
-from fleet.router import MAX_BODY_BYTES, LambdaRouter, Notifier, handle_event
+from fleet.router import MAX_BODY_BYTES, NOTIFY_SENDS_IN_FLIGHT, LambdaRouter, Notifier, handle_event
 from fleet.schema import conn_pk
 from fleet.store import AwsAdapter
 from harness.backends.resources import client
@@ -552,13 +552,13 @@ async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorde
 async def test_notifications_of_events_handled_at_once_share_requests_and_each_waits_for_its_own(
     env: dict[str, str], observer: Observer, shared_clients: AwsClients
 ) -> None:
-    """A burst of 25 notifications: the first two go alone (nothing was in flight), the other 23 in the next
-    three requests (10, 10, 3) as the first two are answered; every one lands, once.  On b917e92's router each
-    event sent its own SendMessage: 25 requests."""
+    """A burst of 25 notifications: the first eight go alone (fewer than ``NOTIFY_SENDS_IN_FLIGHT`` were in
+    flight), the other 17 in the next two requests (10, 7) as those are answered; every one lands, once.  On
+    ae2d36d's router each event sent its own SendMessage: 25 requests."""
     notifier = Notifier(shared_clients, observer.config.queue_url)
     pks = [conn_pk(f"burst{i}") for i in range(25)]
     await asyncio.gather(*(notifier.notify(pk) for pk in pks))
-    assert notifier.requests == 5
+    assert NOTIFY_SENDS_IN_FLIGHT == 8 and notifier.requests == 10
     assert notifier.in_flight == 0 and notifier.waiting == []
     assert sorted(body["pk"] for body in observer.notifications()) == sorted(pks)
 
