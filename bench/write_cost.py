@@ -24,7 +24,8 @@ us-east-1: https://aws.amazon.com/dynamodb/pricing/on-demand/; ``fleet.billing.L
 stores one conditional PutItem per batch of its fenced log (``fleet.batch_log``) on every engine.
 
 ``--memory``: the low-rate mode (``--rate`` defaults to 0.02 a second, ``--settle`` to 30 s: each take-up's
-tail read and mark cost about as much CPU as a window of quiet streams, so they must be over before it).
+tail read and mark cost about as much CPU as a window of quiet streams, so they must be over before it;
+``--own-timeout`` to 600 s: the window starts once every stream is held, progress shown meanwhile).
 The same one-worker fleet holds the streams; printed per profile: the worker's RSS growth per stream held
 (KB) and its CPU in cores over the window (idle CPU before any stream beside it): holding a stream should
 cost memory and renewals, not CPU.
@@ -60,6 +61,7 @@ from harness.run_folders import add_output_arguments, output_folder
 PROFILES = ("blog", "hardened")
 MEMORY_RATE = 0.02  # messages a second per stream in the memory mode
 MEMORY_SETTLE_S = 30.0  # the memory mode's settle: take-ups (a tail read and a mark each) over before the window
+MEMORY_OWN_TIMEOUT_S = 600.0  # the memory mode waits this long for every stream to be held before the window
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -94,8 +96,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a message emitted in the window counts as stored if its write was answered by the "
                    "window's end + this many seconds")
     p.add_argument("--timescale", type=float, default=1.0, help="time scale of the fleet")
-    p.add_argument("--threads", type=int, default=8, help="threads STARTing the streams")
-    p.add_argument("--own-timeout", type=float, default=60.0, help="seconds to wait for every stream to be owned")
+    p.add_argument("--threads", type=int, default=32,
+                   help="threads STARTing the streams (the router sends the notifications of STARTs it handles "
+                   "at once together)")
+    p.add_argument("--own-timeout", type=float, default=None,
+                   help="seconds to START and own every stream, with progress every 5 s, before the settle and "
+                   "the window (default 60; with --memory 600: the window must see every stream held)")
     p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
                    help="the embedded DynamoDB engine both profiles run on")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
@@ -106,6 +112,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rate = MEMORY_RATE if args.memory else 5.0
     if args.settle is None:
         args.settle = MEMORY_SETTLE_S if args.memory else 3.0
+    if args.own_timeout is None:
+        args.own_timeout = MEMORY_OWN_TIMEOUT_S if args.memory else 60.0
     args = checked(p, args, ("settle", "grace"))
     args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args

@@ -96,6 +96,9 @@ def units(request: Request) -> Units:
 
 def _number_size(text: str) -> int:
     """A number's stored size: one byte per two significant digits, plus one (plus one for a negative)."""
+    if text.isascii() and text.isdigit():  # a non-negative integer (most are): its zeros either end are not significant
+        significant = len(text.strip("0"))
+        return 1 + math.ceil(significant / 2) if significant else 1
     digits = str(Decimal(text).normalize()).lstrip("-").replace(".", "").lstrip("0")
     if "E" in digits:
         digits = digits.split("E")[0]

@@ -15,9 +15,9 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fleet.aws import AwsClients, aws_errors, error_code
+from fleet.aws import AwsClients, aws_errors, error_code, send_messages
 from fleet.batch_log import LogItem
 from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
 from fleet.errors import StoreError
@@ -25,9 +25,6 @@ from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
 from fleet.typed import from_typed, to_typed, typed_request
-
-if TYPE_CHECKING:
-    from types_aiobotocore_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 # The key the transactions probe reads (nothing is ever stored under it).
 TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
@@ -243,16 +240,14 @@ class AwsAdapter:
         """Announce released streams ``(pk, released epoch)`` (None: read it first), ten to a request
         (SendMessageBatch's limit), ``NOTIFY_REQUESTS_IN_FLIGHT`` requests at once: a shutdown announcing
         2,000 streams one request after another took over a minute on a loaded queue.  Every request is
-        tried; the first failure is raised after."""
+        tried; the first failure is raised after (``fleet.aws.send_messages``: a message the queue refused
+        inside an answered request included)."""
         slots = asyncio.Semaphore(NOTIFY_REQUESTS_IN_FLIGHT)
 
         async def send(batch: Sequence[tuple[str, int | None]]) -> None:
-            entries: list[SendMessageBatchRequestEntryTypeDef] = [
-                {"Id": str(i), "MessageBody": json.dumps({"pk": pk, "released_epoch": epoch})}
-                for i, (pk, epoch) in enumerate(batch)
-            ]
-            async with slots, aws_errors("send notifications", self.aws.errors):
-                await self.aws.sqs.send_message_batch(QueueUrl=self.config.queue_url, Entries=entries)
+            async with slots:
+                await send_messages(self.aws, self.config.queue_url, [
+                    {"pk": pk} if epoch is None else {"pk": pk, "released_epoch": epoch} for pk, epoch in batch])
 
         sent = await asyncio.gather(*(send(handoffs[start:start + 10]) for start in range(0, len(handoffs), 10)),
                                     return_exceptions=True)

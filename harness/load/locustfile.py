@@ -19,6 +19,10 @@ The storm (``--storm-after S``, run by the master or a standalone Locust only): 
 share (``--storm-fraction``) of the simulator's live sessions, as a gateway's mass disconnect does; ``kill``
 SIGKILLs ``--storm-kill`` of the fleet's worker processes (same machine only).
 
+When the test stops (master or standalone), the run ends as a scenario does (``harness.load.judge``;
+``--no-judge`` skips it): a settle, the final scan of the users' streams and every checker, written to the
+run folder's ``verdict.json`` and printed; Locust exits 1 when a checker that applies is not valid.
+
 Locust's aggregated statistics are not enough for per-phase analysis, so every user also writes raw events
 into the run's history (``RUN_DIR/history/locust-<pid>.jsonl``, src ``locust``): ``load.start`` {pk,
 status}, ``load.owned`` {pk, ms}, ``load.lost`` {pk, closed_ms, reason}, ``load.recovered`` {pk, ms,
@@ -70,6 +74,8 @@ def _options(parser: Any) -> None:
     parser.add_argument("--storm-fraction", type=float, default=1.0,
                         help="share of the live sessions a disconnect storm drops (default all)")
     parser.add_argument("--storm-kill", type=int, default=1, help="workers a kill storm SIGKILLs")
+    parser.add_argument("--no-judge", action="store_true",
+                        help="end without the final scan and verdict (harness.load.judge)")
 
 
 def _state(environment: Environment) -> dict[str, Any]:
@@ -120,6 +126,26 @@ def _storm(environment: Environment) -> None:
         except (ProcessLookupError, PermissionError, KeyError, ValueError):
             continue
     _history_of(environment).emit("load.storm", kind="kill", workers=killed)
+
+
+@events.test_stop.add_listener
+def _judge(environment: Environment, **_: Any) -> None:
+    """After the users stopped (master or standalone only): settle, the final scan and every checker, as a
+    scenario ends (``harness.load.judge``).  Locust exits 1 when a checker that applies is not valid (an
+    ``up`` run sets no recovery bound, so the bounds checker does not apply)."""
+    options = environment.parsed_options
+    if options is None or options.no_judge or isinstance(environment.runner, WorkerRunner):
+        return
+    from harness.checkers.verdict import verdict_line
+    from harness.load.judge import failing_checkers, judge
+
+    verdict = judge(_state(environment), _history_of(environment), lambda text: print(f"locustfile: {text}"))
+    failing = failing_checkers(verdict)
+    print(f"locustfile: {verdict_line(verdict)}; sequences {verdict['checkers']['sequences']['valid']}: "
+          f"{verdict.get('lost_sequences')} lost, {verdict.get('duplicate_deliveries')} stored twice; "
+          f"checkers that apply and are not valid: {', '.join(failing) or 'none'}")
+    if failing:
+        environment.process_exit_code = 1
 
 
 class StreamOwner(HttpUser):

@@ -98,10 +98,7 @@ class LocalTopology:
         self.history = cluster.history
         self.nemesis: FaultPlane = Nemesis(cluster)
         self.logs = str(cluster.run_dir / "logs")
-        self._reports = HistoryTail(cluster.run_dir, "worker-*.jsonl",
-                                    types={"msg.persist", "lease.acquire", "worker.start", *DRAIN_ENDS})
-        self._stored: dict[str, float] = {}
-        self._drains = Drains()
+        self._reports = WorkerReports(cluster.run_dir)
 
     def start_connection(self, connection_id: str) -> None:
         self.cluster.start_connection(connection_id)
@@ -123,17 +120,35 @@ class LocalTopology:
 
     def stored_through(self, ids: list[str]) -> dict[str, float]:
         """From the workers' ``msg.persist`` events answered ok (their history files, read as they grow)."""
-        self._read_reports()
-        return {i: self._stored[i] for i in ids if i in self._stored}
+        return self._reports.stored_through(ids)
 
     def draining(self, ids: list[str]) -> list[str]:
         """From the workers' drain events (``Drains``), of the workers whose process runs (paused or not)."""
-        self._read_reports()
         running = {h.id for h in self.cluster.workers.values() if h.child is not None and h.child.running()}
+        return self._reports.draining(ids, running)
+
+
+class WorkerReports:
+    """What a run's workers report in their history files, read as they grow: how far each stream is stored
+    (``msg.persist`` answered ok) and the drains in progress (``Drains``)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._tail = HistoryTail(run_dir, "worker-*.jsonl",
+                                 types={"msg.persist", "lease.acquire", "worker.start", *DRAIN_ENDS})
+        self._stored: dict[str, float] = {}
+        self._drains = Drains()
+
+    def stored_through(self, ids: list[str]) -> dict[str, float]:
+        self._read()
+        return {i: self._stored[i] for i in ids if i in self._stored}
+
+    def draining(self, ids: list[str], running: set[str]) -> list[str]:
+        """The connection ids of ``ids`` a drain of a worker of ``running`` holds now."""
+        self._read()
         return sorted(self._drains.of(running) & set(ids))
 
-    def _read_reports(self) -> None:
-        events = self._reports.new_events()
+    def _read(self) -> None:
+        events = self._tail.new_events()
         self._drains.follow(events)
         for event in events:
             if (event.get("type") == "msg.persist" and event.get("outcome") == "ok"
@@ -141,4 +156,3 @@ class LocalTopology:
                 connection_id = event["pk"].removeprefix("CONN#")
                 self._stored[connection_id] = max(self._stored.get(connection_id, 0),
                                                   float(event.get("seq_to") or 0))
-

@@ -97,8 +97,8 @@ def test_the_ratios_are_hardened_over_blog() -> None:
 
 def test_the_memory_mode_defaults_to_a_low_rate_and_reports_memory_and_cores() -> None:
     args = parse_args(["--memory", "--streams", "5000", "--profiles", "hardened"])
-    assert (args.n, args.rate, args.settle, args.profiles) == (5000, 0.02, 30.0, ["hardened"])
-    assert (parse_args([]).rate, parse_args([]).settle) == (5.0, 3.0)
+    assert (args.n, args.rate, args.settle, args.own_timeout, args.profiles) == (5000, 0.02, 30.0, 600.0, ["hardened"])
+    assert (parse_args([]).rate, parse_args([]).settle, parse_args([]).own_timeout) == (5.0, 3.0, 60.0)
     figures = {"profile": "hardened", "n": 5000, "held": 4990, "rss_kb_per_stream": 41.25, "cpu_core_share": 0.1234,
                "idle_cpu_core_share": 0.01, "rss_baseline_mb": 80.0, "rss_end_mb": 281.4}
     assert memory_summary([figures], args) == (
@@ -108,7 +108,8 @@ def test_the_memory_mode_defaults_to_a_low_rate_and_reports_memory_and_cores() -
 
 @pytest.mark.parametrize("argv", [["--n", "0"], ["--rate", "0"], ["--hold", "nan"], ["--grace", "-1"],
                                   ["--set", "no_such_setting=1"], ["--dynamodb", "dynamodb-local"],
-                                  ["--profiles", "blog,blog"], ["--profiles", "unsafe"], ["--memory", "--rate", "-1"]])
+                                  ["--profiles", "blog,blog"], ["--profiles", "unsafe"], ["--memory", "--rate", "-1"],
+                                  ["--memory", "--own-timeout", "0"]])
 def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         parse_args(argv)

@@ -259,10 +259,10 @@ def test_iam_check_splits_worker_and_router_calls(fleet_copy: tuple[Path, Edit])
     root, edit = fleet_copy
     edit(
         "router.py",
-        "async def _notify(",
+        "def _store_failure(",
         "async def _forget(pk: str, clients: AwsClients, config: FleetConfig) -> None:\n"
         "    await clients.ddb.delete_item(TableName=config.connections_table, Key={'pk': {'S': pk}})\n\n\n"
-        "async def _notify(",
+        "def _store_failure(",
     )
     problems = [p for p in iam_problems(TERRAFORM, root) if "DeleteItem" in p]
     assert problems, "the router's new call was not noticed"

@@ -52,6 +52,8 @@ def test_hardened_settings_bound_every_request() -> None:
     assert botocore_config.read_timeout == pytest.approx(0.3)
     assert botocore_config.connect_timeout == pytest.approx(0.3)
     assert botocore_config.max_pool_connections == 64
+    assert botocore_config.parameter_validation is False
+    assert botocore_config.user_agent == "wsfleet"
 
 
 def test_published_settings_keep_the_sdk_defaults() -> None:
@@ -60,6 +62,8 @@ def test_published_settings_keep_the_sdk_defaults() -> None:
     assert botocore_config.retries == {"mode": "standard"}
     assert botocore_config.read_timeout == 60 and botocore_config.connect_timeout == 60
     assert botocore_config.max_pool_connections == 10
+    assert botocore_config.parameter_validation is True
+    assert botocore_config.user_agent is None
     assert settings.consistent_reads is False
 
 

@@ -79,6 +79,9 @@ def test_an_unknown_operation_or_a_negative_size_is_refused(bad: Request) -> Non
     ({"n": {"N": "1234"}}, 1 + 3),
     ({"n": {"N": "12345"}}, 1 + 4),
     ({"n": {"N": "1000"}}, 1 + 2),  # trailing zeroes are not significant
+    ({"n": {"N": "0012000"}}, 1 + 2),  # nor leading ones
+    ({"n": {"N": "1700000000123"}}, 1 + 8),
+    ({"n": {"N": "1.0500"}}, 1 + 3),
     ({"n": {"N": "-0.05"}}, 1 + 3),
     ({"b": {"B": b"\x00\x01\x02"}}, 1 + 3),
     ({"t": {"BOOL": True}, "z": {"NULL": True}}, 2 + 2),

@@ -15,11 +15,13 @@ import pytest
 import pytest_asyncio
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from fleet.aws import AwsClients
+from fleet import router as router_module
+from fleet.aws import AwsClients, send_messages
 from fleet.config import ENV_VARS, FleetConfig
+from fleet.errors import StoreUnavailable
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder
-from fleet.router import MAX_BODY_BYTES, LambdaRouter, handle_event
+from fleet.router import MAX_BODY_BYTES, NOTIFY_SENDS_IN_FLIGHT, LambdaRouter, Notifier, handle_event
 from fleet.schema import conn_pk
 from fleet.store import AwsAdapter
 from harness.backends.resources import client
@@ -545,6 +547,39 @@ async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorde
     assert "desired state STARTED was recorded, but the fleet was not told" in payload["error"]
     assert (payload["connection_id"], payload["desired_state"]) == ("c1", "STARTED")
     assert observer.connection()["desired_state"] == "STARTED"
+
+
+async def test_notifications_of_events_handled_at_once_share_requests_and_each_waits_for_its_own(
+    env: dict[str, str], observer: Observer, shared_clients: AwsClients
+) -> None:
+    """A burst of 25 notifications: the first eight go alone (fewer than ``NOTIFY_SENDS_IN_FLIGHT`` were in
+    flight), the other 17 in the next two requests (10, 7) as those are answered; every one lands, once.  On
+    ae2d36d's router each event sent its own SendMessage: 25 requests."""
+    notifier = Notifier(shared_clients, observer.config.queue_url)
+    pks = [conn_pk(f"burst{i}") for i in range(25)]
+    await asyncio.gather(*(notifier.notify(pk) for pk in pks))
+    assert NOTIFY_SENDS_IN_FLIGHT == 8 and notifier.requests == 10
+    assert notifier.in_flight == 0 and notifier.waiting == []
+    assert sorted(body["pk"] for body in observer.notifications()) == sorted(pks)
+
+
+async def test_a_refused_notification_request_fails_only_the_events_it_carried(
+    env: dict[str, str], observer: Observer, shared_clients: AwsClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue refuses the first request (the one carrying c0 alone); the others still land."""
+    calls: list[int] = []
+
+    async def refusing_first(clients: AwsClients, queue_url: str, bodies: Any) -> None:
+        calls.append(len(bodies))
+        if len(calls) == 1:
+            raise StoreUnavailable("send notifications: the queue timed out")
+        await send_messages(clients, queue_url, bodies)
+
+    monkeypatch.setattr(router_module, "send_messages", refusing_first)
+    notifier = Notifier(shared_clients, observer.config.queue_url)
+    outcomes = await asyncio.gather(*(notifier.notify(conn_pk(f"c{i}")) for i in range(12)), return_exceptions=True)
+    assert [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreUnavailable)] == [0]
+    assert sorted(body["pk"] for body in observer.notifications()) == sorted(conn_pk(f"c{i}") for i in range(1, 12))
 
 
 # --- the Lambda entry point ---

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
-from fleet.aws import AwsClients, ClientSettings
+from fleet.aws import AwsClients, ClientSettings, aws_errors
 from fleet.batch_log import BATCH, MARK, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
@@ -116,6 +116,17 @@ async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: Aw
     assert await store.log_item(pk, 1) == mark and await store.log_item(pk, 3) is None
     assert store.aws.requests["messages"] - before == 6
     assert await log_seqs(store, pk) == [1, 2]
+
+
+async def test_a_malformed_request_unchecked_by_the_client_is_refused_by_the_service(store: AwsAdapter) -> None:
+    """``hardened`` skips botocore's client-side parameter validation (``ClientSettings``): a request the API
+    model forbids (a PutItem without its required item) is sent, and the backend refuses it: a definite
+    ``StoreError`` from its answer, not the SDK's ``ParamValidationError``."""
+    no_item: dict[str, Any] = {"TableName": store.config.messages_table}
+    with pytest.raises(StoreError) as raised:
+        async with aws_errors("put"):
+            await store.aws.ddb.put_item(**no_item)
+    assert isinstance(raised.value.__cause__, ClientError)
 
 
 @pytest.mark.parametrize("offset_ms", [0, 5_000, -2_500])

@@ -1,6 +1,7 @@
 """The Locust storm file against a real fleet: every user owns its stream, a mass disconnect is recovered
 from, and both Locust's CSVs and the run's history say so, with two Locust processes (a master and a worker:
-one storm for all of them; standalone runs the same user code in one process), and ``python -m
+one storm for all of them; standalone runs the same user code in one process), the run ends with the final
+scan and every checker that applies valid (``harness.load.judge``), and ``python -m
 harness.report RUN --locust-csv PREFIX`` turns the CSVs and the history into the report's Locust section."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import Cluster, ClusterSpec
+from harness.load.judge import failing_checkers
 from harness.processes import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -25,14 +27,19 @@ def test_every_user_owns_its_stream_and_recovers_from_a_mass_disconnect(tmp_path
     spec = ClusterSpec(workers=2, profile="hardened", timescale=0.1, run_dir=tmp_path / "run")
     with Cluster(spec) as cluster:
         state = tmp_path / "up.json"
-        state.write_text(json.dumps(cluster.describe()))
+        assert cluster.backend is not None
+        state.write_text(json.dumps({**cluster.describe(), "backend_env": cluster.backend.env()}))
         locust = subprocess.run(
             [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "harness" / "load" / "locustfile.py"),
              "--headless", "-u", str(USERS), "-r", str(USERS), "-t", "10s", "--csv", str(tmp_path / "locust"),
              "--wsfleet-state", str(state), "--watch-s", "0.2", "--storm-after", "4", "--storm", "disconnect",
              "--processes", "2"],
             cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert locust.returncode == 0, locust.stderr[-3000:]
+    assert locust.returncode == 0, locust.stderr[-3000:] + locust.stdout[-3000:]
+    # the run ended as a scenario does: the final scan of the users' streams, and a valid verdict
+    verdict = json.loads((spec.run_dir / "verdict.json").read_text())
+    assert verdict["checkers"]["sequences"]["valid"] is True and verdict["lost_sequences"] == 0
+    assert failing_checkers(verdict) == []
     with (tmp_path / "locust_stats.csv").open() as stats:
         rows = {(row["Type"] or None, row["Name"]): row for row in csv.DictReader(stats)}
     assert int(rows[("POST", "START")]["Request Count"]) == USERS
