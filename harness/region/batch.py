@@ -19,7 +19,10 @@ unjudged: ``error`` says why, and the summary counts it apart.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -38,10 +41,12 @@ from harness.region.failover import (
     activation_checks,
     cross_region_overlaps,
 )
-from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
+from harness.region.reached import reached
+from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
 from harness.region.schedules import RegionSchedule, Step
 
 Progress = Callable[[str], None]
+RUN_FILE = "batch-run.json"
 Action = tuple[float, str, Step]  # (seconds after the streams are consumed, "start" | "stop" | "flip", step)
 
 
@@ -61,29 +66,96 @@ def timeline(schedule: RegionSchedule, timescale: float) -> list[Action]:
     return sorted(actions, key=lambda action: action[0])
 
 
-def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, timescale: float = 0.1,
+def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, pool: RegionsPool,
                  streams: int = 4, workers: int = 2, progress: Progress = lambda line: None) -> dict[str, Any]:
-    spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=timescale, run_dir=run_dir,
+    """One schedule on ``pool`` (fresh state for it), judged; the result is also ``RUN_FILE`` in ``run_dir``.
+    Its streams are named after the variant and seed (``gate-7-c000``), so no two runs of a batch share one."""
+    spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=pool.spec.timescale, run_dir=run_dir,
                        seed=schedule.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
-                       clock_offsets_ms=schedule.clock_offsets_ms)
+                       clock_offsets_ms=schedule.clock_offsets_ms, lag_ms=variant.lag()[0],
+                       lag_p99_ms=variant.lag()[1])
     result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),
                               "run_dir": str(run_dir)}
-    ids = [f"c{i:03d}" for i in range(streams)]
+    prefix = f"{variant.name}-{schedule.seed}-"
+    began, cpu = time.monotonic(), _cpu_s()
     try:
-        with TwoRegions(spec) as regions:
-            result.update(_run(regions, schedule, ids, progress))
+        with TwoRegions(spec, pool) as regions:
+            result.update(_run(regions, schedule, prefix, streams, progress))
     except (FailoverError, ClusterError) as exc:
         result["error"] = str(exc)
-    (run_dir / "batch-run.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result.update(wall_s=round(time.monotonic() - began, 1), cpu_s=round(_cpu_s() - cpu, 1))
+    (run_dir / RUN_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
-def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress: Progress) -> dict[str, Any]:
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (a run's workers and routers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def judged(run_dir: Path) -> dict[str, Any] | None:
+    """The result an earlier batch left in ``run_dir`` if that run was judged; None if it was not, or never
+    ran (that run is run again)."""
+    try:
+        result: dict[str, Any] = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return None if result.get("error") else result
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """One run's outcome in words (the progress line)."""
+    if result.get("error"):
+        return f"unjudged ({result['error']})"
+    found = [f"{count} {what}" for count, what in (
+        (result["split_brain"]["streams"], "streams in both regions"), (result["lost_messages"], "lost messages"),
+        (result["lost_control_writes"], "lost control writes"),
+        (sum(result["activation"].values()), "activation findings")) if count]
+    return ", ".join(found) or "nothing found"
+
+
+def run_batch(schedules: list[RegionSchedule], variants: list[Variant], run_dir: Path, timescale: float,
+              streams: int = 4, say: Progress = lambda line: None) -> list[dict[str, Any]]:
+    """Each schedule on each variant, in ``run_dir/seed-N/<variant>``, on one ``RegionsPool`` per profile
+    (started once, in ``run_dir/pool-<profile>``); a run an earlier batch judged there is not run again.
+    ``say``: one line when resuming, then one per run (its verdict, wall and CPU seconds, what is left)."""
+    plan = [(schedule, variant, run_dir / f"seed-{schedule.seed}" / variant.name)
+            for schedule in schedules for variant in variants]
+    done = {folder: result for _, _, folder in plan if (result := judged(folder)) is not None}
+    if done:
+        say(f"resuming {run_dir}: {len(done)} of {len(plan)} runs already judged there, not run again")
+    results, walls = [], []
+    with contextlib.ExitStack() as stack:
+        pools: dict[str, RegionsPool] = {}
+        for index, (schedule, variant, folder) in enumerate(plan, start=1):
+            if folder in done:
+                results.append(done[folder])
+                continue
+            if variant.profile not in pools:
+                pool_spec = RegionsSpec(profile=variant.profile, timescale=timescale,
+                                        run_dir=run_dir / f"pool-{variant.profile}")
+                pools[variant.profile] = stack.enter_context(RegionsPool(pool_spec))
+            shutil.rmtree(folder, ignore_errors=True)  # what an unjudged attempt left
+            folder.mkdir(parents=True)
+            result = run_schedule(schedule, variant, folder, pools[variant.profile], streams)
+            results.append(result)
+            walls.append(result["wall_s"])
+            left = sum(1 for _, _, f in plan[index:] if f not in done)
+            say(f"[{index}/{len(plan)}] {variant.name} seed {schedule.seed}: {verdict(result)}; "
+                f"{result['wall_s']:.0f} s wall, {result['cpu_s']:.0f} s CPU; "
+                f"about {left * sum(walls) / len(walls) / 60:.0f} min left")
+    return results
+
+
+def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: int,
+         progress: Progress) -> dict[str, Any]:
     spec, tables = regions.spec, regions.tables
     assert tables is not None
     config = regions.clusters["west"].config
     patience_s = 10 * spec.health.request_interval_s * spec.timescale + 4 * spec.ttl_s * spec.timescale \
         + 3 * config.lease_s + config.reconcile_s
+    ids = [f"{prefix}c{i:03d}" for i in range(streams)]
     for connection_id in ids:
         regions.start_stream(connection_id)
     _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream")
@@ -94,7 +166,7 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
     for at, action, step in timeline(schedule, spec.timescale):
         time.sleep(max(0.0, began + at - time.monotonic()))  # the schedule's times: durations, not synchronisation
         if step.kind == "start":
-            name = f"s{schedule.seed}-{len(started)}"
+            name = f"{prefix}s{len(started)}"
             try:
                 regions.start_stream(name)
                 started.append(name)
@@ -118,11 +190,12 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
     _wait(lambda: tables.delivered_before(reached_ms), patience_s, "replication delivered what it could")
     lost = _missing(regions, heads)
     history = read_history(spec.run_dir)
-    overlaps = cross_region_overlaps(regions, since_ms=0.0)
+    overlaps = cross_region_overlaps(regions, since_ms=0.0, ids=started)
     dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
-            "activation": activation_checks(history, spec), "streams": len(started)}
+            "activation": activation_checks(history, spec), "streams": len(started),
+            "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
 
 
 def _missing(regions: TwoRegions, heads: dict[str, int]) -> int:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,10 @@ class Variant:
     outage: str | None = None
     # Global Tables' replication lag, median and 99th percentile at scale 1 (None: RegionsSpec's, 1 s and 3 s)
     lag_ms: tuple[float, float] | None = None
+
+    def lag(self) -> tuple[float, float]:
+        """The replication lag's median and 99th percentile at scale 1 this variant runs with."""
+        return self.lag_ms or (RegionsSpec.lag_ms, RegionsSpec.lag_p99_ms)
 
 
 VARIANTS = {v.name: v for v in (
@@ -140,10 +144,9 @@ def rto_bound_s(timescale: float) -> float:
 
 def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: None) -> dict[str, Any]:
     variant, ids = setup.variant, setup.ids()
-    lag = {} if variant.lag_ms is None else {"lag_ms": variant.lag_ms[0], "lag_p99_ms": variant.lag_ms[1]}
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
                        run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
-                       **lag)
+                       lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1])
     began = time.monotonic()
 
     def say(line: str) -> None:
@@ -265,10 +268,12 @@ def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int
             "flapping": len(flapping_moves(history, hysteresis_ms))}
 
 
-def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, float]:
-    """Per stream, for how long (ms) some east session and some west session consumed it at once after
-    ``since_ms``.  A session consumes from its opening to its close, or to its last answered ping when the
-    client stopped reading (the simulator's ground truth, as ``harness.checkers.consuming`` reads it)."""
+def cross_region_overlaps(regions: TwoRegions, since_ms: float,
+                          ids: Collection[str] | None = None) -> dict[str, float]:
+    """Per stream (of ``ids``, by default every one the simulator has), for how long (ms) some east session
+    and some west session consumed it at once after ``since_ms``.  A session consumes from its opening to its
+    close, or to its last answered ping when the client stopped reading (the simulator's ground truth, as
+    ``harness.checkers.consuming`` reads it)."""
     now = time.time() * 1000.0
 
     def spans(sessions: list[dict[str, Any]], region: str) -> list[tuple[float, float]]:
@@ -277,6 +282,8 @@ def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, flo
 
     overlaps = {}
     for connection_id, stream in regions.clusters["east"].streams().items():
+        if ids is not None and connection_id not in ids:
+            continue
         sessions = stream.get("sessions", [])
         total = sum(max(0.0, min(b, d) - max(a, c))
                     for a, b in spans(sessions, "east") for c, d in spans(sessions, "west"))

@@ -75,15 +75,20 @@ def _one(seed: int, workers: int) -> RegionSchedule:
     return RegionSchedule(seed, {"west": round(skew, 1)} if skew else {}, tuple(sorted(steps, key=lambda s: s.at_s)))
 
 
-def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per variant: runs, runs with split brain, streams consumed in both regions, lost messages, lost
-    control writes, activation findings, and runs that could not be judged (a step did not happen)."""
-    totals: dict[str, dict[str, int]] = {}
+    control writes, activation findings, runs that could not be judged (a step did not happen); what the
+    judged runs reached (``harness.region.reached``: fault kinds, transitions, interleavings), each the
+    number of runs; and the mean wall and CPU seconds of a run."""
+    totals: dict[str, dict[str, Any]] = {}
     for result in results:
         total = totals.setdefault(result["variant"], {"runs": 0, "split_brain_runs": 0, "split_brain_streams": 0,
                                                       "lost_messages": 0, "lost_control_writes": 0,
-                                                      "activation_findings": 0, "unjudged": 0})
+                                                      "activation_findings": 0, "unjudged": 0, "reached": {},
+                                                      "wall_s": 0.0, "cpu_s": 0.0})
         total["runs"] += 1
+        total["wall_s"] += result.get("wall_s", 0.0)
+        total["cpu_s"] += result.get("cpu_s", 0.0)
         if result.get("error"):
             total["unjudged"] += 1
             continue
@@ -93,4 +98,10 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
         total["lost_messages"] += result["lost_messages"]
         total["lost_control_writes"] += result["lost_control_writes"]
         total["activation_findings"] += sum(result["activation"].values())
+        for name in result.get("reached", []):
+            total["reached"][name] = total["reached"].get(name, 0) + 1
+    for total in totals.values():
+        total["reached"] = dict(sorted(total["reached"].items()))
+        total["wall_s"] = round(total["wall_s"] / total["runs"], 1)
+        total["cpu_s"] = round(total["cpu_s"] / total["runs"], 1)
     return totals
