@@ -148,7 +148,8 @@ def cmd_region_batch(args: argparse.Namespace) -> int:
     for name, total in totals.items():
         print(f"wsfleet region-batch: {name}: {json.dumps(total)}", flush=True)
     gated = [total for name, total in totals.items() if VARIANTS[name].gate]
-    bad = any(t["split_brain_runs"] or t["lost_messages"] or t["activation_findings"] or t["unjudged"] for t in gated)
+    bad = any(t["split_brain_runs"] or t["lost_messages"] or t["activation_findings"] or t["unjudged"]
+              or t["control_beyond_lag"] or t["control_reverted_at_end"] for t in gated)
     return 1 if bad else 0
 
 

@@ -11,7 +11,12 @@ ran out, and replication delivered what it could:
   messages table holds once the consumers had the patience's time to store them;
 - ``lost_control_writes``: STARTs acknowledged during the run that no worker of either region acquired
   afterwards (``harness.region.checks.lost_starts``);
-- ``activation``: the activation's checkers over the history (``failover.activation_checks``).
+- ``control_at_cut``: ``LATE_STREAMS`` STARTs (the last STOPped again) acknowledged just before the first
+  region fault: how many the standby lacked when its control turned On (``starts``, ``stops``), how many
+  of those were acknowledged before the replication's ``behind_ms`` at the cut (``beyond_lag``: the bound,
+  must be 0), and how many the primary's table still lacks or reverts at the end (``reverted_at_end``);
+- ``activation``: the activation's checkers over the history (``failover.activation_checks``);
+- ``reached``: the fault kinds, transitions and interleavings the run reached (``harness.region.reached``).
 
 A step that could not happen (a region that would not start, a stream not consumed in time) makes the run
 unjudged: ``error`` says why, and the summary counts it apart.
@@ -29,21 +34,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fleet.region_gate import ON
 from harness.cluster import ClusterError
 from harness.history import read_history
 from harness.region.checks import lost_starts
 from harness.region.failover import (
+    LATE_STREAMS,
     FailoverError,
     Variant,
+    _desired_states,
     _replicated_to_standby,
     _stored,
     _wait,
     activation_checks,
     cross_region_overlaps,
+    router_events,
 )
 from harness.region.reached import reached
 from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
-from harness.region.schedules import RegionSchedule, Step
+from harness.region.rpo import lost_control_writes
+from harness.region.schedules import REGION_FAULTS, RegionSchedule, Step
 
 Progress = Callable[[str], None]
 RUN_FILE = "batch-run.json"
@@ -111,8 +121,17 @@ def verdict(result: dict[str, Any]) -> str:
     found = [f"{count} {what}" for count, what in (
         (result["split_brain"]["streams"], "streams in both regions"), (result["lost_messages"], "lost messages"),
         (result["lost_control_writes"], "lost control writes"),
-        (sum(result["activation"].values()), "activation findings")) if count]
+        (sum(result["activation"].values()), "activation findings"),
+        *_control_counts(result.get("control_at_cut"))) if count]
     return ", ".join(found) or "nothing found"
+
+
+def _control_counts(control: dict[str, Any] | None) -> list[tuple[int, str]]:
+    if not control:
+        return []
+    return [(control.get("starts", 0) + control.get("stops", 0), "control writes missing in the standby at the cut"),
+            (control.get("beyond_lag", 0), "of them beyond the lag at the cut"),
+            (control["reverted_at_end"], "control writes reverted at the end")]
 
 
 def run_batch(schedules: list[RegionSchedule], variants: list[Variant], run_dir: Path, timescale: float,
@@ -163,8 +182,13 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     began_ms, began = time.time() * 1000.0, time.monotonic()
     progress(f"seed {schedule.seed}: {schedule.describe()}")
     started = list(ids)
+    cut: dict[str, Any] = {}
     for at, action, step in timeline(schedule, spec.timescale):
-        time.sleep(max(0.0, began + at - time.monotonic()))  # the schedule's times: durations, not synchronisation
+        while time.monotonic() < began + at:  # the schedule's times: durations, not synchronisation
+            _standby_at_takeover(regions, cut)
+            time.sleep(min(0.05, max(0.0, began + at - time.monotonic())))
+        if action == "start" and step.kind in REGION_FAULTS and not cut:
+            started += _late_writes(regions, prefix, cut)
         if step.kind == "start":
             name = f"{prefix}s{len(started)}"
             try:
@@ -174,12 +198,14 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
                 pass  # refused or unanswered: never acknowledged, so nothing to lose
             continue
         _act(regions, action, step)
+    _standby_at_takeover(regions, cut)
     _heal(regions)
     active = "east" if spec.gate else None
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline and not (
             regions.consumed_by(active, started) if active else
             all(regions.consumed_by("east", [i]) or regions.consumed_by("west", [i]) for i in started)):
+        _standby_at_takeover(regions, cut)  # a takeover that began just before the heal ends after it
         time.sleep(0.05)
     heads = {i: s.get("head_seq") or 0 for i, s in regions.clusters["east"].streams().items() if i in started}
     # the consumer resumes behind the head: what it has not stored yet is not lost until it had the time to
@@ -194,8 +220,49 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
+            "control_at_cut": _control_at_cut(regions, cut),
             "activation": activation_checks(history, spec), "streams": len(started),
             "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
+
+
+def _late_writes(regions: TwoRegions, prefix: str, cut: dict[str, Any]) -> list[str]:
+    """Just before the first region fault (the cut): ``LATE_STREAMS`` STARTs and a STOP of the last, through
+    the failover name, then the cut's time and the replication's ``behind_ms`` (how old the oldest write not
+    yet delivered is: only writes younger than that can be missing in the standby).  The stream left STARTed."""
+    late = [f"{prefix}late{i}" for i in range(LATE_STREAMS)]
+    since_ms = time.time() * 1000.0
+    for connection_id in late:
+        regions.start_stream(connection_id)
+    regions.stop_stream(late[-1])
+    assert regions.tables is not None
+    cut.update(since_ms=since_ms, ms=time.time() * 1000.0, behind_ms=regions.tables.stats()["behind_ms"])
+    return late[:-1]
+
+
+def _standby_at_takeover(regions: TwoRegions, cut: dict[str, Any]) -> None:
+    """Once after the cut, when the standby's routing control turns On (with the gate): the desired state of
+    each stream its connections table holds then, before anything the primary left can reach it."""
+    controls = regions.controls
+    if cut and "standby" not in cut and controls is not None and controls.states[AWS_REGIONS["west"]] == ON:
+        cut["standby"] = _desired_states(regions, "west")
+
+
+def _control_at_cut(regions: TwoRegions, cut: dict[str, Any]) -> dict[str, Any] | None:
+    """The late STARTs and STOP the primary acknowledged before the cut: missing in the standby when it took
+    over (None: it never did), how many of those were acknowledged earlier than the replication's
+    ``behind_ms`` at the cut allows (``beyond_lag``: must be 0), and still reverted in the region active at
+    the end (the primary, after the failback)."""
+    if not cut:
+        return None
+    events, window_ms = router_events(regions.spec.run_dir), cut["ms"] - cut["since_ms"]
+    after = lost_control_writes(events, cut["ms"], "east", window_ms, _desired_states(regions, "east"))
+    found: dict[str, Any] = {"bound_ms": round(cut["behind_ms"], 1), "reverted_at_end": len(after["writes"])}
+    if "standby" not in cut:
+        return {**found, "taken_over": False}
+    at_cut = lost_control_writes(events, cut["ms"], "east", window_ms, cut["standby"])
+    beyond = [w for w in at_cut["writes"] if w["acknowledged_ms"] < cut["ms"] - cut["behind_ms"]]
+    return {**found, "taken_over": True, "starts": at_cut["starts"], "stops": at_cut["stops"],
+            "beyond_lag": len(beyond)}
 
 
 def _missing(regions: TwoRegions, heads: dict[str, int]) -> int:
