@@ -40,7 +40,9 @@ def add_region_command(sub: Any) -> None:
     region.add_argument("--variants", type=_variants, default=DEFAULT_VARIANTS,
                         help=f"comma-separated: gate (hardened with the gate: the primary cut off), no-gate "
                              f"(hardened without it), blog (the published design), dynamodb (with the gate: only "
-                             f"the primary's DynamoDB out); default {DEFAULT_VARIANTS}")
+                             f"the primary's DynamoDB out), slow-replication (unsafe: lag 20 s), rto (the gated "
+                             f"outage and failback without the pause first: with --timescale 1, the RTO at the "
+                             f"timings terraform deploys, about 4-5 minutes); default {DEFAULT_VARIANTS}")
     region.add_argument("--timescale", type=timescale_arg, default=0.1,
                         help="time scale (default 0.1: health checks every 1 s, TTL 3 s; 1 for the real timings)")
     region.add_argument("--streams", type=positive_int, default=6, help="streams to START (default 6)")

@@ -33,6 +33,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,15 @@ from fleet.region_gate import activation_wait_s
 from harness.backends.base import LOCAL_CREDENTIALS
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
-from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream, stop_connection
+from harness.cluster import (
+    SERVICE_PROXIES,
+    Cluster,
+    ClusterSpec,
+    _together,
+    start_connection,
+    start_upstream,
+    stop_connection,
+)
 from harness.processes import Child, Started, start_thread
 from harness.region.automation import Failback
 from harness.region.global_tables import GlobalTables
@@ -104,9 +113,13 @@ class RegionsPool(Started):
     def start(self) -> None:
         config = FleetConfig(profile=self.spec.profile, timescale=self.spec.timescale,  # type: ignore[arg-type]
                              worker_id="harness")
-        for name, aws_region in AWS_REGIONS.items():
-            self.backends[name] = start_embedded(region=aws_region, config=config,
+
+        def backend(name: str) -> None:
+            self.backends[name] = start_embedded(region=AWS_REGIONS[name], config=config,
                                                  log_dir=self.spec.run_dir / "logs" / name)
+
+        _together(*(partial(backend, name) for name in AWS_REGIONS))  # at once: each takes seconds
+        self.backends.update({name: self.backends.pop(name) for name in AWS_REGIONS})  # in AWS_REGIONS' order
         self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
                                    _lag(self.spec), _ignore).start()
         self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"], _ignore,
@@ -194,7 +207,7 @@ class TwoRegions(Started):
             through_feed = dataclasses.replace(backend, endpoints={**backend.endpoints,
                                                                    "dynamodb": self.tables.feed_url(name)})
             self.clusters[name] = Cluster(self._cluster_spec(name), backend=through_feed, upstream=self.upstream)
-            self.clusters[name].start()
+        _together(*(cluster.start for cluster in self.clusters.values()))  # at once: workers take seconds
         self._create_zone()
         start_thread(self._checking)
 
@@ -341,8 +354,8 @@ class TwoRegions(Started):
         for name in list(self.cut):
             with contextlib.suppress(Exception):  # stopping goes on whatever a proxy says
                 self.heal(name)
-        for cluster in self.clusters.values():
-            cluster.stop()
+        if self.clusters:
+            _together(*(cluster.stop for cluster in self.clusters.values()))
         if self._own_pool:
             self.pool.stop()
         self.route53.close()
