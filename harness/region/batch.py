@@ -1,5 +1,7 @@
 """Generated region schedules (``harness.region.schedules``) run on two regions, one variant at a time, each
-judged from what the run left: its history and both regions' tables.
+judged from what the run left: its history and both regions' tables.  A batch (``run_batch``) keeps the
+regions' backends, Global Tables, routing controls and simulator up (``RegionsPool``), gives each run
+fresh state and its own fleets, routers and folder, and does not run again what its folder holds judged.
 
 One run: ``streams`` streams STARTed in the primary and replicated; the schedule's steps applied at their
 (scaled) times, each fault undone after its duration; every fault healed at the end; then, once the region

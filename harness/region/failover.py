@@ -183,26 +183,33 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
         tables = regions.tables
         assert tables is not None
 
-        pause_s = 3 * config.lease_s + config.reconcile_s if variant.pause else 0.0
-        say(f"{len(ids)} streams consumed in east; pausing replication for {pause_s:.1f} s")
-        regions.harness.emit("fault.start", kind="replication_pause", target="global-tables")
-        paused_at = time.time() * 1000.0
-        tables.pause()
-        time.sleep(pause_s)  # a fixed window: split brain is what happens in it, there is no event to await
-        overlaps = cross_region_overlaps(regions, since_ms=paused_at)
-        tables.resume()
-        regions.harness.emit("fault.stop", kind="replication_pause", target="global-tables")
-        result["pause_s"] = pause_s
-        result["split_brain"] = {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1),
-                                 "pks": sorted(overlaps)}
-        say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
-        _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
+        result["pause_s"], result["split_brain"] = 0.0, {"streams": 0, "overlap_ms": 0, "pks": []}
+        if variant.pause:
+            result.update(_pause(regions, ids, 3 * config.lease_s + config.reconcile_s, say))
+            _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
         if variant.outage is not None:
             result["outage"] = _outage(regions, ids, patience_s, say, variant.outage, f"{variant.name}-")
         result["conflicts"] = tables.stats()["conflicts"]
         result["activation"] = activation_checks(read_history(setup.run_dir), spec)
     _write_result(setup.run_dir, result)
     return result
+
+
+def _pause(regions: TwoRegions, ids: list[str], pause_s: float, say: Progress) -> dict[str, Any]:
+    """Replication paused for ``pause_s`` with both regions up: the streams both regions consumed in it."""
+    tables = regions.tables
+    assert tables is not None
+    say(f"{len(ids)} streams consumed in east; pausing replication for {pause_s:.1f} s")
+    regions.harness.emit("fault.start", kind="replication_pause", target="global-tables")
+    paused_at = time.time() * 1000.0
+    tables.pause()
+    time.sleep(pause_s)  # a fixed window: split brain is what happens in it, there is no event to await
+    overlaps = cross_region_overlaps(regions, since_ms=paused_at)
+    tables.resume()
+    regions.harness.emit("fault.stop", kind="replication_pause", target="global-tables")
+    say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
+    split_brain = {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1), "pks": sorted(overlaps)}
+    return {"pause_s": pause_s, "split_brain": split_brain}
 
 
 def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progress, kind: str,
