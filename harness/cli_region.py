@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness.cli_args import absolute_path, positive_int, run_folder, timescale_arg
 from harness.cli_errors import CliError
 
 DEFAULT_VARIANTS = "gate,no-gate,blog,dynamodb"
+BATCH_SETTINGS = "batch-settings.json"
 
 
 def _variants(text: str) -> list[str]:
@@ -38,7 +40,9 @@ def add_region_command(sub: Any) -> None:
     region.add_argument("--variants", type=_variants, default=DEFAULT_VARIANTS,
                         help=f"comma-separated: gate (hardened with the gate: the primary cut off), no-gate "
                              f"(hardened without it), blog (the published design), dynamodb (with the gate: only "
-                             f"the primary's DynamoDB out); default {DEFAULT_VARIANTS}")
+                             f"the primary's DynamoDB out), slow-replication (unsafe: lag 20 s), rto (the gated "
+                             f"outage and failback without the pause first: with --timescale 1, the RTO at the "
+                             f"timings terraform deploys, about 4-5 minutes); default {DEFAULT_VARIANTS}")
     region.add_argument("--timescale", type=timescale_arg, default=0.1,
                         help="time scale (default 0.1: health checks every 1 s, TTL 3 s; 1 for the real timings)")
     region.add_argument("--streams", type=positive_int, default=6, help="streams to START (default 6)")
@@ -93,42 +97,61 @@ def add_region_batch_command(sub: Any) -> None:
                     "primary's DynamoDB out, gray failure, flapping health checks, clock skew between the "
                     "regions, worker pauses, STARTs during the fault), each run on two regions per variant and "
                     "judged from its history and tables: split brain, lost messages, lost control writes, "
-                    "activation findings. Writes RUN_DIR/batch.json (every run and the summary). Exit 0: the "
-                    "gated variants had none of them; 1: one did, or a run could not be judged; 2: bad input.")
+                    "activation findings. The regions' backends, Global Tables, routing controls and simulator "
+                    "stay up across the batch; each run gets fresh tables and its own fleets. Writes "
+                    "RUN_DIR/batch.json (every run, and per variant the summary with the fault kinds and "
+                    "transitions reached). Given a RUN_DIR of an earlier batch, runs only the schedules not "
+                    "judged there. Exit 0: the gated variants had none of them; 1: one did, or a run could not "
+                    "be judged; 2: bad input.")
     batch.add_argument("--count", type=positive_int, required=True, help="schedules to generate and run")
     batch.add_argument("--seed", type=int, default=0, help="the first schedule's seed (default 0)")
     batch.add_argument("--variants", type=_variants, default="gate,no-gate",
-                       help="comma-separated variants (default gate,no-gate)")
+                       help="comma-separated variants (default gate,no-gate; slow-replication: the unsafe lag)")
     batch.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
     batch.add_argument("--streams", type=positive_int, default=4, help="streams to START (default 4)")
     batch.add_argument("--run-dir", type=absolute_path,
-                       help="output folder; it must be new or empty (default: a new folder under runs/region-batch)")
+                       help="output folder: new or empty, or an earlier batch's (resumed: what it judged is not "
+                            "run again); default: a new folder under runs/region-batch")
     batch.add_argument("--force", action="store_true", help="empty a --run-dir that holds something, then use it")
+
+
+def _batch_folder(args: argparse.Namespace) -> Path:
+    """The batch's folder: an earlier batch's to resume (its time scale and streams must be these), or a new
+    one; its settings are written there."""
+    import json
+
+    settings = {"timescale": args.timescale, "streams": args.streams}
+    given = args.run_dir / BATCH_SETTINGS if args.run_dir is not None and not args.force else None
+    if given is not None and given.is_file():
+        earlier = json.loads(given.read_text(encoding="utf-8"))
+        if earlier != settings:
+            raise CliError(f"{args.run_dir} holds a batch run with {earlier}, not {settings}: give those or "
+                           f"another folder", 2)
+        return Path(args.run_dir)
+    run_dir = run_folder(args.run_dir, args.force, "runs/region-batch")
+    (run_dir / BATCH_SETTINGS).write_text(json.dumps(settings) + "\n", encoding="utf-8")
+    return run_dir
 
 
 def cmd_region_batch(args: argparse.Namespace) -> int:
     import json
 
-    from harness.region.batch import run_schedule
+    from harness.region.batch import run_batch
     from harness.region.failover import VARIANTS
     from harness.region.schedules import generate, summary
 
-    run_dir = run_folder(args.run_dir, args.force, "runs/region-batch")
-    results = []
-    for schedule in generate(args.seed, args.count):
-        for name in args.variants:
-            folder = run_dir / f"seed-{schedule.seed}" / name
-            folder.mkdir(parents=True, exist_ok=True)
-            results.append(run_schedule(schedule, VARIANTS[name], folder, args.timescale, args.streams,
-                                        progress=lambda line: print(line, flush=True)))
-            print(f"wsfleet region-batch: {json.dumps(results[-1])}", flush=True)
+    run_dir = _batch_folder(args)
+    results = run_batch(generate(args.seed, args.count), [VARIANTS[name] for name in args.variants], run_dir,
+                        args.timescale, args.streams, say=lambda line: print(f"wsfleet region-batch: {line}",
+                                                                             flush=True))
     totals = summary(results)
     (run_dir / "batch.json").write_text(json.dumps({"runs": results, "summary": totals}, indent=2) + "\n",
                                         encoding="utf-8")
     for name, total in totals.items():
         print(f"wsfleet region-batch: {name}: {json.dumps(total)}", flush=True)
     gated = [total for name, total in totals.items() if VARIANTS[name].gate]
-    bad = any(t["split_brain_runs"] or t["lost_messages"] or t["activation_findings"] or t["unjudged"] for t in gated)
+    bad = any(t["split_brain_runs"] or t["lost_messages"] or t["activation_findings"] or t["unjudged"]
+              or t["control_beyond_lag"] or t["control_reverted_at_end"] for t in gated)
     return 1 if bad else 0
 
 

@@ -1,5 +1,7 @@
 """Generated region schedules (``harness.region.schedules``) run on two regions, one variant at a time, each
-judged from what the run left: its history and both regions' tables.
+judged from what the run left: its history and both regions' tables.  A batch (``run_batch``) keeps the
+regions' backends, Global Tables, routing controls and simulator up (``RegionsPool``), gives each run
+fresh state and its own fleets, routers and folder, and does not run again what its folder holds judged.
 
 One run: ``streams`` streams STARTed in the primary and replicated; the schedule's steps applied at their
 (scaled) times, each fault undone after its duration; every fault healed at the end; then, once the region
@@ -11,7 +13,12 @@ ran out, and replication delivered what it could:
   messages table holds once the consumers had the patience's time to store them;
 - ``lost_control_writes``: STARTs acknowledged during the run that no worker of either region acquired
   afterwards (``harness.region.checks.lost_starts``);
-- ``activation``: the activation's checkers over the history (``failover.activation_checks``).
+- ``control_at_cut``: ``LATE_STREAMS`` STARTs (the last STOPped again) acknowledged just before the first
+  region fault: how many the standby lacked when its control turned On (``starts``, ``stops``), how many
+  of those were acknowledged before the replication's ``behind_ms`` at the cut (``beyond_lag``: the bound,
+  must be 0), and how many the primary's table still lacks or reverts at the end (``reverted_at_end``);
+- ``activation``: the activation's checkers over the history (``failover.activation_checks``);
+- ``reached``: the fault kinds, transitions and interleavings the run reached (``harness.region.reached``).
 
 A step that could not happen (a region that would not start, a stream not consumed in time) makes the run
 unjudged: ``error`` says why, and the summary counts it apart.
@@ -19,29 +26,39 @@ unjudged: ``error`` says why, and the summary counts it apart.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
+import shutil
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fleet.region_gate import ON
 from harness.cluster import ClusterError
 from harness.history import read_history
 from harness.region.checks import lost_starts
 from harness.region.failover import (
+    LATE_STREAMS,
     FailoverError,
     Variant,
+    _desired_states,
     _replicated_to_standby,
     _stored,
     _wait,
     activation_checks,
     cross_region_overlaps,
+    router_events,
 )
-from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
-from harness.region.schedules import RegionSchedule, Step
+from harness.region.reached import reached
+from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
+from harness.region.rpo import lost_control_writes
+from harness.region.schedules import REGION_FAULTS, RegionSchedule, Step
 
 Progress = Callable[[str], None]
+RUN_FILE = "batch-run.json"
 Action = tuple[float, str, Step]  # (seconds after the streams are consumed, "start" | "stop" | "flip", step)
 
 
@@ -61,29 +78,105 @@ def timeline(schedule: RegionSchedule, timescale: float) -> list[Action]:
     return sorted(actions, key=lambda action: action[0])
 
 
-def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, timescale: float = 0.1,
+def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, pool: RegionsPool,
                  streams: int = 4, workers: int = 2, progress: Progress = lambda line: None) -> dict[str, Any]:
-    spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=timescale, run_dir=run_dir,
+    """One schedule on ``pool`` (fresh state for it), judged; the result is also ``RUN_FILE`` in ``run_dir``.
+    Its streams are named after the variant and seed (``gate-7-c000``), so no two runs of a batch share one."""
+    spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=pool.spec.timescale, run_dir=run_dir,
                        seed=schedule.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
-                       clock_offsets_ms=schedule.clock_offsets_ms)
+                       clock_offsets_ms=schedule.clock_offsets_ms, lag_ms=variant.lag()[0],
+                       lag_p99_ms=variant.lag()[1])
     result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),
                               "run_dir": str(run_dir)}
-    ids = [f"c{i:03d}" for i in range(streams)]
+    prefix = f"{variant.name}-{schedule.seed}-"
+    began, cpu = time.monotonic(), _cpu_s()
     try:
-        with TwoRegions(spec) as regions:
-            result.update(_run(regions, schedule, ids, progress))
+        with TwoRegions(spec, pool) as regions:
+            result.update(_run(regions, schedule, prefix, streams, progress))
     except (FailoverError, ClusterError) as exc:
         result["error"] = str(exc)
-    (run_dir / "batch-run.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result.update(wall_s=round(time.monotonic() - began, 1), cpu_s=round(_cpu_s() - cpu, 1))
+    (run_dir / RUN_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
-def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress: Progress) -> dict[str, Any]:
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (a run's workers and routers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def judged(run_dir: Path) -> dict[str, Any] | None:
+    """The result an earlier batch left in ``run_dir`` if that run was judged; None if it was not, or never
+    ran (that run is run again)."""
+    try:
+        result: dict[str, Any] = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return None if result.get("error") else result
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """One run's outcome in words (the progress line)."""
+    if result.get("error"):
+        return f"unjudged ({result['error']})"
+    found = [f"{count} {what}" for count, what in (
+        (result["split_brain"]["streams"], "streams in both regions"), (result["lost_messages"], "lost messages"),
+        (result["lost_control_writes"], "lost control writes"),
+        (sum(result["activation"].values()), "activation findings"),
+        *_control_counts(result.get("control_at_cut"))) if count]
+    return ", ".join(found) or "nothing found"
+
+
+def _control_counts(control: dict[str, Any] | None) -> list[tuple[int, str]]:
+    if not control:
+        return []
+    return [(control.get("starts", 0) + control.get("stops", 0), "control writes missing in the standby at the cut"),
+            (control.get("beyond_lag", 0), "of them beyond the lag at the cut"),
+            (control["reverted_at_end"], "control writes reverted at the end")]
+
+
+def run_batch(schedules: list[RegionSchedule], variants: list[Variant], run_dir: Path, timescale: float,
+              streams: int = 4, say: Progress = lambda line: None) -> list[dict[str, Any]]:
+    """Each schedule on each variant, in ``run_dir/seed-N/<variant>``, on one ``RegionsPool`` per profile
+    (started once, in ``run_dir/pool-<profile>``); a run an earlier batch judged there is not run again.
+    ``say``: one line when resuming, then one per run (its verdict, wall and CPU seconds, what is left)."""
+    plan = [(schedule, variant, run_dir / f"seed-{schedule.seed}" / variant.name)
+            for schedule in schedules for variant in variants]
+    done = {folder: result for _, _, folder in plan if (result := judged(folder)) is not None}
+    if done:
+        say(f"resuming {run_dir}: {len(done)} of {len(plan)} runs already judged there, not run again")
+    results, walls = [], []
+    with contextlib.ExitStack() as stack:
+        pools: dict[str, RegionsPool] = {}
+        for index, (schedule, variant, folder) in enumerate(plan, start=1):
+            if folder in done:
+                results.append(done[folder])
+                continue
+            if variant.profile not in pools:
+                pool_spec = RegionsSpec(profile=variant.profile, timescale=timescale,
+                                        run_dir=run_dir / f"pool-{variant.profile}")
+                pools[variant.profile] = stack.enter_context(RegionsPool(pool_spec))
+            shutil.rmtree(folder, ignore_errors=True)  # what an unjudged attempt left
+            folder.mkdir(parents=True)
+            result = run_schedule(schedule, variant, folder, pools[variant.profile], streams)
+            results.append(result)
+            walls.append(result["wall_s"])
+            left = sum(1 for _, _, f in plan[index:] if f not in done)
+            say(f"[{index}/{len(plan)}] {variant.name} seed {schedule.seed}: {verdict(result)}; "
+                f"{result['wall_s']:.0f} s wall, {result['cpu_s']:.0f} s CPU; "
+                f"about {left * sum(walls) / len(walls) / 60:.0f} min left")
+    return results
+
+
+def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: int,
+         progress: Progress) -> dict[str, Any]:
     spec, tables = regions.spec, regions.tables
     assert tables is not None
     config = regions.clusters["west"].config
     patience_s = 10 * spec.health.request_interval_s * spec.timescale + 4 * spec.ttl_s * spec.timescale \
         + 3 * config.lease_s + config.reconcile_s
+    ids = [f"{prefix}c{i:03d}" for i in range(streams)]
     for connection_id in ids:
         regions.start_stream(connection_id)
     _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream")
@@ -91,10 +184,15 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
     began_ms, began = time.time() * 1000.0, time.monotonic()
     progress(f"seed {schedule.seed}: {schedule.describe()}")
     started = list(ids)
+    cut: dict[str, Any] = {}
     for at, action, step in timeline(schedule, spec.timescale):
-        time.sleep(max(0.0, began + at - time.monotonic()))  # the schedule's times: durations, not synchronisation
+        while time.monotonic() < began + at:  # the schedule's times: durations, not synchronisation
+            _standby_at_takeover(regions, cut)
+            time.sleep(min(0.05, max(0.0, began + at - time.monotonic())))
+        if action == "start" and step.kind in REGION_FAULTS and not cut:
+            started += _late_writes(regions, prefix, cut)
         if step.kind == "start":
-            name = f"s{schedule.seed}-{len(started)}"
+            name = f"{prefix}s{len(started)}"
             try:
                 regions.start_stream(name)
                 started.append(name)
@@ -102,12 +200,14 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
                 pass  # refused or unanswered: never acknowledged, so nothing to lose
             continue
         _act(regions, action, step)
+    _standby_at_takeover(regions, cut)
     _heal(regions)
     active = "east" if spec.gate else None
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline and not (
             regions.consumed_by(active, started) if active else
             all(regions.consumed_by("east", [i]) or regions.consumed_by("west", [i]) for i in started)):
+        _standby_at_takeover(regions, cut)  # a takeover that began just before the heal ends after it
         time.sleep(0.05)
     heads = {i: s.get("head_seq") or 0 for i, s in regions.clusters["east"].streams().items() if i in started}
     # the consumer resumes behind the head: what it has not stored yet is not lost until it had the time to
@@ -118,11 +218,53 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, ids: list[str], progress
     _wait(lambda: tables.delivered_before(reached_ms), patience_s, "replication delivered what it could")
     lost = _missing(regions, heads)
     history = read_history(spec.run_dir)
-    overlaps = cross_region_overlaps(regions, since_ms=0.0)
+    overlaps = cross_region_overlaps(regions, since_ms=0.0, ids=started)
     dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
-            "activation": activation_checks(history, spec), "streams": len(started)}
+            "control_at_cut": _control_at_cut(regions, cut),
+            "activation": activation_checks(history, spec), "streams": len(started),
+            "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
+
+
+def _late_writes(regions: TwoRegions, prefix: str, cut: dict[str, Any]) -> list[str]:
+    """Just before the first region fault (the cut): ``LATE_STREAMS`` STARTs and a STOP of the last, through
+    the failover name, then the cut's time and the replication's ``behind_ms`` (how old the oldest write not
+    yet delivered is: only writes younger than that can be missing in the standby).  The stream left STARTed."""
+    late = [f"{prefix}late{i}" for i in range(LATE_STREAMS)]
+    since_ms = time.time() * 1000.0
+    for connection_id in late:
+        regions.start_stream(connection_id)
+    regions.stop_stream(late[-1])
+    assert regions.tables is not None
+    cut.update(since_ms=since_ms, ms=time.time() * 1000.0, behind_ms=regions.tables.stats()["behind_ms"])
+    return late[:-1]
+
+
+def _standby_at_takeover(regions: TwoRegions, cut: dict[str, Any]) -> None:
+    """Once after the cut, when the standby's routing control turns On (with the gate): the desired state of
+    each stream its connections table holds then, before anything the primary left can reach it."""
+    controls = regions.controls
+    if cut and "standby" not in cut and controls is not None and controls.states[AWS_REGIONS["west"]] == ON:
+        cut["standby"] = _desired_states(regions, "west")
+
+
+def _control_at_cut(regions: TwoRegions, cut: dict[str, Any]) -> dict[str, Any] | None:
+    """The late STARTs and STOP the primary acknowledged before the cut: missing in the standby when it took
+    over (None: it never did), how many of those were acknowledged earlier than the replication's
+    ``behind_ms`` at the cut allows (``beyond_lag``: must be 0), and still reverted in the region active at
+    the end (the primary, after the failback)."""
+    if not cut:
+        return None
+    events, window_ms = router_events(regions.spec.run_dir), cut["ms"] - cut["since_ms"]
+    after = lost_control_writes(events, cut["ms"], "east", window_ms, _desired_states(regions, "east"))
+    found: dict[str, Any] = {"bound_ms": round(cut["behind_ms"], 1), "reverted_at_end": len(after["writes"])}
+    if "standby" not in cut:
+        return {**found, "taken_over": False}
+    at_cut = lost_control_writes(events, cut["ms"], "east", window_ms, cut["standby"])
+    beyond = [w for w in at_cut["writes"] if w["acknowledged_ms"] < cut["ms"] - cut["behind_ms"]]
+    return {**found, "taken_over": True, "starts": at_cut["starts"], "stops": at_cut["stops"],
+            "beyond_lag": len(beyond)}
 
 
 def _missing(regions: TwoRegions, heads: dict[str, int]) -> int:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from harness.backends.resources import client
 from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
 from harness.region.checks import activation_overlaps, early_failbacks, flapping_moves, moves_while_unhealthy
-from harness.region.regions import AWS_REGIONS, RegionsSpec, TwoRegions
+from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
 from harness.region.rpo import lost_control_writes, lost_messages
 
@@ -70,7 +70,8 @@ TARGET_RTO_S = 60.0       # at scale 1 (the issue's acceptance)
 # (one request per message on dynalite), about 1.5 s for 6 streams on 2 cores.
 UNSCALED_WORK_S = 3.0
 LATE_STREAMS = 2  # STARTed through the primary just before the cut (the last STOPped again): its RPO in writes
-PHASES = ("detected", "answer", "activated", "claimed", "connected", "resumed")
+FAULT_KINDS = {"region": "region_outage", "gray": "gray_failure", "dynamodb": "dynamodb_outage"}  # in the history
+PHASES = ("detected", "answer", "activated", "claimed", "connected", "resumed", "caught_up")  # in this order
 Progress = Callable[[str], None]
 
 
@@ -84,11 +85,17 @@ class Variant:
     profile: str
     gate: bool
     description: str
-    # after the pause: "region" (the primary cut off), "dynamodb" (only its DynamoDB out), or None (without
-    # the gate the pause's split brain has left both regions claiming: nothing to recover from to measure)
+    # after the pause: "region" (the primary cut off), "gray" (unreachable for Route 53 only), "dynamodb"
+    # (only its DynamoDB out), or None (without the gate the pause's split brain has left both regions
+    # claiming: nothing to recover from to measure)
     outage: str | None = None
     # Global Tables' replication lag, median and 99th percentile at scale 1 (None: RegionsSpec's, 1 s and 3 s)
     lag_ms: tuple[float, float] | None = None
+    pause: bool = True  # the replication pause first (its split brain); without it, only the outage (the RTO run)
+
+    def lag(self) -> tuple[float, float]:
+        """The replication lag's median and 99th percentile at scale 1 this variant runs with."""
+        return self.lag_ms or (RegionsSpec.lag_ms, RegionsSpec.lag_p99_ms)
 
 
 VARIANTS = {v.name: v for v in (
@@ -101,6 +108,12 @@ VARIANTS = {v.name: v for v in (
     # just before the cut is still in flight (its RPO, in messages and control writes, can be non-zero)
     Variant("slow-replication", "hardened", True, "hardened with the gate; replication lag 20 s (p99 40 s)",
             "region", lag_ms=(20_000.0, 40_000.0)),
+    # the RTO at the timings terraform deploys (``--timescale 1``): the gated outage and failback alone
+    # a gray failure: Route 53 cannot reach the primary's API while its workers work on
+    Variant("gray", "hardened", True, "hardened with the gate; Route 53 cannot reach the primary, its workers "
+            "keep their upstream", "gray", pause=False),
+    Variant("rto", "hardened", True, "hardened with the gate: the primary cut off, no replication pause first",
+            "region", pause=False),
 )}
 
 
@@ -114,7 +127,8 @@ class FailoverSetup:
     seed: int = 0
 
     def ids(self) -> list[str]:
-        return [f"c{i:03d}" for i in range(self.streams)]
+        """Named after the variant: variants run on one ``RegionsPool`` share its simulator."""
+        return [f"{self.variant.name}-c{i:03d}" for i in range(self.streams)]
 
 
 def rto_budget_s(config: FleetConfig, health: HealthCheckSpec | None = None,
@@ -138,12 +152,13 @@ def rto_bound_s(timescale: float) -> float:
     return (TARGET_RTO_S - UNSCALED_WORK_S) * timescale + UNSCALED_WORK_S
 
 
-def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: None) -> dict[str, Any]:
+def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: None,
+                        pool: RegionsPool | None = None) -> dict[str, Any]:
+    """``pool``: run on it (fresh state) instead of starting and stopping the regions' backends."""
     variant, ids = setup.variant, setup.ids()
-    lag = {} if variant.lag_ms is None else {"lag_ms": variant.lag_ms[0], "lag_p99_ms": variant.lag_ms[1]}
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
                        run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
-                       **lag)
+                       lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1])
     began = time.monotonic()
 
     def say(line: str) -> None:
@@ -154,7 +169,7 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
                               "streams": len(ids), "workers_per_region": setup.workers,
                               "run_dir": str(setup.run_dir), "outage": None}
     say(f"starting two regions ({setup.workers} workers each, time scale {setup.timescale:g})")
-    with TwoRegions(spec) as regions:
+    with TwoRegions(spec, pool) as regions:
         config = regions.clusters["west"].config
         result["route53"] = regions.zone_records()
         # health checks, TTL, lease and reconcile, at this scale: long enough for any step to happen
@@ -168,48 +183,61 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
         tables = regions.tables
         assert tables is not None
 
-        pause_s = 3 * config.lease_s + config.reconcile_s
-        say(f"{len(ids)} streams consumed in east; pausing replication for {pause_s:.1f} s")
-        regions.harness.emit("fault.start", kind="replication_pause", target="global-tables")
-        paused_at = time.time() * 1000.0
-        tables.pause()
-        time.sleep(pause_s)  # a fixed window: split brain is what happens in it, there is no event to await
-        overlaps = cross_region_overlaps(regions, since_ms=paused_at)
-        tables.resume()
-        regions.harness.emit("fault.stop", kind="replication_pause", target="global-tables")
-        result["pause_s"] = pause_s
-        result["split_brain"] = {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1),
-                                 "pks": sorted(overlaps)}
-        say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
-        _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
+        result["pause_s"], result["split_brain"] = 0.0, {"streams": 0, "overlap_ms": 0, "pks": []}
+        if variant.pause:
+            result.update(_pause(regions, ids, 3 * config.lease_s + config.reconcile_s, say))
+            _wait(tables.caught_up, patience_s, "replication caught up after the pause")  # its conflicts resolved
         if variant.outage is not None:
-            result["outage"] = _outage(regions, ids, patience_s, say, variant.outage)
+            result["outage"] = _outage(regions, ids, patience_s, say, variant.outage, f"{variant.name}-")
         result["conflicts"] = tables.stats()["conflicts"]
         result["activation"] = activation_checks(read_history(setup.run_dir), spec)
     _write_result(setup.run_dir, result)
     return result
 
 
-def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progress, kind: str) -> dict[str, Any]:
-    """Cut the primary off (``kind`` region) or only its DynamoDB (``dynamodb``); measure the standby's
-    takeover.  DynamoDB alone out leaves the primary's router answering its (shallow) health check: the
-    zone keeps answering the primary and the activation stays, so after the window a region's outage
-    needs to fail over, the operator moves the activation (what was consumed meanwhile is recorded)."""
+def _pause(regions: TwoRegions, ids: list[str], pause_s: float, say: Progress) -> dict[str, Any]:
+    """Replication paused for ``pause_s`` with both regions up: the streams both regions consumed in it."""
+    tables = regions.tables
+    assert tables is not None
+    say(f"{len(ids)} streams consumed in east; pausing replication for {pause_s:.1f} s")
+    regions.harness.emit("fault.start", kind="replication_pause", target="global-tables")
+    paused_at = time.time() * 1000.0
+    tables.pause()
+    time.sleep(pause_s)  # a fixed window: split brain is what happens in it, there is no event to await
+    overlaps = cross_region_overlaps(regions, since_ms=paused_at)
+    tables.resume()
+    regions.harness.emit("fault.stop", kind="replication_pause", target="global-tables")
+    say(f"replication resumed: {len(overlaps)} stream(s) consumed in both regions at once")
+    split_brain = {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1), "pks": sorted(overlaps)}
+    return {"pause_s": pause_s, "split_brain": split_brain}
+
+
+def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progress, kind: str,
+            prefix: str) -> dict[str, Any]:
+    """Cut the primary off (``kind`` region), make it unreachable for Route 53 only (``gray``: its workers
+    keep their upstream and DynamoDB, so only the gate stops them), or take only its DynamoDB out
+    (``dynamodb``); measure the standby's takeover.  DynamoDB alone out leaves the primary's router
+    answering its (shallow) health check: the zone keeps answering the primary and the activation stays, so
+    after the window a region's outage needs to fail over, the operator moves the activation (what was
+    consumed meanwhile is recorded)."""
     tables, east, spec = regions.tables, regions.clusters["east"], regions.spec
     assert tables is not None
     time.sleep(east.config.lease_s)  # a lease of steady running, so the cut lands mid-stream
-    late = [f"late{i}" for i in range(LATE_STREAMS)]  # STARTed (the last STOPped again) just before the cut
+    late = [f"{prefix}late{i}" for i in range(LATE_STREAMS)]  # STARTed (the last STOPped again) just before the cut
     control_since_ms = time.time() * 1000.0
     for connection_id in late:
         regions.start_stream(connection_id)
     regions.stop_stream(late[-1])
     backlog = tables.stats()["backlog"]
     cut_ms, cut = time.time() * 1000.0, time.monotonic()
-    regions.harness.emit("fault.start", kind=f"{kind}_outage", target="east")
+    regions.harness.emit("fault.start", kind=FAULT_KINDS[kind], target="east")
     operator: dict[str, Any] = {}
     if kind == "region":
         regions.outage("east")
         say(f"cut off the primary (replication backlog {backlog} writes)")
+    elif kind == "gray":
+        regions.unreachable.add("east")
+        say("Route 53 cannot reach the primary; its workers keep their upstream and DynamoDB")
     else:
         tables.dynamodb_outage("east")
         say(f"the primary's DynamoDB is out (replication backlog {backlog} writes)")
@@ -223,7 +251,7 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
         regions.fail_over("east", "west")
     west_router, client_s = regions.clusters["west"].router_url, None
     deadline = time.monotonic() + patience_s
-    while (client_s is None and kind == "region") or not regions.consumed_by("west", ids):
+    while (client_s is None and kind != "dynamodb") or not regions.consumed_by("west", ids):
         if client_s is None and regions.router_url() == west_router:
             client_s = time.monotonic() - cut
         if time.monotonic() > deadline:
@@ -240,12 +268,12 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
     say(f"RPO: {rpo['messages']['lost']} acknowledged sequences and {rpo['control']['starts']} STARTs, "
         f"{rpo['control']['stops']} STOPs acknowledged in the primary lost or reverted in the standby")
     overlaps = cross_region_overlaps(regions, since_ms=cut_ms)  # the cut primary's sessions, if any still read
-    phases = _phases(history, cut_ms, ids)
-    failback = _failback(regions, ids, heads, patience_s, say) if kind == "region" else None
+    phases = {**_phases(history, cut_ms, heads), "client": {"p50_s": client_s, "last_s": client_s}}
+    failback = _failback(regions, ids, heads, patience_s, say, kind) if kind != "dynamodb" else None
     return {"kind": kind, "phases": phases, "failback": failback,
             "client_s": None if client_s is None else round(client_s, 3),
             "rto_s": phases["resumed"]["last_s"],
-            "rto_bound_s": rto_bound_s(spec.timescale) if kind == "region" else None,
+            "rto_bound_s": rto_bound_s(spec.timescale) if kind != "dynamodb" else None,
             "target_rto_s_at_scale_1": TARGET_RTO_S,
             "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo": rpo,
             "split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
@@ -265,10 +293,12 @@ def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int
             "flapping": len(flapping_moves(history, hysteresis_ms))}
 
 
-def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, float]:
-    """Per stream, for how long (ms) some east session and some west session consumed it at once after
-    ``since_ms``.  A session consumes from its opening to its close, or to its last answered ping when the
-    client stopped reading (the simulator's ground truth, as ``harness.checkers.consuming`` reads it)."""
+def cross_region_overlaps(regions: TwoRegions, since_ms: float,
+                          ids: Collection[str] | None = None) -> dict[str, float]:
+    """Per stream (of ``ids``, by default every one the simulator has), for how long (ms) some east session
+    and some west session consumed it at once after ``since_ms``.  A session consumes from its opening to its
+    close, or to its last answered ping when the client stopped reading (the simulator's ground truth, as
+    ``harness.checkers.consuming`` reads it)."""
     now = time.time() * 1000.0
 
     def spans(sessions: list[dict[str, Any]], region: str) -> list[tuple[float, float]]:
@@ -277,6 +307,8 @@ def cross_region_overlaps(regions: TwoRegions, since_ms: float) -> dict[str, flo
 
     overlaps = {}
     for connection_id, stream in regions.clusters["east"].streams().items():
+        if ids is not None and connection_id not in ids:
+            continue
         sessions = stream.get("sessions", [])
         total = sum(max(0.0, min(b, d) - max(a, c))
                     for a, b in spans(sessions, "east") for c, d in spans(sessions, "west"))
@@ -341,10 +373,12 @@ def _stored(regions: TwoRegions, region: str) -> dict[str, list[int]]:
     return stored
 
 
-def _phases(history: pd.DataFrame, since_ms: float, ids: list[str], check: tuple[str, bool] = ("east", False),
+def _phases(history: pd.DataFrame, since_ms: float, heads: dict[str, int], check: tuple[str, bool] = ("east", False),
             taker: str = "west") -> dict[str, dict[str, float | None]]:
     """Each phase in seconds after ``since_ms``: the zone's events once (``check``: the health check's region
-    and the state it turns to), the ``taker`` region's per stream (p50 and the last stream's)."""
+    and the state it turns to), the ``taker`` region's per stream (p50 and the last stream's); ``caught_up``:
+    its first stored message at or past the stream's head when it consumed every stream (``heads``)."""
+    ids = list(heads)
     route53 = history[(history["src"] == "route53") & (history["t"] > since_ms)]
 
     def first(kind: str, region: str, **match: object) -> float | None:
@@ -364,22 +398,32 @@ def _phases(history: pd.DataFrame, since_ms: float, ids: list[str], check: tuple
         if missing:
             raise FailoverError(f"no {kind} by {taker} for {', '.join(missing)}")
         phases[name] = {"p50_s": round(float(firsts.median()), 3), "last_s": round(float(firsts.max()), 3)}
+    stored = standby[(standby["type"] == "msg.persist") & (standby["outcome"] == "ok")]
+    caught = [(float(rows["t"].min()) - since_ms) / 1000.0 for i, head in heads.items()
+              if not (rows := stored[(stored["pk"] == f"CONN#{i}") & (stored["seq_to"] >= head)]).empty]
+    if len(caught) < len(heads):
+        raise FailoverError(f"{taker} never stored up to the head of {len(heads) - len(caught)} stream(s)")
+    phases["caught_up"] = {"p50_s": round(float(pd.Series(caught).median()), 3), "last_s": round(max(caught), 3)}
     return phases
 
 
 def _failback(regions: TwoRegions, ids: list[str], heads: dict[str, int], patience_s: float,
-              say: Progress) -> dict[str, Any]:
+              say: Progress, kind: str) -> dict[str, Any]:
     """The primary back: its health check passes again, the zone answers it, the activation moves back,
     and its workers take every stream over from the standby's.  Split brain during it; and the primary's
     tables, replicated from the standby's, hold every sequence (the replicas converged)."""
     heal_ms = time.time() * 1000.0
-    regions.harness.emit("fault.stop", kind="region_outage", target="east")
+    regions.harness.emit("fault.stop", kind=FAULT_KINDS[kind], target="east")
     regions.heal("east")
+    regions.unreachable.discard("east")
     say("the primary is back: failing back")
     _wait(lambda: regions.consumed_by("east", ids), patience_s, "the primary consumes every stream again")
     lost = _lost_once_stored(regions, "east", heads, patience_s, "the primary's tables hold what the standby stored")
     _wait(lambda: _persisted_by(regions, "east", ids, heal_ms), patience_s, "the primary stores each stream again")
-    phases = _phases(read_history(regions.spec.run_dir), heal_ms, ids, check=("east", True), taker="east")
+    heads_back = {i: s.get("head_seq") or 0 for i, s in regions.clusters["east"].streams().items() if i in ids}
+    _wait(lambda: all(max(stored.get(i, [0])) >= head for stored in [_stored(regions, "east")]
+                      for i, head in heads_back.items()), patience_s, "the primary catches up")
+    phases = _phases(read_history(regions.spec.run_dir), heal_ms, heads_back, check=("east", True), taker="east")
     overlaps = cross_region_overlaps(regions, since_ms=heal_ms)
     say(f"failed back: {len(overlaps)} stream(s) consumed in both regions, {lost} sequences missing in the primary")
     return {"phases": phases, "rto_s": phases["resumed"]["last_s"], "split_brain": len(overlaps),

@@ -115,6 +115,35 @@ class GlobalTables:
         self._pump.start()
         return self
 
+    def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+        """Fresh state for the next run of a batch, on the same endpoints and feeds, once the last run's
+        fleets have stopped: nothing in flight (what was pending is dropped, the pump's current batch
+        finished first), every table of both regions emptied (directly: nothing of it replicates), no fault
+        on, and ``lag``, ``clock_offsets_ms`` and ``emit`` the run's (its ``replication.config`` written)."""
+        with self.lock:
+            self.replication.paused = True
+        while True:  # the pump's current batch, taken before the pause, lands first (a short wait)
+            with self.lock:
+                if self.applying == 0:
+                    break
+            time.sleep(PUMP_EVERY_S)
+        for region, ddb in self.direct.items():
+            self.feeds[region].down = False
+            for table in ddb.list_tables()["TableNames"]:
+                schema = ddb.describe_table(TableName=table)["Table"]["KeySchema"]
+                names = [key["AttributeName"] for key in schema]
+                for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+                    keys = [{name: item[name] for name in names} for item in page.get("Items", [])]
+                    for start in range(0, len(keys), BATCH_ITEMS):
+                        ddb.batch_write_item(RequestItems={table: [{"DeleteRequest": {"Key": key}}
+                                                                   for key in keys[start:start + BATCH_ITEMS]]})
+        with self.lock:
+            self.replication = Replication(regions=tuple(self.direct), lag=lag)
+            self.keys.clear()
+            self.clock_offsets_ms = dict(clock_offsets_ms or {})
+            self.emit = emit
+        emit("replication.config", lag=lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
+
     def stop(self) -> None:
         self._stop.set()
         self._pump.join(timeout=5.0)

@@ -33,6 +33,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,15 @@ from fleet.region_gate import activation_wait_s
 from harness.backends.base import LOCAL_CREDENTIALS
 from harness.backends.embedded import EmbeddedBackend, start_embedded
 from harness.backends.resources import client
-from harness.cluster import SERVICE_PROXIES, Cluster, ClusterSpec, start_connection, start_upstream, stop_connection
+from harness.cluster import (
+    SERVICE_PROXIES,
+    Cluster,
+    ClusterSpec,
+    _together,
+    start_connection,
+    start_upstream,
+    stop_connection,
+)
 from harness.processes import Child, Started, start_thread
 from harness.region.automation import Failback
 from harness.region.global_tables import GlobalTables
@@ -88,10 +97,74 @@ class RegionsSpec:
     failback_hysteresis_s: float = 2 * HealthCheckSpec().request_interval_s
 
 
-class TwoRegions(Started):
+class RegionsPool(Started):
+    """What a batch of runs keeps up across them (``spec``'s profile and time scale; logs and the
+    simulator's history in ``spec.run_dir``): both regions' embedded backends, Global Tables (their change
+    feeds and pump), the routing controls and the upstream simulator.  ``lend`` gives a run fresh state on
+    them; each run's ``TwoRegions`` brings its own fleets, routers, health checks and history."""
+
     def __init__(self, spec: RegionsSpec) -> None:
         self.spec = spec
         self.backends: dict[str, EmbeddedBackend] = {}
+        self.tables: GlobalTables | None = None
+        self.controls: RoutingControls | None = None
+        self.upstream: Child | None = None
+
+    def start(self) -> None:
+        config = FleetConfig(profile=self.spec.profile, timescale=self.spec.timescale,  # type: ignore[arg-type]
+                             worker_id="harness")
+
+        def backend(name: str) -> None:
+            self.backends[name] = start_embedded(region=AWS_REGIONS[name], config=config,
+                                                 log_dir=self.spec.run_dir / "logs" / name)
+
+        _together(*(partial(backend, name) for name in AWS_REGIONS))  # at once: each takes seconds
+        self.backends.update({name: self.backends.pop(name) for name in AWS_REGIONS})  # in AWS_REGIONS' order
+        self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
+                                   _lag(self.spec), _ignore).start()
+        self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"], _ignore,
+                                        LOCAL_CREDENTIALS_BY_KEY).start()
+        self.upstream = start_upstream(ClusterSpec(timescale=self.spec.timescale, run_dir=self.spec.run_dir,
+                                                   rate=self.spec.rate, seed=self.spec.seed))
+
+    def lend(self, spec: RegionsSpec, replication: HistoryWriter, route53: HistoryWriter) -> None:
+        """Fresh state for a run of ``spec`` (its lag, clock skew and gate), its events to its writers:
+        tables emptied and nothing in flight, the primary On (with the gate; without it the controls write
+        nothing to the run), queues purged."""
+        assert self.tables is not None and self.controls is not None
+        self.tables.fresh(_lag(spec), replication.emit, spec.clock_offsets_ms)
+        self.controls.fresh(AWS_REGIONS["east"], route53.emit if spec.gate else _ignore)
+        for backend in self.backends.values():
+            client(backend.env(), "sqs").purge_queue(QueueUrl=backend.queue_url)
+
+    def stop(self) -> None:
+        if self.upstream is not None:
+            self.upstream.stop(grace_s=5.0)
+        if self.tables is not None:
+            self.tables.stop()
+        if self.controls is not None:
+            self.controls.stop()
+        for backend in self.backends.values():
+            backend.stop()
+
+
+def _lag(spec: RegionsSpec) -> LagModel:
+    return LagModel(spec.lag_ms * spec.timescale, spec.lag_p99_ms * spec.timescale, seed=spec.seed)
+
+
+def _ignore(*_: object, **__: object) -> None:
+    """Where the pool's parts write between runs (and a gateless run's controls): nowhere."""
+
+
+class TwoRegions(Started):
+    """``pool``: a batch's ``RegionsPool`` (started, its profile and time scale ``spec``'s) to run on with
+    fresh state; without it the run starts and stops its own."""
+
+    def __init__(self, spec: RegionsSpec, pool: RegionsPool | None = None) -> None:
+        self.spec = spec
+        self.pool = pool or RegionsPool(spec)
+        self._own_pool = pool is None
+        self.backends = self.pool.backends
         self.clusters: dict[str, Cluster] = {}
         self.tables: GlobalTables | None = None
         self.upstream: Child | None = None
@@ -124,24 +197,17 @@ class TwoRegions(Started):
                            run_dir=spec.run_dir, rate=spec.rate, seed=spec.seed, region=region, overrides=gate)
 
     def start(self) -> None:
-        config = FleetConfig(profile=self.spec.profile, timescale=self.spec.timescale,  # type: ignore[arg-type]
-                             worker_id="harness")
-        for name, aws_region in AWS_REGIONS.items():
-            self.backends[name] = start_embedded(region=aws_region, config=config,
-                                                 log_dir=self.spec.run_dir / "logs" / name)
-        scale = self.spec.timescale
-        lag = LagModel(self.spec.lag_ms * scale, self.spec.lag_p99_ms * scale, seed=self.spec.seed)
-        self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()}, lag,
-                                   self.replication.emit, self.spec.clock_offsets_ms).start()
-        if self.spec.gate:
-            self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"],
-                                            self.route53.emit, LOCAL_CREDENTIALS_BY_KEY).start()
-        self.upstream = start_upstream(self._cluster_spec())
+        if self._own_pool:
+            self.pool.start()
+        self.pool.lend(self.spec, self.replication, self.route53)
+        self.tables, self.upstream = self.pool.tables, self.pool.upstream
+        self.controls = self.pool.controls if self.spec.gate else None
+        assert self.tables is not None
         for name, backend in self.backends.items():
             through_feed = dataclasses.replace(backend, endpoints={**backend.endpoints,
                                                                    "dynamodb": self.tables.feed_url(name)})
             self.clusters[name] = Cluster(self._cluster_spec(name), backend=through_feed, upstream=self.upstream)
-            self.clusters[name].start()
+        _together(*(cluster.start for cluster in self.clusters.values()))  # at once: workers take seconds
         self._create_zone()
         start_thread(self._checking)
 
@@ -288,16 +354,10 @@ class TwoRegions(Started):
         for name in list(self.cut):
             with contextlib.suppress(Exception):  # stopping goes on whatever a proxy says
                 self.heal(name)
-        for cluster in self.clusters.values():
-            cluster.stop()
-        if self.upstream is not None:
-            self.upstream.stop(grace_s=5.0)
-        if self.tables is not None:
-            self.tables.stop()
-        if self.controls is not None:
-            self.controls.stop()
-        for backend in self.backends.values():
-            backend.stop()
+        if self.clusters:
+            _together(*(cluster.stop for cluster in self.clusters.values()))
+        if self._own_pool:
+            self.pool.stop()
         self.route53.close()
         self.replication.close()
         self.harness.close()

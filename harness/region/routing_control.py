@@ -109,6 +109,18 @@ class RoutingControls:
             server.shutdown()
             server.server_close()
 
+    def fresh(self, active: str, emit: Emit) -> None:
+        """Fresh state for the next run of a batch: ``active`` On, the rest and the hold Off, every endpoint
+        in, events to ``emit`` (the states written there); a failover of the last run still waiting is
+        superseded (it will not turn its region On)."""
+        with self.lock:
+            self.generation += 1
+            self.out.clear()
+            self.emit = emit
+            self.states = {control: ON if control == active else OFF for control in self.states}
+            for control, state in self.states.items():
+                emit("gate.state", region=control, state=state, generation=self.generation)
+
     def down(self, index: int, out: bool = True) -> None:
         """Take cluster endpoint ``index`` out (it answers 503) or bring it back."""
         with self.lock:

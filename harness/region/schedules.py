@@ -22,8 +22,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.region.route53 import HealthCheckSpec
+
 REGION_FAULTS = ("replication_pause", "region_cut", "dynamodb_outage", "gray_failure", "flapping")
 LEASE_S = 20.0  # the fleet's lease at scale 1: fault durations are drawn around it
+# a flap shorter than the failure threshold's probes (3 x 10 s, as deployed) never turns the check: none is drawn
+FLAP_MIN_S = HealthCheckSpec().failure_threshold * HealthCheckSpec().request_interval_s
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,10 @@ def _one(seed: int, workers: int) -> RegionSchedule:
     rng = random.Random(seed)
     kind = REGION_FAULTS[seed % len(REGION_FAULTS)]  # every kind in every five consecutive seeds
     at = rng.uniform(0.0, LEASE_S)
-    duration = rng.uniform(2 * LEASE_S, 5 * LEASE_S)
+    duration = rng.uniform(2 * LEASE_S, 3 * LEASE_S)  # long enough for a takeover; longer adds no interleaving
     target = "global-tables" if kind == "replication_pause" else "east"
     region_step = Step(at, kind, target, duration) if kind != "flapping" else \
-        Step(at, kind, target, duration, flaps=rng.randint(2, 5), period_s=rng.uniform(10.0, 30.0))
+        Step(at, kind, target, duration, flaps=rng.randint(2, 3), period_s=rng.uniform(FLAP_MIN_S, FLAP_MIN_S + 10.0))
     steps = [region_step, Step(at + rng.uniform(0.0, duration), "start", "router")]
     for _ in range(rng.randint(0, 2)):
         worker = f"{rng.choice(['east', 'west'])}-worker-{rng.randint(1, workers)}"
@@ -75,15 +79,24 @@ def _one(seed: int, workers: int) -> RegionSchedule:
     return RegionSchedule(seed, {"west": round(skew, 1)} if skew else {}, tuple(sorted(steps, key=lambda s: s.at_s)))
 
 
-def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per variant: runs, runs with split brain, streams consumed in both regions, lost messages, lost
-    control writes, activation findings, and runs that could not be judged (a step did not happen)."""
-    totals: dict[str, dict[str, int]] = {}
+    control writes, activation findings, runs that could not be judged (a step did not happen); the STARTs
+    and STOPs acknowledged just before the cut missing in the standby at its takeover, those beyond the
+    replication lag at the cut, and those still reverted at the end; what the
+    judged runs reached (``harness.region.reached``: fault kinds, transitions, interleavings), each the
+    number of runs; and the mean wall and CPU seconds of a run."""
+    totals: dict[str, dict[str, Any]] = {}
     for result in results:
         total = totals.setdefault(result["variant"], {"runs": 0, "split_brain_runs": 0, "split_brain_streams": 0,
                                                       "lost_messages": 0, "lost_control_writes": 0,
-                                                      "activation_findings": 0, "unjudged": 0})
+                                                      "activation_findings": 0, "unjudged": 0,
+                                                      "control_missing_at_cut": 0, "control_beyond_lag": 0,
+                                                      "control_reverted_at_end": 0, "reached": {},
+                                                      "wall_s": 0.0, "cpu_s": 0.0})
         total["runs"] += 1
+        total["wall_s"] += result.get("wall_s", 0.0)
+        total["cpu_s"] += result.get("cpu_s", 0.0)
         if result.get("error"):
             total["unjudged"] += 1
             continue
@@ -93,4 +106,14 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
         total["lost_messages"] += result["lost_messages"]
         total["lost_control_writes"] += result["lost_control_writes"]
         total["activation_findings"] += sum(result["activation"].values())
+        control = result.get("control_at_cut") or {}
+        total["control_missing_at_cut"] += control.get("starts", 0) + control.get("stops", 0)
+        total["control_beyond_lag"] += control.get("beyond_lag", 0)
+        total["control_reverted_at_end"] += control.get("reverted_at_end", 0)
+        for name in result.get("reached", []):
+            total["reached"][name] = total["reached"].get(name, 0) + 1
+    for total in totals.values():
+        total["reached"] = dict(sorted(total["reached"].items()))
+        total["wall_s"] = round(total["wall_s"] / total["runs"], 1)
+        total["cpu_s"] = round(total["cpu_s"] / total["runs"], 1)
     return totals

@@ -30,6 +30,8 @@ PHASE_MEANING = {
     "claimed": "the standby acquires the stream",
     "connected": "its upstream session opens",
     "resumed": "its first message is stored (the RTO)",
+    "caught_up": "its stored messages reach the stream's head at the takeover",
+    "client": "a client resolving the name reaches the standby (its cached answer expired)",
 }
 
 

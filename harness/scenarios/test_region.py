@@ -19,6 +19,7 @@ import pytest
 
 from harness.history import read_history
 from harness.region.failover import PHASES, VARIANTS, FailoverError, FailoverSetup, run_region_failover
+from harness.region.regions import RegionsPool, RegionsSpec
 from harness.region.routing_control import HOLD
 from harness.report.region import write_region_report
 from harness.scenarios.gate import progress_reporter
@@ -34,13 +35,15 @@ def region_failover(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fi
     timescale = request.config.getoption("--scenario-timescale") or 0.1
     progress = progress_reporter(request)
     results: dict[str, Any] = {}
-    for name in CI_VARIANTS:
-        setup = FailoverSetup(VARIANTS[name], out / name, timescale=timescale)
-        setup.run_dir.mkdir()
-        try:
-            results[name] = run_region_failover(setup, progress)
-        except FailoverError as exc:  # this variant's test fails on it; the other variant still runs
-            results[name] = exc
+    # one pool for both (as a batch runs): the second variant runs on what the first left, with fresh state
+    with RegionsPool(RegionsSpec(timescale=timescale, run_dir=out / "pool")) as pool:
+        for name in CI_VARIANTS:
+            setup = FailoverSetup(VARIANTS[name], out / name, timescale=timescale)
+            setup.run_dir.mkdir()
+            try:
+                results[name] = run_region_failover(setup, progress, pool)
+            except FailoverError as exc:  # this variant's test fails on it; the other variant still runs
+                results[name] = exc
     report = write_region_report([r for r in results.values() if isinstance(r, dict)], out)
     return {"results": results, "report": report}
 
@@ -54,6 +57,10 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     assert sorted((r["failover"], r["set_identifier"], r["ttl_s"], r["check_interval_s"], r["failure_threshold"])
                   for r in result["route53"]) == [("PRIMARY", "primary", 30, 10, 3),
                                                   ("SECONDARY", "standby", 30, 10, 3)]
+    history = read_history(Path(result["run_dir"]))
+    # runs on one pool are independent: nothing of the gated run (before it) is in this one's history
+    streams = {pk for pk in history["pk"].dropna() if str(pk).startswith("CONN#")}
+    assert streams and all(pk.startswith(f"CONN#{variant}-") for pk in streams), streams
     if variant == "no-gate":
         assert result["split_brain"]["streams"] > 0 and result["split_brain"]["overlap_ms"] > 0
         assert result["outage"] is None
@@ -77,7 +84,6 @@ def test_region_failover(region_failover: dict[str, Any], variant: str) -> None:
     back = [failback["phases"][name]["last_s"] for name in PHASES]
     assert back == sorted(back), failback["phases"]
     # the activation moved: east Off first, west On a gate's lease later (never both On)
-    history = read_history(Path(result["run_dir"]))
     gates = history[(history["src"] == "route53") & (history["type"] == "gate.state") & (history["region"] != HOLD)]
     moves = [(r.region, r.state, r.t) for r in gates.itertuples()][-4:-2]  # then back, in failback
     assert [(region, state) for region, state, _ in moves] == [("us-east-1", "Off"), ("us-west-2", "On")]

@@ -1,15 +1,17 @@
-"""Tests of harness.region.failover's RTO budget: the timings terraform deploys (terraform/modules/failover's
-timings.json) meet the 60 s target at scale 1, and the standard 30 s health checks would not."""
+"""Tests of harness.region.failover's RTO budget (the timings terraform deploys, terraform/modules/failover's
+timings.json, meet the 60 s target at scale 1, and the standard 30 s health checks would not) and of its
+phases over a literal history."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fleet.config import FleetConfig
-from harness.region.failover import TARGET_RTO_S, router_events, rto_budget_s
+from harness.region.failover import TARGET_RTO_S, FailoverError, _phases, router_events, rto_budget_s
 from harness.region.route53 import DEPLOYED, HealthCheckSpec
 from harness.region.rpo import lost_control_writes
 
@@ -42,3 +44,24 @@ def test_the_routers_events_are_attributed_to_their_region_by_their_history_file
                                                                       ("west-router", "CONN#b")]
     assert lost_control_writes(events, 10_000.0, "east", 5_000.0, {})["starts"] == 1
     assert lost_control_writes(events, 10_000.0, "east", 5_000.0, {"CONN#a": "STARTED"})["starts"] == 0
+
+
+def test_the_takeover_phases_end_when_each_stream_is_stored_up_to_its_head_at_the_takeover() -> None:
+    """``caught_up``: the standby's first stored batch reaching the head the stream had when the standby
+    consumed every stream; a standby that never stores that far is an error, not a phase."""
+    def row(t: float, kind: str, pk: str, **fields: object) -> dict[str, object]:
+        return {"t": t, "src": "west-worker-1", "type": kind, "pk": pk, "outcome": "ok", **fields}
+
+    zone = [{"t": 1_000.0 + t, "src": "route53", "type": kind, "region": region, **fields}
+            for t, kind, region, fields in ((3_000, "health.check", "east", {"healthy": False}),
+                                            (3_000, "dns.answer", "west", {}),
+                                            (5_000, "gate.state", "us-west-2", {"state": "On"}))]
+    streams = [event for pk in ("CONN#a", "CONN#b") for event in (
+        row(6_000.0, "lease.acquire", pk), row(6_100.0, "ws.open", pk),
+        row(7_000.0, "msg.persist", pk, seq_from=1, seq_to=5), row(9_000.0, "msg.persist", pk, seq_from=6, seq_to=9))]
+    history = pd.DataFrame(zone + streams)
+    phases = _phases(history, 1_000.0, {"a": 5, "b": 8})
+    assert phases["resumed"] == {"p50_s": 6.0, "last_s": 6.0}
+    assert phases["caught_up"] == {"p50_s": 7.0, "last_s": 8.0}
+    with pytest.raises(FailoverError, match="never stored up to the head of 1 stream"):
+        _phases(history, 1_000.0, {"a": 5, "b": 10})

@@ -134,3 +134,27 @@ def test_the_lag_model_is_in_the_history(tables: tuple[GlobalTables, dict[str, A
     _, _, events = tables
     [config] = [fields for kind, fields in events if kind == "replication.config"]
     assert config["lag"] == {"distribution": "fixed", "median_ms": LAG_MS, "p99_ms": LAG_MS, "seed": 0}
+
+
+def test_fresh_state_for_the_next_run_drops_what_is_in_flight_empties_both_regions_and_writes_there(
+        tables: tuple[GlobalTables, dict[str, Any], Events]) -> None:
+    """A batch's next run on the same endpoints: nothing of the last run is left to replicate or to read,
+    no fault is on, and the replication's events and lag are the new run's."""
+    replicated, clients, _ = tables
+    clients["east"].put_item(TableName=TABLE, Item={"pk": {"S": "landed"}})
+    _until(lambda: _item(clients["west"], "landed") is not None)
+    replicated.pause()
+    clients["east"].put_item(TableName=TABLE, Item={"pk": {"S": "in-flight"}})
+    replicated.dynamodb_outage("west")
+    assert replicated.stats()["backlog"] == 1
+    run = Events()
+    replicated.fresh(LagModel(LAG_MS / 2), run.emit, {"west": 40.0})
+    assert [region for region in ("east", "west") for pk in ("landed", "in-flight")
+            if _item(clients[region], pk) is not None] == []
+    assert replicated.stats()["backlog"] == 0 and not replicated.stats()["paused"]
+    assert run[0] == ("replication.config",
+                      {"lag": LagModel(LAG_MS / 2).describe(), "clock_offsets_ms": {"west": 40.0}})
+    clients["west"].put_item(TableName=TABLE, Item={"pk": {"S": "next-run"}})  # west's DynamoDB back, replicating
+    _until(lambda: _item(clients["east"], "next-run") is not None)
+    assert _item(clients["west"], "in-flight") is None  # the dropped write never lands
+    _until(lambda: any(kind == "replication.stats" for kind, _ in run))

@@ -93,3 +93,22 @@ def test_the_assertion_rule_refuses_a_change_that_leaves_no_control_on(controls:
 
 def regions(controls: RoutingControls) -> dict[str, str]:
     return {region: controls.states[region] for region in (EAST, WEST)}
+
+
+def test_fresh_state_for_the_next_run_supersedes_a_failover_still_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's run ended while its failover waited: the next run's fresh controls (east On) stay as they
+    are when that wait ends, and the next run's history has its own initial states."""
+    last, next_run = [], []
+    authority = RoutingControls([EAST, WEST], EAST, lambda kind, **fields: last.append(fields), {})
+    authority.down(1)
+
+    def next_run_begins() -> None:
+        authority.fresh(EAST, lambda kind, **fields: next_run.append(fields))
+
+    _scripted_waits(monkeypatch, {"D": next_run_begins})
+    waiting = threading.Thread(target=authority.fail_over, args=(EAST, WEST, 1.0), name="D")
+    waiting.start()
+    waiting.join(10)
+    assert authority.states == {EAST: ON, WEST: OFF, HOLD: OFF} and authority.out == set()
+    assert [(e["region"], e["state"]) for e in next_run] == [(EAST, ON), (WEST, OFF), (HOLD, OFF)]
+    assert [(e["region"], e["state"]) for e in last][-2:] == [(EAST, OFF), (HOLD, ON)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.region.schedules import REGION_FAULTS, generate, summary
+from harness.region.schedules import FLAP_MIN_S, REGION_FAULTS, generate, summary
 
 
 def test_the_same_seed_gives_the_same_schedules_and_another_seed_others() -> None:
@@ -21,7 +21,7 @@ def test_every_region_fault_comes_within_five_seeds_with_worker_faults_and_skew_
     assert any(schedule.clock_offsets_ms for schedule in schedules)
     assert all([step.at_s for step in s.steps] == sorted(step.at_s for step in s.steps) for s in schedules)
     flapping = [step for s in schedules for step in s.steps if step.kind == "flapping"]
-    assert flapping and all(step.flaps >= 2 and step.period_s > 0 for step in flapping)
+    assert flapping and all(step.flaps >= 2 and step.period_s >= FLAP_MIN_S for step in flapping)
 
 
 def test_a_bad_count_is_refused() -> None:
@@ -29,17 +29,25 @@ def test_a_bad_count_is_refused() -> None:
         generate(1, 0)
 
 
-def test_the_summary_totals_each_variants_findings_and_counts_unjudged_runs() -> None:
+def test_the_summary_totals_each_variants_findings_counts_unjudged_runs_and_what_the_runs_reached() -> None:
     clean = {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}
     results = [
         {"variant": "gate", "split_brain": {"streams": 0}, "lost_messages": 0, "lost_control_writes": 1,
-         "activation": clean},
-        {"variant": "gate", "error": "not within 34 s: the standby consumes every stream"},
+         "activation": clean, "reached": ["failover", "fault:region_cut"], "wall_s": 20.0, "cpu_s": 8.0,
+         "control_at_cut": {"taken_over": True, "starts": 1, "stops": 1, "beyond_lag": 1, "reverted_at_end": 0,
+                            "bound_ms": 300.0}},
+        {"variant": "gate", "error": "not within 34 s: the standby consumes every stream", "wall_s": 40.0,
+         "cpu_s": 10.0},
         {"variant": "no-gate", "split_brain": {"streams": 4}, "lost_messages": 2, "lost_control_writes": 0,
-         "activation": {**clean, "both_on": 1}},
+         "activation": {**clean, "both_on": 1}, "reached": ["fault:region_cut"], "wall_s": 25.0, "cpu_s": 9.0,
+         "control_at_cut": {"taken_over": False, "reverted_at_end": 1, "bound_ms": 0.0}},
     ]
     assert summary(results) == {
         "gate": {"runs": 2, "split_brain_runs": 0, "split_brain_streams": 0, "lost_messages": 0,
-                 "lost_control_writes": 1, "activation_findings": 0, "unjudged": 1},
+                 "lost_control_writes": 1, "activation_findings": 0, "unjudged": 1, "control_missing_at_cut": 2,
+                 "control_beyond_lag": 1, "control_reverted_at_end": 0,
+                 "reached": {"failover": 1, "fault:region_cut": 1}, "wall_s": 30.0, "cpu_s": 9.0},
         "no-gate": {"runs": 1, "split_brain_runs": 1, "split_brain_streams": 4, "lost_messages": 2,
-                    "lost_control_writes": 0, "activation_findings": 1, "unjudged": 0}}
+                    "lost_control_writes": 0, "activation_findings": 1, "unjudged": 0, "control_missing_at_cut": 0,
+                    "control_beyond_lag": 0, "control_reverted_at_end": 1,
+                    "reached": {"fault:region_cut": 1}, "wall_s": 25.0, "cpu_s": 9.0}}

@@ -1,0 +1,99 @@
+"""What one region run reached, read from its history (pure: a history frame in, names out): the fault kinds
+it started and the activation transitions and interleavings that happened.  The batch counts them per
+variant (``harness.region.schedules.summary``), so "0 split brain" names the cases it covered.
+
+- ``fault:<kind>``: a ``fault.start`` of that kind (harness events);
+- ``failover``: the secondary's routing control turned On (each control's first state is the run's start,
+  not a move); ``failback``: the primary's On again after it;
+  ``repeated failover``: more than one failover in the run;
+- ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
+- ``both unhealthy``: both regions' health checks failing at once;
+- ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
+  failover``: one acknowledged while no region was On (between a control turned Off and the next On);
+- ``worker pause during region fault``: a worker frozen while a region fault ran;
+- ``clock skew``: the replication stamps of a region skewed (``replication.config``).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.region.routing_control import HOLD
+
+REGION_FAULT_KINDS = ("replication_pause", "region_cut", "dynamodb_outage", "gray_failure", "flapping",
+                      "region_outage")
+
+COLUMNS = ("t", "src", "type", "kind", "target", "region", "state", "healthy", "status",
+           "clock_offsets_ms")
+
+
+def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
+    rows = history[history["type"] == kind]
+    return rows if src is None else rows[rows["src"] == src]
+
+
+def _spans(history: pd.DataFrame, kinds: tuple[str, ...], end_ms: float) -> list[tuple[float, float]]:
+    """The (start, stop) of each fault of ``kinds``, in order; one never stopped lasts to ``end_ms``."""
+    faults = history[history["type"].isin(["fault.start", "fault.stop"]) & history["kind"].isin(kinds)]
+    spans: list[tuple[float, float]] = []
+    open_at: dict[tuple[str, str], float] = {}
+    for row in faults.sort_values("t").itertuples():
+        key = (row.kind, row.target)
+        if row.type == "fault.start":
+            open_at.setdefault(key, float(row.t))
+        elif key in open_at:
+            spans.append((open_at.pop(key), float(row.t)))
+    return spans + [(t, end_ms) for t in open_at.values()]
+
+
+def _within(t: float, spans: list[tuple[float, float]]) -> bool:
+    return any(a <= t <= b for a, b in spans)
+
+
+def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
+    """``primary``, ``secondary``: the regions' AWS names, as their routing controls are named."""
+    if history.empty:
+        return []
+    history = history.reindex(columns=sorted(set(history.columns) | set(COLUMNS)))
+    names: set[str] = set()
+    end_ms = float(history["t"].max())
+    names.update(f"fault:{kind}" for kind in _of(history, "fault.start")["kind"].dropna())
+    gates = _of(history, "gate.state", "route53")
+    gates = gates[gates["region"] != HOLD].sort_values("t")
+    gates = gates[gates.groupby("region").cumcount() > 0]  # each control's first state is where the run began
+    ons = list(gates[gates["state"] == "On"]["region"])
+    failovers = ons.count(secondary)
+    if failovers:
+        names.add("failover")
+        if primary in ons[ons.index(secondary) + 1:]:
+            names.add("failback")
+    if failovers > 1:
+        names.add("repeated failover")
+    if len(_of(history, "dns.answer", "route53")) > 2:
+        names.add("answer flapped")
+    unhealthy: dict[str, bool] = {}
+    for row in _of(history, "health.check", "route53").sort_values("t").itertuples():
+        unhealthy[str(row.region)] = not bool(row.healthy)
+        if len(unhealthy) == 2 and all(unhealthy.values()):
+            names.add("both unhealthy")
+    region_faults = _spans(history, REGION_FAULT_KINDS, end_ms)
+    off_spans, off_at = [], None
+    for row in gates.itertuples():
+        if row.state == "Off" and off_at is None:
+            off_at = float(row.t)
+        elif row.state == "On" and off_at is not None:
+            off_spans.append((off_at, float(row.t)))
+            off_at = None
+    starts = _of(history, "event")
+    if not starts.empty:
+        starts = starts[(starts["kind"] == "START") & (starts["status"] == 200)]
+    if any(_within(float(t), region_faults) for t in starts["t"]):
+        names.add("start during fault")
+    if any(_within(float(t), off_spans) for t in starts["t"]):
+        names.add("start during failover")
+    if any(a <= d and c <= b for a, b in _spans(history, ("worker_pause",), end_ms) for c, d in region_faults):
+        names.add("worker pause during region fault")
+    config = _of(history, "replication.config")
+    if any(isinstance(offsets, dict) and any(offsets.values()) for offsets in config["clock_offsets_ms"]):
+        names.add("clock skew")
+    return sorted(names)

@@ -1,0 +1,81 @@
+"""Tests of harness.region.reached over literal histories: each transition and interleaving is named when
+the history shows it, and not when one event of it is missing or out of place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from harness.region.reached import reached
+
+
+def history(*events: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(list(events))
+
+
+def control(t: float, region: str, state: str, generation: int = 1) -> dict[str, Any]:
+    return {"t": t, "src": "route53", "type": "gate.state", "region": region, "state": state,
+            "generation": generation}
+
+
+def fault(t: float, action: str, kind: str, target: str = "east") -> dict[str, Any]:
+    return {"t": t, "src": "harness", "type": f"fault.{action}", "kind": kind, "target": target}
+
+
+def start(t: float) -> dict[str, Any]:
+    return {"t": t, "src": "router", "type": "event", "kind": "START", "status": 200, "pk": f"CONN#{t}"}
+
+
+def health(t: float, region: str, healthy: bool) -> dict[str, Any]:
+    return {"t": t, "src": "route53", "type": "health.check", "region": region, "healthy": healthy}
+
+
+INITIAL = (control(0, "us-east-1", "On", 0), control(0, "us-west-2", "Off", 0))
+FAILOVER = (control(100, "us-east-1", "Off", 1), control(200, "us-west-2", "On", 1))
+FAILBACK = (control(300, "us-west-2", "Off", 2), control(400, "us-east-1", "On", 2))
+
+
+def names(*events: dict[str, Any]) -> list[str]:
+    return reached(history(*events), "us-east-1", "us-west-2")
+
+
+def test_a_failover_then_a_failback_are_named_and_the_initial_controls_are_neither() -> None:
+    assert names(*INITIAL) == []
+    assert names(*INITIAL, *FAILOVER) == ["failover"]
+    assert names(*INITIAL, *FAILOVER, *FAILBACK) == ["failback", "failover"]
+    again = (control(500, "us-east-1", "Off", 3), control(600, "us-west-2", "On", 3))
+    assert names(*INITIAL, *FAILOVER, *FAILBACK, *again) == ["failback", "failover", "repeated failover"]
+
+
+def test_a_start_during_a_fault_or_a_failover_is_named_only_inside_it() -> None:
+    cut = (fault(50, "start", "region_cut"), fault(350, "stop", "region_cut"))
+    assert names(*INITIAL, *cut, *FAILOVER, start(150)) == \
+        ["failover", "fault:region_cut", "start during failover", "start during fault"]
+    assert names(*INITIAL, *cut, *FAILOVER, start(250)) == ["failover", "fault:region_cut", "start during fault"]
+    assert names(*INITIAL, *cut, *FAILOVER, start(360)) == ["failover", "fault:region_cut"]
+
+
+def test_a_worker_pause_counts_only_when_it_overlaps_a_region_fault() -> None:
+    cut = (fault(50, "start", "region_cut"), fault(150, "stop", "region_cut"))
+    worker = "west-worker-1"
+    overlapping = (fault(140, "start", "worker_pause", worker), fault(160, "stop", "worker_pause", worker))
+    after = (fault(151, "start", "worker_pause", worker), fault(160, "stop", "worker_pause", worker))
+    assert "worker pause during region fault" in names(*cut, *overlapping)
+    assert "worker pause during region fault" not in names(*cut, *after)
+
+
+def test_both_regions_unhealthy_and_a_flapping_answer_are_named() -> None:
+    both = (health(10, "east", False), health(20, "west", False))
+    assert "both unhealthy" in names(*both)
+    assert "both unhealthy" not in names(*both, health(15, "east", True))
+    answers = [{"t": t, "src": "route53", "type": "dns.answer", "region": r}
+               for t, r in ((10, "west"), (20, "east"), (30, "west"))]
+    assert "answer flapped" in names(*answers)
+    assert "answer flapped" not in names(*answers[:2])
+
+
+def test_a_skewed_region_clock_is_named_and_none_is_not() -> None:
+    config = {"t": 0, "src": "replication", "type": "replication.config"}
+    assert names({**config, "clock_offsets_ms": {"west": -290.0}}) == ["clock skew"]
+    assert names({**config, "clock_offsets_ms": {}}) == []
