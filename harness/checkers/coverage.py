@@ -94,8 +94,8 @@ def coverage(history: Events) -> Counter[str]:
     counts["notice refuted"] += int((notices["outcome"] == "refuted").sum())
     counts["drain done"] += len(select(history, "drain.done", ["t"]))
     persists = select(history, "msg.persist", ["outcome", "note"])
-    counts["fenced write"] += int(((persists["outcome"] == "fail")
-                                   & persists["note"].fillna("").str.startswith(FENCED_NOTE)).sum())
+    notes = persists["note"].astype(object).fillna("").astype(str)  # all-empty notes read as float NaN
+    counts["fenced write"] += int(((persists["outcome"] == "fail") & notes.str.startswith(FENCED_NOTE)).sum())
     lost = select(history, "lease.lost", ["reason"])["reason"].fillna("")
     fenced = lost.str.startswith("self-fenced")
     counts["self-fence"] += int(fenced.sum())
