@@ -125,7 +125,7 @@ class Cluster(Started):
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "clock").mkdir(parents=True, exist_ok=True)
         try:
-            _together(self._start_backend, self._start_toxiproxy, self._start_upstream)
+            run_together(self._start_backend, self._start_toxiproxy, self._start_upstream)
             if self.spec.death_notices:
                 if not isinstance(self.backend, EmbeddedBackend):
                     raise ClusterError("death notices need the embedded backend (its ECS stands in for the "
@@ -308,7 +308,7 @@ class Cluster(Started):
         # all at once: each hands its streams off within its own grace, and none takes up another's on the way out
         children = [handle.child for handle in self.workers.values() if handle.child is not None]
         if children:
-            _together(*(partial(child.stop, grace_s=max(5.0, 4 * self.config.lease_s)) for child in children))
+            run_together(*(partial(child.stop, grace_s=max(5.0, 4 * self.config.lease_s)) for child in children))
         for child in (self.router, self.upstream if self._own_upstream else None):
             if child is not None:
                 child.stop(grace_s=5.0)
@@ -320,7 +320,7 @@ class Cluster(Started):
         self.history.close()
 
 
-def _together(*starts: Callable[[], object]) -> None:
+def run_together(*starts: Callable[[], object]) -> None:
     """Run ``starts`` at once (the first in this thread, each other in a thread of its own) and wait for every
     one of them, whatever happens.  The parts' failures (``START_ERRORS``) as one ``ClusterError`` naming
     each; any other exception as it is (this thread's first)."""

@@ -25,7 +25,7 @@ from harness.backends.resources import client
 from harness.checkers.verdict import write_verdict
 from harness.cluster import simulator_streams, start_connection, stop_connection
 from harness.history import HistoryTail
-from harness.scenarios.runner import _record_final, _settle
+from harness.scenarios.runner import record_final_scan, settle_streams
 from harness.scenarios.topology import WorkerReports
 
 PREFIX = "load-"  # the connection ids of the Locust users (``load-<pid>-<n>``)
@@ -113,11 +113,11 @@ def judge(state: dict[str, Any], history: HistoryWriter, say: Callable[[str], No
     lease_s = FleetConfig(timescale=float(state.get("timescale", 1.0))).lease_s
     started = still_started(topology, ids)
     say(f"judging {len(ids)} streams ({len(started)} still STARTed): settling (at least {lease_s:g} s)")
-    settled_t, behind, draining = _settle(topology, started, ids, lease_s, timeout_s=4 * lease_s)
+    settled_t, behind, draining = settle_streams(topology, started, ids, lease_s, timeout_s=4 * lease_s)
     if behind or draining:
         say(f"after the settle {len(behind)} streams were behind and {len(draining)} draining")
     history.emit("run.stop", settled_t=settled_t)
-    _record_final(topology, ids, PREFIX)
+    record_final_scan(topology, ids, PREFIX)
     return write_verdict(topology.run_dir)
 
 

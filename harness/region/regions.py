@@ -47,7 +47,7 @@ from harness.cluster import (
     SERVICE_PROXIES,
     Cluster,
     ClusterSpec,
-    _together,
+    run_together,
     start_connection,
     start_upstream,
     stop_connection,
@@ -118,7 +118,7 @@ class RegionsPool(Started):
             self.backends[name] = start_embedded(region=AWS_REGIONS[name], config=config,
                                                  log_dir=self.spec.run_dir / "logs" / name)
 
-        _together(*(partial(backend, name) for name in AWS_REGIONS))  # at once: each takes seconds
+        run_together(*(partial(backend, name) for name in AWS_REGIONS))  # at once: each takes seconds
         self.backends.update({name: self.backends.pop(name) for name in AWS_REGIONS})  # in AWS_REGIONS' order
         self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
                                    _lag(self.spec), _ignore).start()
@@ -207,7 +207,7 @@ class TwoRegions(Started):
             through_feed = dataclasses.replace(backend, endpoints={**backend.endpoints,
                                                                    "dynamodb": self.tables.feed_url(name)})
             self.clusters[name] = Cluster(self._cluster_spec(name), backend=through_feed, upstream=self.upstream)
-        _together(*(cluster.start for cluster in self.clusters.values()))  # at once: workers take seconds
+        run_together(*(cluster.start for cluster in self.clusters.values()))  # at once: workers take seconds
         self._create_zone()
         start_thread(self._checking)
 
@@ -355,7 +355,7 @@ class TwoRegions(Started):
             with contextlib.suppress(Exception):  # stopping goes on whatever a proxy says
                 self.heal(name)
         if self.clusters:
-            _together(*(cluster.stop for cluster in self.clusters.values()))
+            run_together(*(cluster.stop for cluster in self.clusters.values()))
         if self._own_pool:
             self.pool.stop()
         self.route53.close()

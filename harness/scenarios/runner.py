@@ -180,7 +180,7 @@ class Phases:
             recover_for = 2 * max(plan.bound_ms.values(), default=0.0) / 1000.0 + 2 * config.lease_s
             owned = _await_owned(topology, workload.started(), timeout_s=recover_for, raise_on_timeout=False)
             say("recovered" if owned else f"not every stream recovered within {recover_for:.1f} s")
-            settled_t, behind, draining = _settle(topology, workload.started(), list(workload.desired),
+            settled_t, behind, draining = settle_streams(topology, workload.started(), list(workload.desired),
                                                   config.lease_s, timeout_s=4 * config.lease_s)
             if behind:
                 say(f"{len(behind)} streams had not stored their backlog after {5 * config.lease_s:.1f} s "
@@ -191,7 +191,7 @@ class Phases:
             # the observed run ends before the final scan, which may take seconds: the checkers' horizons
             # (what must have been persisted by the end) are measured from ``run.stop``
             topology.history.emit("run.stop", settled_t=settled_t)
-            _record_final(topology, list(workload.desired), self.prefix)
+            record_final_scan(topology, list(workload.desired), self.prefix)
         finally:
             topology.nemesis.heal_all()
 
@@ -221,7 +221,7 @@ def _await_owned(topology: Topology, ids: list[str], timeout_s: float, raise_on_
         time.sleep(0.05)
 
 
-def _settle(topology: Topology, ids: list[str], every: list[str], minimum_s: float,
+def settle_streams(topology: Topology, ids: list[str], every: list[str], minimum_s: float,
             timeout_s: float) -> tuple[float, list[str], list[str]]:
     """Wait ``minimum_s``, then until each stream of ``ids`` has stored everything it had emitted when
     settling began (the last backlog persisted) and no stream of ``every`` is held by a drain (a STOPPED
@@ -361,7 +361,7 @@ def _run_schedule(topology: Topology, workload: Workload, steps: list[Step], ops
         raise ScenarioError("; ".join(errors))
 
 
-def _record_final(topology: Topology, ids: list[str], prefix: str) -> None:
+def record_final_scan(topology: Topology, ids: list[str], prefix: str) -> None:
     """Ground truth into the history: each stream's head, every stored message with its writer, and every
     connection item of the run's connection ids (``harness.ground_truth``)."""
     dynamodb, tables = topology.dynamodb()

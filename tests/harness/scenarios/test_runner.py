@@ -185,11 +185,11 @@ class SettlingTopology:
 def test_settling_waits_for_a_drain_of_a_stopped_stream_to_end() -> None:
     # explore seed 7104: c005, STOPPED, was still drained when settling ended, and the final scan missed seqs
     topology = SettlingTopology(polls=2)
-    _, behind, draining = runner._settle(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=60.0)  # type: ignore[arg-type]
+    _, behind, draining = runner.settle_streams(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=60.0)  # type: ignore[arg-type]
     assert (behind, draining, topology.looks) == ([], [], 3)
 
 
 def test_settling_gives_up_on_a_drain_that_does_not_end_within_the_bound() -> None:
     topology = SettlingTopology(polls=None)
-    _, behind, draining = runner._settle(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=0.0)  # type: ignore[arg-type]
+    _, behind, draining = runner.settle_streams(topology, ["c000"], ["c000", "c005"], 0.0, timeout_s=0.0)  # type: ignore[arg-type]
     assert (behind, draining) == ([], ["c005"])
