@@ -44,7 +44,7 @@ async def answer_of(request: Awaitable[dict[str, Any]], pk: str | None, fence_s:
 class StreamDriver:
     def __init__(self, worker: DriverHost) -> None:
         self.w = worker
-        self.streams: dict[str, HeldStream] = {}  # each stream's latest machine, from its acquire
+        self.streams: dict[str, HeldStream] = {}  # each stream's latest machine, from its acquire until it ends
 
     # -- starting ------------------------------------------------------------------------------------
     async def claim(self, pk: str, via: str, seen: ConnectionRecord | None) -> bool:
@@ -134,6 +134,7 @@ class StreamDriver:
             for out in stream.step(mio.Lost(reason)):
                 if isinstance(out, mio.Emit):
                     self._emit(stream, out)
+            self._forget(stream)
 
     # -- the interpreter -----------------------------------------------------------------------------
     async def _run(self, stream: HeldStream, outputs: list[mio.Output]) -> None:
@@ -155,6 +156,12 @@ class StreamDriver:
         finally:
             if retaking:
                 self.w.acquiring.discard(stream.pk)
+            self._forget(stream)
+
+    def _forget(self, stream: HeldStream) -> None:
+        """An ended machine is dropped (a stream's next acquire starts a new one)."""
+        if stream.ended and self.streams.get(stream.pk) is stream:
+            del self.streams[stream.pk]
 
     async def _do(self, stream: HeldStream, out: mio.Output) -> list[mio.Output]:
         w = self.w
