@@ -4,9 +4,10 @@ The worker's own ports: the store it coordinates through and the consumer of a h
 (``fleet.store.AwsAdapter`` and ``fleet.memstore.MemoryStore`` implement ``WorkerStore``;
 ``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``).
 
-The loops' ports: each loop module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
-``fleet.release``) is handed the incarnation it serves as one of the Protocols below, naming only what that
-loop reads or asks of it; ``fleet.worker.Worker`` implements them all.  No loop imports ``Worker``."""
+The loops' ports: each loop or interpreter module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
+``fleet.release``, ``fleet.stream_driver``) is handed the incarnation it serves as one of the Protocols below,
+naming only what that module reads or asks of it; ``fleet.worker.Worker`` implements them all.  No loop
+imports ``Worker``."""
 
 from __future__ import annotations
 
