@@ -12,7 +12,7 @@ A drain (``HeldConnection.drain_until_ms`` set: a STOPPED stream whose owner die
 the same way from the first missing sequence, until the profile's rule says the drain is over (the first
 message emitted past the STOP, or no message for a while once the clock is past it, on a session that then
 answers a ping): everything before is stored, the history gets ``drain.done`` and the lease is released as
-drained.  A drain that cannot finish is not released as drained (``fleet.worker.Worker.drop``), so it is
+drained.  A drain that cannot finish is not released as drained (``fleet.stream_machine.let_go``), so it is
 drained again.  Every session pings its upstream (``UpstreamSession`` keepalive): one that died silently,
 a half-open connection, is closed and reopened from the next sequence.
 
@@ -111,11 +111,11 @@ class HeldConnection:
     reading: bool = False  # a session is open: what the stream emits reaches the holder
     last_ts_ms: float | None = None  # when the upstream emitted the last message a session delivered
     delivered: asyncio.Event = field(default_factory=asyncio.Event)  # set at each message a session delivers
-    dropping: bool = False  # being stopped by ``fleet.worker.Worker.drop``
+    dropping: bool = False  # being stopped (``fleet.stream_driver.StreamDriver``)
     fence: Fence = field(default_factory=Fence)  # the fence of the incarnation that took it up
     transfer_to: WorkerRecord | None = None  # its handoff names this incarnation the owner (``fleet.balance``)
     log: LogWriter | None = None  # hardened: this take-up's writer of the stream's message log
-    let_go: bool = False  # released or left to lapse (``fleet.worker.Worker.drop``): none of its writes go out
+    let_go: bool = False  # released or left to lapse (``fleet.stream_driver``): none of its writes go out
 
     def may_send(self) -> bool:
         """Whether a write of this take-up may still go out: the stream is not let go, and the fence of the

@@ -48,7 +48,7 @@ leaves unbounded, which can only delay blog's writes, never make a takeover safe
 * **A release for a STOP is a release for that STOP.**  It requires the item still STOPPED at the same
   ``stopped_at_ms``; refused, the stream was STARTED since (and maybe STOPPED again), which nobody else
   would consume: the holder acquires it again (epoch + 1) and consumes it, or drains it up to the newer
-  STOP (``fleet.worker.Worker.drop``).  A finished drain releases the same way.
+  STOP (``fleet.stream_machine.HeldStream``).  A finished drain releases the same way.
 * **A STOPPED stream whose owner died is drained.**  STOP records when the stream stopped
   (``stopped_at_ms``, kept by a repeated STOP, removed by START).  While its owner is an incarnation that can
   never renew again (the test ``claimable`` uses) and it has not been drained at its current epoch, the item

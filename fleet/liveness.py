@@ -31,6 +31,7 @@ from fleet.incarnation import Incarnation
 from fleet.lease import Holder, StopRequest
 from fleet.logline import log
 from fleet.ports import LivenessHost
+from fleet.stream_driver import answer_of
 
 
 def new_gen() -> str:
@@ -132,16 +133,9 @@ class Liveness:
     async def _send(self, send: mio.Send) -> mio.Answer:
         w = self.w
         # one call per table, named by its setting (the deployment checks derive IAM grants from these)
-        try:
-            if send.pk is None:
-                item = await w.store.execute(w.config.workers_table, send.write)
-            else:
-                item = await w.store.execute(w.config.connections_table, send.write)
-        except ConditionFailed as exc:
-            return mio.Answer(mio.Outcome.FAIL, at_s=w.clock.fence_s(), pk=send.pk, note=str(exc)[:200])
-        except StoreError as exc:
-            return mio.Answer(mio.Outcome.UNKNOWN, at_s=w.clock.fence_s(), pk=send.pk, note=str(exc)[:200])
-        return mio.Answer(mio.Outcome.OK, item, w.clock.fence_s(), send.pk)
+        if send.pk is None:
+            return await answer_of(w.store.execute(w.config.workers_table, send.write), None, w.clock.fence_s)
+        return await answer_of(w.store.execute(w.config.connections_table, send.write), send.pk, w.clock.fence_s)
 
     async def _execute(self, out: mio.Output, handled: frozenset[str], taken: frozenset[str],
                        was_registered: bool) -> None:
@@ -170,7 +164,8 @@ class Liveness:
         w = self.w
         plan = w.profile.settle_stops(mailbox, {pk: h.lease.epoch for pk, h in w.held.items()}, w.acquiring)
         self.handled_stops = (self.handled_stops - deleted) | plan.handled
-        w.pending_stops |= plan.pending
+        for request in plan.pending:
+            w.stop_pending(request)
         for request in plan.drop:
             w.chores.spawn(self._drop_stopped(request))
 
@@ -262,15 +257,7 @@ class Liveness:
         """Stop every stream at once, releasing nothing (the incarnation is fenced)."""
         w = self.w
         for held in list(w.held.values()):
-            held.stop_reason = reason
-            held.stopping.set()
-            if held.session is not None:
-                held.session.abort()
-            if held.task is not None:
-                held.task.cancel()
-            del w.held[held.pk]
-            held.let_go = True
-            w.emit("lease.lost", pk=held.pk, epoch=held.lease.epoch, reason=reason)
+            w.lose(held, reason)
         log("lease.lost_all", reason=reason)
 
     async def fence_watchdog(self) -> None:

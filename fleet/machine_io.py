@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.expr import Write
-from fleet.lease import ConnectionRecord, Lease, WorkerRecord
+from fleet.lease import ConnectionRecord, Lease, StopRequest, WorkerRecord
 
 
 class ClockName(enum.Enum):
@@ -133,9 +133,10 @@ class Answer:
 
 @dataclass(frozen=True)
 class ItemRead:
-    """Input: the item ``ReadItem`` asked for (None: no such item, or the read failed)."""
+    """Input: the item ``ReadItem`` asked for (None: no such item, or the read ``failed``)."""
 
     seen: ConnectionRecord | None
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,18 +151,30 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class StopAt:
-    """Input: the stream was STOPPED at ``at_ms`` (None: not known; read it)."""
+    """Input: the stream was STOPPED at ``at_ms`` (None: not known; read it); ``reason``: how it was learnt
+    (a STOP, a refused checkpoint)."""
 
     at_ms: int | None
+    reason: str = "STOP"
+
+
+@dataclass(frozen=True)
+class StopPending:
+    """Input: a STOP read while the stream's acquire is in flight; honoured at take-up if it stops the lease
+    granted (``StopRequest.stops``)."""
+
+    request: StopRequest
 
 
 @dataclass(frozen=True)
 class LetGo:
     """Input: give the lease back (a shutdown, an upstream out of reach past its budget, a drain finished),
-    or with ``to`` transfer it to that incarnation (balancing)."""
+    or with ``to`` transfer it to that incarnation (balancing); ``release`` False: stop consuming, and let the
+    lease lapse.  While the acquire is in flight: a shutdown, the granted lease is handed off at take-up."""
 
     reason: str
     to: WorkerRecord | None = None
+    release: bool = True
 
 
 @dataclass(frozen=True)
@@ -185,9 +198,11 @@ class Stored:
 @dataclass(frozen=True)
 class Lost:
     """Input: the stream is no longer ours to consume (its incarnation fenced or abandoned, or its budget
-    spent at shutdown): it lapses, nothing sent."""
+    spent at shutdown): it lapses, nothing sent (``silent``: no ``lease.lost`` either: a retake the worker
+    cannot make now; the lease stays, and is adopted or lapses)."""
 
     reason: str
+    silent: bool = False
 
 
-Input = Reading | Answer | ItemRead | Heartbeat | StopAt | LetGo | TaskEnded | Stored | Lost
+Input = Reading | Answer | ItemRead | Heartbeat | StopAt | StopPending | LetGo | TaskEnded | Stored | Lost

@@ -180,7 +180,7 @@ class Notices:
         if decision is SeenAction.DROP:  # not waited for: reading through the STOP takes a while
             w.chores.spawn(w.honour_stop(pk, seen.stopped_at_ms))
         elif decision is SeenAction.STOP_PENDING:
-            w.pending_stops.add(StopRequest.of_lease(pk, seen.epoch, seen.stopped_at_ms))  # the STOP found that lease
+            w.stop_pending(StopRequest.of_lease(pk, seen.epoch, seen.stopped_at_ms))  # the STOP found that lease
         elif decision is SeenAction.CLAIM:
             return await self._claim(pk, "notify", seen)
         elif decision is SeenAction.DRAIN:

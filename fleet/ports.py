@@ -4,9 +4,10 @@ The worker's own ports: the store it coordinates through and the consumer of a h
 (``fleet.store.AwsAdapter`` and ``fleet.memstore.MemoryStore`` implement ``WorkerStore``;
 ``fleet.connection.ConnectionRunner`` implements ``StreamConsumer``).
 
-The loops' ports: each loop module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
-``fleet.release``) is handed the incarnation it serves as one of the Protocols below, naming only what that
-loop reads or asks of it; ``fleet.worker.Worker`` implements them all.  No loop imports ``Worker``."""
+The loops' ports: each loop or interpreter module (``fleet.liveness``, ``fleet.reconcile``, ``fleet.notices``,
+``fleet.release``, ``fleet.stream_driver``) is handed the incarnation it serves as one of the Protocols below,
+naming only what that module reads or asks of it; ``fleet.worker.Worker`` implements them all.  No loop
+imports ``Worker``."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ from fleet.config import FleetConfig
 from fleet.connection import Fence, HeldConnection
 from fleet.deathnotice import DeathNotice
 from fleet.expr import Write
+from fleet.history import HistoryWriter
 from fleet.lease import ConnectionRecord, Holder, Rules, StopRequest, WorkerRecord
 from fleet.profiles import Profile
 from fleet.region_gate import RegionGate
 from fleet.store import Notification
-from fleet.task_set import TaskSet
+from fleet.task_set import ConsumeTasks, TaskSet
 
 
 class RequestCounter(Protocol):
@@ -152,10 +154,13 @@ class Incarnation(Protocol):
 
 
 class Dropping(Protocol):
-    """Stops consuming a held stream and, with ``release``, gives its lease back (``fleet.worker.Worker.drop``)."""
+    """Stops consuming a held stream and, with ``release``, gives its lease back (``fleet.worker.Worker.drop``);
+    or at once, releasing nothing (``lose``)."""
 
     async def drop(self, held: HeldConnection, reason: str, release: bool,
                    stopped_at_ms: int | None = None) -> bool: ...
+
+    def lose(self, held: HeldConnection, reason: str) -> None: ...
 
 
 class Claiming(Protocol):
@@ -209,8 +214,7 @@ class ReconcileHost(Incarnation, Claiming, Protocol):
 class NoticeHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
     """What ``fleet.notices.Notices`` uses."""
 
-    @property
-    def pending_stops(self) -> set[StopRequest]: ...
+    def stop_pending(self, request: StopRequest) -> None: ...
 
     @property
     def reconciler(self) -> Sweeps: ...
@@ -223,11 +227,12 @@ class NoticeHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
 
 class LivenessHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
     """What ``fleet.liveness.Liveness`` uses: it also starts each new incarnation (``me``, its ``fence``) and
-    keeps the STOPs seen while an acquire is in flight (``pending_stops``)."""
+    hands on the STOPs seen while an acquire is in flight (``stop_pending``)."""
 
     me: Holder
     fence: Fence
-    pending_stops: set[StopRequest]
+
+    def stop_pending(self, request: StopRequest) -> None: ...
 
     @property
     def consumer(self) -> StreamConsumer: ...
@@ -242,3 +247,27 @@ class LivenessHost(Incarnation, Claiming, Dropping, StopHonouring, Protocol):
     def rng(self) -> random.Random: ...
 
     async def end_for_stop(self, held: HeldConnection, reason: str, stopped_at_ms: int | None) -> None: ...
+
+
+class DriverHost(Incarnation, Protocol):
+    """What ``fleet.stream_driver.StreamDriver`` uses: the history, the current incarnation's fence, the
+    streams being acquired, each stream's consume task and the consumer that runs it, and whether the worker
+    is shutting down."""
+
+    @property
+    def history(self) -> HistoryWriter: ...
+
+    @property
+    def fence(self) -> Fence: ...
+
+    @property
+    def acquiring(self) -> set[str]: ...
+
+    @property
+    def tasks(self) -> ConsumeTasks: ...
+
+    @property
+    def consumer(self) -> StreamConsumer: ...
+
+    @property
+    def closing(self) -> bool: ...

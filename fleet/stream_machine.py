@@ -1,4 +1,4 @@
-"""What becomes of one held stream, decided on values alone: the pure core ``fleet.worker`` interprets.
+"""What becomes of one held stream, decided on values alone: the pure core ``fleet.stream_driver`` interprets.
 
 No asyncio, no I/O, no clock read here.  ``HeldStream`` is the machine of one stream of one incarnation, from
 its acquire to its release (states ``Phase``; stepped with ``fleet.machine_io`` inputs, answering with its
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.balance import transfer
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, WorkerRecord, optional_int
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, Lease, StopRequest, WorkerRecord, optional_int
 from fleet.machine_io import (
     Answer,
     ClockName,
@@ -35,6 +35,7 @@ from fleet.machine_io import (
     ReadItem,
     Send,
     StopAt,
+    StopPending,
     Stored,
     TaskEnded,
 )
@@ -161,9 +162,9 @@ ENDED = frozenset({Phase.RELEASED, Phase.LOST})
 
 
 class HeldStream:
-    """One stream of one incarnation from its acquire to its release: the decisions of ``Worker._acquire``,
-    ``_settle``, ``_take_up``, ``adopt``, ``_retake``, ``drop`` and ``end_for_stop`` as a machine stepped by
-    values.  One request in flight at a time.
+    """One stream of one incarnation from its acquire to its release: acquire, settle, adopt, take up, stop,
+    release or transfer, retake, and the repeat of a refused handoff, as a machine stepped by values (its
+    interpreter: ``fleet.stream_driver``).  One request in flight at a time.
 
     A stream is taken up only through an acquire this machine sent and saw accepted (or a read showing the
     epoch that acquire wrote): never at an epoch read, since a release or transfer of ours whose answer was
@@ -183,16 +184,25 @@ class HeldStream:
         self.to: WorkerRecord | None = None
         self.letting: Release | None = None
         self.attempts = 0
+        self.handed_off = False  # released at take-up as a handoff (announced as one)
+        self._retakes = 0
+        self._closing = False  # a shutdown began while acquiring: the lease granted is handed off
+        self._stops: list[StopRequest] = []  # STOPs read while acquiring
+        self._granted: Mapping[str, Any] = {}
+        self._sent_to: WorkerRecord | None = None
         self._drained = False
         self._waiting: str | None = None
         self._acquired_epoch: int | None = None
 
     # -- starting ------------------------------------------------------------------------------------
     @classmethod
-    def claim(cls, profile: Profile, seen: ConnectionRecord, me: Holder, via: str,
-              stored_seq: int = 0) -> tuple[HeldStream, list[Output]]:
-        """Acquire a listed stream (claimable, drainable, or retaken) as ``seen`` shows it."""
-        stream = cls(profile, seen.pk, me, via)
+    def claim(cls, profile: Profile, seen: ConnectionRecord | None, me: Holder, via: str,
+              stored_seq: int = 0, pk: str | None = None) -> tuple[HeldStream, list[Output]]:
+        """Acquire a listed stream (claimable, drainable, or retaken) as ``seen`` shows it (None: not read,
+        ``pk``'s acquire conditions on no item read)."""
+        key = seen.pk if seen is not None else pk
+        assert key is not None
+        stream = cls(profile, key, me, via)
         stream.last_seq = stored_seq
         return stream, stream._acquire(seen)
 
@@ -204,7 +214,7 @@ class HeldStream:
         stream._waiting = "adopt"
         return stream, [ReadItem(pk)]
 
-    def _acquire(self, seen: ConnectionRecord) -> list[Output]:
+    def _acquire(self, seen: ConnectionRecord | None) -> list[Output]:
         self.seen, self.phase, self._waiting = seen, Phase.ACQUIRING, "acquire clock"
         return [ReadClock(ClockName.LEASE)]
 
@@ -216,6 +226,16 @@ class HeldStream:
     def ended(self) -> bool:
         return self.phase in ENDED
 
+    @property
+    def stops_seen(self) -> tuple[StopRequest, ...]:
+        """The STOPs read while acquiring, honoured at take-up."""
+        return tuple(self._stops)
+
+    @property
+    def retaking(self) -> bool:
+        """A refused release for a STOP: about to read the stream, to acquire it again."""
+        return self._waiting == "retake"
+
     # -- the step ------------------------------------------------------------------------------------
     def step(self, event: Input) -> list[Output]:
         if self.ended:
@@ -224,7 +244,15 @@ class HeldStream:
             self.last_seq = max(self.last_seq, event.seq)
             return []
         if isinstance(event, Lost):
+            if event.silent:
+                return self._end(Phase.LOST)
             return self._lost(event.reason, close=self.consuming)
+        if self.phase is Phase.ACQUIRING and isinstance(event, StopPending | LetGo):
+            if isinstance(event, StopPending):
+                self._stops.append(event.request)
+            else:
+                self._closing = True
+            return []
         if isinstance(event, StopAt | LetGo):
             return self._let_go(event)
         if isinstance(event, TaskEnded) and self.phase is Phase.STOPPING:
@@ -232,7 +260,8 @@ class HeldStream:
         handler = {"acquire clock": self._acquire_sent, "acquire": self._acquire_answered,
                    "settle": self._settled, "adopt": self._adopt_read, "release clock": self._release_sent,
                    "release": self._release_answered, "retake": self._retake_read,
-                   "refused handoff": self._refused_handoff_read, "stop read": self._stop_read}
+                   "refused handoff": self._refused_handoff_read, "stop read": self._stop_read,
+                   "take-up read": self._take_up_read}
         if self._waiting is None:
             return []
         return handler[self._waiting](event)
@@ -250,20 +279,32 @@ class HeldStream:
             return []
         if event.outcome is Outcome.OK and event.item is not None:
             return self._take_up(event.item)
-        fields = {"pk": self.pk, "outcome": event.outcome.value, "via": self.via}
+        fields: dict[str, Any] = {"pk": self.pk, "outcome": event.outcome.value, "via": self.via}
+        if event.outcome is Outcome.UNKNOWN:
+            fields["note"] = event.note
         if event.outcome is Outcome.UNKNOWN and self.profile.strategy.settles_unknown_acquire:
             self._waiting = "settle"
             return [Emit("lease.acquire", fields), ReadItem(self.pk)]
-        return [Emit("lease.acquire", fields), *self._end(Phase.LOST)]
+        return [Emit("lease.acquire", fields), *self._not_acquired()]
 
     def _settled(self, event: Input) -> list[Output]:
-        """After an acquire of unknown outcome: ours only at the epoch that acquire wrote."""
+        """After an acquire of unknown outcome: ours only at the epoch that acquire wrote (any, when it
+        conditioned on no item read)."""
         if not isinstance(event, ItemRead):
             return []
         seen = event.seen
-        if seen is not None and self.profile.owned(seen, self.me) and seen.epoch == self._acquired_epoch:
+        epoch_ok = seen is not None and (self._acquired_epoch is None or seen.epoch == self._acquired_epoch)
+        if seen is not None and self.profile.owned(seen, self.me) and epoch_ok:
             self.via = "resolved"
             return self._take_up(dict(seen.__dict__))
+        return self._not_acquired()
+
+    def _not_acquired(self) -> list[Output]:
+        """An acquire refused, or of unknown outcome unsettled: a retake reads and tries again, up to
+        ``RETRIES`` acquires in all; anything else is over."""
+        if 0 < self._retakes < RETRIES:
+            self._waiting = "retake"
+            return [ReadItem(self.pk)]
         return self._end(Phase.LOST)
 
     def _adopt_read(self, event: Input) -> list[Output]:
@@ -278,29 +319,51 @@ class HeldStream:
         if self.last_seq > lease.resume_seq:
             lease = replace(lease, resume_seq=self.last_seq)
         self.lease, self.last_seq = lease, lease.resume_seq
+        self._retakes = 0
         out: list[Output] = [Emit("lease.acquire", {"pk": self.pk, "epoch": lease.epoch, "outcome": "ok",
                                                     "via": self.via, "expires_ms": item.get("lease_expires_at_ms")})]
+        if self.profile.strategy.drains and self.profile.stop_seen(lease, self._stops):
+            # STOPPED during the acquire: what the previous owner left unpersisted is drained, if the item,
+            # read again, is still ours to drain
+            self._granted, self._waiting = item, "take-up read"
+            return [*out, ReadItem(self.pk)]
+        return [*out, *self._start(item)]
+
+    def _take_up_read(self, event: Input) -> list[Output]:
+        if not isinstance(event, ItemRead) or self.lease is None:
+            return []
+        seen = event.seen
+        ours = seen is not None and self.profile.owned(seen, self.me) and seen.epoch == self.lease.epoch
+        return self._start(dict(seen.__dict__) if seen is not None and ours else self._granted)
+
+    def _start(self, item: Mapping[str, Any]) -> list[Output]:
+        assert self.lease is not None
+        epoch, stops = self.lease.epoch, self._stops
+        self._stops = []
         self.drain_until_ms = self.profile.drain_until_ms(item)
-        drains = self.profile.strategy.drains
-        start = take_up(item, closing=False, drains=drains, drain_until_ms=self.drain_until_ms,
-                        consumes=self.profile.consumes(item, ()), stops_seen_ms=())
+        start = take_up(item, closing=self._closing, drains=self.profile.strategy.drains,
+                        drain_until_ms=self.drain_until_ms, consumes=self.profile.consumes(item, stops),
+                        stops_seen_ms=[r.stopped_at_ms for r in stops
+                                       if r.pk == self.pk and r.stops(epoch) and r.stopped_at_ms is not None])
+        self.drain_stop_ms = stopped_at(item) if self.drain_until_ms is not None else None
         if start.start is Start.CONSUME:
-            self.drain_stop_ms = stopped_at(item) if self.drain_until_ms is not None else None
             self.phase, self._waiting = (Phase.DRAINING if self.drain_until_ms is not None else Phase.CONSUMING), None
-            return [*out, OpenSession(lease, self.drain_until_ms)]
-        self.phase = Phase.STOPPING  # nothing consumed yet: the task has ended
+            return [OpenSession(self.lease, self.drain_until_ms)]
+        self.phase, self._waiting = Phase.STOPPING, None  # nothing consumed: closed at once, never read
         self.reason, self.stop_ms = start.reason, start.stopped_at_ms
+        self.handed_off = start.start is Start.HAND_OFF
         if start.start is Start.END_FOR_STOP and start.stopped_at_ms is None:
             self._waiting = "stop read"
-            return [*out, ReadItem(self.pk)]
-        return [*out, *self._task_ended(TaskEnded())]
+            return [ReadItem(self.pk)]
+        return [CloseSession(self.reason)]
 
     # -- letting go ----------------------------------------------------------------------------------
     def _let_go(self, event: StopAt | LetGo) -> list[Output]:
         if not self.consuming or (isinstance(event, StopAt) and self.phase is Phase.DRAINING):
             return []  # not consuming (a drain ends by itself at its STOP)
+        self.release_wanted = True
         if isinstance(event, StopAt):
-            self.reason = "STOP"
+            self.reason = event.reason
             if not self.profile.strategy.drains:
                 self.stop_ms = None
             elif event.at_ms is None:
@@ -310,13 +373,16 @@ class HeldStream:
                 self.stop_ms = event.at_ms
         else:
             self.reason, self.to, self.stop_ms = event.reason, event.to, None
+            self.release_wanted = event.release
         self.phase, self._waiting = Phase.STOPPING, None
         return [CloseSession(self.reason)]
 
     def _stop_read(self, event: Input) -> list[Output]:
         if not isinstance(event, ItemRead) or self.lease is None:
             return []
-        read = on_stop_read(event.seen, ours=self.profile.holds(event.seen, self.me, self.lease.epoch))
+        # a read that failed: released for no STOP (refused unless still ours)
+        read = (StopRead() if event.failed
+                else on_stop_read(event.seen, ours=self.profile.holds(event.seen, self.me, self.lease.epoch)))
         self._waiting = None
         if read.go_on:
             if self.phase is Phase.STOPPING:  # taken up on a STOP that a START has since undone
@@ -325,8 +391,6 @@ class HeldStream:
             return []
         self.reason += read.reason_suffix
         self.release_wanted, self.stop_ms = read.release, read.stop_ms
-        if self.phase is Phase.STOPPING:
-            return self._task_ended(TaskEnded())
         self.phase = Phase.STOPPING
         return [CloseSession(self.reason)]
 
@@ -348,7 +412,7 @@ class HeldStream:
         rules, now = self.profile.rules, int(event.value)
         write = rules.release(self.lease, self.me, now, self.last_seq, drained=self._drained,
                               stopped_at_ms=self.letting.for_stop_ms, behind=self.letting.behind)
-        to = self.to if self.letting.for_stop_ms is None else None
+        to = self._sent_to = self.to if self.letting.for_stop_ms is None else None
         if to is not None:
             write = transfer(write, self.lease, to, now, rules.lease_ms)
         self.phase, self._waiting = (Phase.TRANSFERRING if to is not None else Phase.RELEASING), "release"
@@ -357,9 +421,9 @@ class HeldStream:
     def _release_answered(self, event: Input) -> list[Output]:
         if not isinstance(event, Answer) or self.lease is None or self.letting is None:
             return []
-        emitted = Emit("lease.release", {"pk": self.pk, "epoch": self.lease.epoch, "outcome": event.outcome.value,
-                                         "seq": self.last_seq, "reason": self.reason,
-                                         "behind": self.letting.behind})
+        fields = {"pk": self.pk, "epoch": self.lease.epoch, "outcome": event.outcome.value, "seq": self.last_seq,
+                  "reason": self.reason, "behind": self.letting.behind}
+        emitted = Emit("lease.release", fields if self._sent_to is None else {**fields, "to": self._sent_to.worker_id})
         if event.outcome is Outcome.OK:
             return [emitted, *self._end(Phase.RELEASED)]
         if event.outcome is Outcome.UNKNOWN or self.attempts >= RETRIES:
@@ -377,6 +441,7 @@ class HeldStream:
         if not self.profile.holds(event.seen, self.me, self.lease.epoch):
             return self._end(Phase.LOST)
         self.via = "restarted" if event.seen.desired_state == STARTED else "drain"
+        self._retakes += 1
         return self._acquire(event.seen)
 
     def _refused_handoff_read(self, event: Input) -> list[Output]:

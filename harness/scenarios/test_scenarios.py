@@ -115,13 +115,7 @@ def test_unsafe_is_flagged(scenario: RunScenario) -> None:
     assert verdict["valid"] is False
 
 
-@pytest.mark.parametrize("seed", [
-    pytest.param(seed, marks=pytest.mark.xfail(
-        reason="zombie_writes (late_send) under load: a stream given away whose consume task would not end "
-               "lapses ('rebalance: its writes did not end'), the same incarnation adopts it again at the next "
-               "epoch, and the old task goes on sending writes at the old one (fleet/worker.py drop, the "
-               "adoption in fleet/reconcile.py): open, found by issue 27", strict=False))
-    if seed == 391 else seed for seed in EXPLORE_SEEDS], ids=lambda seed: f"explore-{seed}")
+@pytest.mark.parametrize("seed", EXPLORE_SEEDS, ids=lambda seed: f"explore-{seed}")
 def test_explore(scenario: RunScenario, seed: int) -> None:
     _assert_valid(scenario(generate(seed, profile="hardened")))
 

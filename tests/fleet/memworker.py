@@ -96,10 +96,11 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running(store: MemoryStore, cfg: FleetConfig | None = None) -> AsyncIterator[Worker]:
+async def running(store: MemoryStore, cfg: FleetConfig | None = None,
+                  consumer: type[RecordingConsumer] = RecordingConsumer) -> AsyncIterator[Worker]:
     """A worker running on ``store`` until the block ends (then a graceful shutdown, awaited)."""
     history = Recorder((cfg or store.config).worker_id)
-    worker = Worker(cfg or store.config, store, history, RecordingConsumer, clock=LoopClock())
+    worker = Worker(cfg or store.config, store, history, consumer, clock=LoopClock())
     task = asyncio.create_task(worker.run())
     try:
         await until(lambda: worker.liveness.registered or task.done())

@@ -91,7 +91,7 @@ def test_the_cycle_finder_finds_a_circle_and_a_self_import_and_nothing_in_a_tree
 def test_the_import_graph_is_read_from_the_source() -> None:
     graph = fleet_imports()
     assert "lease" in graph["worker"] and "worker" not in graph["lease"]
-    assert "stream_machine" in graph["worker"]  # ``from fleet import stream_machine as machine``
+    assert "machine_io" in graph["stream_driver"]  # ``from fleet import machine_io as mio``
     source = ("from typing import TYPE_CHECKING\nimport fleet.lease\nfrom fleet import worker as w\n"
               "if TYPE_CHECKING:\n    from fleet.store import AwsAdapter\n")
     assert fleet_modules_imported(source) == {"lease", "worker", "store"}

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from fleet import stream_machine as machine
 from fleet.incarnation import Incarnation
-from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder
+from fleet.lease import STARTED, STOPPED, ConnectionRecord, Holder, StopRequest, WorkerRecord
 from fleet.machine_io import (
     Abandon,
     Answer,
@@ -19,12 +19,15 @@ from fleet.machine_io import (
     Heartbeat,
     ItemRead,
     LetGo,
+    Lost,
     OpenSession,
     Outcome,
     ReadClock,
     Reading,
     ReadItem,
     Send,
+    StopAt,
+    StopPending,
     TaskEnded,
 )
 from fleet.profiles import profile_for
@@ -169,3 +172,92 @@ def test_a_release_whose_answer_is_lost_leaves_the_stream_lost_not_consumed() ->
     assert isinstance(release, Send) and release.kind == "release"
     stream.step(Answer(Outcome.UNKNOWN, pk="CONN#c"))
     assert stream.phase is Phase.LOST and stream.step(ItemRead(None)) == []
+
+
+def granted(stream: HeldStream, item: dict[str, object]) -> list[object]:
+    """Claim ``stream`` and answer its acquire with ``item`` as the acquire left it."""
+    [send] = stream.step(Reading(ClockName.LEASE, 1_000))
+    assert isinstance(send, Send) and send.kind == "acquire"
+    return list(stream.step(Answer(Outcome.OK, item, pk=stream.pk)))
+
+
+FREE = ConnectionRecord("CONN#c", STARTED, "ws://u", epoch=0)
+OURS_AT_1 = {"pk": "CONN#c", "desired_state": STARTED, "ws_url": "ws://u", "lease_owner": "w1", "owner_gen": "g1",
+             "epoch": 1, "lease_expires_at_ms": 2_000}
+
+
+def test_a_stop_read_while_acquiring_is_honoured_at_take_up_after_reading_the_item_again() -> None:
+    """A STOP of the lease being acquired (``StopPending``): granted, the item is read again; still ours, it
+    is drained up to that STOP; the read failed, the stream is ended for the STOP seen instead of consumed.
+    A STOP of an earlier lease stops nothing."""
+    stream, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    stream.step(StopPending(StopRequest.of_lease("CONN#c", 1, 40)))
+    assert stream.stops_seen and granted(stream, OURS_AT_1)[-1] == ReadItem("CONN#c")
+    read = ConnectionRecord("CONN#c", STOPPED, "ws://u", "w1", epoch=1, owner_gen="g1", stopped_at_ms=40)
+    [drain] = stream.step(ItemRead(read))
+    assert isinstance(drain, OpenSession) and drain.drain_until_ms is not None and stream.phase is Phase.DRAINING
+    unread, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    unread.step(StopPending(StopRequest.of_lease("CONN#c", 1, 40)))
+    granted(unread, OURS_AT_1)
+    assert unread.step(ItemRead(None, failed=True)) == [CloseSession("desired state is not STARTED")]
+    assert unread.step(TaskEnded(unread=True)) == [ReadClock(ClockName.LEASE)]
+    assert unread.letting == Release(40, behind=True) and not unread.stops_seen
+    older, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    older.step(StopPending(StopRequest.of_lease("CONN#c", 0, 40)))
+    assert isinstance(granted(older, OURS_AT_1)[-1], OpenSession) and older.consuming
+
+
+def test_an_acquire_granted_after_a_shutdown_began_is_handed_off_not_consumed() -> None:
+    stream, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    assert stream.step(LetGo("shutdown")) == []  # while acquiring: remembered for the take-up
+    assert granted(stream, OURS_AT_1)[-1] == CloseSession("shutdown") and stream.handed_off
+
+
+def test_a_failed_stop_read_releases_for_no_stop_and_a_read_showing_it_gone_lapses() -> None:
+    """A STOP of unknown time is read first; a read that failed releases as a handoff (refused unless still
+    ours), one showing the lease gone lets it lapse."""
+    for read, after in ((ItemRead(None, failed=True), [ReadClock(ClockName.LEASE)]),
+                        (ItemRead(None), [Emit("lease.lost", {"pk": "CONN#c", "epoch": 1,
+                                                              "reason": "checkpoint refused: lease no longer ours"})])):
+        stream, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+        granted(stream, OURS_AT_1)
+        assert stream.step(StopAt(None, "checkpoint refused")) == [ReadItem("CONN#c")]
+        assert stream.step(read) == [CloseSession(stream.reason)]
+        assert stream.step(TaskEnded()) == after
+
+
+def test_a_refused_release_for_a_stop_is_retaken_with_up_to_three_acquires_or_ends_quietly() -> None:
+    stream, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    granted(stream, OURS_AT_1)
+    stream.step(StopAt(40))
+    stream.step(TaskEnded())
+    stream.step(Reading(ClockName.LEASE, 1_500))
+    outs = stream.step(Answer(Outcome.FAIL, pk="CONN#c"))
+    assert outs[-1] == ReadItem("CONN#c") and stream.retaking
+    restarted = ConnectionRecord("CONN#c", STARTED, "ws://u", "w1", epoch=1, owner_gen="g1")
+    acquires = 0
+    while stream.retaking:
+        assert stream.step(ItemRead(restarted)) == [ReadClock(ClockName.LEASE)]
+        stream.step(Reading(ClockName.LEASE, 1_600))
+        acquires += 1
+        stream.step(Answer(Outcome.FAIL, pk="CONN#c"))
+    assert acquires == 3 and stream.phase is Phase.LOST
+    quiet, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    granted(quiet, OURS_AT_1)
+    quiet.step(StopAt(40))
+    quiet.step(TaskEnded())
+    quiet.step(Reading(ClockName.LEASE, 1_500))
+    quiet.step(Answer(Outcome.FAIL, pk="CONN#c"))
+    assert quiet.step(Lost("no retake now", silent=True)) == [] and quiet.phase is Phase.LOST
+
+
+def test_a_transfer_names_its_recipient_in_its_release_event() -> None:
+    stream, _ = HeldStream.claim(HARDENED, FREE, ME, "notify")
+    granted(stream, OURS_AT_1)
+    to = WorkerRecord("w2", "g2", 5_000)
+    assert stream.step(LetGo("rebalance", to)) == [CloseSession("rebalance")]
+    stream.step(TaskEnded())
+    [send] = stream.step(Reading(ClockName.LEASE, 1_500))
+    assert isinstance(send, Send) and send.kind == "transfer"
+    [event] = stream.step(Answer(Outcome.OK, {}, pk="CONN#c"))
+    assert isinstance(event, Emit) and event.fields["to"] == "w2" and stream.phase is Phase.RELEASED
