@@ -271,12 +271,10 @@ def test_iam_check_splits_worker_and_router_calls(fleet_copy: tuple[Path, Edit])
 
 
 def test_alarm_check_reports_a_field_the_worker_does_not_log(fleet_copy: tuple[Path, Edit]) -> None:
-    root, _ = fleet_copy
-    worker = root / "worker.py"
+    root, edit = fleet_copy
     # the worker stops logging the outcome of its acquires
-    logged = worker.read_text(encoding="utf-8")
-    worker.write_text(logged.replace('log("lease.acquire", pk=pk, outcome=', 'log("lease.acquire", pk=pk, result='),
-                      encoding="utf-8")
+    edit("stream_driver.py", 'log("lease.acquire", pk=stream.pk, outcome=',
+         'log("lease.acquire", pk=stream.pk, result=')
     problems = alarm_problems(TERRAFORM, root)
     assert any("'lease.acquire'" in p and "'outcome'" in p for p in problems), problems
     assert not any("reconcile" in p for p in problems), problems
