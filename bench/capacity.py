@@ -48,7 +48,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,9 @@ def checked(p: argparse.ArgumentParser, args: argparse.Namespace,
     except ConfigError as exc:
         p.error(str(exc))
     return args
+
+
+PROGRESS_S = 5.0  # seconds between progress lines while STARTing and waiting
 
 
 def progress(message: str) -> None:
@@ -352,7 +355,16 @@ def start_streams(cluster: Cluster, ids: list[str], threads: int,
         return True
 
     with ThreadPoolExecutor(threads) as pool:
-        accepted = [cid for cid, ok in zip(ids, list(pool.map(start, ids)), strict=True) if ok]
+        futures = [pool.submit(start, cid) for cid in ids]
+        began = time.monotonic()
+        for answered, _ in enumerate(as_completed(futures), start=1):
+            if time.monotonic() - began >= PROGRESS_S and answered < len(ids):
+                began = time.monotonic()
+                with lock:
+                    shown = dict(refused.most_common(2))
+                progress(f"  {answered} of {len(ids)} STARTs answered, {sum(refused.values())} refused"
+                         + (f" ({shown})" if shown else ""))
+        accepted = [cid for cid, future in zip(ids, futures, strict=True) if future.result()]
     return accepted, refused, first_start[0] if first_start else time.time()
 
 
@@ -371,7 +383,7 @@ def wait_owned(cluster: Cluster, worker: psutil.Process, ids: list[str], deadlin
             streams = cluster.streams()
             if live_count(streams, ids) >= len(ids) or time.monotonic() >= deadline:
                 return streams
-        if time.monotonic() - shown >= 5.0:
+        if time.monotonic() - shown >= PROGRESS_S:
             progress(f"  {time.monotonic() - began:6.1f} s: {live} of {len(ids)} streams live")
             shown = time.monotonic()
         time.sleep(0.5)

@@ -1,15 +1,22 @@
 """``bench/capacity.py``'s figures from records (no fleet started): emission-to-persistence delays from
 hand-made ``emit`` and ``msg.persist`` rows, the per-stream figures, the DynamoDB request rates from the
-worker's cumulative counters, the summary line, and the options it refuses."""
+worker's cumulative counters, the summary line, the options it refuses, and the progress it gives while
+STARTing (through a real HTTP server)."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench import capacity
 from bench.capacity import (
     Delays,
     cpu_per_stream,
@@ -175,3 +182,41 @@ def test_defaults_and_the_profiles_measured() -> None:
     assert parse_args(["--skip-blog"]).profiles == ["hardened"]
     assert parse_args(["--profile", "blog"]).profiles == ["blog"]
     assert parse_args(["--set", "lease_ms=30000"]).overrides == {"lease_ms": 30000}
+
+
+class _RouterRefusingStarts(BaseHTTPRequestHandler):
+    """The simulator's control API (creating a stream: 200) and a router that refuses every START (400), on
+    one real HTTP server."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        refused = self.path == "/events"
+        body = json.dumps({"error": "no capacity"} if refused else {}).encode()
+        self.send_response(400 if refused else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_starting_says_how_many_starts_were_answered_and_refused_as_it_goes(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bench STARTing thousands of streams through a router that refuses them says so while it STARTs,
+    not only at the end."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RouterRefusingStarts)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    cluster = SimpleNamespace(upstream_control_url=url, upstream_url=url, router_url=url)
+    monkeypatch.setattr(capacity, "PROGRESS_S", 0.0)
+    try:
+        accepted, refused, _ = capacity.start_streams(cluster, [f"c{i}" for i in range(6)], 2,  # type: ignore[arg-type]
+                                                      deadline=time.monotonic() + 60.0)
+    finally:
+        server.shutdown()
+
+    assert accepted == [] and sum(refused.values()) == 6
+    lines = [line for line in capsys.readouterr().err.splitlines() if "STARTs answered" in line]
+    assert lines and "refused" in lines[-1] and "no capacity" in lines[-1]
