@@ -141,9 +141,11 @@ def _judge(environment: Environment, **_: Any) -> None:
 
     verdict = judge(_state(environment), _history_of(environment), lambda text: print(f"locustfile: {text}"))
     failing = failing_checkers(verdict)
-    print(f"locustfile: {verdict_line(verdict)}; sequences {verdict['checkers']['sequences']['valid']}: "
-          f"{verdict.get('lost_sequences')} lost, {verdict.get('duplicate_deliveries')} stored twice; "
-          f"checkers that apply and are not valid: {', '.join(failing) or 'none'}")
+    judged = (f"INVALID: {', '.join(failing)} not valid" if failing
+              else "every checker that applies is valid (the verdict's own headline counts the recovery bound, "
+                   "which an `up` run never sets)")
+    print(f"locustfile: {judged}; {verdict_line(verdict)}; sequences {verdict['checkers']['sequences']['valid']}: "
+          f"{verdict.get('lost_sequences')} lost, {verdict.get('duplicate_deliveries')} stored twice")
     if failing:
         environment.process_exit_code = 1
 
