@@ -31,6 +31,21 @@ is not the active one (its routing control Off, or unreadable for longer than th
 ``fleet.region_gate``) writes nothing and answers 503 naming its region: its table is a replica the active
 region's conditions cannot see, so a write there could be reverted by replication or revert a newer one.
 
+Control journal (``control_journal`` on: deployments with a standby region).  Global Tables resolve conflicts
+per item, last writer wins, and workers write the connection item too: a STOP the primary acknowledged just
+before a cut, not yet replicated, is overwritten everywhere by the standby's later lease writes of the same
+item (which still says STARTED) once the primary heals.  So the router first puts each START and STOP in its
+stream's journal item (``CTL#<id>``, ``fleet.schema.journal_pk``, in the connections table), which only
+routers write, then makes the desired-state write: an acknowledged write is always in the journal, and a
+connection item that disagrees with its journal was reverted (or its own write is still in flight, which
+re-applying repeats).  When a region is activated, the authority's automation asks that region's router to
+``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``; locally ``POST
+/reapply-control``): behind an open gate, it scans the connections table and handles again, as an event, each
+journalled write its connection item disagrees with (``to_reapply``), recording ``control.reapply``.  Two
+routers' writes of one journal item are ordered by the gate (a region writes only while On, and the
+activation wait parts two regions' writes), so its last-writer-wins keeps the later event as long as the
+regions' clocks differ by less than that wait.
+
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
 request, which answers 503 like any unavailable backend (the client repeats; the events are idempotent).
@@ -46,6 +61,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,8 +73,8 @@ from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
 from fleet.region_gate import RegionGate, gate_for
-from fleet.schema import conn_pk
-from fleet.typed import from_typed, typed_request
+from fleet.schema import CONN_PREFIX, JOURNAL_PREFIX, conn_pk, journal_pk
+from fleet.typed import from_typed, to_typed, typed_request
 
 MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -307,10 +323,77 @@ def _store_failure(exc: StoreError) -> Response:
     return 502, {"error": f"backend refused the request: {exc}"}
 
 
-async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
-    """The event's writes and notification; the answer, and when the desired-state write was answered (by then
-    it was applied; None when it failed)."""
+async def _journal(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> None:
+    """With ``control_journal`` on: the event in its stream's journal item (a put: only routers write it)."""
+    if config.control_journal != "on":
+        return
+    item: dict[str, Any] = {"pk": journal_pk(event.connection_id), "event_type": event.kind,
+                            "journal_ms": _now_ms()}
+    if event.ws_url is not None:
+        item["ws_url"] = event.ws_url
+    clients.requests["coordination"] += 1
+    async with aws_errors("control journal put"):
+        await clients.ddb.put_item(TableName=config.connections_table, Item=to_typed(item))
+
+
+def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[RouterEvent]:
+    """From the connections table's items (plain values): each stream's journalled event that its connection
+    item disagrees with (a START whose item is absent or not STARTED, a STOP whose item is not STOPPED), in
+    the order of the journal's times."""
+    journal: list[Mapping[str, Any]] = []
+    desired: dict[str, str] = {}
+    for item in items:
+        pk = str(item.get("pk", ""))
+        if pk.startswith(JOURNAL_PREFIX):
+            journal.append(item)
+        elif pk.startswith(CONN_PREFIX):
+            desired[pk] = str(item.get("desired_state", ""))
+    events = []
+    for entry in sorted(journal, key=lambda e: float(e.get("journal_ms", 0))):
+        connection_id = str(entry["pk"])[len(JOURNAL_PREFIX):]
+        kind = entry.get("event_type")
+        state = desired.get(conn_pk(connection_id))
+        if kind == "START" and state != "STARTED":
+            events.append(RouterEvent("START", connection_id, str(entry.get("ws_url", ""))))
+        elif kind == "STOP" and state not in (None, "STOPPED"):
+            events.append(RouterEvent("STOP", connection_id, None))
+    return events
+
+
+async def reapply_journal(clients: AwsClients, config: FleetConfig, history: HistoryWriter) -> Response:
+    """Handle again each journalled START or STOP the connections table disagrees with (``to_reapply``), when
+    this region's gate admits writes; each one's outcome in the history (``control.reapply``)."""
+    if config.control_journal != "on":
+        return 409, {"error": f"{ENV_VARS['control_journal']} is off: there is no journal to re-apply"}
+    if not await _region_gate(config, clients).admits():
+        return 503, {"error": f"region {config.region} is not the active region: nothing re-applied"}
+    items: list[dict[str, Any]] = []
     try:
+        extra: dict[str, Any] = {}
+        while True:
+            clients.requests["coordination"] += 1
+            async with aws_errors("control journal scan"):
+                page = await clients.ddb.scan(TableName=config.connections_table, ConsistentRead=True, **extra)
+            items.extend(from_typed(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            extra = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+    except StoreError as exc:
+        return _store_failure(exc)
+    statuses = []
+    for event in to_reapply(items):
+        (status, _), _ = await _apply(event, clients, config)
+        history.emit("control.reapply", kind=event.kind, pk=event.pk, status=status)
+        statuses.append(status)
+    return (200 if all(s == 200 for s in statuses) else 503), {"reapplied": len(statuses),
+                                                                 "failed": sum(s != 200 for s in statuses)}
+
+
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
+    """The event's writes (with ``control_journal``, its journal entry first) and notification; the answer,
+    and when the desired-state write was answered (by then it was applied; None when it failed)."""
+    try:
+        await _journal(event, clients, config)
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config)
             found = StopFound("", None, None, undrained=False)
@@ -454,6 +537,8 @@ class LambdaRouter:
             if not isinstance(event, dict):
                 raise InvalidEvent("the Lambda event is not an API Gateway proxy event")
             method = proxy_method(event)
+            if event.get("wsfleet") == "reapply-control":  # the automation's direct invocation, not API Gateway
+                return proxy_response(*loop.run_until_complete(reapply_journal(clients, config, history)))
             if method == "GET":
                 return proxy_response(200, health(config))
             if method != "POST":

@@ -759,3 +759,67 @@ async def test_a_repeated_stop_marks_a_stream_nobody_stored_before_it(
 
     after = observer.connection()
     assert (after["lease_expires_at_ms"], after["stopped_at_ms"]) == (1 if marked else 0, 61_000)
+
+
+JOURNAL = {"profile": "hardened", "control_journal": "on"}
+
+
+async def test_a_stop_reverted_by_replication_is_re_applied_from_the_journal(
+    router: Router, observer: Observer
+) -> None:
+    """Issue 28 (region-batch seed 6): a STOP the primary acknowledged just before a cut, overwritten by the
+    standby's later image of the item (still STARTED, its own lease) through last-writer-wins, stays reverted
+    unless the activated region's router re-applies it from the journal, which no worker writes."""
+    observer.seed_owned()
+    assert (await router.send(stop(), **JOURNAL))[0] == 200
+    assert observer.items(observer.config.connections_table)["CTL#c1/"]["event_type"] == "STOP"
+    reverted = {**observer.connection(), "desired_state": "STARTED", "lease_owner": "west-worker-1", "epoch": 8}
+    del reverted["stopped_at_ms"]
+    observer.put(observer.config.connections_table, reverted)
+    standby_worker = {"pk": "west-worker-1", "gen": "g1", "expires_at_ms": 9_999_999_999_999}
+    observer.put(observer.config.workers_table, standby_worker)
+    observer.notifications()
+    config = router.config.with_changes(**JOURNAL)
+
+    answer = await router_module.reapply_journal(router.clients, config, router.history)
+
+    assert answer == (200, {"reapplied": 1, "failed": 0})
+    item = observer.connection()
+    assert item["desired_state"] == "STOPPED"
+    assert observer.worker("west-worker-1")["stop_requests"] == {f"{PK}@8:{item['stopped_at_ms']}"}
+    assert observer.notifications() == [{"pk": PK}]
+    assert [(e["kind"], e["pk"], e["status"]) for e in observer.history() if e["type"] == "control.reapply"] == [
+        ("STOP", PK, 200)]
+    # the table now agrees with its journal: nothing more to re-apply
+    assert await router_module.reapply_journal(router.clients, config, router.history) == (
+        200, {"reapplied": 0, "failed": 0})
+
+
+async def test_a_start_lost_from_the_table_is_re_applied_and_without_the_journal_nothing_is_written(
+    router: Router, observer: Observer
+) -> None:
+    assert (await router.send(start(), profile="hardened"))[0] == 200
+    assert "CTL#c1/" not in observer.items(observer.config.connections_table)  # off by default: one region
+    assert (await router_module.reapply_journal(router.clients, router.config, router.history))[0] == 409
+
+    assert (await router.send(start("c2", "ws://127.0.0.1:9000/streams/c2"), **JOURNAL))[0] == 200
+    observer.ddb.delete_item(TableName=observer.config.connections_table, Key={"pk": {"S": conn_pk("c2")}})
+    config = router.config.with_changes(**JOURNAL)
+
+    assert await router_module.reapply_journal(router.clients, config, router.history) == (
+        200, {"reapplied": 1, "failed": 0})
+    item = observer.connection(conn_pk("c2"))
+    assert (item["desired_state"], item["ws_url"]) == ("STARTED", "ws://127.0.0.1:9000/streams/c2")
+
+
+async def test_the_journal_entries_a_table_disagrees_with_are_re_applied_in_the_journal_order() -> None:
+    items = [
+        {"pk": "CTL#a", "event_type": "STOP", "journal_ms": 30}, {"pk": "CONN#a", "desired_state": "STARTED"},
+        {"pk": "CTL#b", "event_type": "START", "journal_ms": 20, "ws_url": "ws://h/b"},  # no item: lost
+        {"pk": "CTL#c", "event_type": "STOP", "journal_ms": 10},  # no item: a STOP of nothing (404)
+        {"pk": "CTL#d", "event_type": "START", "journal_ms": 5}, {"pk": "CONN#d", "desired_state": "STARTED"},
+        {"pk": "CTL#e", "event_type": "STOP", "journal_ms": 1}, {"pk": "CONN#e", "desired_state": "STOPPED"},
+        {"pk": "CONN#f", "desired_state": "STARTED"},  # never journalled (before the journal was on)
+    ]
+    assert router_module.to_reapply(items) == [router_module.RouterEvent("START", "b", "ws://h/b"),
+                                               router_module.RouterEvent("STOP", "a", None)]
