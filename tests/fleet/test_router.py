@@ -823,3 +823,14 @@ async def test_the_journal_entries_a_table_disagrees_with_are_re_applied_in_the_
     ]
     assert router_module.to_reapply(items) == [router_module.RouterEvent("START", "b", "ws://h/b"),
                                                router_module.RouterEvent("STOP", "a", None)]
+
+
+async def test_lambda_direct_invocation_re_applies_the_journal(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch, lambda_router: LambdaRouter
+) -> None:
+    monkeypatch.setenv(ENV_VARS["control_journal"], "on")
+    assert (await invoke(lambda_router, v2_event(json.dumps(start()))))[0] == 200
+    observer.ddb.delete_item(TableName=observer.config.connections_table, Key={"pk": {"S": PK}})
+
+    assert await invoke(lambda_router, {"wsfleet": "reapply-control"}) == (200, {"reapplied": 1, "failed": 0})
+    assert observer.connection()["desired_state"] == "STARTED"
