@@ -36,15 +36,18 @@ per item, last writer wins, and workers write the connection item too: a STOP th
 before a cut, not yet replicated, is overwritten everywhere by the standby's later lease writes of the same
 item (which still says STARTED) once the primary heals.  So the router first puts each START and STOP in its
 stream's journal item (``CTL#<id>``, ``fleet.schema.journal_pk``, in the connections table), which only
-routers write, then makes the desired-state write: an acknowledged write is always in the journal, and a
-connection item that disagrees with its journal was reverted (or its own write is still in flight, which
-re-applying repeats).  When a region is activated, the authority's automation asks that region's router to
-``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``; locally ``POST
-/reapply-control``): behind an open gate, it scans the connections table and handles again, as an event, each
-journalled write its connection item disagrees with (``to_reapply``), recording ``control.reapply``.  Two
-routers' writes of one journal item are ordered by the gate (a region writes only while On, and the
-activation wait parts two regions' writes), so its last-writer-wins keeps the later event as long as the
-regions' clocks differ by less than that wait.
+routers write, then makes the desired-state write, dated as its journal entry (``desired_at_ms``): an
+acknowledged write is always in the journal, and a connection item that disagrees with its journal and is
+dated earlier was reverted (or its own write is still in flight, which re-applying repeats); one dated later
+is newer than a journal entry still in flight.  When a region is activated, the authority's automation asks
+that region's router to ``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``;
+locally ``POST /reapply-control``): behind an open gate, it scans the connections table and handles again,
+as an event, each journalled write its connection item disagrees with and predates (``to_reapply``),
+recording ``control.reapply``.  Both dates are routers' clocks: two routers' control writes of one stream
+are ordered by the gate (a region writes only while On, and the activation wait parts two regions'
+writes), so the dates order them, and the journal item's last-writer-wins keeps the later, as long as the
+regions' clocks differ by less than the fencing margin (a write of the old region lands by its gate's lease
+plus a request's timeout; the new one writes a margin later).
 
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
@@ -57,12 +60,13 @@ import asyncio
 import base64
 import functools
 import json
+import math
 import re
 import sys
 import time
 import traceback
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from fleet.allowlist import Allowlist, show
@@ -188,10 +192,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
+def _dated(write: Write, desired_at_ms: int | None) -> Write:
+    """``write`` also setting ``desired_at_ms`` (with the control journal: the date of its journal entry)."""
+    if desired_at_ms is None:
+        return write
+    return replace(write, update=replace(write.update, set={**write.update.set, "desired_at_ms": desired_at_ms}))
+
+
+async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig,
+                       desired_at_ms: int | None = None) -> None:
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
     update that never clobbers a live lease.  Applied once it returns."""
-    write = rules_for(config).start_connection(pk, ws_url, _now_ms())
+    write = _dated(rules_for(config).start_connection(pk, ws_url, _now_ms()), desired_at_ms)
     request = typed_request(write.render())
     clients.requests["coordination"] += 1
     async with aws_errors("START put" if write.replace else "START update"):
@@ -215,11 +227,12 @@ class StopFound:
     undrained: bool
 
 
-async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> StopFound:
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig,
+                      desired_at_ms: int | None = None) -> StopFound:
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
     item)."""
     now = _now_ms()
-    request = typed_request(rules_for(config).stop_connection(pk, now).render())
+    request = typed_request(_dated(rules_for(config).stop_connection(pk, now), desired_at_ms).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
@@ -323,12 +336,13 @@ def _store_failure(exc: StoreError) -> Response:
     return 502, {"error": f"backend refused the request: {exc}"}
 
 
-async def _journal(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> None:
-    """With ``control_journal`` on: the event in its stream's journal item (a put: only routers write it)."""
+async def _journal(event: RouterEvent, journal_ms: int, clients: AwsClients, config: FleetConfig) -> None:
+    """With ``control_journal`` on: the event in its stream's journal item (a put: only routers write it),
+    dated ``journal_ms``, the date its desired-state write then gives the connection item."""
     if config.control_journal != "on":
         return
     item: dict[str, Any] = {"pk": journal_pk(event.connection_id), "event_type": event.kind,
-                            "journal_ms": _now_ms()}
+                            "journal_ms": journal_ms}
     if event.ws_url is not None:
         item["ws_url"] = event.ws_url
     clients.requests["coordination"] += 1
@@ -338,21 +352,25 @@ async def _journal(event: RouterEvent, clients: AwsClients, config: FleetConfig)
 
 def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[RouterEvent]:
     """From the connections table's items (plain values): each stream's journalled event that its connection
-    item disagrees with (a START whose item is absent or not STARTED, a STOP whose item is not STOPPED), in
-    the order of the journal's times."""
+    item disagrees with (a START whose item is absent or not STARTED, a STOP whose item is not STOPPED) and
+    whose desired state is older (``desired_at_ms``, absent: older): the journal entry of a newer desired
+    state can arrive after it, as replication keeps order per item only.  In the order of the journal's
+    times."""
     journal: list[Mapping[str, Any]] = []
-    desired: dict[str, str] = {}
+    desired: dict[str, tuple[str, float]] = {}
     for item in items:
         pk = str(item.get("pk", ""))
         if pk.startswith(JOURNAL_PREFIX):
             journal.append(item)
         elif pk.startswith(CONN_PREFIX):
-            desired[pk] = str(item.get("desired_state", ""))
+            desired[pk] = (str(item.get("desired_state", "")), float(item.get("desired_at_ms", -math.inf)))
     events = []
     for entry in sorted(journal, key=lambda e: float(e.get("journal_ms", 0))):
         connection_id = str(entry["pk"])[len(JOURNAL_PREFIX):]
         kind = entry.get("event_type")
-        state = desired.get(conn_pk(connection_id))
+        state, dated = desired.get(conn_pk(connection_id), (None, -math.inf))
+        if dated >= float(entry.get("journal_ms", 0)):
+            continue  # a newer desired state, whose journal entry has not arrived yet
         if kind == "START" and state != "STARTED":
             events.append(RouterEvent("START", connection_id, str(entry.get("ws_url", ""))))
         elif kind == "STOP" and state not in (None, "STOPPED"):
@@ -392,13 +410,15 @@ async def reapply_journal(clients: AwsClients, config: FleetConfig, history: His
 async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
     """The event's writes (with ``control_journal``, its journal entry first) and notification; the answer,
     and when the desired-state write was answered (by then it was applied; None when it failed)."""
+    journal_ms = _now_ms()
     try:
-        await _journal(event, clients, config)
+        await _journal(event, journal_ms, clients, config)
+        dated = journal_ms if config.control_journal == "on" else None
         if event.ws_url is not None:
-            await _write_start(event.pk, event.ws_url, clients, config)
+            await _write_start(event.pk, event.ws_url, clients, config, dated)
             found = StopFound("", None, None, undrained=False)
         else:
-            found = await _write_stop(event.pk, clients, config)
+            found = await _write_stop(event.pk, clients, config, dated)
     except ConditionFailed:
         cid = event.connection_id
         return (404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}), None

@@ -773,7 +773,10 @@ async def test_a_stop_reverted_by_replication_is_re_applied_from_the_journal(
     observer.seed_owned()
     assert (await router.send(stop(), **JOURNAL))[0] == 200
     assert observer.items(observer.config.connections_table)["CTL#c1/"]["event_type"] == "STOP"
-    reverted = {**observer.connection(), "desired_state": "STARTED", "lease_owner": "west-worker-1", "epoch": 8}
+    assert observer.connection()["desired_at_ms"] == observer.items(observer.config.connections_table)[
+        "CTL#c1/"]["journal_ms"]
+    reverted = {**observer.connection(), "desired_state": "STARTED", "lease_owner": "west-worker-1", "epoch": 8,
+                "desired_at_ms": 1}  # the standby's image: the START before, its lease
     del reverted["stopped_at_ms"]
     observer.put(observer.config.connections_table, reverted)
     standby_worker = {"pk": "west-worker-1", "gen": "g1", "expires_at_ms": 9_999_999_999_999}
@@ -814,7 +817,10 @@ async def test_a_start_lost_from_the_table_is_re_applied_and_without_the_journal
 
 async def test_the_journal_entries_a_table_disagrees_with_are_re_applied_in_the_journal_order() -> None:
     items = [
-        {"pk": "CTL#a", "event_type": "STOP", "journal_ms": 30}, {"pk": "CONN#a", "desired_state": "STARTED"},
+        {"pk": "CTL#a", "event_type": "STOP", "journal_ms": 30},
+        {"pk": "CONN#a", "desired_state": "STARTED", "desired_at_ms": 25},  # reverted to the START before
+        {"pk": "CTL#g", "event_type": "START", "journal_ms": 40},
+        {"pk": "CONN#g", "desired_state": "STOPPED", "desired_at_ms": 50},  # a STOP whose entry is in flight
         {"pk": "CTL#b", "event_type": "START", "journal_ms": 20, "ws_url": "ws://h/b"},  # no item: lost
         {"pk": "CTL#c", "event_type": "STOP", "journal_ms": 10},  # no item: a STOP of nothing (404)
         {"pk": "CTL#d", "event_type": "START", "journal_ms": 5}, {"pk": "CONN#d", "desired_state": "STARTED"},
