@@ -42,12 +42,13 @@ dated earlier was reverted (or its own write is still in flight, which re-applyi
 is newer than a journal entry still in flight.  When a region is activated, the authority's automation asks
 that region's router to ``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``;
 locally ``POST /reapply-control``): behind an open gate, it scans the connections table and handles again,
-as an event, each journalled write its connection item disagrees with and predates (``to_reapply``),
-recording ``control.reapply``.  Both dates are routers' clocks: two routers' control writes of one stream
-are ordered by the gate (a region writes only while On, and the activation wait parts two regions'
-writes), so the dates order them, and the journal item's last-writer-wins keeps the later, as long as the
-regions' clocks differ by less than the fencing margin (a write of the old region lands by its gate's lease
-plus a request's timeout; the new one writes a margin later).
+as an event, each journalled write its connection item disagrees with and predates (``to_reapply``), dated
+as its entry and without writing the journal again, recording ``control.reapply``.  Both dates are routers'
+clocks: two routers' control writes of one stream are ordered by the gate (a region writes only while On,
+and the activation wait parts two regions' writes), so the dates order them, and the journal item's
+last-writer-wins keeps the later, as long as the regions' clocks differ by less than the fencing margin (a
+write of the old region lands by its gate's lease plus a request's timeout; the new one writes a margin
+later).
 
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
@@ -350,12 +351,12 @@ async def _journal(event: RouterEvent, journal_ms: int, clients: AwsClients, con
         await clients.ddb.put_item(TableName=config.connections_table, Item=to_typed(item))
 
 
-def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[RouterEvent]:
+def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[tuple[RouterEvent, int]]:
     """From the connections table's items (plain values): each stream's journalled event that its connection
     item disagrees with (a START whose item is absent or not STARTED, a STOP whose item is not STOPPED) and
     whose desired state is older (``desired_at_ms``, absent: older): the journal entry of a newer desired
-    state can arrive after it, as replication keeps order per item only.  In the order of the journal's
-    times."""
+    state can arrive after it, as replication keeps order per item only.  Each with its journal date, in the
+    order of the journal's dates."""
     journal: list[Mapping[str, Any]] = []
     desired: dict[str, tuple[str, float]] = {}
     for item in items:
@@ -364,17 +365,18 @@ def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[RouterEvent]:
             journal.append(item)
         elif pk.startswith(CONN_PREFIX):
             desired[pk] = (str(item.get("desired_state", "")), float(item.get("desired_at_ms", -math.inf)))
-    events = []
+    events: list[tuple[RouterEvent, int]] = []
     for entry in sorted(journal, key=lambda e: float(e.get("journal_ms", 0))):
         connection_id = str(entry["pk"])[len(JOURNAL_PREFIX):]
         kind = entry.get("event_type")
         state, dated = desired.get(conn_pk(connection_id), (None, -math.inf))
         if dated >= float(entry.get("journal_ms", 0)):
             continue  # a newer desired state, whose journal entry has not arrived yet
+        journal_ms = int(entry.get("journal_ms", 0))
         if kind == "START" and state != "STARTED":
-            events.append(RouterEvent("START", connection_id, str(entry.get("ws_url", ""))))
+            events.append((RouterEvent("START", connection_id, str(entry.get("ws_url", ""))), journal_ms))
         elif kind == "STOP" and state not in (None, "STOPPED"):
-            events.append(RouterEvent("STOP", connection_id, None))
+            events.append((RouterEvent("STOP", connection_id, None), journal_ms))
     return events
 
 
@@ -399,20 +401,25 @@ async def reapply_journal(clients: AwsClients, config: FleetConfig, history: His
     except StoreError as exc:
         return _store_failure(exc)
     statuses = []
-    for event in to_reapply(items):
-        (status, _), _ = await _apply(event, clients, config)
+    for event, journal_ms in to_reapply(items):
+        (status, _), _ = await _apply(event, clients, config, journal_ms)
         history.emit("control.reapply", kind=event.kind, pk=event.pk, status=status)
         statuses.append(status)
     return (200 if all(s == 200 for s in statuses) else 503), {"reapplied": len(statuses),
                                                                  "failed": sum(s != 200 for s in statuses)}
 
 
-async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig,
+                 journalled_ms: int | None = None) -> tuple[Response, float | None]:
     """The event's writes (with ``control_journal``, its journal entry first) and notification; the answer,
-    and when the desired-state write was answered (by then it was applied; None when it failed)."""
-    journal_ms = _now_ms()
+    and when the desired-state write was answered (by then it was applied; None when it failed).
+    ``journalled_ms``: a re-application of the journal entry of that date, which keeps its date and does not
+    write the journal again (a new journal write would win last-writer-wins over a later event's entry still
+    on its way from the other region, and a new date over that event's desired state)."""
+    journal_ms = _now_ms() if journalled_ms is None else journalled_ms
     try:
-        await _journal(event, journal_ms, clients, config)
+        if journalled_ms is None:
+            await _journal(event, journal_ms, clients, config)
         dated = journal_ms if config.control_journal == "on" else None
         if event.ws_url is not None:
             await _write_start(event.pk, event.ws_url, clients, config, dated)

@@ -773,8 +773,8 @@ async def test_a_stop_reverted_by_replication_is_re_applied_from_the_journal(
     observer.seed_owned()
     assert (await router.send(stop(), **JOURNAL))[0] == 200
     assert observer.items(observer.config.connections_table)["CTL#c1/"]["event_type"] == "STOP"
-    assert observer.connection()["desired_at_ms"] == observer.items(observer.config.connections_table)[
-        "CTL#c1/"]["journal_ms"]
+    journal = observer.items(observer.config.connections_table)["CTL#c1/"]
+    assert observer.connection()["desired_at_ms"] == journal["journal_ms"]
     reverted = {**observer.connection(), "desired_state": "STARTED", "lease_owner": "west-worker-1", "epoch": 8,
                 "desired_at_ms": 1}  # the standby's image: the START before, its lease
     del reverted["stopped_at_ms"]
@@ -790,6 +790,10 @@ async def test_a_stop_reverted_by_replication_is_re_applied_from_the_journal(
     item = observer.connection()
     assert item["desired_state"] == "STOPPED"
     assert observer.worker("west-worker-1")["stop_requests"] == {f"{PK}@8:{item['stopped_at_ms']}"}
+    # re-applied as of its date, the journal untouched: a new date, or a new journal write (last-writer-wins
+    # on the write's time), would supersede a later event's entry still on its way from the other region
+    assert item["desired_at_ms"] == journal["journal_ms"]
+    assert observer.items(observer.config.connections_table)["CTL#c1/"] == journal
     assert observer.notifications() == [{"pk": PK}]
     assert [(e["kind"], e["pk"], e["status"]) for e in observer.history() if e["type"] == "control.reapply"] == [
         ("STOP", PK, 200)]
@@ -827,8 +831,8 @@ async def test_the_journal_entries_a_table_disagrees_with_are_re_applied_in_the_
         {"pk": "CTL#e", "event_type": "STOP", "journal_ms": 1}, {"pk": "CONN#e", "desired_state": "STOPPED"},
         {"pk": "CONN#f", "desired_state": "STARTED"},  # never journalled (before the journal was on)
     ]
-    assert router_module.to_reapply(items) == [router_module.RouterEvent("START", "b", "ws://h/b"),
-                                               router_module.RouterEvent("STOP", "a", None)]
+    assert router_module.to_reapply(items) == [(router_module.RouterEvent("START", "b", "ws://h/b"), 20),
+                                               (router_module.RouterEvent("STOP", "a", None), 30)]
 
 
 async def test_lambda_direct_invocation_re_applies_the_journal(
