@@ -31,24 +31,17 @@ is not the active one (its routing control Off, or unreadable for longer than th
 ``fleet.region_gate``) writes nothing and answers 503 naming its region: its table is a replica the active
 region's conditions cannot see, so a write there could be reverted by replication or revert a newer one.
 
-Control journal (``control_journal`` on: deployments with a standby region).  Global Tables resolve conflicts
-per item, last writer wins, and workers write the connection item too: a STOP the primary acknowledged just
-before a cut, not yet replicated, is overwritten everywhere by the standby's later lease writes of the same
-item (which still says STARTED) once the primary heals.  So the router first puts each START and STOP in its
-stream's journal item (``CTL#<id>``, ``fleet.schema.journal_pk``, in the connections table), which only
-routers write, then makes the desired-state write, dated as its journal entry (``desired_at_ms``): an
-acknowledged write is always in the journal, and a connection item that disagrees with its journal and is
-dated earlier was reverted (or its own write is still in flight, which re-applying repeats); one dated later
-is newer than a journal entry still in flight.  When a region is activated, the authority's automation asks
-that region's router to ``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``;
-locally ``POST /reapply-control``): behind an open gate, it scans the connections table and handles again,
-as an event, each journalled write its connection item disagrees with and predates (``to_reapply``), dated
-as its entry and without writing the journal again, recording ``control.reapply``.  Both dates are routers'
-clocks: two routers' control writes of one stream are ordered by the gate (a region writes only while On,
-and the activation wait parts two regions' writes), so the dates order them, and the journal item's
-last-writer-wins keeps the later, as long as the regions' clocks differ by less than the fencing margin (a
-write of the old region lands by its gate's lease plus a request's timeout; the new one writes a margin
-later).
+Control journal (``control_journal`` on: deployments with a standby region; ``fleet.control_journal``): each
+START and STOP is first put in its stream's journal item, which no worker writes, then its desired-state write
+is dated as the entry.  When a region is activated, the authority's automation asks that region's router to
+``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``; locally ``POST
+/reapply-control``): behind an open gate, it scans the connections table and handles again, as an event, each
+entry its connection item disagrees with and predates, recording ``control.reapply``.  Both dates are
+routers' clocks: two routers' control writes of one stream are ordered by the gate (a region writes only
+while On, and the activation wait parts two regions' writes), so the dates order them, and the journal
+item's last-writer-wins keeps the later, as long as the regions' clocks differ by less than the fencing
+margin (a write of the old region lands by its gate's lease plus a request's timeout; the new one writes a
+margin later).
 
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
@@ -61,24 +54,23 @@ import asyncio
 import base64
 import functools
 import json
-import math
 import re
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from fleet.allowlist import Allowlist, show
 from fleet.aws import AwsClients, aws_errors, send_messages
 from fleet.config import ENV_VARS, FleetConfig
+from fleet.control_journal import Entry, dated, journal_item, to_reapply
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
 from fleet.region_gate import RegionGate, gate_for
-from fleet.schema import CONN_PREFIX, JOURNAL_PREFIX, conn_pk, journal_pk
+from fleet.schema import conn_pk
 from fleet.typed import from_typed, to_typed, typed_request
 
 MAX_BODY_BYTES = 16 * 1024
@@ -193,18 +185,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _dated(write: Write, desired_at_ms: int | None) -> Write:
-    """``write`` also setting ``desired_at_ms`` (with the control journal: the date of its journal entry)."""
-    if desired_at_ms is None:
-        return write
-    return replace(write, update=replace(write.update, set={**write.update.set, "desired_at_ms": desired_at_ms}))
-
-
 async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig,
                        desired_at_ms: int | None = None) -> None:
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
     update that never clobbers a live lease.  Applied once it returns."""
-    write = _dated(rules_for(config).start_connection(pk, ws_url, _now_ms()), desired_at_ms)
+    write = dated(rules_for(config).start_connection(pk, ws_url, _now_ms()), desired_at_ms)
     request = typed_request(write.render())
     clients.requests["coordination"] += 1
     async with aws_errors("START put" if write.replace else "START update"):
@@ -233,7 +218,7 @@ async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig,
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
     item)."""
     now = _now_ms()
-    request = typed_request(_dated(rules_for(config).stop_connection(pk, now), desired_at_ms).render())
+    request = typed_request(dated(rules_for(config).stop_connection(pk, now), desired_at_ms).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
@@ -342,46 +327,15 @@ async def _journal(event: RouterEvent, journal_ms: int, clients: AwsClients, con
     dated ``journal_ms``, the date its desired-state write then gives the connection item."""
     if config.control_journal != "on":
         return
-    item: dict[str, Any] = {"pk": journal_pk(event.connection_id), "event_type": event.kind,
-                            "journal_ms": journal_ms}
-    if event.ws_url is not None:
-        item["ws_url"] = event.ws_url
     clients.requests["coordination"] += 1
     async with aws_errors("control journal put"):
+        item = journal_item(Entry(event.kind, event.connection_id, event.ws_url, journal_ms))
         await clients.ddb.put_item(TableName=config.connections_table, Item=to_typed(item))
 
 
-def to_reapply(items: Iterable[Mapping[str, Any]]) -> list[tuple[RouterEvent, int]]:
-    """From the connections table's items (plain values): each stream's journalled event that its connection
-    item disagrees with (a START whose item is absent or not STARTED, a STOP whose item is not STOPPED) and
-    whose desired state is older (``desired_at_ms``, absent: older): the journal entry of a newer desired
-    state can arrive after it, as replication keeps order per item only.  Each with its journal date, in the
-    order of the journal's dates."""
-    journal: list[Mapping[str, Any]] = []
-    desired: dict[str, tuple[str, float]] = {}
-    for item in items:
-        pk = str(item.get("pk", ""))
-        if pk.startswith(JOURNAL_PREFIX):
-            journal.append(item)
-        elif pk.startswith(CONN_PREFIX):
-            desired[pk] = (str(item.get("desired_state", "")), float(item.get("desired_at_ms", -math.inf)))
-    events: list[tuple[RouterEvent, int]] = []
-    for entry in sorted(journal, key=lambda e: float(e.get("journal_ms", 0))):
-        connection_id = str(entry["pk"])[len(JOURNAL_PREFIX):]
-        kind = entry.get("event_type")
-        state, dated = desired.get(conn_pk(connection_id), (None, -math.inf))
-        if dated >= float(entry.get("journal_ms", 0)):
-            continue  # a newer desired state, whose journal entry has not arrived yet
-        journal_ms = int(entry.get("journal_ms", 0))
-        if kind == "START" and state != "STARTED":
-            events.append((RouterEvent("START", connection_id, str(entry.get("ws_url", ""))), journal_ms))
-        elif kind == "STOP" and state not in (None, "STOPPED"):
-            events.append((RouterEvent("STOP", connection_id, None), journal_ms))
-    return events
-
-
 async def reapply_journal(clients: AwsClients, config: FleetConfig, history: HistoryWriter) -> Response:
-    """Handle again each journalled START or STOP the connections table disagrees with (``to_reapply``), when
+    """Handle again each journalled START or STOP the connections table disagrees with and that it predates
+    (``fleet.control_journal.to_reapply``), as of its date, when
     this region's gate admits writes; each one's outcome in the history (``control.reapply``)."""
     if config.control_journal != "on":
         return 409, {"error": f"{ENV_VARS['control_journal']} is off: there is no journal to re-apply"}
@@ -401,8 +355,9 @@ async def reapply_journal(clients: AwsClients, config: FleetConfig, history: His
     except StoreError as exc:
         return _store_failure(exc)
     statuses = []
-    for event, journal_ms in to_reapply(items):
-        (status, _), _ = await _apply(event, clients, config, journal_ms)
+    for entry in to_reapply(items):
+        event = RouterEvent("START" if entry.kind == "START" else "STOP", entry.connection_id, entry.ws_url)
+        (status, _), _ = await _apply(event, clients, config, entry.journal_ms)
         history.emit("control.reapply", kind=event.kind, pk=event.pk, status=status)
         statuses.append(status)
     return (200 if all(s == 200 for s in statuses) else 503), {"reapplied": len(statuses),
@@ -420,12 +375,12 @@ async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig,
     try:
         if journalled_ms is None:
             await _journal(event, journal_ms, clients, config)
-        dated = journal_ms if config.control_journal == "on" else None
+        desired_at = journal_ms if config.control_journal == "on" else None
         if event.ws_url is not None:
-            await _write_start(event.pk, event.ws_url, clients, config, dated)
+            await _write_start(event.pk, event.ws_url, clients, config, desired_at)
             found = StopFound("", None, None, undrained=False)
         else:
-            found = await _write_stop(event.pk, clients, config, dated)
+            found = await _write_stop(event.pk, clients, config, desired_at)
     except ConditionFailed:
         cid = event.connection_id
         return (404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}), None

@@ -819,22 +819,6 @@ async def test_a_start_lost_from_the_table_is_re_applied_and_without_the_journal
     assert (item["desired_state"], item["ws_url"]) == ("STARTED", "ws://127.0.0.1:9000/streams/c2")
 
 
-async def test_the_journal_entries_a_table_disagrees_with_are_re_applied_in_the_journal_order() -> None:
-    items = [
-        {"pk": "CTL#a", "event_type": "STOP", "journal_ms": 30},
-        {"pk": "CONN#a", "desired_state": "STARTED", "desired_at_ms": 25},  # reverted to the START before
-        {"pk": "CTL#g", "event_type": "START", "journal_ms": 40},
-        {"pk": "CONN#g", "desired_state": "STOPPED", "desired_at_ms": 50},  # a STOP whose entry is in flight
-        {"pk": "CTL#b", "event_type": "START", "journal_ms": 20, "ws_url": "ws://h/b"},  # no item: lost
-        {"pk": "CTL#c", "event_type": "STOP", "journal_ms": 10},  # no item: a STOP of nothing (404)
-        {"pk": "CTL#d", "event_type": "START", "journal_ms": 5}, {"pk": "CONN#d", "desired_state": "STARTED"},
-        {"pk": "CTL#e", "event_type": "STOP", "journal_ms": 1}, {"pk": "CONN#e", "desired_state": "STOPPED"},
-        {"pk": "CONN#f", "desired_state": "STARTED"},  # never journalled (before the journal was on)
-    ]
-    assert router_module.to_reapply(items) == [(router_module.RouterEvent("START", "b", "ws://h/b"), 20),
-                                               (router_module.RouterEvent("STOP", "a", None), 30)]
-
-
 async def test_lambda_direct_invocation_re_applies_the_journal(
     env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch, lambda_router: LambdaRouter
 ) -> None:
