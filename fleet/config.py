@@ -103,6 +103,10 @@ class FleetConfig:
     # or regions that may both consume).
     region_gate_endpoints: tuple[str, ...] = ()
     region_gate_control: str = ""
+    # Router: journal each START and STOP in an item no worker writes (``fleet.router``: "on" with a standby
+    # region, so an acknowledged control write reverted by Global Tables' last-writer-wins is re-applied
+    # when a region is activated); "off" (one region) writes no journal.
+    control_journal: str = "off"
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -117,6 +121,8 @@ class FleetConfig:
             raise ConfigError("WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS")
         if self.transactions not in ("auto", "on", "off"):
             raise ConfigError(f"WSFLEET_TRANSACTIONS must be auto, on or off, not {self.transactions!r}")
+        if self.control_journal not in ("on", "off"):
+            raise ConfigError(f"WSFLEET_CONTROL_JOURNAL must be on or off, not {self.control_journal!r}")
         if self.reconnect_policy not in RECONNECT_POLICIES:
             raise ConfigError(f"WSFLEET_RECONNECT_POLICY must be one of {', '.join(RECONNECT_POLICIES)}, "
                               f"not {self.reconnect_policy!r}")

@@ -31,6 +31,18 @@ is not the active one (its routing control Off, or unreadable for longer than th
 ``fleet.region_gate``) writes nothing and answers 503 naming its region: its table is a replica the active
 region's conditions cannot see, so a write there could be reverted by replication or revert a newer one.
 
+Control journal (``control_journal`` on: deployments with a standby region; ``fleet.control_journal``): each
+START and STOP is first put in its stream's journal item, which no worker writes, then its desired-state write
+is dated as the entry.  When a region is activated, the authority's automation asks that region's router to
+``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``; locally ``POST
+/reapply-control``): behind an open gate, it scans the connections table and handles again, as an event, each
+entry its connection item disagrees with and predates, recording ``control.reapply``.  Both dates are
+routers' clocks: two routers' control writes of one stream are ordered by the gate (a region writes only
+while On, and the activation wait parts two regions' writes), so the dates order them, and the journal
+item's last-writer-wins keeps the later, as long as the regions' clocks differ by less than the fencing
+margin (a write of the old region lands by its gate's lease plus a request's timeout; the new one writes a
+margin later).
+
 Warm Lambda invocations reuse one event loop and one ``AwsClients`` (opened on the first call), so a warm
 request pays no SDK start-up.  A pooled connection that went stale while the sandbox was frozen can fail its
 request, which answers 503 like any unavailable backend (the client repeats; the events are idempotent).
@@ -52,13 +64,14 @@ from typing import Any, Literal
 from fleet.allowlist import Allowlist, show
 from fleet.aws import AwsClients, aws_errors, send_messages
 from fleet.config import ENV_VARS, FleetConfig
+from fleet.control_journal import Entry, dated, journal_item, to_reapply
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import rules_for
 from fleet.region_gate import RegionGate, gate_for
 from fleet.schema import conn_pk
-from fleet.typed import from_typed, typed_request
+from fleet.typed import from_typed, to_typed, typed_request
 
 MAX_BODY_BYTES = 16 * 1024
 CONNECTION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -172,10 +185,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig) -> None:
+async def _write_start(pk: str, ws_url: str, clients: AwsClients, config: FleetConfig,
+                       desired_at_ms: int | None = None) -> None:
     """The profile's START write (``fleet.lease``): ``blog`` / ``unsafe`` a whole-item put, ``hardened`` an
     update that never clobbers a live lease.  Applied once it returns."""
-    write = rules_for(config).start_connection(pk, ws_url, _now_ms())
+    write = dated(rules_for(config).start_connection(pk, ws_url, _now_ms()), desired_at_ms)
     request = typed_request(write.render())
     clients.requests["coordination"] += 1
     async with aws_errors("START put" if write.replace else "START update"):
@@ -199,11 +213,12 @@ class StopFound:
     undrained: bool
 
 
-async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig) -> StopFound:
+async def _write_stop(pk: str, clients: AwsClients, config: FleetConfig,
+                      desired_at_ms: int | None = None) -> StopFound:
     """The STOP write: STOPPED on an existing item, with its stop time (ConditionFailed when there is no
     item)."""
     now = _now_ms()
-    request = typed_request(rules_for(config).stop_connection(pk, now).render())
+    request = typed_request(dated(rules_for(config).stop_connection(pk, now), desired_at_ms).render())
     clients.requests["coordination"] += 1
     async with aws_errors("STOP update"):
         result = await clients.ddb.update_item(TableName=config.connections_table, ReturnValues="ALL_NEW",
@@ -307,15 +322,65 @@ def _store_failure(exc: StoreError) -> Response:
     return 502, {"error": f"backend refused the request: {exc}"}
 
 
-async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig) -> tuple[Response, float | None]:
-    """The event's writes and notification; the answer, and when the desired-state write was answered (by then
-    it was applied; None when it failed)."""
+async def _journal(event: RouterEvent, journal_ms: int, clients: AwsClients, config: FleetConfig) -> None:
+    """With ``control_journal`` on: the event in its stream's journal item (a put: only routers write it),
+    dated ``journal_ms``, the date its desired-state write then gives the connection item."""
+    if config.control_journal != "on":
+        return
+    clients.requests["coordination"] += 1
+    async with aws_errors("control journal put"):
+        item = journal_item(Entry(event.kind, event.connection_id, event.ws_url, journal_ms))
+        await clients.ddb.put_item(TableName=config.connections_table, Item=to_typed(item))
+
+
+async def reapply_journal(clients: AwsClients, config: FleetConfig, history: HistoryWriter) -> Response:
+    """Handle again each journalled START or STOP the connections table disagrees with and that it predates
+    (``fleet.control_journal.to_reapply``), as of its date, when
+    this region's gate admits writes; each one's outcome in the history (``control.reapply``)."""
+    if config.control_journal != "on":
+        return 409, {"error": f"{ENV_VARS['control_journal']} is off: there is no journal to re-apply"}
+    if not await _region_gate(config, clients).admits():
+        return 503, {"error": f"region {config.region} is not the active region: nothing re-applied"}
+    items: list[dict[str, Any]] = []
     try:
+        extra: dict[str, Any] = {}
+        while True:
+            clients.requests["coordination"] += 1
+            async with aws_errors("control journal scan"):
+                page = await clients.ddb.scan(TableName=config.connections_table, ConsistentRead=True, **extra)
+            items.extend(from_typed(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            extra = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+    except StoreError as exc:
+        return _store_failure(exc)
+    statuses = []
+    for entry in to_reapply(items):
+        event = RouterEvent("START" if entry.kind == "START" else "STOP", entry.connection_id, entry.ws_url)
+        (status, _), _ = await _apply(event, clients, config, entry.journal_ms)
+        history.emit("control.reapply", kind=event.kind, pk=event.pk, status=status)
+        statuses.append(status)
+    return (200 if all(s == 200 for s in statuses) else 503), {"reapplied": len(statuses),
+                                                                 "failed": sum(s != 200 for s in statuses)}
+
+
+async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig,
+                 journalled_ms: int | None = None) -> tuple[Response, float | None]:
+    """The event's writes (with ``control_journal``, its journal entry first) and notification; the answer,
+    and when the desired-state write was answered (by then it was applied; None when it failed).
+    ``journalled_ms``: a re-application of the journal entry of that date, which keeps its date and does not
+    write the journal again (a new journal write would win last-writer-wins over a later event's entry still
+    on its way from the other region, and a new date over that event's desired state)."""
+    journal_ms = _now_ms() if journalled_ms is None else journalled_ms
+    try:
+        if journalled_ms is None:
+            await _journal(event, journal_ms, clients, config)
+        desired_at = journal_ms if config.control_journal == "on" else None
         if event.ws_url is not None:
-            await _write_start(event.pk, event.ws_url, clients, config)
+            await _write_start(event.pk, event.ws_url, clients, config, desired_at)
             found = StopFound("", None, None, undrained=False)
         else:
-            found = await _write_stop(event.pk, clients, config)
+            found = await _write_stop(event.pk, clients, config, desired_at)
     except ConditionFailed:
         cid = event.connection_id
         return (404, {"error": f"unknown connection {cid}: nothing to stop", "connection_id": cid}), None
@@ -454,6 +519,8 @@ class LambdaRouter:
             if not isinstance(event, dict):
                 raise InvalidEvent("the Lambda event is not an API Gateway proxy event")
             method = proxy_method(event)
+            if event.get("wsfleet") == "reapply-control":  # the automation's direct invocation, not API Gateway
+                return proxy_response(*loop.run_until_complete(reapply_journal(clients, config, history)))
             if method == "GET":
                 return proxy_response(200, health(config))
             if method != "POST":

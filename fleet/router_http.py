@@ -2,9 +2,11 @@
 
 What API Gateway and Lambda do in AWS, this does on a laptop or in the harness: ``POST /events`` takes
 the event body (read up to ``MAX_BODY_BYTES`` + 1 bytes and no further, so an oversized body is refused
-without reading it all), ``GET /health`` answers ``{"ok": true, "profile": ...}``; any other path
-answers 404 and any other method 405, always as JSON.  Settings come from ``FleetConfig.from_env()``
-(``WSFLEET_*`` and the SDK's ``AWS_ENDPOINT_URL_<SERVICE>`` variables).
+without reading it all), ``POST /reapply-control`` re-applies the control journal
+(``fleet.router.reapply_journal``: what the failover automation invokes the Lambda for), ``GET /health``
+answers ``{"ok": true, "profile": ...}``; any other path answers 404 and any other method 405, always as
+JSON.  Settings come from ``FleetConfig.from_env()`` (``WSFLEET_*`` and the SDK's
+``AWS_ENDPOINT_URL_<SERVICE>`` variables).
 
 Slow and greedy clients (``HttpLimits``): a body not all received within ``body_timeout_s`` of its request's
 headers is answered 408 and its connection closed; a connection that sends no complete request for
@@ -34,7 +36,7 @@ from fleet.aws import AwsClients
 from fleet.config import FleetConfig
 from fleet.errors import ConfigError
 from fleet.history import HistoryWriter
-from fleet.router import MAX_BODY_BYTES, handle_event, health
+from fleet.router import MAX_BODY_BYTES, handle_event, health, reapply_journal
 
 _CLIENTS = web.AppKey("clients", AwsClients)
 _CONFIG = web.AppKey("config", FleetConfig)
@@ -89,6 +91,11 @@ async def _post_event(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _reapply(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    return _json(*await reapply_journal(app[_CLIENTS], app[_CONFIG], app[_HISTORY]))
+
+
 async def _health(request: web.Request) -> web.StreamResponse:
     return _json(200, health(request.app[_CONFIG]))
 
@@ -127,6 +134,7 @@ def make_app(config: FleetConfig, limits: HttpLimits | None = None) -> web.Appli
 
     app.cleanup_ctx.append(resources)
     app.router.add_post("/events", _post_event)
+    app.router.add_post("/reapply-control", _reapply)
     app.router.add_get("/health", _health)
     return app
 

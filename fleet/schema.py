@@ -16,6 +16,9 @@ from fleet.config import FleetConfig
 
 STATE_INDEX = "desired_state-lease_expires_at_ms-index"
 CONN_PREFIX = "CONN#"
+# The router's control journal (``fleet.router``): one item per stream in the connections table, written by
+# routers only; it has neither index attribute, so the state index never holds it.
+JOURNAL_PREFIX = "CTL#"
 QUEUE_NAME = "wsfleet-notify"
 DLQ_NAME = "wsfleet-notify-dlq"
 # A notification received this many times without being deleted moves to the dead-letter queue.
@@ -28,6 +31,10 @@ DEATH_NOTICE_COPIES = 2
 
 def conn_pk(connection_id: str) -> str:
     return CONN_PREFIX + connection_id
+
+
+def journal_pk(connection_id: str) -> str:
+    return JOURNAL_PREFIX + connection_id
 
 
 def connection_id_of(pk: str) -> str:

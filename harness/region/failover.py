@@ -56,6 +56,7 @@ import pandas as pd
 
 from fleet.config import FleetConfig
 from fleet.region_gate import activation_wait_s
+from fleet.schema import CONN_PREFIX
 from harness.backends.resources import client
 from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
@@ -338,6 +339,7 @@ def _replicated_to_standby(regions: TwoRegions, count: int) -> bool:
     backend = regions.backends["west"]
     items = client(backend.env(), "dynamodb").scan(TableName=backend.tables["connections"],
                                                     ConsistentRead=True)["Items"]
+    items = [i for i in items if i["pk"]["S"].startswith(CONN_PREFIX)]  # not the router's control journal
     return len(items) == count and all(i.get("lease_owner", {}).get("S", "").startswith("east-") for i in items)
 
 
@@ -355,12 +357,12 @@ def _lost_once_stored(regions: TwoRegions, region: str, heads: dict[str, int], p
 
 
 def _desired_states(regions: TwoRegions, region: str) -> dict[str, str]:
-    """Each stream's desired state as ``region``'s connections table holds it."""
+    """Each stream's desired state as ``region``'s connections table holds it (not the control journal's)."""
     backend = regions.backends[region]
     pages = client(backend.env(), "dynamodb").get_paginator("scan").paginate(
         TableName=backend.tables["connections"], ConsistentRead=True)
     return {item["pk"]["S"]: item.get("desired_state", {}).get("S", "") for page in pages
-            for item in page.get("Items", [])}
+            for item in page.get("Items", []) if item["pk"]["S"].startswith(CONN_PREFIX)}
 
 
 def _stored(regions: TwoRegions, region: str) -> dict[str, list[int]]:

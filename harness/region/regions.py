@@ -13,7 +13,8 @@ the harness (``route53``).
   Route 53 ARC's data plane, a cluster of endpoints read with SigV4) stands outside both regions with east
   On, and every worker and router reads its region's control before consuming or writing; ``fail_over``
   moves the activation (one failover at a time), by itself when the zone's answer changes with
-  ``fail_over_on_answer``.
+  ``fail_over_on_answer``; after each activation, the activated region's router re-applies its control
+  journal (``fleet.router.reapply_journal``), as the operator's automation would invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
   unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
@@ -52,6 +53,7 @@ from harness.cluster import (
     start_upstream,
     stop_connection,
 )
+from harness.http_client import HttpError, request
 from harness.processes import Child, Started, start_thread
 from harness.region.automation import Failback
 from harness.region.global_tables import GlobalTables
@@ -71,6 +73,7 @@ from harness.region.routing_control import RoutingControls, control_arn
 
 AWS_REGIONS = {"east": "us-east-1", "west": "us-west-2"}  # PRIMARY first
 ZONE = "wsfleet.test"
+REAPPLY_TIMEOUT_S = 30.0  # a scan of the connections table and a few events' writes
 LOCAL_CREDENTIALS_BY_KEY = {LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"]: LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
 
 
@@ -192,7 +195,7 @@ class TwoRegions(Started):
         spec = self.spec
         gate: dict[str, object] = {} if self.controls is None or not region else {
             "region_gate_endpoints": self.controls.endpoints,
-            "region_gate_control": control_arn(AWS_REGIONS[region])}
+            "region_gate_control": control_arn(AWS_REGIONS[region]), "control_journal": "on"}
         return ClusterSpec(workers=spec.workers, profile=spec.profile, timescale=spec.timescale,
                            run_dir=spec.run_dir, rate=spec.rate, seed=spec.seed, region=region, overrides=gate)
 
@@ -269,7 +272,20 @@ class TwoRegions(Started):
         """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
         failover began meanwhile (``RoutingControls.fail_over``)."""
         assert self.controls is not None
-        self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], activation_wait_s(self.clusters[old].config))
+        if self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], activation_wait_s(self.clusters[old].config)):
+            self._reapply_journal(new)
+
+    def _reapply_journal(self, region: str) -> None:
+        """The automation's step after it activated ``region``: that region's router re-applies the control
+        journal (``fleet.router.reapply_journal``: acknowledged STARTs and STOPs that last-writer-wins
+        reverted); its answer goes to the history (``control.reapplied``)."""
+        url = self.clusters[region].router_url + "/reapply-control"
+        try:
+            answer = request("POST", url, timeout_s=REAPPLY_TIMEOUT_S)
+            status, payload = answer.status, answer.json()
+        except (HttpError, ValueError) as exc:
+            status, payload = None, {"error": str(exc)[:200]}
+        self.route53.emit("control.reapplied", region=region, status=status, **payload)
 
     def heal(self, region: str) -> None:
         cluster = self.clusters[region]

@@ -759,3 +759,72 @@ async def test_a_repeated_stop_marks_a_stream_nobody_stored_before_it(
 
     after = observer.connection()
     assert (after["lease_expires_at_ms"], after["stopped_at_ms"]) == (1 if marked else 0, 61_000)
+
+
+JOURNAL = {"profile": "hardened", "control_journal": "on"}
+
+
+async def test_a_stop_reverted_by_replication_is_re_applied_from_the_journal(
+    router: Router, observer: Observer
+) -> None:
+    """Issue 28 (region-batch seed 6): a STOP the primary acknowledged just before a cut, overwritten by the
+    standby's later image of the item (still STARTED, its own lease) through last-writer-wins, stays reverted
+    unless the activated region's router re-applies it from the journal, which no worker writes."""
+    observer.seed_owned()
+    assert (await router.send(stop(), **JOURNAL))[0] == 200
+    assert observer.items(observer.config.connections_table)["CTL#c1/"]["event_type"] == "STOP"
+    journal = observer.items(observer.config.connections_table)["CTL#c1/"]
+    assert observer.connection()["desired_at_ms"] == journal["journal_ms"]
+    reverted = {**observer.connection(), "desired_state": "STARTED", "lease_owner": "west-worker-1", "epoch": 8,
+                "desired_at_ms": 1}  # the standby's image: the START before, its lease
+    del reverted["stopped_at_ms"]
+    observer.put(observer.config.connections_table, reverted)
+    standby_worker = {"pk": "west-worker-1", "gen": "g1", "expires_at_ms": 9_999_999_999_999}
+    observer.put(observer.config.workers_table, standby_worker)
+    observer.notifications()
+    config = router.config.with_changes(**JOURNAL)
+
+    answer = await router_module.reapply_journal(router.clients, config, router.history)
+
+    assert answer == (200, {"reapplied": 1, "failed": 0})
+    item = observer.connection()
+    assert item["desired_state"] == "STOPPED"
+    assert observer.worker("west-worker-1")["stop_requests"] == {f"{PK}@8:{item['stopped_at_ms']}"}
+    # re-applied as of its date, the journal untouched: a new date, or a new journal write (last-writer-wins
+    # on the write's time), would supersede a later event's entry still on its way from the other region
+    assert item["desired_at_ms"] == journal["journal_ms"]
+    assert observer.items(observer.config.connections_table)["CTL#c1/"] == journal
+    assert observer.notifications() == [{"pk": PK}]
+    assert [(e["kind"], e["pk"], e["status"]) for e in observer.history() if e["type"] == "control.reapply"] == [
+        ("STOP", PK, 200)]
+    # the table now agrees with its journal: nothing more to re-apply
+    assert await router_module.reapply_journal(router.clients, config, router.history) == (
+        200, {"reapplied": 0, "failed": 0})
+
+
+async def test_a_start_lost_from_the_table_is_re_applied_and_without_the_journal_nothing_is_written(
+    router: Router, observer: Observer
+) -> None:
+    assert (await router.send(start(), profile="hardened"))[0] == 200
+    assert "CTL#c1/" not in observer.items(observer.config.connections_table)  # off by default: one region
+    assert (await router_module.reapply_journal(router.clients, router.config, router.history))[0] == 409
+
+    assert (await router.send(start("c2", "ws://127.0.0.1:9000/streams/c2"), **JOURNAL))[0] == 200
+    observer.ddb.delete_item(TableName=observer.config.connections_table, Key={"pk": {"S": conn_pk("c2")}})
+    config = router.config.with_changes(**JOURNAL)
+
+    assert await router_module.reapply_journal(router.clients, config, router.history) == (
+        200, {"reapplied": 1, "failed": 0})
+    item = observer.connection(conn_pk("c2"))
+    assert (item["desired_state"], item["ws_url"]) == ("STARTED", "ws://127.0.0.1:9000/streams/c2")
+
+
+async def test_lambda_direct_invocation_re_applies_the_journal(
+    env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch, lambda_router: LambdaRouter
+) -> None:
+    monkeypatch.setenv(ENV_VARS["control_journal"], "on")
+    assert (await invoke(lambda_router, v2_event(json.dumps(start()))))[0] == 200
+    observer.ddb.delete_item(TableName=observer.config.connections_table, Key={"pk": {"S": PK}})
+
+    assert await invoke(lambda_router, {"wsfleet": "reapply-control"}) == (200, {"reapplied": 1, "failed": 0})
+    assert observer.connection()["desired_state"] == "STARTED"

@@ -278,3 +278,21 @@ async def test_cli_help_explains_every_option(env: dict[str, str]) -> None:
 
     assert returncode == 0
     assert "--host" in stdout and "--port" in stdout and "SIGTERM" in stdout
+
+
+async def test_post_reapply_control_re_applies_the_journal(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VARS["control_journal"], "on")
+    running = await start_server(FleetConfig.from_env(), "127.0.0.1", 0)
+    try:
+        assert (await request("POST", running.url + "/events", json=START))[0] == 200
+        table = FleetConfig.from_env(env).connections_table
+        client(env, "dynamodb").delete_item(TableName=table, Key={"pk": {"S": "CONN#c1"}})  # the START lost
+
+        status, payload, _ = await request("POST", running.url + "/reapply-control")
+    finally:
+        await running.stop()
+
+    assert (status, payload) == (200, {"reapplied": 1, "failed": 0})
+    assert sorted(item["pk"]["S"] for item in connection_items(env)) == ["CONN#c1", "CTL#c1"]

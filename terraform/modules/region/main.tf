@@ -44,6 +44,8 @@ locals {
     # The region activation gate (region_gate.tf): the ARC cluster and this region's routing control.
     WSFLEET_REGION_GATE_ENDPOINTS = var.region_gate_endpoints
     WSFLEET_REGION_GATE_CONTROL   = var.region_gate_control_arn
+    # with a standby (a gate), the router journals every START and STOP (fleet/router.py)
+    WSFLEET_CONTROL_JOURNAL = var.region_gate_control_arn == "" ? "off" : "on"
   }
   fleet_settable = {
     WSFLEET_TIMESCALE          = ""

@@ -34,12 +34,13 @@ data "aws_iam_policy_document" "assume" {
 }
 
 # What fleet/router.py calls: START (put_item / update_item) and STOP (update_item) on the connections
-# table, the hardened STOP mailbox (update_item) on the workers table, then the notification
+# table, with a standby its control journal (put_item) and, when its region is activated, the journal's
+# re-application (scan), the hardened STOP mailbox (update_item) on the workers table, then the notification
 # (send_message).  Nothing on the messages table.
 data "aws_iam_policy_document" "router_fleet" {
   statement {
     sid       = "Connections"
-    actions   = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+    actions   = ["dynamodb:PutItem", "dynamodb:Scan", "dynamodb:UpdateItem"]
     resources = [var.connections_table_arn]
   }
 
