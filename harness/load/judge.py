@@ -14,10 +14,11 @@ and its workers' history files.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
@@ -68,7 +69,7 @@ class UpTopology:
 
     def live_workers(self) -> set[str]:
         """The workers of the state file whose process still runs (a storm may have killed some)."""
-        return {str(w["id"]) for w in self.state.get("workers", []) if _running(int(w["pid"]))}
+        return {str(w["id"]) for w in self.state.get("workers", []) if psutil.pid_exists(int(w["pid"]))}
 
     def dynamodb(self) -> tuple[Any, dict[str, str]]:
         return client(self.state["backend_env"], "dynamodb"), dict(self.state["tables"])
@@ -79,15 +80,6 @@ class UpTopology:
     def draining(self, ids: list[str]) -> list[str]:
         return self._reports.draining(ids, self.live_workers())
 
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def started_ids(run_dir: Path) -> list[str]:
