@@ -146,7 +146,7 @@ def test_fresh_state_for_the_next_run_drops_what_is_in_flight_empties_both_regio
     replicated.pause()
     clients["east"].put_item(TableName=TABLE, Item={"pk": {"S": "in-flight"}})
     replicated.dynamodb_outage("west")
-    assert replicated.stats()["backlog"] == 1
+    _until(lambda: replicated.stats()["backlog"] == 1)  # the pump has read the write from east's stream
     run = Events()
     replicated.fresh(LagModel(LAG_MS / 2), run.emit, {"west": 40.0})
     assert [region for region in ("east", "west") for pk in ("landed", "in-flight")
