@@ -58,6 +58,11 @@ class FakeSqs:
         self.backend.messages.append(json.loads(MessageBody))
         return {"MessageId": str(len(self.backend.messages))}
 
+    async def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:
+        """The router's notifications go out in batches (``fleet.router.Notifier``)."""
+        return {"Successful": [await self.send_message(QueueUrl, entry["MessageBody"]) for entry in Entries],
+                "Failed": []}
+
 
 class FakeClients:
     """Stands in for ``AwsClients``: the connections c1 (owned by worker-9) and c2, worker-9's item, and a
@@ -65,6 +70,7 @@ class FakeClients:
 
     def __init__(self, config: FleetConfig | None = None) -> None:
         self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
         self.gate_clients: tuple[tuple[str, Any], ...] = ()  # no region gate: always open
         self.ddb = FakeDdb(self)
         self.sqs = FakeSqs(self)
@@ -176,6 +182,8 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
          profile="hardened")
 @example(body=json.dumps({"event_type": "START", "connection_id": "c1", "ws_url": "ws://[::1/"}), profile="blog")
 @example(body=b" " * (MAX_BODY_BYTES + 1), profile="blog")
+@example(body=json.dumps({"event_type": "START", "connection_id": "new-1", "ws_url": "ws://upstream.test/s"}),
+         profile="hardened")  # written and notified: the fake queue must take the router's batches
 def test_handle_event_answers_every_input_with_2xx_or_4xx(
     loop: asyncio.AbstractEventLoop, body: bytes | str, profile: str
 ) -> None:
