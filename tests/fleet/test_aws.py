@@ -143,12 +143,18 @@ class SteppedClocks(LeaseClock):
         return (self.server_ms - 1_699_999_000_000) / 1000.0  # a fence clock 1 000 s into its life
 
 
+REQUESTS = 40
+
+
 @settings(max_examples=300, deadline=None)
-@given(offset_ms=st.integers(-300, 300), data=st.data(),
-       steps=st.lists(st.tuples(st.integers(0, 39), st.sampled_from([-700, -300, -50, 50, 300, 700, 1_300]),
-                                st.booleans()), max_size=3))
+@given(offset_ms=st.integers(-300, 300),
+       # per request: the idle time before it, its round trip and when in it the server answered (in 60ths)
+       requests=st.lists(st.tuples(st.integers(10, 400), st.integers(1, 60), st.integers(0, 60)),
+                         min_size=REQUESTS, max_size=REQUESTS),
+       steps=st.lists(st.tuples(st.integers(0, REQUESTS - 1),
+                                st.sampled_from([-700, -300, -50, 50, 300, 700, 1_300]), st.booleans()), max_size=3))
 def test_the_skew_bounds_contain_the_lease_clocks_offset_after_sub_second_steps(
-        offset_ms: int, data: st.DataObject, steps: list[tuple[int, int, bool]]) -> None:
+        offset_ms: int, requests: list[tuple[int, int, int]], steps: list[tuple[int, int, bool]]) -> None:
     """Hole 2: DynamoDB answers dated in whole seconds, fed through the client's own hooks, with the lease
     clock stepped by sub-second (and larger) amounts before a request or while it is in flight.  The bounds
     the store reports must contain the lease clock's true offset from the server's clock now.  The old
@@ -158,15 +164,14 @@ def test_the_skew_bounds_contain_the_lease_clocks_offset_after_sub_second_steps(
     aws = AwsClients(FleetConfig(timescale=0.1), clock=clocks)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fleet.aws, "monotonic_s", clocks.monotonic_s, raising=False)
-        for request in range(40):
-            clocks.server_ms += data.draw(st.integers(10, 400), label="idle before the request")
+        for request, (idle_ms, rtt_ms, answered_60ths) in enumerate(requests):
+            clocks.server_ms += idle_ms
             for at, step_ms, in_flight in steps:
                 if at == request and not in_flight:
                     clocks.offset_ms_now += step_ms
             context: dict[str, Any] = {}
             aws._note_sent(context)
-            rtt_ms = data.draw(st.integers(1, 60), label="round trip")
-            processed = clocks.server_ms + data.draw(st.integers(0, rtt_ms), label="answered at")
+            processed = clocks.server_ms + rtt_ms * answered_60ths // 60
             clocks.server_ms += rtt_ms
             for at, step_ms, in_flight in steps:
                 if at == request and in_flight:
