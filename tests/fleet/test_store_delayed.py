@@ -100,13 +100,15 @@ async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_re
     pk = new_pk()
     mine = await held_connection(store, pk)
     config = store.config.with_changes(timescale=1.0)
+    sent = asyncio.Event()  # the late write's request has left for the proxy
+    delayed_store.aws.ddb.meta.events.register("before-send.dynamodb", lambda **_: sent.set())
     if logic == "b917e92":
         late = asyncio.ensure_future(old_rule_put(delayed_store, mine, ME, 1))
     else:
         held = HeldConnection(lease=mine)
         await runner(config, store, ME).open_log(held, ME)  # its take-up, not delayed
         late = asyncio.ensure_future(runner(config, delayed_store, ME).persist_batch(held, [Message(1, 0, f"{pk}:1")]))
-    await asyncio.sleep(0)  # the late write is on the wire: held by the proxy for HELD_MS
+    await asyncio.wait_for(sent.wait(), 10)  # on the wire: held by the proxy for HELD_MS
     theirs, holder = await hand_over(store, window, pk, mine)
     if logic == "log":
         await runner(config, store, holder).open_log(HeldConnection(lease=theirs), holder)
