@@ -92,7 +92,7 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
     """Wait for ``predicate`` to hold (checked each 5 ms), failing the test after ``timeout_s``."""
     async with asyncio.timeout(timeout_s):
         while not predicate():
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # a poll of the condition waited for, not a wait for time to pass
 
 
 @contextlib.asynccontextmanager

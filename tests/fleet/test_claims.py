@@ -170,7 +170,7 @@ class FailingQueueStore(MemoryStore):
     """A queue whose every receive fails (as moto's does at times under concurrent receives: HTTP 500)."""
 
     async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a request's await (the loop runs the others), not a wait for anything
         raise StoreUnavailable("receive notifications: 500")
 
 
@@ -188,7 +188,7 @@ async def test_a_reservation_waits_for_a_free_slot_and_takes_what_is_left() -> N
     slots = ClaimSlots(4)
     assert await slots.reserve(10) == 4
     waiting = asyncio.create_task(slots.reserve(10))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the reservation has had its chance and still waits
     assert not waiting.done()
     slots.release(3)
     assert await waiting == 3

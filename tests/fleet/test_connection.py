@@ -182,7 +182,7 @@ async def test_the_fence_is_checked_again_right_before_the_request_leaves() -> N
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         await runner.message_slots.acquire()
     writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
-    await asyncio.sleep(0)  # let it queue for a slot
+    await asyncio.sleep(0)  # one turn of the loop: it queues for a slot (and is checked to wait)
     assert not writing.done()
     fence.deadline = monotonic_s()  # the fence closes while it waits
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
@@ -201,7 +201,7 @@ async def test_a_write_of_a_stream_let_go_is_never_sent() -> None:
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         await runner.message_slots.acquire()
     writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
-    await asyncio.sleep(0)  # let it queue for a slot
+    await asyncio.sleep(0)  # one turn of the loop: it queues for a slot (and is checked to wait)
     held.let_go = True
     for _ in range(MESSAGE_WRITES_IN_FLIGHT):
         runner.message_slots.release()

@@ -167,7 +167,7 @@ class FaultyNetwork:
         while proc.frozen(self.fleet.loop.time()):
             if proc.crashed:
                 await asyncio.Event().wait()
-            await asyncio.sleep(max(proc.paused_until - self.fleet.loop.time(), REQUEST_S))
+            await asyncio.sleep(max(proc.paused_until - self.fleet.loop.time(), REQUEST_S))  # the pause, virtual
 
     async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Any]:
         await self._sendable()
@@ -271,7 +271,7 @@ class Fleet:
             task.exception()  # a request nobody waits for any more: its outcome is the record's
 
     async def land(self, table: str, write: Write, purpose: str, delay_s: float) -> dict[str, Any]:
-        await asyncio.sleep(delay_s)
+        await asyncio.sleep(delay_s)  # the request's network delay: a duration under test (virtual)
         key = "#".join(str(v) for v in write.key.values())
         epoch_before = (self.store.tables[table].get(key) or {}).get("epoch")
         answer = await self.store.execute(table, write, purpose)
@@ -280,14 +280,14 @@ class Fleet:
         return answer
 
     def run_for(self, seconds: float) -> None:
-        self.loop.run_until_complete(asyncio.sleep(seconds))
+        self.loop.run_until_complete(asyncio.sleep(seconds))  # the schedule's step: virtual seconds
 
     def close(self) -> None:
         for task in list(self.tasks):
             task.cancel()
         for task in asyncio.all_tasks(self.loop):
             task.cancel()
-        self.loop.run_until_complete(asyncio.sleep(0))
+        self.loop.run_until_complete(asyncio.sleep(0))  # one turn: the cancelled tasks run their cleanup
         pending = asyncio.all_tasks(self.loop)
         if pending:
             self.loop.run_until_complete(asyncio.wait(pending, timeout=1.0))

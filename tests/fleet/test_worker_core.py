@@ -131,7 +131,7 @@ async def test_hole_4_sigterm_during_an_acquire_leaves_nothing_consumed_or_held(
         if is_acquire(table, write):
             try:
                 await stopping.wait()
-                await asyncio.sleep(0.05)  # the answer arrives while the shutdown is under way
+                await asyncio.sleep(0.05)  # the answer's delay (virtual): it arrives while the shutdown is under way
                 settled.append("answered")
             except asyncio.CancelledError:
                 settled.append("cancelled")
@@ -253,7 +253,8 @@ async def test_a_burst_of_stop_drops_never_holds_back_the_heartbeat() -> None:
 
     async def slow_release(table: str, write: Write) -> None:
         if table == CONNS and write.update.set.get("lease_owner") == "":
-            await asyncio.sleep(0.4)  # a slow backend: 6 releases in a row would outlast the 0.75 s fence
+            # a slow backend (a virtual delay, under test): 6 releases in a row would outlast the 0.75 s fence
+            await asyncio.sleep(0.4)
 
     async with running(store) as worker:
         await until(lambda: len(worker.held) == len(pks))
