@@ -8,8 +8,8 @@ import asyncio
 import base64
 import json
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, NamedTuple, cast
 
 import aiohttp
 import pytest
@@ -74,6 +74,10 @@ class FakeClients:
         self.gate_clients: tuple[tuple[str, Any], ...] = ()  # no region gate: always open
         self.ddb = FakeDdb(self)
         self.sqs = FakeSqs(self)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the connections and items of the start, nothing written or sent."""
         connections = FleetConfig(queue_url=QUEUE_URL).connections_table
         self.items: dict[tuple[str, str], dict[str, Any]] = {
             (connections, conn_pk("c1")): {"lease_owner": {"S": "worker-9"}},
@@ -235,6 +239,25 @@ def test_the_lambda_entry_point_answers_every_event_with_2xx_or_4xx(fake_environ
         router.close()
 
 
+@pytest.fixture
+def http_router(fake_environment: None, loop: asyncio.AbstractEventLoop) -> Iterator[HttpRouter]:
+    """One HTTP adapter and one client session for every example (its fake clients reset before each)."""
+    async def serving() -> AsyncIterator[HttpRouter]:
+        app = make_app(FleetConfig.from_env())
+        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
+            yield HttpRouter(server, session, cast(FakeClients, app[fleet.router_http._CLIENTS]))
+
+    running = serving()
+    yield loop.run_until_complete(anext(running))
+    loop.run_until_complete(running.aclose())
+
+
+class HttpRouter(NamedTuple):
+    server: TestServer
+    session: aiohttp.ClientSession
+    clients: FakeClients
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     method=st.sampled_from(["POST", "GET", "PUT", "DELETE", "PATCH", "OPTIONS"]),
@@ -244,17 +267,14 @@ def test_the_lambda_entry_point_answers_every_event_with_2xx_or_4xx(fake_environ
     body=BODIES,
 )
 def test_the_http_adapter_answers_every_request_with_2xx_or_4xx(
-    fake_environment: None, loop: asyncio.AbstractEventLoop, method: str, path: str, body: bytes | str
+    http_router: HttpRouter, loop: asyncio.AbstractEventLoop, method: str, path: str, body: bytes | str
 ) -> None:
-    async def exchange() -> tuple[int, object, FakeClients]:
-        app = make_app(FleetConfig.from_env())
-        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
-            data = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
-            async with session.request(method, server.make_url(path), data=data) as response:
-                assert response.content_type == "application/json"
-                payload = await response.json()
-            clients = cast(FakeClients, app[fleet.router_http._CLIENTS])
-        return response.status, payload, clients
+    async def exchange() -> tuple[int, object]:
+        data = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+        async with http_router.session.request(method, http_router.server.make_url(path), data=data) as response:
+            assert response.content_type == "application/json"
+            return response.status, await response.json()
 
-    status, payload, clients = loop.run_until_complete(exchange())
-    assert_answer(status, payload, clients)
+    http_router.clients.reset()
+    status, payload = loop.run_until_complete(exchange())
+    assert_answer(status, payload, http_router.clients)
