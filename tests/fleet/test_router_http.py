@@ -17,7 +17,7 @@ import pytest
 
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.router import MAX_BODY_BYTES
-from fleet.router_http import HttpLimits, RouterServer, start_server
+from fleet.router_http import HttpLimits, RouterServer, main, start_server
 from harness.backends.resources import client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,16 +246,31 @@ async def run_cli(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return process.returncode, stdout.decode(), stderr.decode()
 
 
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``main`` in this process, as the command runs it (``sys.exit(main())``): a bad input exits with its
+    code before anything is served; an exception other than ``SystemExit`` would be a traceback."""
+    try:
+        returncode = main(args)
+    except SystemExit as exc:
+        returncode = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return returncode, captured.out, captured.err
+
+
+@pytest.mark.timeout(60)  # a bad input taken as good would serve until stopped
 @pytest.mark.parametrize(("args", "changes", "code", "message"), [
     (["--port", "0"], {ENV_VARS["profile"]: "bogus"}, 2, "configuration error: WSFLEET_PROFILE must be"),
     (["--port", "0"], {ENV_VARS["allowed_ws_hosts"]: "host:abc"}, 2, "bad port 'abc' in 'host:abc'"),
     (["--port", "70000"], {}, 2, "--port must be between 0 and 65535"),
     (["--port", "x"], {}, 2, "invalid int value"),
 ], ids=["bad-profile", "bad-allowlist", "port-range", "port-not-a-number"])
-async def test_cli_bad_input_exits_non_zero_without_traceback(
-    env: dict[str, str], args: list[str], changes: dict[str, str], code: int, message: str
+def test_cli_bad_input_exits_non_zero_without_traceback(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    args: list[str], changes: dict[str, str], code: int, message: str
 ) -> None:
-    returncode, stdout, stderr = await run_cli(args, {**env, **changes})
+    for name, value in changes.items():
+        monkeypatch.setenv(name, value)
+    returncode, stdout, stderr = run_main(args, capsys)
 
     assert returncode == code
     assert message in stderr
@@ -273,8 +288,8 @@ async def test_cli_port_in_use_exits_1(env: dict[str, str], server: RouterServer
     assert "Traceback" not in stderr
 
 
-async def test_cli_help_explains_every_option(env: dict[str, str]) -> None:
-    returncode, stdout, _ = await run_cli(["--help"], env)
+def test_cli_help_explains_every_option(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    returncode, stdout, _ = run_main(["--help"], capsys)
 
     assert returncode == 0
     assert "--host" in stdout and "--port" in stdout and "SIGTERM" in stdout
