@@ -100,8 +100,8 @@ async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_re
     pk = new_pk()
     mine = await held_connection(store, pk)
     config = store.config.with_changes(timescale=1.0)
-    sent = asyncio.Event()  # the late write's request has left for the proxy
-    delayed_store.aws.ddb.meta.events.register("before-send.dynamodb", lambda **_: sent.set())
+    sent = asyncio.Event()  # the late write's put has left for the proxy (not a probe the store sends before it)
+    delayed_store.aws.ddb.meta.events.register("before-send.dynamodb.PutItem", lambda **_: sent.set())
     if logic == "b917e92":
         late = asyncio.ensure_future(old_rule_put(delayed_store, mine, ME, 1))
     else:
