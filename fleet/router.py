@@ -277,7 +277,8 @@ class Notifier:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def notify(self, pk: str) -> None:
-        """``{"pk": pk}`` on the queue; raises the request's ``StoreError`` if it failed."""
+        """``{"pk": pk}`` on the queue; raises what failed the request carrying it (a ``StoreError``, or a
+        bug's exception)."""
         accepted = asyncio.get_running_loop().create_future()
         self.waiting.append((pk, accepted))
         self._send_what_waits()
@@ -293,10 +294,10 @@ class Notifier:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, batch: list[tuple[str, asyncio.Future[None]]]) -> None:
-        failure: StoreError | None = None
+        failure: Exception | None = None
         try:
             await send_messages(self.clients, self.queue_url, [{"pk": pk} for pk, _ in batch])
-        except StoreError as exc:
+        except Exception as exc:  # a StoreError, or a bug's: either reaches the events, none waits for ever
             failure = exc
         finally:
             self.in_flight -= 1

@@ -582,6 +582,27 @@ async def test_a_refused_notification_request_fails_only_the_events_it_carried(
     assert sorted(body["pk"] for body in observer.notifications()) == sorted(conn_pk(f"c{i}") for i in range(1, 12))
 
 
+async def test_a_notification_request_that_fails_unexpectedly_fails_its_events_instead_of_leaving_them_waiting(
+    env: dict[str, str], observer: Observer, shared_clients: AwsClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a ``StoreError`` (a bug, or a client library's own exception): each event it carried gets that
+    exception, and the next events are still sent.  On 2534a0b's router the events waited for ever."""
+    calls: list[int] = []
+
+    async def broken_first(clients: AwsClients, queue_url: str, bodies: Any) -> None:
+        calls.append(len(bodies))
+        if len(calls) == 1:
+            raise AttributeError("send_message_batch")
+        await send_messages(clients, queue_url, bodies)
+
+    monkeypatch.setattr(router_module, "send_messages", broken_first)
+    notifier = Notifier(shared_clients, observer.config.queue_url)
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(notifier.notify(conn_pk(f"c{i}")) for i in range(3)), return_exceptions=True), 5.0)
+    assert [type(outcome).__name__ for outcome in outcomes] == ["AttributeError", "NoneType", "NoneType"]
+    assert notifier.in_flight == 0 and notifier.waiting == []
+
+
 # --- the Lambda entry point ---
 
 
