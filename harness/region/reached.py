@@ -9,7 +9,10 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
-  failover``: one acknowledged while no region was On (between a control turned Off and the next On);
+  failover``: a START sent while no region was On (between a control turned Off and the next On): one a
+  router answered then, whatever the answer (with the gate a router there refuses it: no region is active),
+  or one the workload sent then (``workload.start``, which reaches no router when the old region is cut);
+  whether such a START is acknowledged later and kept is the lost-STARTs checker's to say;
 - ``worker pause during region fault``: a worker frozen while a region fault ran;
 - ``clock skew``: the replication stamps of a region skewed (``replication.config``).
 """
@@ -85,11 +88,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
             off_spans.append((off_at, float(row.t)))
             off_at = None
     starts = _of(history, "event")
-    if not starts.empty:
-        starts = starts[(starts["kind"] == "START") & (starts["status"] == 200)]
-    if any(_within(float(t), region_faults) for t in starts["t"]):
+    starts = starts[starts["kind"] == "START"]
+    if any(_within(float(t), region_faults) for t in starts[starts["status"] == 200]["t"]):
         names.add("start during fault")
-    if any(_within(float(t), off_spans) for t in starts["t"]):
+    if any(_within(float(t), off_spans) for t in [*starts["t"], *_of(history, "workload.start")["t"]]):
         names.add("start during failover")
     if any(a <= d and c <= b for a, b in _spans(history, ("worker_pause",), end_ms) for c, d in region_faults):
         names.add("worker pause during region fault")

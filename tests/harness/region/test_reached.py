@@ -56,6 +56,18 @@ def test_a_start_during_a_fault_or_a_failover_is_named_only_inside_it() -> None:
     assert names(*INITIAL, *cut, *FAILOVER, start(360)) == ["failover", "fault:region_cut"]
 
 
+def test_a_start_refused_or_only_sent_while_no_region_is_on_is_a_start_during_failover() -> None:
+    """With the gate no router acknowledges a START while no region is On: one a router refused then, or one
+    the workload sent then to a region that was cut (no router recorded it), is what reaches that case."""
+    refused = {**start(150), "status": 503}
+    sent = {"t": 150, "src": "harness", "type": "workload.start", "pk": "CONN#f0", "in_failover": True}
+    assert names(*INITIAL, *FAILOVER, refused) == ["failover", "start during failover"]
+    assert names(*INITIAL, *FAILOVER, sent) == ["failover", "start during failover"]
+    assert names(*INITIAL, *FAILOVER, {**refused, "t": 250}, {**sent, "t": 90}) == ["failover"]
+    cut = (fault(50, "start", "region_cut"), fault(350, "stop", "region_cut"))
+    assert "start during fault" not in names(*INITIAL, *cut, *FAILOVER, refused)  # a fault's START: acknowledged
+
+
 def test_a_worker_pause_counts_only_when_it_overlaps_a_region_fault() -> None:
     cut = (fault(50, "start", "region_cut"), fault(150, "stop", "region_cut"))
     worker = "west-worker-1"
