@@ -5,7 +5,9 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
 - ``fault:<kind>``: a ``fault.start`` of that kind (harness events);
 - ``failover``: the secondary's routing control turned On (each control's first state is the run's start,
   not a move); ``failback``: the primary's On again after it;
-  ``repeated failover``: more than one failover in the run;
+  ``repeated failover``: more than one failover in the run; ``failover superseded``: a failover (a
+  generation that turned a region Off) that never turned its region On because a later one began while it
+  waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
@@ -27,7 +29,7 @@ REGION_FAULT_KINDS = ("replication_pause", "region_cut", "dynamodb_outage", "gra
                       "region_outage")
 
 COLUMNS = ("t", "src", "type", "kind", "target", "region", "state", "healthy", "status",
-           "clock_offsets_ms")
+           "clock_offsets_ms", "generation")
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -72,6 +74,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
             names.add("failback")
     if failovers > 1:
         names.add("repeated failover")
+    began = sorted(set(gates[gates["state"] == "Off"]["generation"].dropna()))
+    activated = set(gates[gates["state"] == "On"]["generation"].dropna())
+    if any(g not in activated for g in began[:-1]):
+        names.add("failover superseded")
     if len(_of(history, "dns.answer", "route53")) > 2:
         names.add("answer flapped")
     unhealthy: dict[str, bool] = {}
