@@ -36,9 +36,7 @@ START and STOP is first put in its stream's journal item, which no worker writes
 is dated as the entry.  When a region is activated, the authority's automation asks that region's router to
 ``reapply_journal`` (Lambda: a direct invocation ``{"wsfleet": "reapply-control"}``; locally ``POST
 /reapply-control``): behind an open gate, it scans the connections table and handles again, as an event, each
-entry its connection item disagrees with and predates, recording ``control.reapply``.  Nothing on AWS is
-bound to ask, so a router also re-applies by itself before the first write its gate admits after the gate was
-closed (a region activated, or a router's first write), until a re-application succeeds.  Both dates are
+entry its connection item disagrees with and predates, recording ``control.reapply``.  Both dates are
 routers' clocks: two routers' control writes of one stream are ordered by the gate (a region writes only
 while On, and the activation wait parts two regions' writes), so the dates order them, and the journal
 item's last-writer-wins keeps the later, as long as the regions' clocks differ by less than the fencing
@@ -415,7 +413,7 @@ async def handle_event(
             raise ConfigError(f"{ENV_VARS['queue_url']} is not set")
         event = parse_event(body, Allowlist.parse(config.allowed_ws_hosts))
         kind, pk = event.kind, event.pk
-        if await _admits(config, clients, history):
+        if await _region_gate(config, clients).admits():
             sent_ms = time.time() * 1000.0
             (status, payload), written_ms = await _apply(event, clients, config)
         else:
@@ -429,31 +427,6 @@ async def handle_event(
         status, payload = 500, {"error": f"router misconfigured: {exc}"}
     _record(history, kind, pk, status, started, written_ms, sent_ms)
     return status, payload
-
-
-async def _admits(config: FleetConfig, clients: AwsClients, history: HistoryWriter) -> bool:
-    """Whether this region's gate admits a write now; with the control journal, the first admitted write
-    after the gate was closed re-applies the journal first (``reapply_journal``), and each later one until a
-    re-application succeeded (its failure does not fail the write)."""
-    gate, owed = _region_gate(config, clients), _owed(config, clients)
-    if config.control_journal == "on" and gate.clock() >= gate.open_until:
-        owed.reapply = True  # closed now: the next On is an activation
-    if not await gate.admits():
-        return False
-    if owed.reapply and (await reapply_journal(clients, config, history))[0] == 200:
-        owed.reapply = False
-    return True
-
-
-@dataclass
-class _Owed:
-    reapply: bool = False  # a re-application of the journal is owed (the gate was closed since the last one)
-
-
-@functools.cache
-def _owed(config: FleetConfig, clients: AwsClients) -> _Owed:
-    """What this router owes per settings and clients (one, like its gate)."""
-    return _Owed()
 
 
 @functools.cache

@@ -819,37 +819,6 @@ async def test_a_start_lost_from_the_table_is_re_applied_and_without_the_journal
     assert (item["desired_state"], item["ws_url"]) == ("STARTED", "ws://127.0.0.1:9000/streams/c2")
 
 
-async def test_a_router_re_applies_the_journal_before_the_first_write_after_its_region_is_activated(
-    env: dict[str, str], observer: Observer
-) -> None:
-    """On AWS nothing calls ``reapply_journal`` after an activation: the router does, before the first write
-    its gate admits after it was closed, and not again while the gate stays open."""
-    controls = RoutingControls(["us-east-1", "us-west-2"], "us-east-1", lambda *_, **__: None,
-                               {"test": "test"}, cluster=1).start()
-    config = FleetConfig.from_env().with_changes(region="us-east-1", region_gate_endpoints=controls.endpoints,
-                                                 region_gate_control=control_arn("us-east-1"), **JOURNAL)
-    history = HistoryWriter(config.history_path, "router")
-    table = observer.config.connections_table
-    try:
-        async with AwsClients(config) as clients:
-            assert (await handle_event(json.dumps(start()), clients, config, history))[0] == 200
-            observer.ddb.delete_item(TableName=table, Key={"pk": {"S": PK}})  # reverted while the gate is open
-            assert (await handle_event(json.dumps(start("c2", "ws://127.0.0.1:9000/streams/c2")), clients,
-                                       config, history))[0] == 200
-            assert PK not in observer.items(table)  # no activation: nothing re-applied
-            controls.set({"us-east-1": "Off", "us-west-2": "On"})
-            assert (await handle_event(json.dumps(stop("c2")), clients, config, history))[0] == 503
-            controls.set({"us-east-1": "On", "us-west-2": "Off"})
-            assert (await handle_event(json.dumps(stop("c2")), clients, config, history))[0] == 200
-        assert observer.connection()["desired_state"] == "STARTED"  # re-applied before the STOP of c2
-        assert observer.connection(conn_pk("c2"))["desired_state"] == "STOPPED"
-        reapplied = [(e["kind"], e["pk"], e["status"]) for e in observer.history() if e["type"] == "control.reapply"]
-        assert reapplied == [("START", PK, 200)]
-    finally:
-        history.close()
-        controls.stop()
-
-
 async def test_lambda_direct_invocation_re_applies_the_journal(
     env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch, lambda_router: LambdaRouter
 ) -> None:
