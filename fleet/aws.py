@@ -15,16 +15,20 @@ far the lease clock is from the server's now, whatever steps the lease clock too
 Operation names called on ``AwsClients.ddb`` / ``.sqs`` / ``.cloudwatch`` / ``.ecs`` anywhere in ``fleet/`` are what the
 terraform IAM policies must grant; the deployment tests derive that set from the code, so always call AWS
 through these attribute names.
+
+``pages`` is the one page loop of every paginated DynamoDB read (a Scan or a Query), and ``consistent_scan``
+a whole table read with it, consistently.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from itertools import count
 from typing import TYPE_CHECKING, Any
 
 import aioboto3
@@ -37,6 +41,7 @@ from fleet.clock import LeaseClock, SkewEstimator, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.schema import connections_table
+from fleet.typed import from_typed
 
 if TYPE_CHECKING:
     from types_aiobotocore_cloudwatch import CloudWatchClient
@@ -238,6 +243,33 @@ async def send_messages(aws: AwsClients, queue_url: str, bodies: Sequence[Mappin
         error = StoreError if refused[0].get("SenderFault") else StoreUnavailable
         raise error(f"send notifications: {len(refused)} of {len(entries)} refused: "
                     f"{refused[0].get('Code')}: {refused[0].get('Message', '')}")
+
+
+# One page's request: sends the read with the keyword arguments it is given (``ExclusiveStartKey`` after the
+# first page), e.g. ``lambda extra: aws.ddb.query(TableName=..., **extra)``.
+PageRequest = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
+async def pages(aws: AwsClients, what: str, request: PageRequest,
+                max_pages: int | None = None) -> AsyncIterator[dict[str, Any]]:
+    """Every item of a paginated read, untyped, page after page (following ``LastEvaluatedKey``) until the
+    last or ``max_pages`` (None: every page).  Each page is one coordination request in ``aws.requests``;
+    its errors are translated (``aws_errors``, named ``what``) and counted in ``aws.errors``."""
+    extra: dict[str, Any] = {}
+    for _ in count() if max_pages is None else range(max_pages):
+        aws.requests["coordination"] += 1
+        async with aws_errors(what, aws.errors):
+            page = await request(extra)
+        for item in page.get("Items", []):
+            yield from_typed(item)
+        if not page.get("LastEvaluatedKey"):
+            return
+        extra = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def consistent_scan(aws: AwsClients, table: str, what: str) -> AsyncIterator[dict[str, Any]]:
+    """Every item of ``table``, untyped, from a strongly consistent Scan of every page (``pages``)."""
+    return pages(aws, what, lambda extra: aws.ddb.scan(TableName=table, ConsistentRead=True, **extra))
 
 
 def _cancellation_codes(response: Mapping[str, Any]) -> set[str]:

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fleet.allowlist import Allowlist, show
-from fleet.aws import AwsClients, aws_errors, send_messages
+from fleet.aws import AwsClients, aws_errors, consistent_scan, send_messages
 from fleet.config import ENV_VARS, FleetConfig
 from fleet.control_journal import Entry, dated, journal_item, to_reapply
 from fleet.errors import ConditionFailed, ConfigError, StoreError, StoreUnavailable, ValidationError
@@ -342,17 +342,8 @@ async def reapply_journal(clients: AwsClients, config: FleetConfig, history: His
         return 409, {"error": f"{ENV_VARS['control_journal']} is off: there is no journal to re-apply"}
     if not await _region_gate(config, clients).admits():
         return 503, {"error": f"region {config.region} is not the active region: nothing re-applied"}
-    items: list[dict[str, Any]] = []
     try:
-        extra: dict[str, Any] = {}
-        while True:
-            clients.requests["coordination"] += 1
-            async with aws_errors("control journal scan"):
-                page = await clients.ddb.scan(TableName=config.connections_table, ConsistentRead=True, **extra)
-            items.extend(from_typed(item) for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            extra = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+        items = [item async for item in consistent_scan(clients, config.connections_table, "control journal scan")]
     except StoreError as exc:
         return _store_failure(exc)
     statuses = []

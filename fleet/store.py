@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.aws import AwsClients, aws_errors, error_code, send_messages
+from fleet.aws import AwsClients, aws_errors, consistent_scan, error_code, pages, send_messages
 from fleet.batch_log import LogItem
 from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
 from fleet.errors import StoreError
@@ -192,43 +192,17 @@ class AwsAdapter:
     async def _state_index(
         self, key_condition: str, values: dict[str, Any], max_pages: int | None
     ) -> AsyncIterator[ConnectionRecord]:
-        start_key: dict[str, Any] | None = None
-        pages = 0
-        while True:
-            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
-            self.aws.requests["coordination"] += 1
-            async with aws_errors("query state index", self.aws.errors):
-                response = await self.aws.ddb.query(
-                    TableName=self.config.connections_table,
-                    IndexName=STATE_INDEX,
-                    KeyConditionExpression=key_condition,
-                    ExpressionAttributeValues=to_typed(values),
-                    **extra,
-                )
-            for item in response.get("Items", []):
-                yield ConnectionRecord.from_item(from_typed(item))
-            pages += 1
-            start_key = response.get("LastEvaluatedKey")
-            if not start_key or (max_pages is not None and pages >= max_pages):
-                return
+        async for item in pages(self.aws, "query state index", lambda extra: self.aws.ddb.query(
+                TableName=self.config.connections_table, IndexName=STATE_INDEX,
+                KeyConditionExpression=key_condition, ExpressionAttributeValues=to_typed(values), **extra),
+                max_pages):
+            yield ConnectionRecord.from_item(item)
 
     async def workers(self) -> dict[str, WorkerRecord]:
         """Every worker incarnation's liveness item (hardened), read consistently."""
-        found: dict[str, WorkerRecord] = {}
-        start_key: dict[str, Any] | None = None
-        while True:
-            extra: dict[str, Any] = {"ExclusiveStartKey": start_key} if start_key else {}
-            self.aws.requests["coordination"] += 1
-            async with aws_errors("scan workers", self.aws.errors):
-                response = await self.aws.ddb.scan(
-                    TableName=self.config.workers_table, ConsistentRead=True, **extra
-                )
-            for item in response.get("Items", []):
-                record = WorkerRecord.from_item(from_typed(item))
-                found[record.worker_id] = record
-            start_key = response.get("LastEvaluatedKey")
-            if not start_key:
-                return found
+        records = [WorkerRecord.from_item(item)
+                   async for item in consistent_scan(self.aws, self.config.workers_table, "scan workers")]
+        return {record.worker_id: record for record in records}
 
     async def get_worker(self, worker_id: str) -> WorkerRecord | None:
         """One worker incarnation's liveness item (hardened), read consistently."""

@@ -17,6 +17,8 @@ ran out, and replication delivered what it could:
   region fault: how many the standby lacked when its control turned On (``starts``, ``stops``), how many
   of those were acknowledged before the replication's ``behind_ms`` at the cut (``beyond_lag``: the bound,
   must be 0), and how many the primary's table still lacks or reverts at the end (``reverted_at_end``);
+- ``failover_starts``: the STARTs aimed at the failover window (``Step.when``): how many, how many were
+  first sent while no region was active (``in_failover``), how many a router acknowledged in the end;
 - ``activation``: the activation's checkers over the history (``failover.activation_checks``);
 - ``reached``: the fault kinds, transitions and interleavings the run reached (``harness.region.reached``).
 
@@ -31,6 +33,7 @@ import json
 import resource
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +42,7 @@ from typing import Any
 from fleet.region_gate import ON
 from harness.cluster import ClusterError
 from harness.history import read_history
+from harness.processes import start_thread
 from harness.region.checks import lost_starts
 from harness.region.failover import (
     LATE_STREAMS,
@@ -54,6 +58,7 @@ from harness.region.failover import (
 )
 from harness.region.reached import reached
 from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
+from harness.region.routing_control import HOLD
 from harness.region.rpo import lost_control_writes
 from harness.region.schedules import REGION_FAULTS, RegionSchedule, Step
 
@@ -185,12 +190,19 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     progress(f"seed {schedule.seed}: {schedule.describe()}")
     started = list(ids)
     cut: dict[str, Any] = {}
+    aims: list[dict[str, Any]] = []
+    aiming: list[threading.Thread] = []
     for at, action, step in timeline(schedule, spec.timescale):
         while time.monotonic() < began + at:  # the schedule's times: durations, not synchronisation
             _standby_at_takeover(regions, cut)
             time.sleep(min(0.05, max(0.0, began + at - time.monotonic())))
         if action == "start" and step.kind in REGION_FAULTS and not cut:
             started += _late_writes(regions, prefix, cut)
+        if step.when == "failover":
+            name, until = f"{prefix}f{len(aiming)}", began + at + step.duration_s * spec.timescale
+            aiming.append(start_thread(threading.Thread(target=_aimed_start, name=f"aim-{name}", daemon=True,
+                                                        args=(regions, name, until, patience_s, aims))))
+            continue
         if step.kind == "start":
             name = f"{prefix}s{len(started)}"
             try:
@@ -202,6 +214,11 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
         _act(regions, action, step)
     _standby_at_takeover(regions, cut)
     _heal(regions)
+    for thread in aiming:
+        while thread.is_alive():
+            _standby_at_takeover(regions, cut)
+            thread.join(timeout=0.05)
+    started += [aim["name"] for aim in aims if aim["acknowledged"]]
     active = "east" if spec.gate else None
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline and not (
@@ -223,8 +240,38 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
             "control_at_cut": _control_at_cut(regions, cut),
+            "failover_starts": {"aimed": len(aims), "in_failover": sum(aim["in_failover"] for aim in aims),
+                                "acknowledged": sum(aim["acknowledged"] for aim in aims)},
             "activation": activation_checks(history, spec), "streams": len(started),
             "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
+
+
+def _in_failover(regions: TwoRegions) -> bool:
+    """No region active now: with the gate, the hold is On (a failover waits out the old region's gate);
+    without it, Route 53 answers the standby."""
+    if regions.controls is not None:
+        return regions.controls.states[HOLD] == ON
+    return regions.zone.answer() != next(iter(AWS_REGIONS))
+
+
+def _aimed_start(regions: TwoRegions, name: str, until: float, patience_s: float,
+                 aims: list[dict[str, Any]]) -> None:
+    """A START aimed at the failover window: sent once no region is active (``_in_failover``; polled, the
+    controls have no signal to wait on), or at ``until`` (monotonic) if no failover began by then; sent again
+    while it is refused or unanswered, for ``patience_s``.  Its first send is in the history
+    (``workload.start``, ``in_failover``); its outcome is added to ``aims``."""
+    while time.monotonic() < until and not _in_failover(regions):
+        time.sleep(0.01)
+    in_failover = _in_failover(regions)
+    regions.harness.emit("workload.start", pk=f"CONN#{name}", in_failover=in_failover)
+    deadline, acknowledged = time.monotonic() + patience_s, False
+    while not acknowledged and time.monotonic() < deadline:
+        try:
+            regions.start_stream(name)
+            acknowledged = True
+        except ClusterError:
+            time.sleep(0.1)  # refused (no region active yet) or unanswered (the old region cut): a client retries
+    aims.append({"name": name, "in_failover": in_failover, "acknowledged": acknowledged})
 
 
 def _late_writes(regions: TwoRegions, prefix: str, cut: dict[str, Any]) -> list[str]:

@@ -5,11 +5,16 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
 - ``fault:<kind>``: a ``fault.start`` of that kind (harness events);
 - ``failover``: the secondary's routing control turned On (each control's first state is the run's start,
   not a move); ``failback``: the primary's On again after it;
-  ``repeated failover``: more than one failover in the run;
+  ``repeated failover``: more than one failover in the run; ``failover superseded``: a failover (a
+  generation that turned a region Off) that never turned its region On because a later one began while it
+  waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
-  failover``: one acknowledged while no region was On (between a control turned Off and the next On);
+  failover``: a START sent while no region was On (between a control turned Off and the next On): one a
+  router answered then, whatever the answer (with the gate a router there refuses it: no region is active),
+  or one the workload sent then (``workload.start``, which reaches no router when the old region is cut);
+  whether such a START is acknowledged later and kept is the lost-STARTs checker's to say;
 - ``worker pause during region fault``: a worker frozen while a region fault ran;
 - ``clock skew``: the replication stamps of a region skewed (``replication.config``).
 """
@@ -24,7 +29,7 @@ REGION_FAULT_KINDS = ("replication_pause", "region_cut", "dynamodb_outage", "gra
                       "region_outage")
 
 COLUMNS = ("t", "src", "type", "kind", "target", "region", "state", "healthy", "status",
-           "clock_offsets_ms")
+           "clock_offsets_ms", "generation")
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -69,6 +74,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
             names.add("failback")
     if failovers > 1:
         names.add("repeated failover")
+    began = sorted(set(gates[gates["state"] == "Off"]["generation"].dropna()))
+    activated = set(gates[gates["state"] == "On"]["generation"].dropna())
+    if any(g not in activated for g in began[:-1]):
+        names.add("failover superseded")
     if len(_of(history, "dns.answer", "route53")) > 2:
         names.add("answer flapped")
     unhealthy: dict[str, bool] = {}
@@ -85,11 +94,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
             off_spans.append((off_at, float(row.t)))
             off_at = None
     starts = _of(history, "event")
-    if not starts.empty:
-        starts = starts[(starts["kind"] == "START") & (starts["status"] == 200)]
-    if any(_within(float(t), region_faults) for t in starts["t"]):
+    starts = starts[starts["kind"] == "START"]
+    if any(_within(float(t), region_faults) for t in starts[starts["status"] == 200]["t"]):
         names.add("start during fault")
-    if any(_within(float(t), off_spans) for t in starts["t"]):
+    if any(_within(float(t), off_spans) for t in [*starts["t"], *_of(history, "workload.start")["t"]]):
         names.add("start during failover")
     if any(a <= d and c <= b for a, b in _spans(history, ("worker_pause",), end_ms) for c, d in region_faults):
         names.add("worker pause during region fault")

@@ -9,7 +9,15 @@ runner, ``harness.region.batch``, scales them):
   cannot reach the primary's API while its workers keep their upstream and DynamoDB), ``flapping`` (the
   same, ``flaps`` times on and off, ``period_s`` apart);
 - ``worker_pause``: one worker of either region frozen (SIGSTOP) for the step's duration;
-- ``start``: a STARTed stream through the failover name while the fault runs.
+- ``start``: a STARTed stream through the failover name while the fault runs; one ``when`` ``failover`` is
+  aimed at the failover window: sent once no region is active, sent anyway ``duration_s`` after ``at_s``
+  if no failover began by then, and sent again until a router acknowledges it.
+
+Every schedule whose region fault can move the zone's answer (``ANSWER_MOVERS``) has a START aimed at the
+failover; half of
+those whose primary is unhealthy for the whole fault (``BOTH_UNHEALTHY_WITH``) also make the standby
+unreachable for Route 53 (a ``gray_failure`` of west) while the primary's fault runs, so both regions' health
+checks fail at once (Route 53 then answers the primary again).
 
 ``summary`` totals the batch's results per variant: runs, split brain (runs and streams consumed in both
 regions), lost messages, lost control writes, and the activation checkers' findings.
@@ -28,6 +36,12 @@ REGION_FAULTS = ("replication_pause", "region_cut", "dynamodb_outage", "gray_fai
 LEASE_S = 20.0  # the fleet's lease at scale 1: fault durations are drawn around it
 # a flap shorter than the failure threshold's probes (3 x 10 s, as deployed) never turns the check: none is drawn
 FLAP_MIN_S = HealthCheckSpec().failure_threshold * HealthCheckSpec().request_interval_s
+# the region faults that fail the primary's health check (its API unreachable; a DynamoDB outage does not:
+# the health check reads no table), so they can move the zone's answer and fail over
+ANSWER_MOVERS = ("region_cut", "gray_failure", "flapping")
+# of those, the ones that keep the primary unhealthy for their whole duration: the standby's check failing
+# inside one fails both at once
+BOTH_UNHEALTHY_WITH = ("region_cut", "gray_failure")
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,7 @@ class Step:
     duration_s: float = 0.0
     flaps: int = 0
     period_s: float = 0.0
+    when: str = ""  # a ``start``: "failover" aims it at the failover window (sent at the latest ``duration_s`` late)
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,8 @@ class RegionSchedule:
     steps: tuple[Step, ...]
 
     def describe(self) -> str:
-        parts = [f"{s.kind}({s.target}) at {s.at_s:.0f} s for {s.duration_s:.0f} s" for s in self.steps]
+        parts = [f"{s.kind}({s.target}{', in the ' + s.when if s.when else ''}) at {s.at_s:.0f} s for "
+                 f"{s.duration_s:.0f} s" for s in self.steps]
         skew = ", ".join(f"{region} {ms:+.0f} ms" for region, ms in self.clock_offsets_ms.items())
         return f"seed {self.seed}: " + "; ".join(parts) + (f"; clocks {skew}" if skew else "")
 
@@ -76,7 +92,23 @@ def _one(seed: int, workers: int) -> RegionSchedule:
         pause_s = rng.uniform(LEASE_S / 4, 2 * LEASE_S)
         steps.append(Step(rng.uniform(0.0, at + duration), "worker_pause", worker, pause_s))
     skew = rng.uniform(-500.0, 500.0) if rng.random() < 0.5 else 0.0
+    steps += _aimed(rng, region_step)
     return RegionSchedule(seed, {"west": round(skew, 1)} if skew else {}, tuple(sorted(steps, key=lambda s: s.at_s)))
+
+
+def _aimed(rng: random.Random, fault: Step) -> list[Step]:
+    """The steps aimed at what drawn times rarely reach (drawn last, so the rest of a seed's schedule is as it
+    was): a START in the failover window of a fault that moves the answer (it waits up to the fault's end and
+    a check's turn), and, for half of the faults in ``BOTH_UNHEALTHY_WITH``, the standby unreachable for
+    Route 53 from a time inside the fault for longer than its check takes to turn."""
+    if fault.kind not in ANSWER_MOVERS:
+        return []
+    end_s = max(fault.duration_s, 2 * fault.flaps * fault.period_s)
+    steps = [Step(fault.at_s, "start", "router", end_s + FLAP_MIN_S, when="failover")]
+    if fault.kind in BOTH_UNHEALTHY_WITH and rng.random() < 0.5:
+        steps.append(Step(fault.at_s + rng.uniform(0.0, fault.duration_s / 2), "gray_failure", "west",
+                          rng.uniform(FLAP_MIN_S + 5.0, FLAP_MIN_S + 20.0)))
+    return steps
 
 
 def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

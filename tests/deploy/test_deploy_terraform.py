@@ -122,7 +122,7 @@ BREAKAGES = [
     ("task definition", "modules/workers/main.tf", "  volume {\n    name = local.scratch_volume\n  }\n", "",
      "mount point '/tmp' uses volume 'tmp', which the task definition does not declare"),
     ("iam", "modules/workers/main.tf", '"dynamodb:PutItem", "dynamodb:Scan", ', '"dynamodb:PutItem", ',
-     "dynamodb:Scan is not granted on the workers table (fleet.store"),
+     "dynamodb:Scan is not granted on the workers table (fleet.aws"),
     ("iam", "modules/workers/main.tf", '"dynamodb:PutItem", "dynamodb:Scan", ',
      '"dynamodb:PutItem", "dynamodb:Scan", "dynamodb:DeleteItem", ',
      "dynamodb:DeleteItem is granted on the workers table but the code never calls it there"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from email.utils import formatdate
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fleet.aws
-from fleet.aws import AwsClients, ClientSettings, aws_errors
+from fleet.aws import AwsClients, ClientSettings, aws_errors, consistent_scan, pages
 from fleet.clock import LeaseClock
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
@@ -125,6 +126,53 @@ async def test_a_throttled_request_counts_in_the_clients_errors(monkeypatch: pyt
                 await store.get_connection("CONN#throttled")
         assert aws.errors == {"ThrottlingException": 3}
         assert aws.requests == {"coordination": 3}
+
+
+async def test_a_paged_read_follows_every_page_counts_each_and_translates_its_errors(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pages`` / ``consistent_scan`` through a real client whose Scan is answered where botocore calls its
+    handlers before sending (nothing leaves the machine): every page is asked for from the last one's
+    ``LastEvaluatedKey``, consistently, counted once, and an error on a later page is translated and counted
+    by its code."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                        "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(name, value)
+    answers: list[dict[str, Any]] = [
+        {"Items": [{"pk": {"S": "a"}}], "LastEvaluatedKey": {"pk": {"S": "a"}}},
+        {"Items": [{"pk": {"S": "b"}, "n": {"N": "2"}}, {"pk": {"S": "c"}}], "LastEvaluatedKey": {"pk": {"S": "c"}}},
+        {"Items": [{"pk": {"S": "d"}}]},
+    ]
+    asked: list[dict[str, Any]] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        asked.append(dict(params))
+
+    def answer(**_: Any) -> tuple[object, dict[str, Any]]:
+        page = answers[len(asked) - 1]
+        if page.get("throttled"):
+            raise answered("ThrottlingException", 400)
+        return SimpleNamespace(status_code=200), page
+
+    async with AwsClients(FleetConfig(timescale=0.1)) as aws:
+        aws.ddb.meta.events.register("before-parameter-build.dynamodb.Scan", note)
+        aws.ddb.meta.events.register("before-call.dynamodb.Scan", answer)
+        items = [item async for item in consistent_scan(aws, "t", "scan t")]
+        assert items == [{"pk": "a"}, {"pk": "b", "n": 2}, {"pk": "c"}, {"pk": "d"}]
+        assert [(p["TableName"], p["ConsistentRead"], p.get("ExclusiveStartKey")) for p in asked] == [
+            ("t", True, None), ("t", True, {"pk": {"S": "a"}}), ("t", True, {"pk": {"S": "c"}})]
+        assert aws.requests == {"coordination": 3}
+
+        asked.clear()
+        first_two = [item async for item in pages(aws, "scan t", lambda extra: aws.ddb.scan(TableName="t", **extra),
+                                                  max_pages=2)]
+        assert [item["pk"] for item in first_two] == ["a", "b", "c"] and len(asked) == 2
+
+        asked.clear()
+        answers[1] = {"throttled": True}
+        with pytest.raises(StoreUnavailable, match="scan t"):
+            [item async for item in consistent_scan(aws, "t", "scan t")]
+        assert len(asked) == 2
+        assert aws.errors == {"ThrottlingException": 1}
 
 
 class SteppedClocks(LeaseClock):

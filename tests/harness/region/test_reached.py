@@ -48,12 +48,34 @@ def test_a_failover_then_a_failback_are_named_and_the_initial_controls_are_neith
     assert names(*INITIAL, *FAILOVER, *FAILBACK, *again) == ["failback", "failover", "repeated failover"]
 
 
+def test_a_failover_that_a_later_one_superseded_while_it_waited_is_named() -> None:
+    """Generation 1 turned east Off and waited; generation 2 began meanwhile and is the one that turned a
+    region On: one failover at a time, the first superseded.  Two failovers one after the other are not."""
+    superseded = (control(100, "us-east-1", "Off", 1), control(150, "us-west-2", "Off", 2),
+                  control(250, "us-east-1", "On", 2))
+    assert "failover superseded" in names(*INITIAL, *superseded)
+    assert "failover superseded" not in names(*INITIAL, *FAILOVER, *FAILBACK)
+    assert "failover superseded" not in names(*INITIAL, control(100, "us-east-1", "Off", 1))  # still waiting
+
+
 def test_a_start_during_a_fault_or_a_failover_is_named_only_inside_it() -> None:
     cut = (fault(50, "start", "region_cut"), fault(350, "stop", "region_cut"))
     assert names(*INITIAL, *cut, *FAILOVER, start(150)) == \
         ["failover", "fault:region_cut", "start during failover", "start during fault"]
     assert names(*INITIAL, *cut, *FAILOVER, start(250)) == ["failover", "fault:region_cut", "start during fault"]
     assert names(*INITIAL, *cut, *FAILOVER, start(360)) == ["failover", "fault:region_cut"]
+
+
+def test_a_start_refused_or_only_sent_while_no_region_is_on_is_a_start_during_failover() -> None:
+    """With the gate no router acknowledges a START while no region is On: one a router refused then, or one
+    the workload sent then to a region that was cut (no router recorded it), is what reaches that case."""
+    refused = {**start(150), "status": 503}
+    sent = {"t": 150, "src": "harness", "type": "workload.start", "pk": "CONN#f0", "in_failover": True}
+    assert names(*INITIAL, *FAILOVER, refused) == ["failover", "start during failover"]
+    assert names(*INITIAL, *FAILOVER, sent) == ["failover", "start during failover"]
+    assert names(*INITIAL, *FAILOVER, {**refused, "t": 250}, {**sent, "t": 90}) == ["failover"]
+    cut = (fault(50, "start", "region_cut"), fault(350, "stop", "region_cut"))
+    assert "start during fault" not in names(*INITIAL, *cut, *FAILOVER, refused)  # a fault's START: acknowledged
 
 
 def test_a_worker_pause_counts_only_when_it_overlaps_a_region_fault() -> None:

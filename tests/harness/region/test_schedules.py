@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.region.schedules import FLAP_MIN_S, REGION_FAULTS, generate, summary
+from harness.region.schedules import ANSWER_MOVERS, BOTH_UNHEALTHY_WITH, FLAP_MIN_S, REGION_FAULTS, generate, summary
 
 
 def test_the_same_seed_gives_the_same_schedules_and_another_seed_others() -> None:
@@ -22,6 +22,44 @@ def test_every_region_fault_comes_within_five_seeds_with_worker_faults_and_skew_
     assert all([step.at_s for step in s.steps] == sorted(step.at_s for step in s.steps) for s in schedules)
     flapping = [step for s in schedules for step in s.steps if step.kind == "flapping"]
     assert flapping and all(step.flaps >= 2 and step.period_s >= FLAP_MIN_S for step in flapping)
+
+
+def test_a_start_is_aimed_at_every_failover_and_the_standby_fails_too_inside_half_the_primarys_faults() -> None:
+    """What drawn times never reached: every fault that can move the answer (not a replication pause nor a
+    DynamoDB outage: the health check reads no table) has one START aimed at its
+    failover window (armed at the fault's start, sent at the latest a check's turn after its end); about half
+    of the faults that keep the primary unhealthy throughout have the standby unreachable for Route 53 from
+    inside the fault, for longer than its check takes to turn, so both checks fail at once."""
+    schedules = generate(1, 100)
+    both = faulted = 0
+    for schedule in schedules:
+        fault, *rest = [s for s in schedule.steps if s.kind in REGION_FAULTS and s.target != "west"]
+        assert rest == []
+        aimed = [s for s in schedule.steps if s.when]
+        if fault.kind not in ANSWER_MOVERS:
+            assert aimed == [] and fault.kind in ("replication_pause", "dynamodb_outage")
+            continue
+        end_s = max(fault.duration_s, 2 * fault.flaps * fault.period_s)
+        assert [(s.kind, s.when, s.at_s, s.duration_s) for s in aimed] == [
+            ("start", "failover", fault.at_s, end_s + FLAP_MIN_S)]
+        faulted += fault.kind in BOTH_UNHEALTHY_WITH
+        standby = [s for s in schedule.steps if s.target == "west"]
+        if standby:
+            assert fault.kind in BOTH_UNHEALTHY_WITH
+            assert [s.kind for s in standby] == ["gray_failure"]
+            assert fault.at_s <= standby[0].at_s <= fault.at_s + fault.duration_s / 2
+            assert standby[0].duration_s > FLAP_MIN_S
+            both += 1
+    assert 0.3 * faulted <= both <= 0.7 * faulted
+
+
+def test_aiming_leaves_the_rest_of_a_seeds_schedule_as_it_was() -> None:
+    """The aimed steps are drawn last: without them, seed 1's schedule is the one the batches ran before."""
+    (schedule,) = generate(1, 1)
+    assert [(s.kind, s.target, round(s.at_s, 2), round(s.duration_s, 2)) for s in schedule.steps if not (
+        s.when or (s.target == "west" and s.kind == "gray_failure"))] == [
+        ("region_cut", "east", 2.69, 56.95), ("worker_pause", "east-worker-2", 28.16, 31.63),
+        ("start", "router", 46.18, 0.0)]
 
 
 def test_a_bad_count_is_refused() -> None:
