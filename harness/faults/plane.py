@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
 from harness.cluster import SERVICE_PROXIES, http_json
+from harness.ecs_tasks import LocalTasks
 from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.fault import Fault, FaultError, Never, ProcessTopology, Runs, targets
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
@@ -249,10 +250,16 @@ class ForgedDeathNotice(Fault):
                     Never("the harness puts nothing on a deployment's queue"))
 
     def start(self, topology: ProcessTopology) -> None:
-        handle = self._worker(topology)
-        if topology.tasks is None or not handle.task_arn:
-            raise FaultError(f"{self.kind}: {NO_NOTICES}")
-        topology.tasks.send_notice(handle.task_arn, "forged: the task is running")
+        tasks, task_arn = _task_of(self, topology)
+        tasks.send_notice(task_arn, "forged: the task is running")
+
+
+def _task_of(fault: Fault, topology: ProcessTopology) -> tuple[LocalTasks, str]:
+    """The local ECS stand-in and the target's task; FaultError in a run without death notices."""
+    handle = fault._worker(topology)
+    if topology.tasks is None or not handle.task_arn:
+        raise FaultError(f"{fault.kind}: {NO_NOTICES}")
+    return topology.tasks, handle.task_arn
 
 
 class StoppedWhileRunning(Fault):
@@ -267,10 +274,8 @@ class StoppedWhileRunning(Fault):
                     Never("the harness cannot make ECS report a running task stopped"))
 
     def start(self, topology: ProcessTopology) -> None:
-        handle = self._worker(topology)
-        if topology.tasks is None or not handle.task_arn:
-            raise FaultError(f"{self.kind}: {NO_NOTICES}")
-        topology.tasks.stop_while_running(handle.task_arn, "ECS reports the task stopped; its process runs on")
+        tasks, task_arn = _task_of(self, topology)
+        tasks.stop_while_running(task_arn, "ECS reports the task stopped; its process runs on")
 
 
 _CLOCK_LOCK = threading.Lock()
