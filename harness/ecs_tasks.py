@@ -8,7 +8,8 @@ so ``DescribeTasks`` reports it STOPPED, and since when, to a worker that checks
 a task only then, ``harness.backends.moto_serial.ecs_as_aws``) and ``ECS Task State Change`` events go to
 the workers' queue: the container STOPPED (the task deprovisioning) at once, the task STOPPED
 ``DEPROVISION_S`` later.  It writes ``task.stopped`` {worker, task, exit_code} to the harness history when
-the first is sent.  A paused or partitioned worker's process is still running: no notice.
+the first is sent.  A paused or partitioned worker's process is still running: no notice, unless a fault
+makes ECS report its task stopped all the same (``LocalTasks.stop_while_running``: a zombie).
 
 The other way round, a task someone stops through the ECS API (``StopTask``: the AWS backend's faults) has
 its process sent SIGTERM, as ECS does, and SIGKILL if it is still running ``stop_timeout_s`` later; its
@@ -134,6 +135,24 @@ class LocalTasks:
         body = json.dumps(DeathNotice(task_arn, self.cluster_arn, reason).event(task_status, exit_code))
         self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=[
             {"Id": str(copy), "MessageBody": body} for copy in range(DEATH_NOTICE_COPIES)])
+
+    def stop_while_running(self, task_arn: str, reason: str) -> None:
+        """ECS reports ``task_arn`` STOPPED while its process still runs (a zombie: ECS lost track of the
+        process, or reports the stop before the process has gone): the task is stopped in ECS (``StopTask``
+        dates it, so ``DescribeTasks`` says it stopped, and since when) and its STOPPED event sent, but the
+        process is not told (no SIGTERM); ECS kills it ``stop_timeout_s`` later (SIGKILL, unless it has exited
+        by then), and its exit is then handled as any other.  ``task.stopped`` says so, with no exit code."""
+        with self._lock:
+            watched = next((w for w in self._watched if w.task_arn == task_arn), None)
+            if watched is not None:  # set first: the supervisor SIGTERMs a running process ECS stopped
+                watched.kill_at = time.monotonic() + self.stop_timeout_s
+        try:
+            self._ecs.stop_task(cluster=CLUSTER, task=task_arn, reason=reason)
+            self.send_notice(task_arn, reason)
+        except (BotoCoreError, ClientError) as exc:
+            raise BackendError(f"reporting {task_arn} stopped: {exc}") from exc
+        self.history.emit("task.stopped", worker=watched.worker_id if watched is not None else "", task=task_arn,
+                          exit_code=None, outcome="ok", note="the process still runs")
 
     def _supervise(self) -> None:
         later: list[tuple[float, _Watched, str]] = []  # (when, task, reason): the task's STOPPED event

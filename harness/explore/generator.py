@@ -8,9 +8,11 @@ is drawn.  Entries whose kind is not in the fault plane's ``REGISTRY`` are left 
 kind (e.g. ``aws_throttle`` from ``harness/faults/aws_api.py``) makes its menu entry live.
 
 Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen in a hold longer than a
-takeover, a kill in a run with death notices, each followed by STOP/START churn on its worker's streams with
-``AIMED_CHURN_P``), from a stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a
-seed's schedule is the same with or without them.
+takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, buried, thawed
+before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
+``AIMED_CHURN_P``; and DynamoDB's answers lost to another worker while it takes a dead one's streams), from a
+stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the
+same with or without them.
 
 Rules that keep a generated run meaningful:
 
@@ -78,6 +80,10 @@ class MenuEntry:
     window: float = 0.0                     # leases the fault lasts whatever the phase left, drawn from nothing
                                             # (a join: the time the fleet has to balance, judged at its end; a
                                             # pause that must outlast the hold it freezes a write in)
+    then: tuple[tuple[str, str, float], ...] = ()  # steps on the same worker after this one: (kind, "start" or
+                                                   # "end" of this one, leases after it); a restart follows the last
+    takeover: bool = False                  # placed at a takeover (``TAKEOVER_AFTER``): on another worker than
+                                            # a killed or terminated one, when that one's streams are taken
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
@@ -144,7 +150,27 @@ AIMED: list[tuple[MenuEntry, float]] = [
                params={"stream": "upstream", "hold_ms": Of("lease", 1.5, 2.5)}, window=4.0), 0.3),
     # ``burial`` and ``acquire:death notice``: a death the notices report, in a run that has them
     (MenuEntry("noticed-kill", "kill", 0.0, "process", restart_p=0.6, notices=True), 0.5),
+    # ``fenced write`` and ``lease lost``: a zombie.  Frozen, its task reported STOPPED (with its notice) a
+    # twentieth of a lease later, so its last renewal precedes the stop time and the others bury it and take
+    # its streams at epoch + 1 (about a quarter lease here); thawed before its own fence closes (fence: lease -
+    # margin - timeout = 0.75 lease after its last renewal sent, at most a heartbeat, 0.25 lease, before the
+    # freeze), its next batch is refused by the log and its renewal by the burial; killed, as ECS would.
+    (MenuEntry("zombie", "pause", 0.0, "process", (0.3, 0.45), restart_p=0.6, notices=True,
+               then=(("stopped_while_running", "start", 0.05), ("kill", "end", 0.25))), 0.5),
+    # ``acquire unknown``, ``acquire:unknown outcome settled``, ``acquire:adoption``: the answers (not the
+    # requests) of one worker's DynamoDB connections held past the client's timeout while it takes a dead
+    # worker's streams: the acquires land, their answers are given up on; a read on a clean connection settles
+    # them, or, every connection held, a later sweep finds them ours and adopts them
+    (MenuEntry("lost-answers", "toxic", 0.0, "toxic-dynamodb", (1.0, 2.0), takeover=True,
+               params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
+                       "toxicity": Choice((1.0, Uniform(0.3, 0.8))),
+                       "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.7),
 ]
+# When a killed or terminated worker's streams are taken, in leases after its death: at once with death
+# notices (a burial), else once its lease has lapsed (its last renewal up to a heartbeat before the death,
+# then a lease and the clock tolerance).
+TAKEOVER_AFTER = {True: 0.0, False: 0.7}
+TAKEN_OVER = frozenset({"kill", "term"})
 # Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew
 # or step.
 OUTSIDE_SKEW = Of("clock_tolerance", 2.0, 20.0, signed=True)
@@ -162,6 +188,7 @@ class WorkloadEntry:
     after: str = ""                           # "": any time; "fault": just after a worker's fault, at its
                                               # worker; "crash": after a kill, term or pause (a takeover or
                                               # a drain); "join": once the joiner draws streams (transfers)
+    lag: tuple[float, float] = (0.3, 1.2)     # leases from that fault to the first operation
 
 
 WORKLOAD_MENU: list[WorkloadEntry] = [
@@ -182,12 +209,20 @@ WORKLOAD_MENU: list[WorkloadEntry] = [
                                        (2.0, "start", "previous"), (2.05, "stop", "previous")), after="crash"),
     # the busiest worker's streams are the ones it transfers to a joiner: churn on one of them
     WorkloadEntry("churn-transfer", 2.0, ((0.0, "stop", "owned-by:busiest"), (0.05, "start", "previous"),
-                                          (0.15, "stop", "previous"), (0.3, "start", "previous")), after="join"),
+                                          (0.15, "stop", "previous"), (0.3, "start", "previous")), after="join",
+                  lag=(1.0, 3.0)),
 ]
 CRASHES = frozenset({"kill", "term", "pause", "pause_mid_write"})
-# An aimed crash is followed, with this chance, by STOP/START churn on a stream of its worker (its drain)
-AIMED_CHURN = next(e for e in WORKLOAD_MENU if e.label == "churn-drain")
-AIMED_CHURN_P = 0.6
+# An aimed crash is followed, with this chance, by STOP/START churn on a stream of its worker (its drain).
+# ``STOP honoured while draining`` needs a STOP to land in the few hundred ms a drain holds a stream, and the
+# drain begins at the takeover: a tenth of a lease or so after the death with death notices (a burial), about
+# a lease without (the lease lapses).  So the dead worker's stream is STOPPED at once (before either takeover,
+# so it is drained, not released), STOPPED again every tenth of a lease across both, then STARTED and STOPPED
+# (a drain's release refused, the stream taken again: ``acquire:restart``).
+AIMED_CHURN = WorkloadEntry("churn-drain-dense", 0.0, (
+    (0.0, "stop", "owned-by:{worker}"), *((round(0.1 * k, 1), "stop", "previous") for k in range(1, 16)),
+    (1.6, "start", "previous"), (1.65, "stop", "previous")), after="crash", lag=(0.02, 0.1))
+AIMED_CHURN_P = 0.8
 
 
 def _draw(value: Any, rng: random.Random, durations: dict[str, float]) -> Any:
@@ -269,8 +304,11 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
     for entry, chance in AIMED:
         if aim.random() < chance and entry.kind in REGISTRY and (death_notices or not entry.notices):
             placed = len(drawing.disrupted)
-            drawing.place(entry, aim)
-            if len(drawing.disrupted) > placed and aim.random() < AIMED_CHURN_P:
+            if entry.takeover:
+                drawing.place_at_takeover(entry, aim, death_notices)
+            else:
+                drawing.place(entry, aim)
+            if len(drawing.disrupted) > placed and entry.kind in CRASHES and aim.random() < AIMED_CHURN_P:
                 at, worker, _ = drawing.disrupted[-1]
                 workload = sorted(workload + _ops_after(AIMED_CHURN, at, worker, aim, lease_s),
                                   key=lambda o: o["at_s"])
@@ -301,10 +339,20 @@ class _Drawing:
     faults: list[dict[str, Any]] = field(default_factory=list)
     disrupted: list[tuple[float, str, str]] = field(default_factory=list)  # (time, worker or "", kind)
 
-    def place(self, entry: MenuEntry, rng: random.Random) -> None:
-        """Draw one step of ``entry`` (and its repeats and restart); nothing when no worker is free for it."""
+    def place_at_takeover(self, entry: MenuEntry, rng: random.Random, death_notices: bool) -> None:
+        """Draw one step of ``entry`` on another worker than one killed or terminated, from when that one's
+        streams are taken over (``TAKEOVER_AFTER``); nothing when no worker died or none is free for it."""
+        deaths = [(at, worker) for at, worker, kind in self.disrupted if worker and kind in TAKEN_OVER]
+        if deaths:
+            died_at, dead = rng.choice(deaths)
+            self.place(entry, rng, at=round(died_at + TAKEOVER_AFTER[death_notices] * self.lease_s, 3),
+                       besides=dead)
+
+    def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "") -> None:
+        """Draw one step of ``entry`` (and its repeats, the steps that follow it, and its restart), at ``at``
+        (None: drawn) on a worker other than ``besides``; nothing when no worker is free for it."""
         lease_s, phase_s = self.lease_s, self.phase_s
-        at = round(rng.uniform(0.0, phase_s * 0.8), 3)
+        at = round(rng.uniform(0.0, phase_s * 0.8), 3) if at is None else at
         duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
         if entry.window:
             duration = round(entry.window * lease_s, 3)
@@ -318,11 +366,14 @@ class _Drawing:
                                 **({"duration_s": duration} if duration else {})})
             self.disrupted.append((at, "", entry.kind))
             return
-        restart_at = round(at + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
+        follow = [(kind, round((at if anchor == "start" else at + duration) + leases * lease_s, 3))
+                  for kind, anchor, leases in entry.then]
+        last = max([at, *(t for _, t in follow)])
+        restart_at = round(last + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
         end = (restart_at if restart_at is not None
                else float("inf") if entry.restart_p or entry.stays else at + duration)
         spared = entry.resource in SURVIVOR_SPARED
-        candidates = [w for w in self.names if not (spared and w == self.survivor)
+        candidates = [w for w in self.names if not (spared and w == self.survivor) and w != besides
                       and self.timeline.free(w, entry.resource, at, end)]
         if not candidates:
             return
@@ -338,6 +389,7 @@ class _Drawing:
         gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
         for k in range(rng.randint(*entry.repeat)):
             self.faults.append({**step, "at_s": round(at + k * gap, 3)})
+        self.faults += [{"at_s": t, "kind": kind, "target": worker} for kind, t in follow]
         if restart_at is not None:
             self.faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
         self.disrupted.append((at, worker, entry.kind))
@@ -362,8 +414,8 @@ def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
 
 def _ops_after(entry: WorkloadEntry, fault_at: float, worker: str, rng: random.Random,
                lease_s: float) -> list[dict[str, Any]]:
-    # a joiner draws streams once alive a lease: its transfers come a lease or more after it joins
-    start = fault_at + rng.uniform(*((1.0, 3.0) if entry.after == "join" else (0.3, 1.2))) * lease_s
+    # (a joiner draws streams once alive a lease: its transfers come a lease or more after it joins)
+    start = fault_at + rng.uniform(*entry.lag) * lease_s
     return _ops_at(entry, start, worker, lease_s)
 
 

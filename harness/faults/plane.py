@@ -18,7 +18,9 @@ the fault lasts),
 ``clock_step`` (the worker's lease clock jumps by ``step_ms``, forward or back, any size, and stays there;
 steps and skews add up), ``pause_mid_write`` (the worker's DynamoDB requests or answers are held for
 ``hold_ms`` and the worker is frozen while some are held: in the middle of a write),
-``forged_death_notice`` (a death notice for a running worker's task), and the AWS API failures of
+``forged_death_notice`` (a death notice for a running worker's task), ``stopped_while_running`` (ECS
+reports the worker's task stopped, with its notice, while its process runs on: after a ``pause``, a
+zombie), and the AWS API failures of
 ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
 The registry (``REGISTRY``: kind -> class, built from the scenario's data by ``build``) is the one list of
@@ -41,6 +43,7 @@ from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
 from harness.cluster import SERVICE_PROXIES, http_json
+from harness.ecs_tasks import LocalTasks
 from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.fault import Fault, FaultError, Never, ProcessTopology, Runs, targets
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
@@ -247,10 +250,32 @@ class ForgedDeathNotice(Fault):
                     Never("the harness puts nothing on a deployment's queue"))
 
     def start(self, topology: ProcessTopology) -> None:
-        handle = self._worker(topology)
-        if topology.tasks is None or not handle.task_arn:
-            raise FaultError(f"{self.kind}: {NO_NOTICES}")
-        topology.tasks.send_notice(handle.task_arn, "forged: the task is running")
+        tasks, task_arn = _task_of(self, topology)
+        tasks.send_notice(task_arn, "forged: the task is running")
+
+
+def _task_of(fault: Fault, topology: ProcessTopology) -> tuple[LocalTasks, str]:
+    """The local ECS stand-in and the target's task; FaultError in a run without death notices."""
+    handle = fault._worker(topology)
+    if topology.tasks is None or not handle.task_arn:
+        raise FaultError(f"{fault.kind}: {NO_NOTICES}")
+    return topology.tasks, handle.task_arn
+
+
+class StoppedWhileRunning(Fault):
+    """ECS reports the target's task STOPPED, and its death notice goes out, while its process still runs
+    (``harness.ecs_tasks.LocalTasks.stop_while_running``): the process is not told, and ECS kills it after the
+    stop timeout.  After a ``pause`` of the same worker, a zombie: the others bury it and take its streams
+    while its own fence is still open; thawed (the pause's end) before the fence closes, its next batch and
+    renewal reach the store after the takeover and must be refused; a ``kill`` then ends it, as ECS would."""
+
+    where = targets(Runs("the local ECS stand-in stops the task and sends its notice, the process left running",
+                         needs="death_notices", without=NO_NOTICES),
+                    Never("the harness cannot make ECS report a running task stopped"))
+
+    def start(self, topology: ProcessTopology) -> None:
+        tasks, task_arn = _task_of(self, topology)
+        tasks.stop_while_running(task_arn, "ECS reports the task stopped; its process runs on")
 
 
 _CLOCK_LOCK = threading.Lock()
@@ -328,7 +353,7 @@ REGISTRY: dict[str, type[Fault]] = {
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
     "clock_skew": ClockSkew, "clock_step": ClockStep, "pause_mid_write": PauseMidWrite,
-    "forged_death_notice": ForgedDeathNotice,
+    "forged_death_notice": ForgedDeathNotice, "stopped_while_running": StoppedWhileRunning,
     **AWS_API_FAULTS,
 }
 

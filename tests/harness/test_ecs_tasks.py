@@ -102,3 +102,32 @@ def test_reading_a_task_never_moves_it_and_a_stopped_task_says_when(clean_backen
     ecs.stop_task(cluster=CLUSTER, task=arn, reason="again")
     [again] = ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
     assert again["stoppedAt"] == stopped["stoppedAt"]  # stopped once: a second StopTask dates nothing
+
+
+def test_a_task_reported_stopped_while_its_process_runs_is_left_running_until_the_stop_timeout(
+        clean_backend: Any, tmp_path: Any) -> None:
+    """A zombie (``stop_while_running``): ECS says the task STOPPED, since when, and its STOPPED event reaches
+    the queue, while its process runs on, not told (a process that would die of SIGTERM dies of the SIGKILL
+    ECS sends after the stop timeout); a task stopped through the ECS API gets SIGTERM (the test above)."""
+    env = clean_backend.env()
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    tasks = LocalTasks(env, clean_backend.queue_url, history, stop_timeout_s=0.5)
+    tasks.start()
+    child = spawn("zombie", ["python", "-c", "import time; print('{}', flush=True); time.sleep(60)"],
+                  tmp_path / "zombie.log")
+    try:
+        arn = tasks.launch("zombie")
+        tasks.watch("zombie", child, arn)
+        tasks.stop_while_running(arn, "ECS lost the task's agent")
+        [task] = client(env, "ecs").describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
+        assert stopped_at_in({"tasks": [task]}, arn) is not None
+        assert child.wait(5.0) == -signal.SIGKILL
+    finally:
+        tasks.close()
+        child.stop(grace_s=0.1)
+    sqs = client(env, "sqs")
+    first = sqs.receive_message(QueueUrl=clean_backend.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    details = [json.loads(m["Body"])["detail"] for m in first.get("Messages", [])]
+    assert details and all(d["taskArn"] == arn for d in details) and details[0]["lastStatus"] == "STOPPED"
+    stopped = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
+    assert next(e.get("exit_code") for e in stopped if e["type"] == "task.stopped") is None

@@ -31,8 +31,12 @@ def test_each_transition_is_counted_by_the_path_the_history_shows(build) -> None
     build.at(4500, "drain.done", "worker-3", pk=B, worker="worker-3", gen="g3", epoch=2)
     build.at(4600, "lease.release", "worker-3", pk=B, worker="worker-3", gen="g3", epoch=2, outcome="ok",
              reason="drained")
+    # worker-1, buried while its process still ran (a zombie), sends its next batch: the log refuses it, as
+    # ``fleet.connection`` writes it (a batch of unknown outcome, retried, is not a refusal: not counted)
+    build.persist(4650, A, "worker-1", 9, epoch=1, gen="g1", outcome="info", note="timed out")
     build.persist(4700, A, "worker-1", 9, epoch=1, gen="g1", outcome="fail",
-                  note="refused by the store: the lease moved on")
+                  note="superseded: CONN#a item 4 was taken by mark of Writer(worker='worker-4', gen='g4', "
+                       "epoch=3, take=1)")
     build.acquire(4800, A, "worker-1", 6800, epoch=None, gen="g5", outcome="fail", via="notify")
 
     counts = coverage(build.frame())

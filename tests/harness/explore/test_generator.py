@@ -4,6 +4,7 @@ fault mix that covers the menu."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,8 @@ def test_every_generated_schedule_is_a_valid_scenario_file() -> None:
         assert set(plan.bound_ms) == {s.kind for s in plan.steps}  # every kind has a bound
         drawn = {(s["kind"], s["target"]) if s["kind"] == "forged_death_notice" else id(s) for s in spec.faults
                  if s["kind"] != "restart"}  # a forged notice may be repeated: one draw
-        assert 1 <= len(drawn) <= 4 + len(generator.AIMED)
+        follows = sum(len(entry.then) for entry, _ in generator.AIMED)  # steps an aimed draw brings along
+        assert 1 <= len(drawn) <= 4 + len(generator.AIMED) + follows
 
 
 def test_one_worker_survives_every_schedule() -> None:
@@ -108,7 +110,8 @@ def test_the_load_is_drawn_from_the_menu_apart_from_the_faults_unless_given() ->
     assert (generate(7, rate=50.0).connections, generate(7, rate=50.0).rate) == (20, 50.0)
 
 
-def test_death_notices_joins_clock_steps_holds_and_mid_write_pauses_are_drawn() -> None:
+def test_death_notices_joins_clock_steps_holds_and_mid_write_pauses_are_drawn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     with_notices = [spec for spec in SPECS if spec.death_notices]
     assert len(SPECS) / 3 < len(with_notices) < 2 * len(SPECS) / 3
     forged = [s for spec in SPECS for s in spec.faults if s["kind"] == "forged_death_notice"]
@@ -124,7 +127,8 @@ def test_death_notices_joins_clock_steps_holds_and_mid_write_pauses_are_drawn() 
     assert joins and all(int(s["target"].split("-")[1]) > spec.workers for spec, s in joins)
     steps = [s["params"]["step_ms"] for spec in SPECS for s in spec.faults if s["kind"] == "clock_step"]
     assert min(steps) < 0 < max(steps) and any(abs(ms) < 1000 for ms in steps)
-    holds = [s["params"] for spec in SPECS for s in spec.faults
+    monkeypatch.setattr(generator, "AIMED", [])  # the menu's holds (the aimed lost answers hold for less)
+    holds = [s["params"] for seed in SEEDS for s in generate(seed).faults
              if s["kind"] == "toxic" and s["params"].get("refresh_s") == 0]
     assert holds and all(h["attributes"]["latency"] >= CONFIG.lease_s * 1000 and h["toxicity"] < 1 for h in holds)
     assert {s["params"]["stream"] for spec in SPECS for s in spec.faults if s["kind"] == "pause_mid_write"} == {
@@ -166,7 +170,12 @@ def test_rare_transitions_are_aimed_at_in_at_least_20_of_300_schedules(monkeypat
     noticed_deaths = sum(1 for spec in SPECS if spec.death_notices and any(s["kind"] == "kill" for s in spec.faults))
     drain_churns = sum(1 for spec in SPECS
                        if sum(o["op"] == "stop" and o["target"] == "previous" for o in spec.workload) >= 3)
-    assert min(frozen_writes, noticed_deaths, drain_churns) >= 20, (frozen_writes, noticed_deaths, drain_churns)
+    zombies = sum(1 for spec in SPECS if any(s["kind"] == "stopped_while_running" for s in spec.faults))
+    lost_answers = sum(1 for spec in SPECS if any(_lost_answers(s) for s in spec.faults))
+    dense_churns = sum(1 for spec in SPECS
+                       if sum(o["op"] == "stop" and o["target"] == "previous" for o in spec.workload) >= 10)
+    counts = (frozen_writes, noticed_deaths, drain_churns, zombies, lost_answers, dense_churns)
+    assert min(counts) >= 20, counts
     # aimed steps come from a stream of their own: without them, every other step and operation is the same
     monkeypatch.setattr(generator, "AIMED", [])
     plain = [generate(seed) for seed in SEEDS]
@@ -181,3 +190,48 @@ def test_the_backend_is_drawn_per_run_from_a_stream_of_its_own_or_fixed() -> Non
     assert [spec.faults for spec in drawn] == [spec.faults for spec in SPECS[:40]]
     assert generate(3, dynamodb="moto").dynamodb == "moto" and SPECS[2].dynamodb is None
     assert from_data(drawn[0].to_json(), "x").dynamodb == drawn[0].dynamodb
+
+
+def _lost_answers(step: dict[str, Any]) -> bool:
+    """A hold of DynamoDB's answers (not requests) past the client's timeout, on some or all connections."""
+    params = step.get("params", {})
+    return (step["kind"] == "toxic" and params.get("service") == "dynamodb" and params.get("stream") == "downstream"
+            and params.get("refresh_s") == 0
+            and params["attributes"]["latency"] > CONFIG.scaled_ms(CONFIG.aws_timeout_ms))
+
+
+def test_a_zombie_is_frozen_reported_stopped_thawed_before_its_fence_closes_and_then_killed() -> None:
+    """The zombie (``fenced write``, ``lease lost``): its task reported stopped after the freeze (its last
+    renewal precedes the stop time, so it can be buried), thawed while its fence may still be open (the fence
+    lasts lease - margin - timeout after a renewal sent at most a heartbeat before the freeze), killed after;
+    only where death notices are on, never on the survivor."""
+    lease = CONFIG.lease_s
+    fence = (CONFIG.scaled_ms(CONFIG.lease_ms - CONFIG.fence_margin_ms - CONFIG.aws_timeout_ms)
+             - CONFIG.scaled_ms(CONFIG.heartbeat_ms)) / 1000
+    zombies = 0
+    for spec in SPECS:
+        for report in (s for s in spec.faults if s["kind"] == "stopped_while_running"):
+            zombies += 1
+            worker = report["target"]
+            [pause] = [s for s in spec.faults if s["kind"] == "pause" and s["target"] == worker
+                       and s["at_s"] < report["at_s"] <= s["at_s"] + 0.1 * lease]
+            thaw = pause["at_s"] + pause["duration_s"]
+            assert report["at_s"] < thaw <= pause["at_s"] + fence, spec.name
+            kills = [s for s in spec.faults if s["kind"] == "kill" and s["target"] == worker and s["at_s"] > thaw]
+            assert kills and kills[0]["at_s"] <= thaw + 0.5 * lease, spec.name
+            assert spec.death_notices and worker != spec.description.rsplit(" ", 1)[1], spec.name
+    assert zombies >= 20
+
+
+def test_lost_answers_are_held_on_another_worker_while_a_dead_workers_streams_are_taken() -> None:
+    """At once after a death with death notices (a burial), about a lease after without (the lease lapses);
+    some held on every connection (no read can settle: adoption), some on a share (a read settles)."""
+    lease = CONFIG.lease_s
+    held = [(spec, s) for spec in SPECS for s in spec.faults if _lost_answers(s) and s["params"]["attributes"][
+        "latency"] < 1000 * lease]  # the menu's own holds last a lease or more
+    assert held and {s["params"]["toxicity"] == 1 for _, s in held} == {True, False}
+    for spec, step in held:
+        after = generator.TAKEOVER_AFTER[spec.death_notices] * lease
+        deaths = [d for d in spec.faults if d["kind"] in ("kill", "term") and d["target"] != step["target"]
+                  and abs(d["at_s"] + after - step["at_s"]) < 1e-6]
+        assert deaths, spec.name

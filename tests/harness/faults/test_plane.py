@@ -134,6 +134,20 @@ def test_a_pause_mid_write_freezes_the_worker_while_its_requests_are_held() -> N
         build("pause_mid_write", "worker-1", {"stream": "sideways"})
 
 
+def test_stopped_while_running_reports_the_task_stopped_and_leaves_its_process_alone() -> None:
+    """The zombie's ECS half: the worker's own task is reported stopped (the stand-in sends its notice),
+    and no signal reaches the process (a pause before it keeps it frozen; a kill after it ends it)."""
+    calls: list[tuple[str, ...]] = []
+    reported: list[str] = []
+    tasks = SimpleNamespace(stop_while_running=lambda arn, reason: reported.append(arn))
+    fleet = SimpleNamespace(tasks=tasks, workers={"worker-1": SimpleNamespace(
+        child=RecordingChild(calls), proxies={}, task_arn="arn:task/1")})
+    build("stopped_while_running", "worker-1").start(fleet)
+    assert reported == ["arn:task/1"] and calls == []
+    with pytest.raises(FaultError, match="death notices"):
+        build("stopped_while_running", "worker-1").start(SimpleNamespace(tasks=None, workers=fleet.workers))
+
+
 def test_every_kind_says_for_each_target_how_it_runs_there_or_why_not() -> None:
     for kind in REGISTRY:
         for target in (LOCAL, AWS):
@@ -154,7 +168,8 @@ def test_a_kind_a_deployment_cannot_run_is_refused_with_its_own_reason() -> None
 
 
 @pytest.mark.parametrize(("target", "capability", "kind"), [(AWS, "fis", "kill"),
-                                                            (LOCAL, "death_notices", "forged_death_notice")])
+                                                            (LOCAL, "death_notices", "forged_death_notice"),
+                                                            (LOCAL, "death_notices", "stopped_while_running")])
 def test_a_kind_that_needs_a_capability_runs_only_in_a_run_that_provides_it(target: str, capability: str,
                                                                            kind: str) -> None:
     assert refusals([kind, kind], target, {capability}) == []
