@@ -415,6 +415,17 @@ def desired_states(history: Events, earliest_stops: bool = False) -> pd.DataFram
     return select(history, [STARTED, STOPPED], ["t", "pk", "type"]).dropna(subset=["pk"]).reset_index(drop=True)
 
 
+def unknown_starts(history: Events) -> dict[str, np.ndarray]:
+    """Per pk, when each START of unknown outcome was sent, sorted: answered 5xx with ``sent_ms`` but without
+    ``written_ms`` (the router's desired-state write was sent and its answer lost, so it may have landed at any
+    time after).  ``desired_states`` never counts them; I5 asks whether one could have ended a STOP's
+    obligation."""
+    router = select(history, "event", ["pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
+    unknown = router.loc[(router["kind"] == "START") & (router["status"] >= 500) & router["written_ms"].isna()
+                         & router["sent_ms"].notna()]
+    return {str(pk): np.sort(group["sent_ms"].to_numpy(dtype=float)) for pk, group in unknown.groupby("pk")}
+
+
 def known_workers(history: Events) -> set[str]:
     """Every worker id the history names (``worker`` fields and the sources of ``worker.start``)."""
     names: set[str] = set()

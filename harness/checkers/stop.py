@@ -3,8 +3,9 @@ bound is consumed or persisted, and every upstream session of the pk ends once i
 
 The STOPs judged are the router's ``event`` entries of kind STOP with a 2xx ``status``
 (``harness.checkers.events.desired_states``; older histories: the harness's ``conn.stopped``).  A START
-accepted after it ends its obligation.  With ``bound`` B and ``deadline`` = stop + B, until then (or the end
-of the run):
+accepted after it ends its obligation; one of unknown outcome (answered 5xx after its write was sent,
+``harness.checkers.events.unknown_starts``) may have, so what is late only past it is undecided.  With
+``bound`` B and ``deadline`` = stop + B, until then (or the end of the run):
 
 - *live sessions* (open at the STOP) must all be closed by the deadline; ``latency_ms`` is from the STOP to
   the last of their ``sub.close``.
@@ -37,6 +38,7 @@ fault).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,11 +55,13 @@ from harness.checkers.events import (
     faults,
     run_info,
     select,
+    unknown_starts,
 )
 from harness.checkers.result import UNKNOWN, CheckResult, Row, Validity, summarise
 
 STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms", "drains", "drains_closed_t",
-                "late_writes", "possible_late_writes", "bound_ms", "deadline_t", "deferred_by", "within_bound"]
+                "late_writes", "possible_late_writes", "bound_ms", "deadline_t", "deferred_by", "within_bound",
+                "maybe_restarted_t"]
 # Faults that cut their target from DynamoDB (the service named in their params; these default to it); a
 # frozen process (``pause``, ``pause_mid_write``) reaches nothing, DynamoDB included.
 STORE_FAULTS = frozenset({"partition_aws", "toxic", "aws_throttle", "aws_5xx", "aws_slow", "pause",
@@ -149,53 +153,28 @@ def check_stop(history: Events, *, bound_ms: float | None = None, info: RunInfo 
     by_pk = session_frame.groupby("pk", sort=False).indices
     writes_by_pk = writes.groupby("pk", sort=False).indices
     rows: list[Row] = []
+    maybe_starts = unknown_starts(history)
     for pk, group in states.groupby("pk", sort=True):
         times, types = group["t"].to_numpy(), group["type"].to_numpy()
         index = by_pk.get(pk, np.empty(0, dtype=int))
-        opened = session_frame["open_t"].to_numpy()[index]
-        ends = session_frame["end_t"].to_numpy()[index]
-        still_open = session_frame["open_at_end"].to_numpy()[index]
-        consumers = session_frame["consumer"].to_numpy()[index]
-        workers = session_frame["worker"].to_numpy()[index]
         pk_writes = writes.iloc[writes_by_pk.get(pk, np.empty(0, dtype=int))]
-        write_emitted = emitted_at(emitted.get(str(pk)), pk_writes["seq_to"].to_numpy())
+        record = _Record(session_frame["open_t"].to_numpy()[index], session_frame["end_t"].to_numpy()[index],
+                         session_frame["open_at_end"].to_numpy()[index], session_frame["consumer"].to_numpy()[index],
+                         session_frame["worker"].to_numpy()[index], pk_writes,
+                         emitted_at(emitted.get(str(pk)), pk_writes["seq_to"].to_numpy()))
+        maybe = maybe_starts.get(str(pk), np.empty(0))
         for i in np.flatnonzero(types == STOPPED):
             stop_t = float(times[i])
             restarts = times[(types == STARTED) & (times > stop_t)]
             until = float(restarts[0]) if restarts.size else np.inf
-            concerned = (opened < until) & (ends > stop_t)
-            live, drains = concerned & (opened <= stop_t), concerned & (opened > stop_t)
-            # a session still open when START came again (or at the end) never closed for this STOP
-            unclosed = still_open | (ends > until)
-            closed_t = _last_close(stop_t, live, unclosed, ends)
-            latency = closed_t - stop_t if closed_t is not None else None
-            late = possible = 0
-            within: bool | None = None
-            deadline: float | None = None
-            deferred_by: str | None = None
-            if bound is not None:
-                deadline, deferred_by = deadline_for(stop_t, bound, lease, {str(w) for w in workers[live]}, cuts)
-                after = (pk_writes["t"] > deadline) & (pk_writes["t"] < until) & ~(write_emitted <= deadline)
-                late = int((after & pk_writes["certain"]).sum())
-                possible = int((after & ~pk_writes["certain"]).sum())
-                judged_until = min(until, info.last_t)
-                if until <= deadline:
-                    within = True  # START came again before anything was due
-                elif latency is not None or judged_until > deadline:
-                    within = closed_t is not None and closed_t <= deadline and not late
-                drained = _drain_verdicts(opened[drains], ends[drains], unclosed[drains], consumers[drains],
-                                          pk_writes.loc[write_emitted <= deadline], bound, judged_until,
-                                          restarted=until <= info.last_t)
-                if until > deadline and False in drained:
-                    within = False
-                elif within and (possible or None in drained):
-                    within = None
-            rows.append({"pk": pk, "stop_t": stop_t, "sessions": int(concerned.sum()),
-                         "consumers": sorted({str(c) for c in consumers[concerned]}), "closed_t": closed_t,
-                         "latency_ms": latency, "drains": int(drains.sum()),
-                         "drains_closed_t": _last_close(None, drains, unclosed, ends),
-                         "late_writes": late, "possible_late_writes": possible, "bound_ms": bound,
-                         "deadline_t": deadline, "deferred_by": deferred_by, "within_bound": within})
+            row = {"pk": pk, **_judge(record, stop_t, until, bound, lease, cuts, info.last_t)}
+            # a START of unknown outcome sent after the STOP may have landed then and ended what was due: a
+            # verdict that is late only past it is undecided
+            earlier = maybe[(maybe > stop_t) & (maybe < until)]
+            if row["within_bound"] is False and earlier.size and _judge(
+                    record, stop_t, float(earlier[0]), bound, lease, cuts, info.last_t)["within_bound"] is not False:
+                row["within_bound"], row["maybe_restarted_t"] = None, float(earlier[0])
+            rows.append(row)
     late_rows = [r for r in rows if r["within_bound"] is False]
     valid: Validity
     if late_rows:
@@ -215,6 +194,57 @@ def check_stop(history: Events, *, bound_ms: float | None = None, info: RunInfo 
         "late_examples": late_rows[:DETAIL_ROWS],
     }
     return CheckResult("stop", valid, details, {"stops": rows})
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One pk's sessions (as arrays) and accepted writes, with when each write's last sequence was emitted."""
+    opened: np.ndarray
+    ends: np.ndarray
+    still_open: np.ndarray
+    consumers: np.ndarray
+    workers: np.ndarray
+    writes: pd.DataFrame
+    write_emitted: np.ndarray
+
+
+def _judge(record: _Record, stop_t: float, until: float, bound: float | None, lease: float | None,
+           cuts: dict[str, list[tuple[float, float, str]]], last_t: float) -> Row:
+    """One STOP at ``stop_t`` whose obligation ends at ``until`` (a START again; inf: none): its row but the pk."""
+    opened, ends, consumers, writes = record.opened, record.ends, record.consumers, record.writes
+    concerned = (opened < until) & (ends > stop_t)
+    live, drains = concerned & (opened <= stop_t), concerned & (opened > stop_t)
+    # a session still open when START came again (or at the end) never closed for this STOP
+    unclosed = record.still_open | (ends > until)
+    closed_t = _last_close(stop_t, live, unclosed, ends)
+    latency = closed_t - stop_t if closed_t is not None else None
+    late = possible = 0
+    within: bool | None = None
+    deadline: float | None = None
+    deferred_by: str | None = None
+    if bound is not None:
+        deadline, deferred_by = deadline_for(stop_t, bound, lease, {str(w) for w in record.workers[live]}, cuts)
+        after = (writes["t"] > deadline) & (writes["t"] < until) & ~(record.write_emitted <= deadline)
+        late = int((after & writes["certain"]).sum())
+        possible = int((after & ~writes["certain"]).sum())
+        judged_until = min(until, last_t)
+        if until <= deadline:
+            within = True  # START came again before anything was due
+        elif latency is not None or judged_until > deadline:
+            within = closed_t is not None and closed_t <= deadline and not late
+        drained = _drain_verdicts(opened[drains], ends[drains], unclosed[drains], consumers[drains],
+                                  writes.loc[record.write_emitted <= deadline], bound, judged_until,
+                                  restarted=until <= last_t)
+        if until > deadline and False in drained:
+            within = False
+        elif within and (possible or None in drained):
+            within = None
+    return {"stop_t": stop_t, "sessions": int(concerned.sum()),
+            "consumers": sorted({str(c) for c in consumers[concerned]}), "closed_t": closed_t,
+            "latency_ms": latency, "drains": int(drains.sum()),
+            "drains_closed_t": _last_close(None, drains, unclosed, ends),
+            "late_writes": late, "possible_late_writes": possible, "bound_ms": bound, "deadline_t": deadline,
+            "deferred_by": deferred_by, "within_bound": within, "maybe_restarted_t": None}
 
 
 def _last_close(nothing_open: float | None, sessions: np.ndarray, unclosed: np.ndarray,

@@ -156,6 +156,34 @@ def test_a_session_that_outlives_the_stop_until_a_late_start_again_is_invalid(bu
     assert result.valid is False and result.tables["stops"][0]["closed_t"] is None
 
 
+def test_a_start_of_unknown_outcome_sent_before_the_late_part_makes_it_undecided(build) -> None:
+    """Seen on moto under overload (explore seed 9003): a START answered 503 after its write was sent may have
+    landed; what is late only after it was sent is undecided, not a violation.  Invalid before the rule."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(3000, PK, "worker-1", 9)
+    router(build, 1000, "STOP")
+    build.at(2500, "event", "router", kind="START", pk=PK, status=503, sent_ms=2000)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid == UNKNOWN
+    [row] = result.tables["stops"]
+    assert (row["within_bound"], row["maybe_restarted_t"]) == (None, 2000)
+
+
+def test_what_is_late_before_a_start_of_unknown_outcome_was_sent_stays_invalid(build) -> None:
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(1800, PK, "worker-1", 9)
+    router(build, 1000, "STOP")
+    build.at(2500, "event", "router", kind="START", pk=PK, status=503, sent_ms=2000)
+    build.at(9000, "run.stop", "harness")
+
+    result = check_stop(build.frame())
+
+    assert result.valid is False and result.tables["stops"][0]["maybe_restarted_t"] is None
+
+
 def test_a_start_again_within_the_bound_leaves_nothing_due(build) -> None:
     build.run_start(stop_bound_ms=500)
     router(build, 0, "START").session(PK, "worker-1", 100, 8000)
