@@ -46,6 +46,7 @@ and times outside ``[0, MAX_SECONDS]``.
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import math
 import random
@@ -407,6 +408,14 @@ def _list(data: dict[str, Any], key: str, fail: Any) -> list[dict[str, Any]]:
     return [dict(entry) for entry in value]
 
 
+def _kind_hint(kind: Any) -> str:
+    """What to write instead of ``kind``: the close names, else every kind (a non-text kind: that it is text)."""
+    if not isinstance(kind, str):
+        return f"a kind is text: one of {len(REGISTRY)}, e.g. kill, pause, toxic"
+    close = difflib.get_close_matches(kind, sorted(REGISTRY), n=3)
+    return f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(sorted(REGISTRY))}"
+
+
 def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
     joined = {step.get("target") for step in spec.faults if step.get("kind") == "join"}  # may be faulted too
     for i, step in enumerate(spec.faults):
@@ -415,8 +424,7 @@ def _validate_entries(spec: ScenarioSpec, fail: Any) -> None:
         if extra:
             raise fail(f"{at}.{_field(extra[0])}", "unknown field (known: at_s, kind, target, duration_s, params)")
         if not isinstance(step.get("kind"), str) or step["kind"] not in REGISTRY:
-            raise fail(f"{at}.kind", f"{shown(step.get('kind'))} is not a fault kind "
-                                     f"(known: {', '.join(sorted(REGISTRY))})")
+            raise fail(f"{at}.kind", f"{shown(step.get('kind'))} is not a fault kind ({_kind_hint(step.get('kind'))})")
         target = step.get("target")
         worker = isinstance(target, str) and re.fullmatch(r"worker-(\d{1,6})", target)
         if not (target in FAULT_TARGETS or worker or (isinstance(target, str) and CONNECTION.fullmatch(target)
