@@ -151,7 +151,8 @@ def faulted(**step: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("text", "message"), [
     ("name: x\n1: a\n", r"1: a field name must be text"),
     ("name: x\nfaults: [{kind: [kill], target: worker-1}]\n", r"faults\[0\].kind: \['kill'\] is not a fault kind"),
-    ("name: x\nfaults: [{kind: kil, target: worker-1}]\n", r"faults\[0\].kind: 'kil' is not a fault kind \(did you mean kill\?\)"),
+    ("name: x\nfaults: [{kind: kil, target: worker-1}]\n",
+     r"faults\[0\].kind: 'kil' is not a fault kind \(did you mean kill\?\)"),
     ("name: x\nfaults: [{kind: kill, target: worker-1, at_s: .inf}]\n", r"faults\[0\].at_s: must be finite"),
     ("name: x\nfaults: [{kind: kill, target: worker-1, at_s: .nan}]\n", r"faults\[0\].at_s: must be finite"),
     ("name: x\nfaults: [{kind: kill, target: worker-1, at_s: 1e300}]\n", r"faults\[0\].at_s: must be at most 86400"),
