@@ -397,12 +397,11 @@ def desired_states(history: Events, earliest_stops: bool = False) -> pd.DataFram
     outcome is unknown (answered 5xx without ``written_ms``, but with ``sent_ms``: the write was sent, and may
     have landed).  For I2, which requires only what was emitted while the stream was certainly STARTED; never
     for I5, which requires only what was certainly STOPPED."""
-    router = select(history, "event", ["t", "pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
-    router = router.loc[router["kind"].isin(["START", "STOP"])]
+    router = _control_events(history)
     if len(router):
         written = router["written_ms"].notna()
         applied = ((router["status"] >= 200) & (router["status"] < 300)) | written
-        unknown = ~applied & (router["status"] >= 500) & router["sent_ms"].notna() & (router["kind"] == "STOP")
+        unknown = _of_unknown_outcome(router) & (router["kind"] == "STOP")
         accepted = router.loc[applied | (unknown if earliest_stops else False)]
         kinds = np.where(accepted["kind"] == "START", STARTED, STOPPED)
         at = accepted["written_ms"].where(accepted["written_ms"].notna(), accepted["t"])
@@ -420,10 +419,21 @@ def unknown_starts(history: Events) -> dict[str, np.ndarray]:
     ``written_ms`` (the router's desired-state write was sent and its answer lost, so it may have landed at any
     time after).  ``desired_states`` never counts them; I5 asks whether one could have ended a STOP's
     obligation."""
-    router = select(history, "event", ["pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
-    unknown = router.loc[(router["kind"] == "START") & (router["status"] >= 500) & router["written_ms"].isna()
-                         & router["sent_ms"].notna()]
+    router = _control_events(history)
+    unknown = router.loc[_of_unknown_outcome(router) & (router["kind"] == "START")]
     return {str(pk): np.sort(group["sent_ms"].to_numpy(dtype=float)) for pk, group in unknown.groupby("pk")}
+
+
+def _control_events(history: Events) -> pd.DataFrame:
+    """The router's ``event`` entries of kind START or STOP that name their pk."""
+    router = select(history, "event", ["t", "pk", "kind", "status", "written_ms", "sent_ms"]).dropna(subset=["pk"])
+    return router.loc[router["kind"].isin(["START", "STOP"])]
+
+
+def _of_unknown_outcome(router: pd.DataFrame) -> pd.Series:
+    """Which of ``router``'s events had their desired-state write sent and its answer lost: answered 5xx, with
+    ``sent_ms`` but without ``written_ms``."""
+    return (router["status"] >= 500) & router["written_ms"].isna() & router["sent_ms"].notna()
 
 
 def known_workers(history: Events) -> set[str]:
