@@ -563,19 +563,24 @@ async def test_notifications_of_events_handled_at_once_share_requests_and_each_w
     assert sorted(body["pk"] for body in observer.notifications()) == sorted(pks)
 
 
+def fail_first_send(monkeypatch: pytest.MonkeyPatch, failure: Exception) -> None:
+    """The router's first notification request raises ``failure``; the later ones are sent."""
+    sent: list[int] = []
+
+    async def failing_first(clients: AwsClients, queue_url: str, bodies: Any) -> None:
+        sent.append(len(bodies))
+        if len(sent) == 1:
+            raise failure
+        await send_messages(clients, queue_url, bodies)
+
+    monkeypatch.setattr(router_module, "send_messages", failing_first)
+
+
 async def test_a_refused_notification_request_fails_only_the_events_it_carried(
     env: dict[str, str], observer: Observer, shared_clients: AwsClients, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The queue refuses the first request (the one carrying c0 alone); the others still land."""
-    calls: list[int] = []
-
-    async def refusing_first(clients: AwsClients, queue_url: str, bodies: Any) -> None:
-        calls.append(len(bodies))
-        if len(calls) == 1:
-            raise StoreUnavailable("send notifications: the queue timed out")
-        await send_messages(clients, queue_url, bodies)
-
-    monkeypatch.setattr(router_module, "send_messages", refusing_first)
+    fail_first_send(monkeypatch, StoreUnavailable("send notifications: the queue timed out"))
     notifier = Notifier(shared_clients, observer.config.queue_url)
     outcomes = await asyncio.gather(*(notifier.notify(conn_pk(f"c{i}")) for i in range(12)), return_exceptions=True)
     assert [i for i, outcome in enumerate(outcomes) if isinstance(outcome, StoreUnavailable)] == [0]
@@ -587,15 +592,7 @@ async def test_a_notification_request_that_fails_unexpectedly_fails_its_events_i
 ) -> None:
     """Not a ``StoreError`` (a bug, or a client library's own exception): each event it carried gets that
     exception, and the next events are still sent.  On 2534a0b's router the events waited for ever."""
-    calls: list[int] = []
-
-    async def broken_first(clients: AwsClients, queue_url: str, bodies: Any) -> None:
-        calls.append(len(bodies))
-        if len(calls) == 1:
-            raise AttributeError("send_message_batch")
-        await send_messages(clients, queue_url, bodies)
-
-    monkeypatch.setattr(router_module, "send_messages", broken_first)
+    fail_first_send(monkeypatch, AttributeError("send_message_batch"))
     notifier = Notifier(shared_clients, observer.config.queue_url)
     outcomes = await asyncio.wait_for(
         asyncio.gather(*(notifier.notify(conn_pk(f"c{i}")) for i in range(3)), return_exceptions=True), 5.0)

@@ -156,16 +156,20 @@ def test_a_session_that_outlives_the_stop_until_a_late_start_again_is_invalid(bu
     assert result.valid is False and result.tables["stops"][0]["closed_t"] is None
 
 
+def late_write_around_an_unknown_start(build, write_t: float):
+    """STOP at 1000 (bound 500: deadline 1500), a write stored at ``write_t``, and a START sent at 2000 whose
+    answer was a 503 (its outcome unknown)."""
+    build.run_start(stop_bound_ms=500)
+    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(write_t, PK, "worker-1", 9)
+    router(build, 1000, "STOP")
+    return build.at(2500, "event", "router", kind="START", pk=PK, status=503, sent_ms=2000).at(
+        9000, "run.stop", "harness")
+
+
 def test_a_start_of_unknown_outcome_sent_before_the_late_part_makes_it_undecided(build) -> None:
     """Seen on moto under overload (explore seed 9003): a START answered 503 after its write was sent may have
     landed; what is late only after it was sent is undecided, not a violation.  Invalid before the rule."""
-    build.run_start(stop_bound_ms=500)
-    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(3000, PK, "worker-1", 9)
-    router(build, 1000, "STOP")
-    build.at(2500, "event", "router", kind="START", pk=PK, status=503, sent_ms=2000)
-    build.at(9000, "run.stop", "harness")
-
-    result = check_stop(build.frame())
+    result = check_stop(late_write_around_an_unknown_start(build, 3000).frame())
 
     assert result.valid == UNKNOWN
     [row] = result.tables["stops"]
@@ -173,13 +177,7 @@ def test_a_start_of_unknown_outcome_sent_before_the_late_part_makes_it_undecided
 
 
 def test_what_is_late_before_a_start_of_unknown_outcome_was_sent_stays_invalid(build) -> None:
-    build.run_start(stop_bound_ms=500)
-    router(build, 0, "START").session(PK, "worker-1", 100, 1300).persist(1800, PK, "worker-1", 9)
-    router(build, 1000, "STOP")
-    build.at(2500, "event", "router", kind="START", pk=PK, status=503, sent_ms=2000)
-    build.at(9000, "run.stop", "harness")
-
-    result = check_stop(build.frame())
+    result = check_stop(late_write_around_an_unknown_start(build, 1800).frame())
 
     assert result.valid is False and result.tables["stops"][0]["maybe_restarted_t"] is None
 
