@@ -192,9 +192,10 @@ class AwsAdapter:
     async def _state_index(
         self, key_condition: str, values: dict[str, Any], max_pages: int | None
     ) -> AsyncIterator[ConnectionRecord]:
+        typed_values = to_typed(values)  # once: every page's request carries the same condition values
         async for item in pages(self.aws, "query state index", lambda extra: self.aws.ddb.query(
                 TableName=self.config.connections_table, IndexName=STATE_INDEX,
-                KeyConditionExpression=key_condition, ExpressionAttributeValues=to_typed(values), **extra),
+                KeyConditionExpression=key_condition, ExpressionAttributeValues=typed_values, **extra),
                 max_pages):
             yield ConnectionRecord.from_item(item)
 
