@@ -8,7 +8,9 @@ streams moved to balance the fleet, whoever held them), the pks whose consuming 
 The old owner ``W`` is that part's worker, ``old_end`` its end.
 
 - ``claim``: the first ``lease.acquire`` ok for the pk after t0 by another worker, or by W itself once it
-  restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  When that owner
+  restarted (``worker.start``) or lost or released the lease; the new owner is its worker.  A takeover after W
+  caught up (below) while W's session consumed on past the fault's window had another cause (a later
+  rebalance, say) and is not the fault's: that connection was not disrupted.  When that owner
   never caught up (a later fault cut it off before it did), the recovery passes on: the claim is the next
   takeover by another consumer, the first of them that caught up (and still counts from t0).  Without a claim,
   when W's session stopped consuming for good within the fault's window (as above) the new owner is
@@ -160,10 +162,16 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
     t0 = fault.start_t
     restart = _first_after(look.starts.get(old), t0, strict=True)
     lost = _first_after(look.losses.get((pk, old)), t0)
-    claims = _claims(look, pk, t0, old_consumer, restart, lost)
     # the fault cut the stream when the old session stopped consuming for good within its window (a
     # session that resumes reading after a pause was not cut)
     cut = session_end <= _window_end(fault, grace) and session_end < info.last_t
+    # catching up means reaching the head emitted before the fault stopped
+    head_ref = fault.stop_t if fault.stop_t is not None else t0
+    persisted = look.persists.get((pk, old))
+    kept_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
+    claims = _claims(look, pk, t0, old_consumer, restart, lost)
+    if claims and not cut and kept_up_t is not None and kept_up_t < claims[0][0]:
+        claims = []  # W caught up first and consumed on past the window: a later move had another cause
     disrupted = bool(claims) or cut
     claim_t: float | None = None
     if claims:
@@ -180,13 +188,9 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
         _, resume_t, caught_up_t = (_recovery_by(look, pk, new, t0) if new is not None
                                     else (None, None, None))
     else:
-        # not disrupted: persisting counts from t0, and catching up means reaching the head emitted before
-        # the fault stopped
-        new, connect_t = old, None
-        persisted = look.persists.get((pk, old))
+        # not disrupted: persisting counts from t0
+        new, connect_t, caught_up_t = old, None, kept_up_t
         resume_t = _first_after(persisted[0] if persisted else None, t0)
-        head_ref = fault.stop_t if fault.stop_t is not None else t0
-        caught_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
     detect_t = _detect(look, pk, old, old_consumer, t0, claim_t, restart, info)
     stop_t = _first_after(look.stops.get(pk), t0)
     stopped = look.stopped_at(pk, t0) or (

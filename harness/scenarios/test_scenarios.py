@@ -40,6 +40,7 @@ BLOG_FINDINGS = frozenset({"crash", "aws_5xx", "reconnect_storm", "pause", "part
 # quarter lease, so a takeover inside the window is certain and the finding is asserted every run.
 BLOG_TAKEOVERS = {"pause": {"reconcile_ms": 5_000}, "partition_aws": {"reconcile_ms": 5_000}}
 REGRESSIONS = load_dir(REGRESSIONS_DIR) if REGRESSIONS_DIR.is_dir() else {}
+ROWS_SHOWN = 5  # of each list in a failing checker's details, in the assertion's message
 
 
 def _history(run_dir: str) -> list[dict[str, Any]]:
@@ -54,11 +55,26 @@ def _takeovers_during(events: list[dict[str, Any]], kind: str) -> int:
                and e.get("worker") != start["target"] and start["t"] < e["t"] < stop["t"])
 
 
+def _why_invalid(verdict: dict[str, Any]) -> str:
+    """Each failing checker's figures and first few rows of each of its lists (examples, ranges), whole
+    (pytest cuts a dict's repr short): all a CI log keeps of a run whose folder is gone."""
+    lines = [f"{verdict['scenario']}/{verdict['profile']} on {verdict['dynamodb']} ({verdict.get('run_dir')}):"]
+    for name, result in verdict["checkers"].items():
+        if result["valid"] is True:
+            continue
+        figures = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+        lines.append(f"{name}: {json.dumps(figures, default=str)}")
+        for key, rows in result.items():
+            if isinstance(rows, list) and rows:
+                lines.append(f"  {key} ({len(rows)}):")
+                lines.extend(f"    {json.dumps(row, default=str)}" for row in rows[:ROWS_SHOWN])
+    return "\n".join(lines)
+
+
 def _assert_valid(verdict: dict[str, Any]) -> None:
-    failing = {k: v for k, v in verdict["checkers"].items() if v["valid"] is not True}
-    assert verdict["duplicate_claims"] == 0, failing
-    assert verdict["lost_sequences"] == 0, failing
-    assert verdict["valid"] is True, failing
+    assert verdict["duplicate_claims"] == 0, _why_invalid(verdict)
+    assert verdict["lost_sequences"] == 0, _why_invalid(verdict)
+    assert verdict["valid"] is True, _why_invalid(verdict)
 
 
 def _check_blog(name: str, verdict: dict[str, Any]) -> None:

@@ -192,6 +192,23 @@ def test_a_session_ending_long_after_the_fault_does_not_make_it_disrupted(build)
         False, "worker-1", 6190, 0)
 
 
+def test_a_handoff_long_after_the_old_owner_caught_up_is_not_the_faults_recovery(build) -> None:
+    # a forged death notice changes nothing; worker-1 hands the stream to worker-2 for balance 6 s later
+    owned_by_worker_1(build, renew_until=12000, session_end=11000).fault(5000, "forged_death_notice",
+                                                                         "worker-1")
+    build.at(11000, "lease.release", "worker-1", pk=PK, worker="worker-1", epoch=1, outcome="ok",
+             reason="rebalance", to="worker-2")
+    for seq in range(50, 111):
+        build.persist(seq * 100 + 5, PK, "worker-1", seq)
+    taken_over_by_worker_2(build, claim_t=11050)
+
+    row = only_row(check_recovery(build.frame()))
+
+    # caught up when seq 50 (the head at the notice) persisted at 5005, not when worker-2 caught up at 11xxx
+    assert (row["disrupted"], row["new_worker"], row["claim_t"]) == (False, "worker-1", None)
+    assert (row["caught_up_t"], row["recovery_ms"]) == (5005, 5)
+
+
 def test_a_pause_its_session_survives_recovers_on_that_session(build) -> None:
     owned_by_worker_1(build, renew_until=12000, session_end=None)
     build.fault(5000, "pause", "worker-1", stop_t=5800)
