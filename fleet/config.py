@@ -83,9 +83,6 @@ class FleetConfig:
     aws_timeout_ms: int = 3_000
     # hardened: the longest a received message waits before its batch is written (fleet.batch_log).
     flush_ms: int = 1_000
-    # Message writes as one TransactWriteItems fenced on the lease (on), conditional PutItems (off), or
-    # whichever the backend supports, probed once at start (auto).
-    transactions: str = "auto"
     # Router: hosts a START's ws_url may name (comma-separated host or host:port).
     allowed_ws_hosts: tuple[str, ...] = ()
     # Worker: rewrite every ws_url's host:port to this (the worker's own upstream proxy).
@@ -119,8 +116,6 @@ class FleetConfig:
                 raise ConfigError(f"{ENV_VARS[name]} must be positive, not {getattr(self, name)}")
         if self.heartbeat_ms >= self.lease_ms:
             raise ConfigError("WSFLEET_HEARTBEAT_MS must be shorter than WSFLEET_LEASE_MS")
-        if self.transactions not in ("auto", "on", "off"):
-            raise ConfigError(f"WSFLEET_TRANSACTIONS must be auto, on or off, not {self.transactions!r}")
         if self.control_journal not in ("on", "off"):
             raise ConfigError(f"WSFLEET_CONTROL_JOURNAL must be on or off, not {self.control_journal!r}")
         if self.reconnect_policy not in RECONNECT_POLICIES:
@@ -233,7 +228,7 @@ TUNABLE: tuple[str, ...] = (
     "lease_ms", "heartbeat_ms", "reconcile_ms", "desired_check_ms", "notify_wait_ms", "shutdown_budget_ms",
     "metric_interval_ms", "max_connections", "claims_in_flight", "notify_pollers", "handshake_rate", "balance_band",
     "clock_tolerance_ms", "fence_margin_ms", "checkpoint_ms", "upstream_budget_ms",
-    "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "transactions", "flush_ms",
+    "reconnect_base_ms", "reconnect_max_ms", "reconnect_policy", "aws_timeout_ms", "flush_ms",
 )
 
 

@@ -17,19 +17,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.aws import AwsClients, aws_errors, consistent_scan, error_code, pages, send_messages
+from fleet.aws import AwsClients, aws_errors, consistent_scan, pages, send_messages
 from fleet.batch_log import LogItem
 from fleet.deathnotice import DeathNotice, parse_death_notice, stopped_at_in
-from fleet.errors import StoreError
 from fleet.expr import Write
 from fleet.lease import STARTED, STOPPED, ConnectionRecord, WorkerRecord
 from fleet.schema import STATE_INDEX
 from fleet.typed import from_typed, to_typed, typed_request
 
-# The key the transactions probe reads (nothing is ever stored under it).
-TRANSACTIONS_PROBE_PK = "CONN#__transactions_probe__"
-# The answers to the probe that mean the backend has no transactions (dynalite's to an operation it lacks).
-NO_TRANSACTIONS_CODES = frozenset({"UnknownOperationException"})
 
 @dataclass(frozen=True)
 class Notification:
@@ -72,8 +67,6 @@ class AwsAdapter:
     def __init__(self, aws: AwsClients) -> None:
         self.aws = aws
         self.config = aws.config
-        self._transactions: bool | None = None
-        self._probe_lock = asyncio.Lock()
 
     def clock_skew_bounds(self) -> tuple[float, float] | None:
         """``(lower, upper)`` ms: the lease clock is ahead of DynamoDB's clock by more than ``lower`` and at
@@ -94,34 +87,6 @@ class AwsAdapter:
                 return write.apply(None)
             response = await self.aws.ddb.update_item(TableName=table, ReturnValues="ALL_NEW", **request)
         return from_typed(response.get("Attributes", {}))
-
-    async def transactions(self) -> bool:
-        """Whether message batches go out as transactions (``WSFLEET_TRANSACTIONS``; ``auto``: whether the
-        backend answers a TransactGetItems, asked until it answers or says it has no such operation, then
-        remembered).  Raises ``StoreUnavailable`` while the probe cannot be answered, ``StoreError`` while it
-        is refused for another reason."""
-        if self.config.transactions != "auto":
-            return self.config.transactions == "on"
-        async with self._probe_lock:
-            if self._transactions is None:
-                self._transactions = await self._probe_transactions()
-        return self._transactions
-
-    async def _probe_transactions(self) -> bool:
-        self.aws.requests["coordination"] += 1
-        try:
-            async with aws_errors("probe transactions", self.aws.errors):
-                await self.aws.ddb.transact_get_items(TransactItems=[{"Get": {
-                    "TableName": self.config.connections_table, "Key": to_typed({"pk": TRANSACTIONS_PROBE_PK}),
-                }}])
-        except StoreError as exc:
-            # Only the backend saying it has no such operation is remembered as "no transactions"; any other
-            # refusal (an expired token, access denied, no table yet) says nothing about transactions, and
-            # remembering it would weaken the fence for the process's life: raised, and asked again next time.
-            if exc.__cause__ is not None and error_code(exc.__cause__) in NO_TRANSACTIONS_CODES:
-                return False
-            raise
-        return True
 
     async def put_log_item(self, item: LogItem) -> None:
         """Put one item of a stream's message log (``fleet.batch_log``) onto its number if the number is free

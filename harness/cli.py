@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "when only --connections is given)")
     explore.add_argument("--dynamodb", choices=("drawn", "dynalite", "moto"), default="drawn",
                          help="embedded DynamoDB server: drawn per run (default), or fixed to dynalite "
-                              "(conditional puts) or moto (transactions)")
+                              "or moto")
     explore.add_argument("--shrink-runs", type=int, default=20,
                          help="candidates the shrinker may try (default 20; 0: no shrinking)")
     explore.add_argument("--shrink-repeat", type=positive_int, default=1, metavar="K",

@@ -183,8 +183,6 @@ class Cluster(Started):
         settings = self.config.to_env()
         env = python_env(settings, root=self.fleet_root)
         env.update(self.backend.env())
-        # the user's settings win over the backend's suggestions (moto: transactions off)
-        env.update({ENV_VARS[name]: settings[ENV_VARS[name]] for name in self.spec.overrides})
         env.update(extra)
         return env
 

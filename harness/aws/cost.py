@@ -10,8 +10,10 @@ a reader can redo it with their region's prices.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from fleet.batch_log import MAX_MESSAGES, MESSAGE_OVERHEAD_BYTES
 from fleet.config import FleetConfig
 from harness.scenarios.scenario_file import Plan
 
@@ -33,6 +35,8 @@ SETUP_S = 60.0                # starting the simulator's sessions and every stre
 HISTORY_EVENT_BYTES = 350     # one JSON history line in CloudWatch Logs
 LAMBDA_GB_S = 0.128 * 0.2     # one router invocation: 128 MB for about 200 ms
 LONG_POLL_S = 20.0
+SIMULATED_DATA_BYTES = 12     # the upstream simulator's message data, "<stream id>:<seq>"
+WRITE_UNIT_BYTES = 1024       # a write request unit stores up to 1 KB of an item
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,27 @@ def run_ceiling_s(plan: Plan, config: FleetConfig) -> float:
     return SETUP_S + config.lease_s + schedule + recover + 5 * config.lease_s
 
 
+def message_write_units(messages: float, rate: float, config: FleetConfig) -> float:
+    """Write units of storing ``messages`` at ``rate`` per stream: the published design puts an item per
+    message (1 unit each); ``hardened`` puts one log item per stream per flush (``fleet.batch_log``: a batch,
+    at most ``MAX_MESSAGES``), each rounded up to whole write units."""
+    if config.profile != "hardened":
+        return messages
+    per_batch = min(MAX_MESSAGES, max(1.0, rate * config.scaled_s(config.flush_ms)))
+    units = math.ceil(per_batch * (SIMULATED_DATA_BYTES + MESSAGE_OVERHEAD_BYTES) / WRITE_UNIT_BYTES)
+    return messages / per_batch * units
+
+
 def estimate(load: RunLoad) -> list[CostLine]:
     """One line per billed item, largest first."""
     config, hours = load.config, load.seconds / 3600.0
     messages = load.connections * load.rate * load.seconds
-    per_message_wru = 2.0 if config.profile == "hardened" else 1.0  # in a transaction, an item costs 2 units
     beats = load.seconds / config.heartbeat_s
     tasks = load.workers + 1  # and the upstream simulator's task
     quantities = {
         "fargate_vcpu": tasks * load.worker_vcpu * hours,
         "fargate_memory": tasks * load.worker_gb * hours,
-        "dynamodb_write": messages * per_message_wru + (load.connections + load.workers) * beats,
+        "dynamodb_write": message_write_units(messages, load.rate, config) + (load.connections + load.workers) * beats,
         "dynamodb_read": load.workers * (load.seconds / config.reconcile_s + beats) * max(1, load.connections // 8),
         "sqs": load.operations * 3 + load.workers * load.seconds / LONG_POLL_S,
         "api_gateway": load.operations,

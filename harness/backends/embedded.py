@@ -25,7 +25,7 @@ from types import TracebackType
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleet.config import ENV_VARS, FleetConfig
+from fleet.config import FleetConfig
 from harness import http_client
 from harness.backends.base import TABLE_FIELDS, Backend, BackendError
 from harness.backends.resources import client, create_resources
@@ -42,14 +42,6 @@ class EmbeddedBackend(Backend):
     servers: list[ServerProcess] = field(default_factory=list)
     log_dir: Path | None = None
     remove_log_dir: bool = False
-
-    def env(self) -> dict[str, str]:
-        env = super().env()
-        if self.dynamodb_engine == "moto":
-            # moto copies the table for every transaction (~1.5 s a batch): fence message writes with
-            # conditional puts instead, as on dynalite
-            env[ENV_VARS["transactions"]] = "off"
-        return env
 
     def pids(self) -> list[int]:
         return [server.pid for server in self.servers]

@@ -175,8 +175,8 @@ TAKEN_OVER = frozenset({"kill", "term"})
 # or step.
 OUTSIDE_SKEW = Of("clock_tolerance", 2.0, 20.0, signed=True)
 CLOCK_PARAMS = {"clock_skew": "offset_ms", "clock_step": "step_ms"}
-# The embedded DynamoDB servers a run is drawn on (``generate(dynamodb="drawn")``): conditional puts, and
-# transactions (the fence AWS uses).
+# The embedded DynamoDB servers a run is drawn on (``generate(dynamodb="drawn")``): dynalite (atomic, fast)
+# and moto (transactions and Streams, atomic only serialised).
 BACKENDS = ("dynalite", "moto")
 
 

@@ -23,7 +23,7 @@ regression scenarios and every generated or shrunk schedule are written in this 
     death_notices: true              # optional: a worker process that exits sends a death notice
                                      # (``harness.ecs_tasks``), as ECS and EventBridge do on AWS
     dynamodb: moto                   # optional: the embedded DynamoDB server (dynalite, the default, or
-                                     # moto: transactions); the command line's --dynamodb overrides it
+                                     # moto); the command line's --dynamodb overrides it
 
 Numbers may be expressions (``harness.scenarios.expressions``): names are the configured durations at
 the run's time scale, in seconds in ``*_s`` fields and in ms in bounds, ``*_ms`` params and toxic

@@ -1,5 +1,5 @@
-"""Fixtures for the fleet's store tests: one embedded backend per DynamoDB engine (dynalite has no
-transactions, moto has them), and the fleet's own clients and store pointed at it by environment alone."""
+"""Fixtures for the fleet's store tests: one embedded backend per DynamoDB engine (dynalite and moto), and the
+fleet's own clients and store pointed at it by environment alone."""
 
 from __future__ import annotations
 
@@ -33,15 +33,13 @@ def engine_backend(request: pytest.FixtureRequest, backend: EmbeddedBackend) -> 
 
 @pytest.fixture
 def engine_config(engine_backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch) -> FleetConfig:
-    """A hardened config at time scale 0.1 whose clients reach ``engine_backend``, probing for transactions
-    (the harness turns them off on moto for speed; these tests exercise both write paths).
+    """A hardened config at time scale 0.1 whose clients reach ``engine_backend``.
 
     Its requests time out after 2 s rather than the scaled 0.3 s: these tests are about what the store
     answers, and a connect that took a third of a second on a loaded CI machine failed one of them."""
     for name, value in engine_backend.env().items():
         monkeypatch.setenv(name, value)
-    return FleetConfig.from_env().with_changes(profile="hardened", timescale=0.1, transactions="auto",
-                                               aws_timeout_ms=20_000)
+    return FleetConfig.from_env().with_changes(profile="hardened", timescale=0.1, aws_timeout_ms=20_000)
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from fleet.errors import ConfigError
 def test_assignments_win_over_the_environment_which_wins_over_the_defaults() -> None:
     environ = {"WSFLEET_MAX_CONNECTIONS": "2000", "WSFLEET_LEASE_MS": "30000", "WSFLEET_WORKER_ID": "w9"}
 
-    values = tuning(environ, ["max_connections=5000", "WSFLEET_TRANSACTIONS=off", "Heartbeat_MS = 4000"])
+    values = tuning(environ, ["max_connections=5000", "WSFLEET_FLUSH_MS=500", "Heartbeat_MS = 4000"])
 
     # the worker id is wiring the launcher sets: its variable is not taken
-    assert values == {"max_connections": 5000, "lease_ms": 30000, "transactions": "off", "heartbeat_ms": 4000}
+    assert values == {"max_connections": 5000, "lease_ms": 30000, "flush_ms": 500, "heartbeat_ms": 4000}
     config = FleetConfig(worker_id="t", **values)  # type: ignore[arg-type]
     assert (config.max_connections, config.lease_s, config.heartbeat_s) == (5000, 30.0, 4.0)
 

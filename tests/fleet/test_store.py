@@ -1,6 +1,5 @@
-"""The store against real engines (dynalite: no transactions; moto: transactions): the server-side fence
-on message writes, the resume point, the transactions probe, the skew read from ``Date`` headers, and the
-read consistency each profile's client settings ask for."""
+"""The store against real engines (dynalite and moto): the server-side fence on message writes, the resume
+point, the skew read from ``Date`` headers, and the read consistency each profile's client settings ask for."""
 
 from __future__ import annotations
 
@@ -63,42 +62,6 @@ async def stored(store: AwsAdapter, pk: str) -> dict[int, dict[str, Any]]:
         TableName=store.config.messages_table, KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues=to_typed({":pk": pk}), ConsistentRead=True)
     return {int(item["sk"]): item for item in map(from_typed, response.get("Items", []))}
-
-
-async def test_transactions_are_probed_once(store: AwsAdapter, engine_backend: Any) -> None:
-    before = store.aws.requests["coordination"]
-    answers = await asyncio.gather(*(store.transactions() for _ in range(3)))
-    assert answers == [engine_backend.dynamodb_engine == "moto"] * 3
-    assert store.aws.requests["coordination"] - before == 1
-    assert await store.transactions() == answers[0]
-    assert store.aws.requests["coordination"] - before == 1
-
-
-@pytest.mark.parametrize("code", ["AccessDeniedException", "ExpiredTokenException", "ResourceNotFoundException"])
-async def test_a_probe_refused_for_another_reason_is_raised_and_asked_again(store: AwsAdapter, engine_backend: Any,
-                                                                           code: str) -> None:
-    """Hole 9: a first probe refused for a reason that says nothing about transactions (an expired token,
-    access denied, a table not there yet) was remembered as "no transactions" for the process's life,
-    downgrading the fence for good.  It is raised, and the next call asks again and gets the real answer."""
-    refusals = [code]
-
-    def refuse(**_: Any) -> tuple[Any, dict[str, Any]] | None:
-        if not refusals:
-            return None
-        error = {"Code": refusals.pop(), "Message": "refused"}
-        return SimpleNamespace(status_code=400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
-
-    store.aws.ddb.meta.events.register("before-call.dynamodb.TransactGetItems", refuse)
-    with pytest.raises(StoreError, match=code):
-        await store.transactions()
-    assert await store.transactions() is (engine_backend.dynamodb_engine == "moto")
-
-
-@pytest.mark.parametrize("mode", ["on", "off"])
-async def test_the_transactions_setting_overrides_the_probe(engine_config: FleetConfig, mode: str) -> None:
-    async with AwsClients(engine_config.with_changes(transactions=mode)) as aws:
-        assert await AwsAdapter(aws).transactions() is (mode == "on")
-        assert aws.requests["coordination"] == 0
 
 
 async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: AwsAdapter) -> None:

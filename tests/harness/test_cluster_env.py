@@ -19,25 +19,25 @@ from harness.processes import Child, ProcessError, spawn
 from harness.upstream_sim.__main__ import build_parser
 
 
-class SuggestsNoTransactions:
-    """A backend's environment as the embedded moto backend gives it (transactions off: moto is slow)."""
+class Endpoints:
+    """A backend's environment: where its services are."""
 
     def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "WSFLEET_TRANSACTIONS": "off"}
+        return {"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1"}
 
 
 def fleet_env(tmp_path: Path, **overrides: Any) -> dict[str, str]:
-    cluster = Cluster(ClusterSpec(run_dir=tmp_path, overrides=overrides), backend=SuggestsNoTransactions())  # type: ignore[arg-type]
+    cluster = Cluster(ClusterSpec(run_dir=tmp_path, overrides=overrides), backend=Endpoints())  # type: ignore[arg-type]
     try:
         return cluster._fleet_env({"WSFLEET_WORKER_ID": "worker-1"})
     finally:
         cluster.history.close()
 
 
-def test_set_wins_over_the_backends_suggestion(tmp_path: Path) -> None:
-    assert fleet_env(tmp_path)["WSFLEET_TRANSACTIONS"] == "off"
-    told = fleet_env(tmp_path, transactions="on", max_connections=2000)
-    assert (told["WSFLEET_TRANSACTIONS"], told["WSFLEET_MAX_CONNECTIONS"]) == ("on", "2000")
+def test_the_users_settings_and_the_backends_endpoints_both_reach_the_processes(tmp_path: Path) -> None:
+    told = fleet_env(tmp_path, flush_ms=500, max_connections=2000)
+    assert (told["WSFLEET_FLUSH_MS"], told["WSFLEET_MAX_CONNECTIONS"]) == ("500", "2000")
+    assert told["AWS_ENDPOINT_URL_DYNAMODB"] == "http://127.0.0.1:1"
     assert told["WSFLEET_WORKER_ID"] == "worker-1"
 
 

@@ -63,7 +63,6 @@ locals {
     WSFLEET_HANDSHAKE_RATE     = ""
     WSFLEET_BALANCE_BAND       = ""
     WSFLEET_CLOCK_TOLERANCE_MS = ""
-    WSFLEET_TRANSACTIONS       = ""
     WSFLEET_FENCE_MARGIN_MS    = ""
     WSFLEET_CHECKPOINT_MS      = ""
     WSFLEET_FLUSH_MS           = ""

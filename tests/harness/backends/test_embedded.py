@@ -16,7 +16,7 @@ import pytest
 from botocore.configprovider import ConfiguredEndpointProvider
 
 from fleet import schema
-from fleet.config import ENV_VARS, FleetConfig
+from fleet.config import FleetConfig
 from harness.backends import (
     ENDPOINT_ENV_VARS,
     Backend,
@@ -135,13 +135,6 @@ def test_servers_do_not_outlive_their_parent(how: str) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
-
-
-@pytest.mark.parametrize("engine, transactions", [("moto", "off"), ("dynalite", None)])
-def test_fleet_processes_skip_transactions_on_moto(engine: str, transactions: str | None) -> None:
-    backend = EmbeddedBackend(kind="embedded", region="us-east-1", endpoints={}, queue_url="",
-                              dynamodb_engine=engine)
-    assert backend.env().get(ENV_VARS["transactions"]) == transactions
 
 
 @pytest.mark.parametrize("engine", ["dynalite", "moto"])
