@@ -9,8 +9,9 @@ live state.
   health check was failing.  With both regions unhealthy, Route 53 answers the primary again; an automation
   that follows that answer activates a region that cannot serve (route53 ``health.check`` events).
 - ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
-  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it to show no backlog beyond the
-  lag (the oldest undelivered write younger than ``lag_bound_ms``: ``behind_ms``), and at least one report.
+  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
+  show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
+  ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
   A failback before that activates a primary whose tables lack what the standby wrote.
 - ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
@@ -80,20 +81,24 @@ def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) ->
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
                     hysteresis_ms: float) -> list[dict[str, Any]]:
     """``primary``: the primary's AWS region (its control's name).  A move back is an On of the primary's
-    control after it had been Off."""
+    control after it had been Off; it is judged when it began (its generation's first change: the
+    standby Off), the instant it was decided, not when its activation wait ended (writes in the lag's tail
+    reported during that wait were made before it and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
+    rows = _of(history, "gate.state", "route53")
+    began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
     found = []
     was_off = False
-    for t, region, state in _controls(history):
-        if region != primary:
-            continue
-        if state == "Off":
+    for row in rows[rows["region"] == primary].itertuples() if not rows.empty else ():
+        if row.state == "Off":
             was_off = True
             continue
         if not was_off:
             continue
         was_off = False
-        window = stats[(stats["t"] >= t - hysteresis_ms) & (stats["t"] <= t)] if not stats.empty else stats
+        t = float(row.t)
+        decided = float(began.get(getattr(row, "generation", None), t))
+        window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
         behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
         caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())
         if not caught_up:

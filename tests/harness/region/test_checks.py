@@ -98,3 +98,24 @@ def test_a_start_acknowledged_during_the_failover_that_the_active_region_never_t
         {"pk": "CONN#a", "acknowledged_ms": 11_000, "by": "east-router"}]
     taken = history(*frame.to_dict("records"), acquire(14_000, "west-worker-2", "CONN#a"))
     assert lost_starts(taken, since_ms=10_000, active="west") == []
+
+
+def test_a_failback_is_judged_when_it_began_not_when_its_activation_wait_ended() -> None:
+    """Seed 61 of the 100-schedule batch (a quiet run, times from 1796436260000 ms): the automation decided
+    the failback at 10 220 (the standby Off, generation 83) after 2 s of reports within the 300 ms bound; the
+    primary turned On 2 s later, and a write in the lag's tail (323 ms) was reported during that wait.  The
+    move began caught up: not early.  A report beyond the bound before it began still makes it early."""
+    def move(t: float, region: str, state: str, generation: int) -> dict[str, Any]:
+        return {**control(t, region, state), "generation": generation}
+
+    moves = [move(-3_564, "us-east-1", "On", 81), move(4_149, "us-east-1", "Off", 82),
+             move(4_149, "failover-hold", "On", 82), move(6_149, "us-west-2", "On", 82),
+             move(10_220, "us-west-2", "Off", 83), move(10_220, "failover-hold", "On", 83),
+             move(12_220, "us-east-1", "On", 83)]
+    reports = [stats(6_502, 11, 100.2), stats(7_502, 6, 206.3), stats(8_506, 4, 108.5), stats(9_511, 2, 40.1),
+               stats(10_519, 1, 323.3), stats(11_521, 0, 0.0), stats(12_525, 7, 99.3)]
+    seed_61 = history(*moves, *reports)
+    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == []
+    behind_before = history(*moves, *reports, stats(9_900, 3, 301.0))
+    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == [
+        {"t": 12_220, "reports": 3, "max_behind_ms": 301.0}]
