@@ -5,9 +5,12 @@ live state.
 - ``activation_overlaps``: spans during which two regions' routing controls were On at once (route53
   ``gate.state`` events; the hold control is not a region).  Overlapping failovers, a flapping health check
   or an operator racing the automation must never leave two regions active.
-- ``moves_while_unhealthy``: activation moves (a region's control turned On) made while that region's own
-  health check was failing.  With both regions unhealthy, Route 53 answers the primary again; an automation
-  that follows that answer activates a region that cannot serve (route53 ``health.check`` events).
+- ``moves_while_unhealthy``: activation moves (a region's control turned On) to a region that could not
+  take it: the primary while its own health check was failing (with both regions unhealthy, Route 53
+  answers the primary again; an automation that follows that answer activates a region that cannot
+  serve: route53 ``health.check`` events), the standby while a fault had its DynamoDB out (harness
+  ``fault.start`` / ``fault.stop`` of ``STORE_FAULTS``).  The standby's own check failing is no finding:
+  it says only that clients cannot reach its API, and the gate, not DNS, decides which region consumes.
 - ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
   needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
   show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
@@ -29,6 +32,8 @@ from typing import Any
 import pandas as pd
 
 from harness.region.routing_control import HOLD
+
+STORE_FAULTS = ("region_cut", "region_outage", "dynamodb_outage")  # the faults that take a region's DynamoDB out
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -64,17 +69,25 @@ def activation_overlaps(history: pd.DataFrame, end_ms: float) -> list[dict[str, 
 
 
 def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
-    """``aws_regions``: the run's region name -> its AWS region (the controls' names)."""
+    """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first."""
     names = {aws: name for name, aws in aws_regions.items()}
+    primary = next(iter(aws_regions))
     healthy = {name: True for name in aws_regions}
-    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53")])
+    store_out: set[str] = set()
+    faults = pd.concat([_of(history, "fault.start", "harness"), _of(history, "fault.stop", "harness")])
+    if not faults.empty:
+        faults = faults[faults["kind"].isin(STORE_FAULTS)]
+    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53"), faults])
     found = []
     for row in events.sort_values("t", kind="stable").itertuples():
         if row.type == "health.check":
             healthy[str(row.region)] = bool(row.healthy)
-        elif row.state == "On" and row.region in names and not healthy[names[str(row.region)]]:
-            found.append({"t": float(row.t), "region": names[str(row.region)],
-                          "both_unhealthy": not any(healthy.values())})
+        elif row.type.startswith("fault."):
+            (store_out.add if row.type == "fault.start" else store_out.discard)(str(row.target))
+        elif row.state == "On" and row.region in names:
+            name = names[str(row.region)]
+            if (not healthy[name]) if name == primary else (name in store_out):
+                found.append({"t": float(row.t), "region": name, "both_unhealthy": not any(healthy.values())})
     return found
 
 

@@ -57,6 +57,25 @@ def test_an_activation_of_a_region_whose_check_fails_is_flagged_both_unhealthy_s
     assert moves_while_unhealthy(held, REGIONS) == []
 
 
+def fault(t: float, action: str, kind: str, target: str) -> dict[str, Any]:
+    return {"t": t, "src": "harness", "type": f"fault.{action}", "kind": kind, "target": target}
+
+
+def test_the_standby_activated_while_its_own_check_fails_is_no_finding_unless_its_store_was_out() -> None:
+    """Seed 23: both regions' gray failures (both checks failing) and the standby activated: its failing check
+    says only that clients cannot reach its API.  Activated while its region was cut off (its DynamoDB out
+    too), it could not serve: a finding."""
+    gray = history(fault(0, "start", "gray_failure", "east"), fault(0, "start", "gray_failure", "west"),
+                   health(1_000, "east", False), control(1_000, "us-east-1", "Off"), health(1_000, "west", False),
+                   control(3_000, "us-west-2", "On"))
+    assert moves_while_unhealthy(gray, REGIONS) == []
+    for kind in ("region_cut", "dynamodb_outage"):
+        out = history(*gray.to_dict("records"), fault(2_000, "start", kind, "west"))
+        assert moves_while_unhealthy(out, REGIONS) == [{"t": 3_000, "region": "west", "both_unhealthy": True}], kind
+        back = history(*out.to_dict("records"), fault(2_500, "stop", kind, "west"))
+        assert moves_while_unhealthy(back, REGIONS) == [], kind
+
+
 def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_early() -> None:
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
