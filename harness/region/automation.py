@@ -1,15 +1,19 @@
-"""The operator's failover automation, as a pure decision (observations in, whether to move out): when the
-zone's answer changes, whether and when to move the region activation.
+"""The operator's failover automation, as pure decisions (observations in, where to move the activation out).
 
-- Away from the primary (its health check failed): at once; the activation wait keeps the two regions
-  apart (``fleet.region_gate.activation_wait_s``), ``RoutingControls`` one failover at a time.
-- Back to the primary (``Failback``): only once the primary's own check passes (with both regions
-  unhealthy Route 53 answers the primary again, which proves nothing about it), and replication has caught
+- Away from the primary (``Automation.step``): on the PRIMARY's health check alone, at once, while the
+  standby's control store (its DynamoDB) answers.  The gate, not DNS, decides which region consumes: the
+  standby's own check failing says only that clients cannot reach its API, so with both checks failing
+  (Route 53 then answers the primary, which proves nothing about it) the activation still moves.  The
+  activation wait keeps the two regions apart (``fleet.region_gate.activation_wait_s``), ``RoutingControls``
+  one failover at a time.
+- Back to the primary (``Failback``): only once the primary's own check passes and replication has caught
   up (no backlog beyond the lag: the oldest undelivered write younger than ``lag_bound_ms``; writes keep
-  coming, so a backlog of zero writes is never seen) without a break for ``hysteresis_s`` while the zone
-  kept answering the primary.  A flapping check or a replication still
-  behind restarts the wait: a failback never activates a primary whose tables lack what the standby wrote,
-  and a flapping check does not move the activation back and forth.
+  coming, so a backlog of zero writes is never seen) without a break for ``hysteresis_s``.  A flapping
+  check or a replication still behind restarts the wait: a failback never activates a primary whose tables
+  lack what the standby wrote, and a flapping check does not move the activation back and forth.
+- After the activation wait (``fit_after_wait``): the target is read again, and the failover gives up
+  (the target stays Off, the hold On) if it can no longer take the activation: the primary its check
+  failing, the standby its control store not answering.  The next ``step`` decides again from there.
 
 ``harness.region.checks`` judges the same rules over a run's history (``early_failbacks``,
 ``moves_while_unhealthy``, ``flapping_moves``).
@@ -17,7 +21,10 @@ zone's answer changes, whether and when to move the region activation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+PRIMARY, STANDBY = "primary", "standby"
 
 
 @dataclass
@@ -28,12 +35,48 @@ class Failback:
     hysteresis_s: float
     since_s: float | None = None  # when every condition last began to hold without a break
 
-    def observe(self, now_s: float, answers_primary: bool, primary_healthy: bool, behind_ms: float) -> bool:
+    def observe(self, now_s: float, primary_healthy: bool, behind_ms: float) -> bool:
         """Whether to fail back now (the caller then moves the activation and stops asking); ``behind_ms``:
         how long ago the oldest write not yet delivered was made."""
-        if not (answers_primary and primary_healthy and behind_ms <= self.lag_bound_ms):
+        if not (primary_healthy and behind_ms <= self.lag_bound_ms):
             self.since_s = None
             return False
         if self.since_s is None:
             self.since_s = now_s
         return now_s - self.since_s >= self.hysteresis_s
+
+
+@dataclass
+class Automation:
+    """Where the activation should go, from what it is shown, in order; ``active``: where it last sent it
+    (``PRIMARY``, ``STANDBY``, or None once a failover gave up: no region active)."""
+
+    failback: Failback
+    active: str | None = PRIMARY
+
+    def step(self, now_s: float, primary_healthy: bool, behind_ms: float,
+             standby_answers: Callable[[], bool]) -> str | None:
+        """The region to move the activation to now (the caller starts that failover), or None;
+        ``standby_answers`` (asked only when it decides) whether the standby's control store answers."""
+        if not primary_healthy:
+            self.failback.since_s = None
+            if self.active != STANDBY and standby_answers():
+                self.active = STANDBY
+                return STANDBY
+            return None
+        if self.active != PRIMARY and self.failback.observe(now_s, primary_healthy, behind_ms):
+            self.active = PRIMARY
+            return PRIMARY
+        return None
+
+    def gave_up(self, target: str) -> None:
+        """A failover to ``target`` gave up after its wait: no region is active, unless a later move was
+        decided meanwhile."""
+        if self.active == target:
+            self.active = None
+
+
+def fit_after_wait(target: str, primary_healthy: bool, standby_answers: Callable[[], bool]) -> bool:
+    """Whether ``target`` (``PRIMARY`` or ``STANDBY``) may still be turned On after the activation wait: the
+    primary while its check passes, the standby while its control store answers."""
+    return primary_healthy if target == PRIMARY else standby_answers()

@@ -88,7 +88,7 @@ def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, pool
     """One schedule on ``pool`` (fresh state for it), judged; the result is also ``RUN_FILE`` in ``run_dir``.
     Its streams are named after the variant and seed (``gate-7-c000``), so no two runs of a batch share one."""
     spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=pool.spec.timescale, run_dir=run_dir,
-                       seed=schedule.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
+                       seed=schedule.seed, gate=variant.gate, automate=variant.gate,
                        clock_offsets_ms=schedule.clock_offsets_ms, lag_ms=variant.lag()[0],
                        lag_p99_ms=variant.lag()[1])
     result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),

@@ -5,12 +5,16 @@ live state.
 - ``activation_overlaps``: spans during which two regions' routing controls were On at once (route53
   ``gate.state`` events; the hold control is not a region).  Overlapping failovers, a flapping health check
   or an operator racing the automation must never leave two regions active.
-- ``moves_while_unhealthy``: activation moves (a region's control turned On) made while that region's own
-  health check was failing.  With both regions unhealthy, Route 53 answers the primary again; an automation
-  that follows that answer activates a region that cannot serve (route53 ``health.check`` events).
+- ``moves_while_unhealthy``: activation moves (a region's control turned On) to a region that could not
+  take it: the primary while its own health check was failing (with both regions unhealthy, Route 53
+  answers the primary again; an automation that follows that answer activates a region that cannot
+  serve: route53 ``health.check`` events), the standby while a fault had its DynamoDB out (harness
+  ``fault.start`` / ``fault.stop`` of ``STORE_FAULTS``).  The standby's own check failing is no finding:
+  it says only that clients cannot reach its API, and the gate, not DNS, decides which region consumes.
 - ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
-  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it to show no backlog beyond the
-  lag (the oldest undelivered write younger than ``lag_bound_ms``: ``behind_ms``), and at least one report.
+  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
+  show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
+  ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
   A failback before that activates a primary whose tables lack what the standby wrote.
 - ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
@@ -28,6 +32,8 @@ from typing import Any
 import pandas as pd
 
 from harness.region.routing_control import HOLD
+
+STORE_FAULTS = ("region_cut", "region_outage", "dynamodb_outage")  # the faults that take a region's DynamoDB out
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -63,37 +69,49 @@ def activation_overlaps(history: pd.DataFrame, end_ms: float) -> list[dict[str, 
 
 
 def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
-    """``aws_regions``: the run's region name -> its AWS region (the controls' names)."""
+    """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first."""
     names = {aws: name for name, aws in aws_regions.items()}
+    primary = next(iter(aws_regions))
     healthy = {name: True for name in aws_regions}
-    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53")])
+    store_out: set[str] = set()
+    faults = pd.concat([_of(history, "fault.start", "harness"), _of(history, "fault.stop", "harness")])
+    if not faults.empty:
+        faults = faults[faults["kind"].isin(STORE_FAULTS)]
+    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53"), faults])
     found = []
     for row in events.sort_values("t", kind="stable").itertuples():
         if row.type == "health.check":
             healthy[str(row.region)] = bool(row.healthy)
-        elif row.state == "On" and row.region in names and not healthy[names[str(row.region)]]:
-            found.append({"t": float(row.t), "region": names[str(row.region)],
-                          "both_unhealthy": not any(healthy.values())})
+        elif row.type.startswith("fault."):
+            (store_out.add if row.type == "fault.start" else store_out.discard)(str(row.target))
+        elif row.state == "On" and row.region in names:
+            name = names[str(row.region)]
+            if (not healthy[name]) if name == primary else (name in store_out):
+                found.append({"t": float(row.t), "region": name, "both_unhealthy": not any(healthy.values())})
     return found
 
 
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
                     hysteresis_ms: float) -> list[dict[str, Any]]:
     """``primary``: the primary's AWS region (its control's name).  A move back is an On of the primary's
-    control after it had been Off."""
+    control after it had been Off; it is judged when it began (its generation's first change: the
+    standby Off), the instant it was decided, not when its activation wait ended (writes in the lag's tail
+    reported during that wait were made before it and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
+    rows = _of(history, "gate.state", "route53")
+    began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
     found = []
     was_off = False
-    for t, region, state in _controls(history):
-        if region != primary:
-            continue
-        if state == "Off":
+    for row in rows[rows["region"] == primary].itertuples() if not rows.empty else ():
+        if row.state == "Off":
             was_off = True
             continue
         if not was_off:
             continue
         was_off = False
-        window = stats[(stats["t"] >= t - hysteresis_ms) & (stats["t"] <= t)] if not stats.empty else stats
+        t = float(row.t)
+        decided = float(began.get(getattr(row, "generation", None), t))
+        window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
         behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
         caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())
         if not caught_up:

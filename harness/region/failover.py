@@ -158,7 +158,7 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
     """``pool``: run on it (fresh state) instead of starting and stopping the regions' backends."""
     variant, ids = setup.variant, setup.ids()
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
-                       run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, fail_over_on_answer=variant.gate,
+                       run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, automate=variant.gate,
                        lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1])
     began = time.monotonic()
 

@@ -7,7 +7,9 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
   not a move); ``failback``: the primary's On again after it;
   ``repeated failover``: more than one failover in the run; ``failover superseded``: a failover (a
   generation that turned a region Off) that never turned its region On because a later one began while it
-  waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time);
+  waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time); ``failover
+  abandoned``: one that gave up after its wait, its region no longer able to take the activation
+  (route53 ``failover.abandoned``);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
@@ -76,7 +78,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
         names.add("repeated failover")
     began = sorted(set(gates[gates["state"] == "Off"]["generation"].dropna()))
     activated = set(gates[gates["state"] == "On"]["generation"].dropna())
-    if any(g not in activated for g in began[:-1]):
+    abandoned = set(_of(history, "failover.abandoned", "route53")["generation"].dropna())
+    if abandoned:
+        names.add("failover abandoned")
+    if any(g not in activated | abandoned for g in began[:-1]):
         names.add("failover superseded")
     if len(_of(history, "dns.answer", "route53")) > 2:
         names.add("answer flapped")

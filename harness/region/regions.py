@@ -12,9 +12,12 @@ the harness (``route53``).
 - With ``gate`` (the default), the region activation gate's authority (``RoutingControls``: a stand-in of
   Route 53 ARC's data plane, a cluster of endpoints read with SigV4) stands outside both regions with east
   On, and every worker and router reads its region's control before consuming or writing; ``fail_over``
-  moves the activation (one failover at a time), by itself when the zone's answer changes with
-  ``fail_over_on_answer``; after each activation, the activated region's router re-applies its control
-  journal (``fleet.router.reapply_journal``), as the operator's automation would invoke it.
+  moves the activation (one failover at a time; after the wait the target is read again, and the failover
+  gives up if it can no longer take it), by itself with ``automate``: the operator's automation
+  (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
+  answers (``store_answers``), back through ``Failback``; after each activation, the activated region's
+  router re-applies its control journal (``fleet.router.reapply_journal``), as the automation would
+  invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
   unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
@@ -38,6 +41,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
 from fleet.config import FleetConfig
 from fleet.history import HistoryWriter
 from fleet.region_gate import activation_wait_s
@@ -55,7 +62,7 @@ from harness.cluster import (
 )
 from harness.http_client import HttpError, request
 from harness.processes import Child, Started, start_thread
-from harness.region.automation import Failback
+from harness.region.automation import PRIMARY, STANDBY, Automation, Failback, fit_after_wait
 from harness.region.global_tables import GlobalTables
 from harness.region.replication import LagModel
 from harness.region.route53 import (
@@ -74,6 +81,8 @@ from harness.region.routing_control import RoutingControls, control_arn
 AWS_REGIONS = {"east": "us-east-1", "west": "us-west-2"}  # PRIMARY first
 ZONE = "wsfleet.test"
 REAPPLY_TIMEOUT_S = 30.0  # a scan of the connections table and a few events' writes
+STORE_TIMEOUT_S = 1.0  # the automation's read of a region's DynamoDB: one attempt, answered within this
+AUTOMATION_EVERY_S = 0.05  # the automation's polling (the checks and the replication have no signal to wait on)
 LOCAL_CREDENTIALS_BY_KEY = {LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"]: LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
 
 
@@ -91,9 +100,9 @@ class RegionsSpec:
     ttl_s: float = RECORD_TTL_S      # the failover record's TTL, at scale 1
     health: HealthCheckSpec = field(default_factory=HealthCheckSpec)  # as terraform deploys them
     gate: bool = True                # the region activation gate (fleet.region_gate), primary On
-    # move the activation when the zone's answer changes (the automation an operator would run on the
-    # health check's alarm); otherwise the caller does (``fail_over``)
-    fail_over_on_answer: bool = False
+    # the operator's automation moves the activation (``harness.region.automation``: on the primary's health
+    # check, while the standby's DynamoDB answers); otherwise the caller does (``fail_over``)
+    automate: bool = False
     # back to the primary only once replication has caught up (nothing undelivered older than the lag's 99th
     # percentile) for
     # this long, at scale 1 (``harness.region.automation.Failback``): two health-check intervals
@@ -186,10 +195,11 @@ class TwoRegions(Started):
         self.harness = HistoryWriter(str(self._history_dir / "harness.jsonl"), "harness")  # STARTs, faults
         self._stop = threading.Event()
         self._checking = threading.Thread(target=self._check_health, name="route53", daemon=True)
+        self._automating = threading.Thread(target=self._automate, name="automation", daemon=True)
+        self._stores: dict[str, Any] = {}
         self._resolved: str | None = None
         self._lock = threading.Lock()
-        self.active = next(iter(AWS_REGIONS))  # the region the automation last activated
-        self._failing_back = False
+        self._automation_lock = threading.Lock()
 
     def _cluster_spec(self, region: str = "") -> ClusterSpec:
         spec = self.spec
@@ -213,6 +223,8 @@ class TwoRegions(Started):
         run_together(*(cluster.start for cluster in self.clusters.values()))  # at once: workers take seconds
         self._create_zone()
         start_thread(self._checking)
+        if self.spec.automate and self.controls is not None:
+            start_thread(self._automating)
 
     def _create_zone(self) -> None:
         """The hosted zone, health checks and failover records in Route 53 (the primary's moto), from the
@@ -268,12 +280,43 @@ class TwoRegions(Started):
             for service in SERVICE_PROXIES:
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
-    def fail_over(self, old: str, new: str) -> None:
+    def fail_over(self, old: str, new: str) -> str:
         """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
-        failover began meanwhile (``RoutingControls.fail_over``)."""
+        failover began meanwhile or ``new`` can no longer take the activation (``fit_after_wait``; the
+        failover then gives up): ``RoutingControls.fail_over``'s outcome."""
         assert self.controls is not None
-        if self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], activation_wait_s(self.clusters[old].config)):
+        primary = next(iter(AWS_REGIONS))
+        role = PRIMARY if new == primary else STANDBY
+
+        def ready() -> bool:
+            with self._lock:
+                primary_healthy = self.checks[primary].healthy
+            return fit_after_wait(role, primary_healthy, lambda: self.store_answers(new))
+
+        outcome = self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new],
+                                          activation_wait_s(self.clusters[old].config), ready)
+        if outcome == "activated":
             self._reapply_journal(new)
+        return outcome
+
+    def store_answers(self, region: str) -> bool:
+        """Whether ``region``'s DynamoDB answers a read of its connections table from outside the region (the
+        automation's look before and after a failover to it): not while the region is cut off, nor while
+        its DynamoDB is out (its feed answers 503); one attempt, within ``STORE_TIMEOUT_S``."""
+        if region in self.cut or self.tables is None:
+            return False
+        if region not in self._stores:
+            self._stores[region] = boto3.client(
+                "dynamodb", region_name=AWS_REGIONS[region], endpoint_url=self.tables.feed_url(region),
+                aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                config=Config(connect_timeout=STORE_TIMEOUT_S, read_timeout=STORE_TIMEOUT_S,
+                              retries={"max_attempts": 1, "mode": "standard"}))
+        try:
+            self._stores[region].describe_table(TableName=self.backends[region].tables["connections"])
+        except (BotoCoreError, ClientError):
+            return False
+        return True
 
     def _reapply_journal(self, region: str) -> None:
         """The automation's step after it activated ``region``: that region's router re-applies the control
@@ -325,48 +368,39 @@ class TwoRegions(Started):
                 self.route53.emit("health.check", region=region, healthy=check.healthy)
             if self.zone.answer() != answer:
                 self.route53.emit("dns.answer", region=self.zone.answer())
-                if self.spec.fail_over_on_answer and self.controls is not None:
-                    self._automate(self.zone.answer())
 
-    def _automate(self, answer: str) -> None:
-        """The automation on a change of the zone's answer (called holding ``_lock``): away from the active
-        region at once; back to the primary through ``Failback``, in its own thread, once."""
-        primary = next(iter(AWS_REGIONS))
-        if answer == self.active or (answer == primary and self._failing_back):
-            return
-        if answer == primary:
-            self._failing_back = True
-            start_thread(threading.Thread(target=self._fail_back, name="fail-back", daemon=True))
-            return
-        old, self.active = self.active, answer
-        start_thread(threading.Thread(target=self.fail_over, args=(old, answer), name="fail-over", daemon=True))
-
-    def _fail_back(self) -> None:
-        """Move the activation back to the primary once ``Failback`` says so, unless the zone stops answering
-        the primary first (polled: the zone and the replication have no signal to wait on)."""
-        primary = next(iter(AWS_REGIONS))
+    def _automate(self) -> None:
+        """The operator's automation (``Automation``), polled: each move it decides runs in its own thread (a
+        later one supersedes it while it waits); a move that gave up is told back."""
+        primary, standby = AWS_REGIONS
         scale = self.spec.timescale
-        failback = Failback(self.spec.lag_p99_ms * scale, self.spec.failback_hysteresis_s * scale)
+        automation = Automation(Failback(self.spec.lag_p99_ms * scale, self.spec.failback_hysteresis_s * scale))
         assert self.tables is not None
-        while not self._stop.wait(0.05):
+        while not self._stop.wait(AUTOMATION_EVERY_S):
             stats = self.tables.stats()
             with self._lock:
-                answer = self.zone.answer()
-                if answer != primary:
-                    self._failing_back = False
-                    return
-                if failback.observe(time.monotonic(), True, self.checks[primary].healthy, stats["behind_ms"]):
-                    self.route53.emit("failback.ready", backlog=stats["backlog"], behind_ms=stats["behind_ms"])
-                    old, self.active, self._failing_back = self.active, primary, False
-                    break
-        else:
-            return
-        self.fail_over(old, primary)
+                primary_healthy = self.checks[primary].healthy
+            with self._automation_lock:
+                target = automation.step(time.monotonic(), primary_healthy, stats["behind_ms"],
+                                         lambda: self.store_answers(standby))
+            if target is None:
+                continue
+            new, old = (primary, standby) if target == PRIMARY else (standby, primary)
+            if target == PRIMARY:
+                self.route53.emit("failback.ready", backlog=stats["backlog"], behind_ms=stats["behind_ms"])
+            start_thread(threading.Thread(target=self._move, args=(automation, old, new, target),
+                                          name=f"fail-over-to-{new}", daemon=True))
+
+    def _move(self, automation: Automation, old: str, new: str, target: str) -> None:
+        if self.fail_over(old, new) == "abandoned":
+            with self._automation_lock:
+                automation.gave_up(target)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._checking.is_alive():
-            self._checking.join(timeout=5.0)
+        for thread in (self._checking, self._automating):
+            if thread.is_alive():
+                thread.join(timeout=5.0)
         for name in list(self.cut):
             with contextlib.suppress(Exception):  # stopping goes on whatever a proxy says
                 self.heal(name)

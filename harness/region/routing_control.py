@@ -17,7 +17,9 @@ worker and router there has then stopped, whether it read the Off or could not r
 write has landed), then the new region On and the hold Off.  Failovers are serialised: each takes the next
 generation when it turns the old region Off, and turns the new one On only if no later failover has begun
 meanwhile (a later change supersedes one still waiting), so two that overlap (a flapping health check, both
-regions unhealthy, an operator racing the automation) never leave two regions On.  Each change goes to the history
+regions unhealthy, an operator racing the automation) never leave two regions On; and only if the new
+region, read again after the wait, can still take the activation (else the failover gives up, the hold
+On).  Each change goes to the history
 (``gate.state`` {region, state, generation}, src ``route53``).  It stands outside every region: a region's
 outage does not reach it.
 """
@@ -139,20 +141,26 @@ class RoutingControls:
         for control, state in changes.items():
             self.emit("gate.state", region=control, state=state, generation=self.generation)
 
-    def fail_over(self, old: str, new: str, wait_s: float) -> bool:
+    def fail_over(self, old: str, new: str, wait_s: float, ready: Callable[[], bool] = lambda: True) -> str:
         """``old`` Off and the hold On; ``wait_s`` later (``activation_wait_s`` of ``old``'s settings: nothing
         of ``old`` consumes or writes any more), ``new`` On and the hold Off, unless a later failover began
-        meanwhile.  Whether this one turned ``new`` On."""
+        meanwhile (``"superseded"``) or ``new``, read again (``ready``), can no longer take the activation
+        (``"abandoned"``: it stays Off, the hold On, and ``failover.abandoned`` {region, generation} goes to
+        the history).  ``"activated"`` when this one turned ``new`` On."""
         with self.lock:
             self.generation += 1
             mine = self.generation
             self._set({old: OFF, HOLD: ON})
         time.sleep(wait_s)  # the old region's gate must run out: a duration, not a synchronisation
+        fit = ready()  # outside the lock: it may ask the target over the network
         with self.lock:
             if self.generation != mine:
-                return False  # superseded: the later failover decides
+                return "superseded"  # the later failover decides
+            if not fit:
+                self.emit("failover.abandoned", region=new, generation=mine)
+                return "abandoned"
             self._set({new: ON, HOLD: OFF})
-        return True
+        return "activated"
 
     def _answer(self, index: int, target: str, request: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         """The answer of endpoint ``index`` to a signed request: the control's state, or an error."""

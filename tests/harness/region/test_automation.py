@@ -4,9 +4,9 @@ wait."""
 
 from __future__ import annotations
 
-from harness.region.automation import Failback
+from harness.region.automation import PRIMARY, STANDBY, Automation, Failback, fit_after_wait
 
-GOOD = {"answers_primary": True, "primary_healthy": True, "behind_ms": 100.0}
+GOOD = {"primary_healthy": True, "behind_ms": 100.0}
 
 
 def test_a_failback_waits_for_replication_caught_up_for_the_whole_hysteresis() -> None:
@@ -18,7 +18,7 @@ def test_a_failback_waits_for_replication_caught_up_for_the_whole_hysteresis() -
 
 
 def test_each_break_restarts_the_wait() -> None:
-    for broken in ({"answers_primary": False}, {"primary_healthy": False}, {"behind_ms": 301.0}):
+    for broken in ({"primary_healthy": False}, {"behind_ms": 301.0}):
         failback = Failback(lag_bound_ms=300, hysteresis_s=2.0)
         assert not failback.observe(0.0, **GOOD)
         assert not failback.observe(1.0, **{**GOOD, **broken}), broken
@@ -27,6 +27,52 @@ def test_each_break_restarts_the_wait() -> None:
 
 
 def test_both_regions_unhealthy_never_fail_back() -> None:
-    """Route 53 answers the primary when both checks fail: that answer alone moves nothing."""
+    """Route 53 answers the primary when both checks fail: only the primary's own check moves it back."""
     failback = Failback(lag_bound_ms=300, hysteresis_s=2.0)
     assert not any(failback.observe(t, **{**GOOD, "primary_healthy": False}) for t in (0.0, 5.0, 50.0))
+
+
+def automation() -> Automation:
+    return Automation(Failback(lag_bound_ms=300, hysteresis_s=2.0))
+
+
+def test_the_automation_fails_over_on_the_primarys_health_alone_while_the_standbys_store_answers() -> None:
+    """Seed 21: a region cut and the standby's gray failure together, both checks failing; Route 53 answers
+    the primary, which an automation following the answer kept active (nothing consumed, 1,566 lost).  The
+    standby's failing check says only that clients cannot reach its API: the primary's failing check moves
+    the activation while the standby's control store answers, and not while it does not."""
+    moving = automation()
+    assert moving.step(0.0, primary_healthy=False, behind_ms=5_000.0, standby_answers=lambda: True) == STANDBY
+    assert moving.active == STANDBY
+    assert moving.step(0.1, primary_healthy=False, behind_ms=5_000.0, standby_answers=lambda: True) is None  # moved
+    store_out = automation()
+    assert store_out.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: False) is None
+    assert store_out.active == PRIMARY
+    asked: list[bool] = []
+    healthy = automation()  # a healthy primary: the standby is not even asked
+    assert healthy.step(0.0, primary_healthy=True, behind_ms=0.0, standby_answers=lambda: asked.append(True) or True) \
+        is None
+    assert asked == []
+
+
+def test_the_automation_fails_back_through_failback_and_again_after_a_failover_it_gave_up() -> None:
+    moved = automation()
+    assert moved.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    assert moved.step(1.0, primary_healthy=True, behind_ms=100.0, standby_answers=lambda: True) is None
+    assert moved.step(3.0, primary_healthy=True, behind_ms=100.0, standby_answers=lambda: True) == PRIMARY
+    moved.gave_up(PRIMARY)  # the primary failed during the activation wait: no region is active
+    assert moved.active is None
+    assert moved.step(3.5, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    moved.gave_up(PRIMARY)  # a give-up of an earlier move changes nothing decided since
+    assert moved.active == STANDBY
+
+
+def test_after_the_activation_wait_a_target_that_can_no_longer_take_it_is_given_up() -> None:
+    """Seed 23: the failover already under way turned its target On though it could no longer serve.  After
+    the wait the target is read again: the primary needs its check passing, the standby its control store
+    answering (its own check failing does not stop it)."""
+    assert fit_after_wait(PRIMARY, primary_healthy=True, standby_answers=lambda: False)
+    assert not fit_after_wait(PRIMARY, primary_healthy=False, standby_answers=lambda: True)
+    assert fit_after_wait(STANDBY, primary_healthy=False, standby_answers=lambda: True)
+    assert fit_after_wait(STANDBY, primary_healthy=True, standby_answers=lambda: True)  # failback decides that
+    assert not fit_after_wait(STANDBY, primary_healthy=False, standby_answers=lambda: False)

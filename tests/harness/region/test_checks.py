@@ -57,6 +57,25 @@ def test_an_activation_of_a_region_whose_check_fails_is_flagged_both_unhealthy_s
     assert moves_while_unhealthy(held, REGIONS) == []
 
 
+def fault(t: float, action: str, kind: str, target: str) -> dict[str, Any]:
+    return {"t": t, "src": "harness", "type": f"fault.{action}", "kind": kind, "target": target}
+
+
+def test_the_standby_activated_while_its_own_check_fails_is_no_finding_unless_its_store_was_out() -> None:
+    """Seed 23: both regions' gray failures (both checks failing) and the standby activated: its failing check
+    says only that clients cannot reach its API.  Activated while its region was cut off (its DynamoDB out
+    too), it could not serve: a finding."""
+    gray = history(fault(0, "start", "gray_failure", "east"), fault(0, "start", "gray_failure", "west"),
+                   health(1_000, "east", False), control(1_000, "us-east-1", "Off"), health(1_000, "west", False),
+                   control(3_000, "us-west-2", "On"))
+    assert moves_while_unhealthy(gray, REGIONS) == []
+    for kind in ("region_cut", "dynamodb_outage"):
+        out = history(*gray.to_dict("records"), fault(2_000, "start", kind, "west"))
+        assert moves_while_unhealthy(out, REGIONS) == [{"t": 3_000, "region": "west", "both_unhealthy": True}], kind
+        back = history(*out.to_dict("records"), fault(2_500, "stop", kind, "west"))
+        assert moves_while_unhealthy(back, REGIONS) == [], kind
+
+
 def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_early() -> None:
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
@@ -98,3 +117,24 @@ def test_a_start_acknowledged_during_the_failover_that_the_active_region_never_t
         {"pk": "CONN#a", "acknowledged_ms": 11_000, "by": "east-router"}]
     taken = history(*frame.to_dict("records"), acquire(14_000, "west-worker-2", "CONN#a"))
     assert lost_starts(taken, since_ms=10_000, active="west") == []
+
+
+def test_a_failback_is_judged_when_it_began_not_when_its_activation_wait_ended() -> None:
+    """Seed 61 of the 100-schedule batch (a quiet run, times from 1796436260000 ms): the automation decided
+    the failback at 10 220 (the standby Off, generation 83) after 2 s of reports within the 300 ms bound; the
+    primary turned On 2 s later, and a write in the lag's tail (323 ms) was reported during that wait.  The
+    move began caught up: not early.  A report beyond the bound before it began still makes it early."""
+    def move(t: float, region: str, state: str, generation: int) -> dict[str, Any]:
+        return {**control(t, region, state), "generation": generation}
+
+    moves = [move(-3_564, "us-east-1", "On", 81), move(4_149, "us-east-1", "Off", 82),
+             move(4_149, "failover-hold", "On", 82), move(6_149, "us-west-2", "On", 82),
+             move(10_220, "us-west-2", "Off", 83), move(10_220, "failover-hold", "On", 83),
+             move(12_220, "us-east-1", "On", 83)]
+    reports = [stats(6_502, 11, 100.2), stats(7_502, 6, 206.3), stats(8_506, 4, 108.5), stats(9_511, 2, 40.1),
+               stats(10_519, 1, 323.3), stats(11_521, 0, 0.0), stats(12_525, 7, 99.3)]
+    seed_61 = history(*moves, *reports)
+    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == []
+    behind_before = history(*moves, *reports, stats(9_900, 3, 301.0))
+    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == [
+        {"t": 12_220, "reports": 3, "max_behind_ms": 301.0}]

@@ -58,6 +58,16 @@ def test_a_failover_that_a_later_one_superseded_while_it_waited_is_named() -> No
     assert "failover superseded" not in names(*INITIAL, control(100, "us-east-1", "Off", 1))  # still waiting
 
 
+def test_a_failover_that_gave_up_after_its_wait_is_named_abandoned_not_superseded() -> None:
+    """Generation 1 turned east Off; after its wait west could no longer take the activation, so it gave up
+    (``failover.abandoned``); generation 2 later turned east On again."""
+    abandoned = (control(100, "us-east-1", "Off", 1),
+                 {"t": 300, "src": "route53", "type": "failover.abandoned", "region": "us-west-2", "generation": 1},
+                 control(900, "us-west-2", "Off", 2), control(1_100, "us-east-1", "On", 2))
+    assert names(*INITIAL, *abandoned) == ["failover abandoned"]
+    assert "failover abandoned" not in names(*INITIAL, *FAILOVER, *FAILBACK)
+
+
 def test_a_start_during_a_fault_or_a_failover_is_named_only_inside_it() -> None:
     cut = (fault(50, "start", "region_cut"), fault(350, "stop", "region_cut"))
     assert names(*INITIAL, *cut, *FAILOVER, start(150)) == \

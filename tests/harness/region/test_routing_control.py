@@ -112,3 +112,17 @@ def test_fresh_state_for_the_next_run_supersedes_a_failover_still_waiting(monkey
     assert authority.states == {EAST: ON, WEST: OFF, HOLD: OFF} and authority.out == set()
     assert [(e["region"], e["state"]) for e in next_run] == [(EAST, ON), (WEST, OFF), (HOLD, OFF)]
     assert [(e["region"], e["state"]) for e in last][-2:] == [(EAST, OFF), (HOLD, ON)]
+
+
+def test_a_failover_whose_target_cannot_take_the_activation_after_the_wait_gives_up_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target is read again after the wait (``ready``): unfit, it stays Off with the hold On (no region
+    active, nothing consumes), and the history says the failover gave up."""
+    events: list[dict[str, Any]] = []
+    authority = RoutingControls([EAST, WEST], EAST, lambda kind, **fields: events.append({"type": kind, **fields}), {})
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    assert authority.fail_over(EAST, WEST, 1.0, ready=lambda: False) == "abandoned"
+    assert authority.states == {EAST: OFF, WEST: OFF, HOLD: ON}
+    assert events[-1] == {"type": "failover.abandoned", "region": WEST, "generation": 1}
+    assert authority.fail_over(WEST, EAST, 1.0, ready=lambda: True) == "activated"
+    assert authority.states == {EAST: ON, WEST: OFF, HOLD: OFF}
