@@ -34,13 +34,14 @@ lost:renewal refused`` need a holder that writes and renews after its streams we
 is still open (renewal sent + lease - margin - timeout).  A takeover at expiry comes after that fence has
 closed (the holder self-fences first: ``self-fence``), so only a burial can: ECS reports the holder's task
 stopped while its process, frozen, still runs (a zombie, ``harness.faults.plane.Zombie``); the others bury it
-and take its streams at epoch + 1; thawed before its fence closes, its renewal is refused by the burial in
-one round trip (``lease lost:renewal refused``) while its next batch takes two (the put, then the read of
-what took its number), so it is abandoned before it reads that refusal: the refused batch is never logged.
-Only with its renewal's answer lost at the thaw (so it writes on until its fence closes) does it read that
-its batch was superseded (``fenced write``).  A write held on its way past a takeover at expiry (the aimed
-``fenced-write``) cannot: its writer thaws after its fence closed, and then sends nothing more, not even the
-read that would tell it the write was refused.
+and take its streams at epoch + 1; thawed before its fence closes, its renewal is refused by the burial
+(``lease lost:renewal refused``) and its next batch by the log (``fenced write``).  The batch's refusal takes
+two round trips (the put, then the read of what took its number), the renewal's one: when the renewal is
+overdue at the thaw (frozen longer than a heartbeat) both go out at once, it is abandoned first and the
+refused batch is never logged; so the zombie is thawed at once when taken over, and half the time its
+renewal's answer is lost at the thaw (it writes on until its fence closes).  A write held on its way past
+a takeover at expiry (the aimed ``fenced-write``) cannot: its writer thaws after its fence closed, and then
+sends nothing more, not even the read that would tell it the write was refused.
 ``acquire unknown``, ``acquire:unknown outcome settled`` and ``acquire:adoption`` need an acquire that
 landed but whose answer was lost: answers held past the client's timeout while a worker takes many streams.
 ``STOP honoured while draining`` needs a second STOP to land in the few hundred ms a drain holds a stream

@@ -155,8 +155,9 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # renewal, its task reported STOPPED (with its notice); thawed once the others buried it and took up one of
     # its streams, before its own fence closes (``zombie thawed after takeover``; else at its fence, a miss);
     # killed, as ECS would, once it surely ended (a renewal wait, its fence and the held answers: 1.4 leases).
-    # Half the time its renewal's answer is lost at the thaw, so it writes on until its fence closes: its batch
-    # refused by the log (``fenced write``); else its renewal is refused by the burial (``lease lost``).
+    # Its next batch is refused by the log (``fenced write``) and its renewal by the burial (``lease lost``),
+    # but when frozen longer than a heartbeat the overdue renewal's refusal comes first and the batch's is never
+    # read: so half the time its renewal's answer is lost at the thaw and it writes on until its fence closes.
     (MenuEntry("zombie", "zombie", 0.0, "process", restart_p=0.6, notices=True,
                params={"lost_renewal": Choice((True, False))}, then=(("kill", "start", 1.6),)), 0.7),
     # ``acquire unknown``, ``acquire:unknown outcome settled``, ``acquire:adoption``: the answers (not the

@@ -20,7 +20,8 @@ steps and skews add up), ``pause_mid_write`` (the worker's DynamoDB requests or 
 ``hold_ms`` and the worker is frozen while some are held: in the middle of a write),
 ``forged_death_notice`` (a death notice for a running worker's task), ``stopped_while_running`` (ECS
 reports the worker's task stopped, with its notice, while its process runs on: after a ``pause``, a
-zombie), and the AWS API failures of
+zombie), ``zombie`` (frozen, reported stopped, thawed once the history shows it taken over: ``Zombie``),
+and the AWS API failures of
 ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
 The registry (``REGISTRY``: kind -> class, built from the scenario's data by ``build``) is the one list of
@@ -301,9 +302,11 @@ class Zombie(Fault):
 
     Thawed, a process runs its overdue timers before it reads any answer (an ``epoll_wait`` interrupted by the
     stop returns nothing once its timeout has passed), so whatever it had in flight times out and is sent
-    again, and its overdue renewal and next batch go out together.  The renewal is refused by the burial in
-    one round trip, the batch in two (the put, then the read of what took its number), so the incarnation is
-    abandoned before the batch's refusal is read: ``lease lost``, and rightly never ``fenced write``.  With
+    again.  Thawed before its next renewal is due (taken over within a heartbeat of the freeze), its next batch
+    goes out first and is refused (``fenced write``), then its renewal (``lease lost:renewal refused``).  Frozen
+    longer, its overdue renewal and next batch go out together; the renewal is refused by the burial in one
+    round trip, the batch in two (the put, then the read of what took its number), so the incarnation is
+    abandoned before the batch's refusal is read: ``lease lost``, and rightly no ``fenced write``.  With
     ``lost_renewal`` (the default), its DynamoDB ``UpdateItem`` answers are held past their timeout from the
     thaw until its fence has closed (``aws_slow``), and it is thawed as late as its fence allows: its renewal's
     outcome unknown, it writes on, its batch is refused and it reads that it was superseded (``fenced write``),
