@@ -308,9 +308,10 @@ class Zombie(Fault):
     round trip, the batch in two (the put, then the read of what took its number), so the incarnation is
     abandoned before the batch's refusal is read: ``lease lost``, and rightly no ``fenced write``.  With
     ``lost_renewal`` (the default), its DynamoDB ``UpdateItem`` answers are held past their timeout from the
-    thaw until its fence has closed (``aws_slow``), and it is thawed as late as its fence allows: its renewal's
-    outcome unknown, it writes on, its batch is refused and it reads that it was superseded (``fenced write``),
-    then self-fences within a fraction of a lease, its session ending within the thaw's grace.
+    thaw until its fence has closed (``aws_slow``), and it is thawed two settles (a fifth of a lease) before
+    its fence closes: its renewal's outcome unknown, it writes on, its batch is refused and it reads that it
+    was superseded (``fenced write``), then self-fences, its session ending within the thaw's grace (a
+    heartbeat).
     ``fault.stop`` says how it was thawed (``thawed``: ``after takeover`` or ``at its fence``, a miss), the
     stream ``taken`` and how long it was frozen (``frozen_ms``).  The fault ends at the thaw, or with
     ``lost_renewal`` once the held answers are let go (a timeout past its fence), and a ``kill`` step ends the
@@ -347,8 +348,8 @@ class Zombie(Fault):
         if self.params["lost_renewal"]:
             self._lost = AwsSlow("zombie-renewal", self.target, {"operation": "UpdateItem",
                                                                   "latency_ms": rules.lease_ms})
-            self._lost.start(topology)
-            time.sleep(max(0.0, watch.closes_ms / 1000.0 - time.time()))
+            self._lost.start(topology)  # thawed a settle before the last moment: it writes for two
+            time.sleep(max(0.0, watch.closes_ms / 1000.0 - ZOMBIE_SETTLE * lease_s - time.time()))
         self._pause.heal(topology)
         self.params.update(thawed=thawed, taken=watch.taken or "", frozen_ms=round(1000 * (time.time() - frozen)))
         if self._lost is not None:  # the fault's own timing: held until the fence has surely closed
