@@ -20,21 +20,28 @@ so a benchmark can say what it exercised, not only what it found.
   incarnation; ``notice refuted``: one whose task was still running;
 - ``drain done``, ``fenced write`` (a ``msg.persist`` the fenced log refused: a later take-up's item holds
   its number, ``FENCED_NOTE``),
-  ``self-fence`` (``lease.lost`` on the fencing deadline), ``lease lost`` (any other ``lease.lost``),
+  ``self-fence`` (``lease.lost`` on the fencing deadline), ``lease lost:<cause>`` (any other ``lease.lost``,
+  by its cause, ``LOST_CAUSES``),
   ``skew detected`` (``clock.skew``), ``reconnect in place`` (a ``ws.open`` after a ``ws.close`` of the same
   incarnation and pk with no acquire between);
 - ``STOP honoured while draining``: a STOP whose desired-state write landed while the stream was held by
-  a drain (acquired via drain, not yet ``drain.done`` or released), and the drain's lease was then released.
+  a drain (acquired via drain, not yet ``drain.done`` or released), and the drain's lease was then released;
+- ``zombie thawed after takeover``: an aimed zombie's ``fault.stop`` saying so (``ZOMBIE_MISSED`` counts
+  the others).
 
 What the rarest take (``harness.explore.generator.AIMED`` aims at each).  A ``fenced write`` and a ``lease
-lost`` need a holder that writes and renews after its streams were taken while its own fence is still open
-(renewal sent + lease - margin - timeout).  A takeover at expiry comes after that fence has closed (the
-holder self-fences first: ``self-fence``), so only a burial can: ECS reports the holder's task stopped while
-its process, frozen, still runs (a zombie); the others bury it and take its streams at epoch + 1; thawed
-before its fence closes, its next batch is refused by the log (its number holds the new owner's mark) and
-its renewal by the burial (``worker lease expired``).  A write held on its way past a takeover at expiry
-(the aimed ``fenced-write``) cannot: its writer thaws after its fence closed, and then sends nothing more, not
-even the read that would tell it the write was refused.
+lost:renewal refused`` need a holder that writes and renews after its streams were taken while its own fence
+is still open (renewal sent + lease - margin - timeout).  A takeover at expiry comes after that fence has
+closed (the holder self-fences first: ``self-fence``), so only a burial can: ECS reports the holder's task
+stopped while its process, frozen, still runs (a zombie, ``harness.faults.plane.Zombie``); the others bury it
+and take its streams at epoch + 1; thawed before its fence closes, its renewal is refused by the burial
+(``lease lost:renewal refused``) and its next batch by the log (``fenced write``).  The batch's refusal takes
+two round trips (the put, then the read of what took its number), the renewal's one: when the renewal is
+overdue at the thaw (frozen longer than a heartbeat) both go out at once, it is abandoned first and the
+refused batch is never logged; so the zombie is thawed at once when taken over, and half the time its
+renewal's answer is lost at the thaw (it writes on until its fence closes).  A write held on its way past
+a takeover at expiry (the aimed ``fenced-write``) cannot: its writer thaws after its fence closed, and then
+sends nothing more, not even the read that would tell it the write was refused.
 ``acquire unknown``, ``acquire:unknown outcome settled`` and ``acquire:adoption`` need an acquire that
 landed but whose answer was lost: answers held past the client's timeout while a worker takes many streams.
 ``STOP honoured while draining`` needs a second STOP to land in the few hundred ms a drain holds a stream
@@ -64,23 +71,36 @@ from harness.checkers.events import (
 ACQUIRE_PATHS = {"notify": "notification", "handoff": "handoff", "reconcile": "sweep", "balance": "transfer",
                  "restarted": "restart", "adopted": "adoption", "drain": "drain", "resolved": "unknown outcome settled"}
 RELEASE_REASONS = ("STOP", "shutdown", "drained", "rebalance")
+# A ``lease.lost`` by its cause (the reason's start, as ``fleet`` writes it): the incarnation's renewal refused
+# (``fleet.incarnation``: the worker item's, after a burial, or a stream's), the shutdown's budget spent
+# (``fleet.release``), fenced before the release could go out, and the incarnation ended while the acquire was
+# in flight (``fleet.stream_driver``).  Any other reason counts as ``lease lost:<its last clause>``.
+LOST_CAUSES = {"worker lease expired": "renewal refused", "renew refused": "renewal refused",
+               "shutdown budget spent": "shutdown budget spent", "fenced before release": "fenced before release",
+               "incarnation ended during the acquire": "incarnation ended during the acquire"}
 TRANSITIONS = (
     *(f"acquire:{path}" for path in (*ACQUIRE_PATHS.values(), "death notice")),
     "acquire refused", "acquire unknown", "takeover at expiry",
     *(f"release:{reason}" for reason in RELEASE_REASONS), "release refused",
-    "transfer", "burial", "notice refuted", "drain done", "fenced write", "self-fence", "lease lost",
-    "skew detected", "reconnect in place", "STOP honoured while draining",
+    "transfer", "burial", "notice refuted", "drain done", "fenced write", "self-fence",
+    *(f"lease lost:{cause}" for cause in dict.fromkeys(LOST_CAUSES.values())),
+    "skew detected", "reconnect in place", "STOP honoured while draining", "zombie thawed after takeover",
 )
 # The note of a batch the fenced log refused (``fleet.connection``: the put's number was taken by a later
 # take-up's item, ``fleet.batch_log.Superseded``).  Before the batch log (issue 26) the note was "refused by
 # the store", which the fleet no longer writes: counted by that, ``fenced write`` could never be reached.
 FENCED_NOTE = "superseded"
+# The aimed zombie (``harness.faults.plane.Zombie``) says in its ``fault.stop`` how it was thawed: after the
+# others buried it and took a stream it held (``zombie thawed after takeover``), or, not taken over by then,
+# just before its own fence closed: a miss of the aim, counted but no transition (never "not covered").
+ZOMBIE_MISSED = "zombie thawed at its fence"
 
 
 def coverage(history: Events) -> Counter[str]:
     """How often the run reached each transition (see the module docstring); every name of ``TRANSITIONS``
-    is a key, reached or not, and a release reason not in ``RELEASE_REASONS`` adds its own."""
-    counts: Counter[str] = Counter(dict.fromkeys(TRANSITIONS, 0))
+    and ``ZOMBIE_MISSED`` is a key, reached or not, and a release reason not in ``RELEASE_REASONS`` or a
+    lost lease's cause not in ``LOST_CAUSES`` adds its own."""
+    counts: Counter[str] = Counter(dict.fromkeys((*TRANSITIONS, ZOMBIE_MISSED), 0))
     acquires = select(history, "lease.acquire", ["t", "src", "pk", "worker", "gen", "epoch", "outcome", "via"])
     acquires = acquires.loc[acquires["pk"].notna()]
     counts["acquire refused"] += int((acquires["outcome"] == "fail").sum())
@@ -105,14 +125,22 @@ def coverage(history: Events) -> Counter[str]:
     persists = select(history, "msg.persist", ["outcome", "note"])
     notes = persists["note"].astype(object).fillna("").astype(str)  # all-empty notes read as float NaN
     counts["fenced write"] += int(((persists["outcome"] == "fail") & notes.str.startswith(FENCED_NOTE)).sum())
-    lost = select(history, "lease.lost", ["reason"])["reason"].fillna("")
-    fenced = lost.str.startswith("self-fenced")
-    counts["self-fence"] += int(fenced.sum())
-    counts["lease lost"] += int((~fenced).sum())
+    for reason in select(history, "lease.lost", ["reason"])["reason"].fillna(""):
+        counts["self-fence" if reason.startswith("self-fenced") else f"lease lost:{_lost_cause(reason)}"] += 1
+    stops = select(history, "fault.stop", ["kind", "params"], raw=["params"])
+    for params in stops.loc[stops["kind"] == "zombie", "params"]:
+        thawed = params.get("thawed") if isinstance(params, dict) else None
+        counts["zombie thawed after takeover"] += thawed == "after takeover"
+        counts[ZOMBIE_MISSED] += thawed == "at its fence"
     counts["skew detected"] += len(select(history, "clock.skew", ["t"]))
     counts["reconnect in place"] += _reconnects(history)
     counts["STOP honoured while draining"] += _stops_while_draining(history, ok)
     return counts
+
+
+def _lost_cause(reason: str) -> str:
+    return next((cause for start, cause in LOST_CAUSES.items() if reason.startswith(start)),
+                reason.rsplit(": ", 1)[-1])
 
 
 def not_covered(counts: Counter[str]) -> list[str]:

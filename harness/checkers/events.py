@@ -32,7 +32,7 @@ NUMERIC_FIELDS = frozenset({
 # Fault kinds after which a process holds no lease belief any more (its process died).
 CRASH_FAULTS = frozenset({"kill", "restart", "crash"})
 # Fault kinds that freeze a process: it reads and writes nothing until fault.stop.
-FREEZE_FAULTS = frozenset({"pause", "freeze", "sigstop"})
+FREEZE_FAULTS = frozenset({"pause", "freeze", "sigstop", "zombie"})
 
 Windows = dict[str, list[tuple[float, float]]]
 CONSUMER_SEP = "@"

@@ -63,9 +63,9 @@ STOP_COLUMNS = ["pk", "stop_t", "sessions", "consumers", "closed_t", "latency_ms
                 "late_writes", "possible_late_writes", "bound_ms", "deadline_t", "deferred_by", "within_bound",
                 "maybe_restarted_t"]
 # Faults that cut their target from DynamoDB (the service named in their params; these default to it); a
-# frozen process (``pause``, ``pause_mid_write``) reaches nothing, DynamoDB included.
+# frozen process (``pause``, ``pause_mid_write``, ``zombie``) reaches nothing, DynamoDB included.
 STORE_FAULTS = frozenset({"partition_aws", "toxic", "aws_throttle", "aws_5xx", "aws_slow", "pause",
-                          "pause_mid_write"})
+                          "pause_mid_write", "zombie"})
 DETAIL_ROWS = 50
 
 Emissions = tuple[np.ndarray, np.ndarray]

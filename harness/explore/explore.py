@@ -185,10 +185,11 @@ def per_backend_lines(result: ExploreResult) -> list[str]:
         lines.append(f"{name}: {tally.outcomes.total()} runs, {tally.outcomes['invalid']} invalid "
                      f"({', '.join(f'{o} {n}' for o, n in tally.outcomes.most_common())}); faults: "
                      f"{faults or 'none'}; load: {loads}")
-    width = max(map(len, TRANSITIONS), default=0)
+    reached = list(dict.fromkeys(t for name in names for t in result.by_backend[name].coverage))
+    width = max(map(len, reached), default=0)
     lines.append(f"{'transition':<{width}}  " + "  ".join(f"{name:>8}" for name in names))
     lines += [f"{transition:<{width}}  " + "  ".join(f"{result.by_backend[name].coverage[transition]:>8}"
-                                                     for name in names) for transition in TRANSITIONS]
+                                                     for name in names) for transition in reached]
     return lines
 
 

@@ -8,8 +8,8 @@ is drawn.  Entries whose kind is not in the fault plane's ``REGISTRY`` are left 
 kind (e.g. ``aws_throttle`` from ``harness/faults/aws_api.py``) makes its menu entry live.
 
 Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen in a hold longer than a
-takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, buried, thawed
-before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
+takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, thawed once buried
+and taken over, before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
 ``AIMED_CHURN_P``; and DynamoDB's answers lost to another worker while it takes a dead one's streams), from a
 stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the
 same with or without them.
@@ -143,20 +143,23 @@ FAULT_MENU: list[MenuEntry] = [
 # from a stream of its own (``explore-aim:<seed>``) after the rest of the schedule is drawn, so a seed's other
 # steps and its workload do not depend on them; an aimed step with no worker free for it is left out.
 AIMED: list[tuple[MenuEntry, float]] = [
-    # ``fenced write``: a write held on its way for longer than the takeover (lease expiry plus a sweep), its
-    # writer frozen until the refusal has come back, so the store refuses it and the writer reads that
-    # (frozen half a hold after the toxic, so a held write lands within 0.5 + 2.5 leases, before it thaws)
+    # a write held on its way for longer than the takeover at expiry (lease expiry plus a sweep), its writer
+    # frozen until it lands (frozen half a hold after the toxic, so a held write lands within 0.5 + 2.5 leases,
+    # before it thaws): the store refuses it, but the writer, thawed past its fence, never reads that (only a
+    # zombie reaches ``fenced write``)
     (MenuEntry("fenced-write", "pause_mid_write", 0.0, "process",
                params={"stream": "upstream", "hold_ms": Of("lease", 1.5, 2.5)}, window=4.0), 0.3),
     # ``burial`` and ``acquire:death notice``: a death the notices report, in a run that has them
     (MenuEntry("noticed-kill", "kill", 0.0, "process", restart_p=0.6, notices=True), 0.5),
-    # ``fenced write`` and ``lease lost``: a zombie.  Frozen, its task reported STOPPED (with its notice) a
-    # twentieth of a lease later, so its last renewal precedes the stop time and the others bury it and take
-    # its streams at epoch + 1 (about a quarter lease here); thawed before its own fence closes (fence: lease -
-    # margin - timeout = 0.75 lease after its last renewal sent, at most a heartbeat, 0.25 lease, before the
-    # freeze), its next batch is refused by the log and its renewal by the burial; killed, as ECS would.
-    (MenuEntry("zombie", "pause", 0.0, "process", (0.3, 0.45), restart_p=0.6, notices=True,
-               then=(("stopped_while_running", "start", 0.05), ("kill", "end", 0.25))), 0.5),
+    # ``fenced write`` and ``lease lost``: a zombie (``harness.faults.plane.Zombie``).  Frozen right after a
+    # renewal, its task reported STOPPED (with its notice); thawed once the others buried it and took up one of
+    # its streams, before its own fence closes (``zombie thawed after takeover``; else at its fence, a miss);
+    # killed, as ECS would, once it surely ended (a renewal wait, its fence and the held answers: 1.4 leases).
+    # Its next batch is refused by the log (``fenced write``) and its renewal by the burial (``lease lost``),
+    # but when frozen longer than a heartbeat the overdue renewal's refusal comes first and the batch's is never
+    # read: so half the time its renewal's answer is lost at the thaw and it writes on until its fence closes.
+    (MenuEntry("zombie", "zombie", 0.0, "process", restart_p=0.6, notices=True,
+               params={"lost_renewal": Choice((True, False))}, then=(("kill", "start", 1.6),)), 0.7),
     # ``acquire unknown``, ``acquire:unknown outcome settled``, ``acquire:adoption``: the answers (not the
     # requests) of one worker's DynamoDB connections held past the client's timeout while it takes a dead
     # worker's streams: the acquires land, their answers are given up on; a read on a clean connection settles

@@ -20,7 +20,8 @@ steps and skews add up), ``pause_mid_write`` (the worker's DynamoDB requests or 
 ``hold_ms`` and the worker is frozen while some are held: in the middle of a write),
 ``forged_death_notice`` (a death notice for a running worker's task), ``stopped_while_running`` (ECS
 reports the worker's task stopped, with its notice, while its process runs on: after a ``pause``, a
-zombie), and the AWS API failures of
+zombie), ``zombie`` (frozen, reported stopped, thawed once the history shows it taken over: ``Zombie``),
+and the AWS API failures of
 ``harness.faults.aws_api`` (throttling, 5xx, slow answers, SQS duplicates).
 
 The registry (``REGISTRY``: kind -> class, built from the scenario's data by ``build``) is the one list of
@@ -38,16 +39,20 @@ import contextlib
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fleet.history import HistoryWriter
+from fleet.lease import HardenedRules
 from harness.cluster import SERVICE_PROXIES, http_json
 from harness.ecs_tasks import LocalTasks
-from harness.faults.aws_api import AWS_API_FAULTS
+from harness.faults.aws_api import AWS_API_FAULTS, AwsSlow
 from harness.faults.fault import Fault, FaultError, Never, ProcessTopology, Runs, targets
 from harness.faults.network import ToxiproxyClient, ToxiproxyError
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
+from harness.faults.zombie import ZombieWatch
+from harness.history import HistoryTail
 from harness.processes import start_thread
 
 DEFAULT_REFRESH_S = 0.25
@@ -278,15 +283,112 @@ class StoppedWhileRunning(Fault):
         tasks.stop_while_running(task_arn, "ECS reports the task stopped; its process runs on")
 
 
+# The zombie's timing, in leases: how long it waits for a renewal to freeze right after (one is sent every
+# heartbeat, a quarter lease), and how long before its fence closes it is thawed at the latest (for the thawed
+# process to send its next batch and read what refused it).
+ZOMBIE_RENEWAL_WAIT = 0.5
+ZOMBIE_SETTLE = 0.1
+ZOMBIE_POLL_S = 0.01
+
+
+@dataclass(eq=False)
+class Zombie(Fault):
+    """A worker ECS reports stopped while its process, frozen, still runs, thawed when that can matter.
+
+    Right after a renewal was answered (at most ``ZOMBIE_RENEWAL_WAIT``) it is frozen (SIGSTOP) and its task
+    reported stopped (``StoppedWhileRunning``).  The run's history is read as the workers write it
+    (``HistoryTail``) and ``harness.faults.zombie.ZombieWatch`` decides when to thaw (SIGCONT): once the others
+    buried this incarnation and took up a stream it held, or, failing that, just before its fence closes.
+
+    Thawed, a process runs its overdue timers before it reads any answer (an ``epoll_wait`` interrupted by the
+    stop returns nothing once its timeout has passed), so whatever it had in flight times out and is sent
+    again.  Thawed before its next renewal is due (taken over within a heartbeat of the freeze), its next batch
+    goes out first and is refused (``fenced write``), then its renewal (``lease lost:renewal refused``).  Frozen
+    longer, its overdue renewal and next batch go out together; the renewal is refused by the burial in one
+    round trip, the batch in two (the put, then the read of what took its number), so the incarnation is
+    abandoned before the batch's refusal is read: ``lease lost``, and rightly no ``fenced write``.  With
+    ``lost_renewal`` (the default), its DynamoDB ``UpdateItem`` answers are held past their timeout from the
+    thaw until its fence has closed (``aws_slow``), and it is thawed two settles (a fifth of a lease) before
+    its fence closes: its renewal's outcome unknown, it writes on, its batch is refused and it reads that it
+    was superseded (``fenced write``), then self-fences, its session ending within the thaw's grace (a
+    heartbeat).
+    ``fault.stop`` says how it was thawed (``thawed``: ``after takeover`` or ``at its fence``, a miss), the
+    stream ``taken`` and how long it was frozen (``frozen_ms``).  The fault ends at the thaw, or with
+    ``lost_renewal`` once the held answers are let go (a timeout past its fence), and a ``kill`` step ends the
+    process, as ECS would after its stop timeout."""
+
+    where = targets(Runs("the worker frozen and the local ECS stand-in reporting its task stopped",
+                         needs="death_notices", without=NO_NOTICES),
+                    Never("nothing on AWS freezes a task while ECS reports it stopped"))
+
+    defaults: ClassVar[dict[str, Any]] = {"lost_renewal": True}
+
+    def __post_init__(self) -> None:
+        self.params = {**self.defaults, **self.params}
+        if not isinstance(self.params["lost_renewal"], bool):
+            raise FaultError(f"{self.kind}: params.lost_renewal must be true or false")
+        self._pause = Pause("pause", self.target, {})
+        self._stopped = StoppedWhileRunning("stopped_while_running", self.target, {})
+        self._lost: AwsSlow | None = None
+
+    def start(self, topology: ProcessTopology) -> None:
+        self._worker(topology)
+        rules, lease_s = HardenedRules(topology.config), topology.config.lease_s
+        watch = ZombieWatch(self.target, rules.fence_ms - 1000 * ZOMBIE_SETTLE * lease_s, rules.lease_ms,
+                            _clock_offset(topology, self.target), marks=topology.config.profile == "hardened")
+        tail = HistoryTail(topology.run_dir, "worker-*.jsonl")
+        _watch(tail, watch)
+        before = watch.renewed_ms
+        _watch(tail, watch, until=lambda: watch.renewed_ms != before, within_s=ZOMBIE_RENEWAL_WAIT * lease_s)
+        self._pause.start(topology)
+        self.active, frozen = True, time.time()
+        self._stopped.start(topology)
+        _watch(tail, watch, until=lambda: watch.thaw(time.time() * 1000.0) is not None)
+        thawed = watch.thaw(time.time() * 1000.0)
+        if self.params["lost_renewal"]:
+            self._lost = AwsSlow("zombie-renewal", self.target, {"operation": "UpdateItem",
+                                                                  "latency_ms": rules.lease_ms})
+            self._lost.start(topology)  # thawed a settle before the last moment: it writes for two
+            time.sleep(max(0.0, watch.closes_ms / 1000.0 - ZOMBIE_SETTLE * lease_s - time.time()))
+        self._pause.heal(topology)
+        self.params.update(thawed=thawed, taken=watch.taken or "", frozen_ms=round(1000 * (time.time() - frozen)))
+        if self._lost is not None:  # the fault's own timing: held until the fence has surely closed
+            time.sleep(ZOMBIE_SETTLE * lease_s + rules.timeout_ms / 1000.0)
+            self._lost.heal(topology)
+
+    def heal(self, topology: ProcessTopology) -> None:
+        if self._lost is not None:
+            self._lost.heal(topology)
+        self._pause.heal(topology)
+        self.active = False
+
+
+def _watch(tail: HistoryTail, watch: ZombieWatch, until: Callable[[], bool] = lambda: True,
+           within_s: float = float("inf")) -> None:
+    """Show ``watch`` what the workers wrote since the last look, every ``ZOMBIE_POLL_S``, until ``until()`` or
+    ``within_s`` passed."""
+    deadline = time.monotonic() + within_s
+    while True:
+        for event in tail.new_events():
+            watch.see(event)
+        if until() or time.monotonic() >= deadline:
+            return
+        time.sleep(ZOMBIE_POLL_S)
+
+
 _CLOCK_LOCK = threading.Lock()
+
+
+def _clock_offset(topology: ProcessTopology, target: str) -> int:
+    """The worker's lease-clock offset (its clock file), ms."""
+    path = topology.run_dir / "clock" / target
+    return int(path.read_text().strip() or 0) if path.exists() else 0
 
 
 def _shift_clock(topology: ProcessTopology, target: str, by_ms: int) -> None:
     """Move the worker's lease-clock offset (its clock file) by ``by_ms``: skews and steps add up."""
-    path = topology.run_dir / "clock" / target
     with _CLOCK_LOCK:
-        current = int(path.read_text().strip() or 0) if path.exists() else 0
-        path.write_text(str(current + by_ms))
+        (topology.run_dir / "clock" / target).write_text(str(_clock_offset(topology, target) + by_ms))
 
 
 class ClockSkew(Fault):
@@ -353,7 +455,7 @@ REGISTRY: dict[str, type[Fault]] = {
     "partition_aws": PartitionAws, "partition_upstream": PartitionUpstream,
     "reset_upstream": ResetUpstream, "aws_reset": AwsReset, "aws_timeout": AwsTimeout, "toxic": ToxicFault,
     "clock_skew": ClockSkew, "clock_step": ClockStep, "pause_mid_write": PauseMidWrite,
-    "forged_death_notice": ForgedDeathNotice, "stopped_while_running": StoppedWhileRunning,
+    "forged_death_notice": ForgedDeathNotice, "stopped_while_running": StoppedWhileRunning, "zombie": Zombie,
     **AWS_API_FAULTS,
 }
 

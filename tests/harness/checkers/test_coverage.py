@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.checkers.coverage import TRANSITIONS, coverage, not_covered
+from harness.checkers.coverage import TRANSITIONS, ZOMBIE_MISSED, coverage, not_covered
 
 A, B = "CONN#a", "CONN#b"
 
@@ -54,3 +54,34 @@ def test_each_transition_is_counted_by_the_path_the_history_shows(build) -> None
 def test_an_empty_history_covers_nothing(build) -> None:
     counts = coverage(build.run_start().frame())
     assert not_covered(counts) == list(TRANSITIONS) and sum(counts.values()) == 0
+
+
+def test_a_lost_lease_is_counted_by_its_cause(build) -> None:
+    build.run_start(profile="hardened")
+    causes = ["worker lease expired", "renew refused", "shutdown budget spent: left to lapse",
+              "fenced before release", "incarnation ended during the acquire", "rebalance: its writes did not end",
+              "self-fenced: no renewal before the fencing deadline"]
+    for t, reason in enumerate(causes):
+        build.at(100 * t, "lease.lost", "worker-1", pk=A, worker="worker-1", gen="g1", epoch=1, reason=reason)
+
+    counts = coverage(build.frame())
+
+    assert {name: count for name, count in counts.items() if count} == {
+        "lease lost:renewal refused": 2, "lease lost:shutdown budget spent": 1, "lease lost:fenced before release": 1,
+        "lease lost:incarnation ended during the acquire": 1, "lease lost:its writes did not end": 1,
+        "self-fence": 1}
+    assert "lease lost:its writes did not end" not in TRANSITIONS  # a cause of its own, shown when reached
+
+
+def test_a_zombie_is_counted_by_whether_it_was_thawed_after_its_takeover_or_at_its_fence(build) -> None:
+    build.run_start(profile="hardened")
+    for t, thawed in ((1000, "after takeover"), (5000, "at its fence"), (9000, "after takeover")):
+        build.at(t, "fault.start", "nemesis", kind="zombie", target="worker-1", params={})
+        build.at(t + 900, "fault.stop", "nemesis", kind="zombie", target="worker-1", params={"thawed": thawed})
+    build.fault(12000, "pause", "worker-2", stop_t=13000)
+
+    counts = coverage(build.frame())
+
+    assert counts["zombie thawed after takeover"] == 2 and counts[ZOMBIE_MISSED] == 1
+    assert "zombie thawed after takeover" in TRANSITIONS and ZOMBIE_MISSED not in TRANSITIONS
+    assert ZOMBIE_MISSED not in not_covered(coverage(build.run_start().frame()))  # a miss is no transition

@@ -11,6 +11,7 @@ import pytest
 from fleet.config import FleetConfig
 from harness.explore import generator
 from harness.explore.generator import generate
+from harness.faults import plane
 from harness.faults.aws_api import AWS_API_FAULTS
 from harness.faults.plane import REGISTRY
 from harness.faults.toxiproxy.toxics import TOXIC_TYPES
@@ -170,7 +171,7 @@ def test_rare_transitions_are_aimed_at_in_at_least_20_of_300_schedules(monkeypat
     noticed_deaths = sum(1 for spec in SPECS if spec.death_notices and any(s["kind"] == "kill" for s in spec.faults))
     drain_churns = sum(1 for spec in SPECS
                        if sum(o["op"] == "stop" and o["target"] == "previous" for o in spec.workload) >= 3)
-    zombies = sum(1 for spec in SPECS if any(s["kind"] == "stopped_while_running" for s in spec.faults))
+    zombies = sum(1 for spec in SPECS if any(s["kind"] == "zombie" for s in spec.faults))
     lost_answers = sum(1 for spec in SPECS if any(_lost_answers(s) for s in spec.faults))
     dense_churns = sum(1 for spec in SPECS
                        if sum(o["op"] == "stop" and o["target"] == "previous" for o in spec.workload) >= 10)
@@ -200,27 +201,23 @@ def _lost_answers(step: dict[str, Any]) -> bool:
             and params["attributes"]["latency"] > CONFIG.scaled_ms(CONFIG.aws_timeout_ms))
 
 
-def test_a_zombie_is_frozen_reported_stopped_thawed_before_its_fence_closes_and_then_killed() -> None:
-    """The zombie (``fenced write``, ``lease lost``): its task reported stopped after the freeze (its last
-    renewal precedes the stop time, so it can be buried), thawed while its fence may still be open (the fence
-    lasts lease - margin - timeout after a renewal sent at most a heartbeat before the freeze), killed after;
-    only where death notices are on, never on the survivor."""
+def test_a_zombie_is_killed_once_it_surely_ended_its_renewal_lost_half_the_time() -> None:
+    """The zombie (``fenced write``, ``lease lost``; its thaw is the fault's, ``harness.faults.plane.Zombie``):
+    killed after the longest it can last (a renewal waited for, its fence from that renewal, the held answers
+    let go a request's timeout after the fence); its renewal's answer lost at the thaw or not; only where death
+    notices are on, never on the survivor."""
     lease = CONFIG.lease_s
-    fence = (CONFIG.scaled_ms(CONFIG.lease_ms - CONFIG.fence_margin_ms - CONFIG.aws_timeout_ms)
-             - CONFIG.scaled_ms(CONFIG.heartbeat_ms)) / 1000
-    zombies = 0
-    for spec in SPECS:
-        for report in (s for s in spec.faults if s["kind"] == "stopped_while_running"):
-            zombies += 1
-            worker = report["target"]
-            [pause] = [s for s in spec.faults if s["kind"] == "pause" and s["target"] == worker
-                       and s["at_s"] < report["at_s"] <= s["at_s"] + 0.1 * lease]
-            thaw = pause["at_s"] + pause["duration_s"]
-            assert report["at_s"] < thaw <= pause["at_s"] + fence, spec.name
-            kills = [s for s in spec.faults if s["kind"] == "kill" and s["target"] == worker and s["at_s"] > thaw]
-            assert kills and kills[0]["at_s"] <= thaw + 0.5 * lease, spec.name
-            assert spec.death_notices and worker != spec.description.rsplit(" ", 1)[1], spec.name
-    assert zombies >= 20
+    longest = (plane.ZOMBIE_RENEWAL_WAIT * lease + CONFIG.scaled_ms(CONFIG.lease_ms - CONFIG.fence_margin_ms) / 1000
+               + plane.ZOMBIE_SETTLE * lease)
+    zombies = [(spec, s) for spec in SPECS for s in spec.faults if s["kind"] == "zombie"]
+    for spec, zombie in zombies:
+        worker = zombie["target"]
+        kills = [s for s in spec.faults if s["kind"] == "kill" and s["target"] == worker and s["at_s"] > zombie["at_s"]]
+        assert kills and zombie["at_s"] + longest < kills[0]["at_s"] <= zombie["at_s"] + 2 * lease, spec.name
+        assert spec.death_notices and worker != spec.description.rsplit(" ", 1)[1], spec.name
+    assert {z["params"]["lost_renewal"] for _, z in zombies} == {True, False}
+    assert sum(z["params"]["lost_renewal"] for _, z in zombies) >= 20 <= sum(not z["params"]["lost_renewal"]
+                                                                            for _, z in zombies)
 
 
 def test_lost_answers_are_held_on_another_worker_while_a_dead_workers_streams_are_taken() -> None:

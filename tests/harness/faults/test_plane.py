@@ -4,12 +4,18 @@ updating the toxic every ``refresh_s``, and a heal that removes it."""
 
 from __future__ import annotations
 
+import json
+import signal
 import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from fleet.config import FleetConfig
+from harness.faults import plane
 from harness.faults.fault import AWS, LOCAL, Never, Runs
 from harness.faults.plane import REGISTRY, FaultError, build, refusals, where
 
@@ -118,8 +124,6 @@ class RecordingChild:
 
 
 def test_a_pause_mid_write_freezes_the_worker_while_its_requests_are_held() -> None:
-    import signal
-
     toxiproxy = RecordingToxiproxy()
     proxies = {s: f"worker-1-{s}" for s in ("dynamodb", "services", "upstream")}
     fleet = SimpleNamespace(toxiproxy=toxiproxy, workers={"worker-1": SimpleNamespace(
@@ -169,7 +173,8 @@ def test_a_kind_a_deployment_cannot_run_is_refused_with_its_own_reason() -> None
 
 @pytest.mark.parametrize(("target", "capability", "kind"), [(AWS, "fis", "kill"),
                                                             (LOCAL, "death_notices", "forged_death_notice"),
-                                                            (LOCAL, "death_notices", "stopped_while_running")])
+                                                            (LOCAL, "death_notices", "stopped_while_running"),
+                                                            (LOCAL, "death_notices", "zombie")])
 def test_a_kind_that_needs_a_capability_runs_only_in_a_run_that_provides_it(target: str, capability: str,
                                                                            kind: str) -> None:
     assert refusals([kind, kind], target, {capability}) == []
@@ -181,3 +186,69 @@ def test_an_unknown_kind_is_an_error_not_a_refusal() -> None:
     with pytest.raises(FaultError, match="unknown fault kind 'nap'; known: "):
         refusals(["nap"], LOCAL, set())
     assert isinstance(where("pause", AWS), Never)
+
+
+class FreezeWatchingChild(RecordingChild):
+    """Records signals; once frozen, the others write ``on_freeze`` (their burial and take-up) to the history."""
+
+    def __init__(self, calls: list[tuple[str, ...]], history: Path, on_freeze: list[dict[str, Any]]) -> None:
+        super().__init__(calls)
+        self.history, self.on_freeze = history, on_freeze
+
+    def signal(self, sig: int) -> None:
+        super().signal(sig)
+        if sig == signal.SIGSTOP:
+            with (self.history / "worker-3.jsonl").open("a") as file:
+                file.writelines(json.dumps(e) + "\n" for e in self.on_freeze)
+
+
+def frozen_fleet(tmp_path: Path, calls: list[tuple[str, ...]], on_freeze: list[dict[str, Any]]) -> Any:
+    """worker-1 holds A and renewed a second ago (its fence, 1.5 s at scale 0.1 less the thaw's 0.2 s, closes
+    0.3 s from now)."""
+    history = tmp_path / "history"
+    history.mkdir()
+    now = time.time() * 1000
+    (history / "worker-1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in (
+        {"t": now - 2000, "src": "worker-1", "type": "lease.acquire", "worker": "worker-1", "gen": "g1", "pk": "A",
+         "epoch": 1, "outcome": "ok"},
+        {"t": now - 990, "src": "worker-1", "type": "lease.renew", "worker": "worker-1", "gen": "g1",
+         "outcome": "ok", "expires_ms": now + 1000})))
+    tasks = SimpleNamespace(stop_while_running=lambda arn, reason: calls.append(("reported", arn)))
+    toxiproxy = RecordingToxiproxy()
+    toxiproxy.calls = calls
+    child = FreezeWatchingChild(calls, history, on_freeze)
+    return SimpleNamespace(run_dir=tmp_path, config=FleetConfig(profile="hardened", timescale=0.1, worker_id="t"),
+                           tasks=tasks, toxiproxy=toxiproxy, workers={"worker-1": SimpleNamespace(
+                               child=child, task_arn="arn:task/1", proxies={"dynamodb": "w1-dynamodb"})})
+
+
+def test_a_zombie_is_thawed_once_buried_and_taken_over_its_renewal_answers_held_across_the_thaw(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plane, "ZOMBIE_RENEWAL_WAIT", 0.01)  # renewed a moment ago already
+    calls: list[tuple[str, ...]] = []
+    now = time.time() * 1000
+    fleet = frozen_fleet(tmp_path, calls, [
+        {"t": now, "src": "worker-3", "type": "death.notice", "worker": "worker-3", "buried": ["worker-1@g1"]},
+        {"t": now, "src": "worker-3", "type": "log.mark", "worker": "worker-3", "pk": "A", "epoch": 2,
+         "outcome": "ok"}])
+    fault = build("zombie", "worker-1")
+    fault.start(fleet)
+    fault.stop(fleet)
+    assert calls == [("signal", str(signal.SIGSTOP)), ("reported", "arn:task/1"),
+                     ("add", "w1-dynamodb", "zombie-renewal"), ("signal", str(signal.SIGCONT)),
+                     ("remove", "w1-dynamodb", "zombie-renewal")]
+    assert fault.params["thawed"] == "after takeover" and fault.params["taken"] == "A"
+
+
+def test_a_zombie_nobody_took_over_is_thawed_at_its_fence_and_says_so(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plane, "ZOMBIE_RENEWAL_WAIT", 0.01)
+    calls: list[tuple[str, ...]] = []
+    fleet = frozen_fleet(tmp_path, calls, [])
+    fault = build("zombie", "worker-1", {"lost_renewal": False})
+    fault.start(fleet)
+    fault.stop(fleet)
+    assert calls == [("signal", str(signal.SIGSTOP)), ("reported", "arn:task/1"), ("signal", str(signal.SIGCONT))]
+    assert fault.params["thawed"] == "at its fence" and fault.params["taken"] == ""
+    with pytest.raises(FaultError, match="lost_renewal"):
+        build("zombie", "worker-1", {"lost_renewal": "yes"})
