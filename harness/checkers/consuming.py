@@ -11,7 +11,9 @@ on) and its ``consumer`` (the incarnation ``worker@gen``: ``harness.checkers.eve
   ``thaw_grace_ms`` of waking with no write accepted meanwhile (it woke fenced and left without reading).
 - Accepted writes: ``msg.persist`` / ``checkpoint`` with outcome ``ok`` (certain) or ``info`` (may have been
   accepted), each with the interval in which it took effect: from ``sent`` (the request was built) to ``t``
-  (its answer was read).
+  (its answer was read).  A log write of unknown outcome (it names its item's number ``b``) is settled by the
+  stream's stored log (``final.log``), whose items are never overwritten: its own item at that number means it
+  landed (certain); another writer's item there means it never did (no write at all).
 - Lease beliefs: when a consumer believed it owned a pk, from ``lease.acquire`` ok to ``lease.lost``,
   ``lease.release``, ``ws.close`` (unless a ``ws.open`` follows before anything else: reconnect in place),
   the end of its process (``worker.stop``, a new ``worker.start``, a kill fault) or the end of the run.
@@ -133,8 +135,11 @@ def accepted_writes(history: Events) -> pd.DataFrame:
     the event's ``t`` when it has no ``sent``) and ``answered_t`` the event's ``t`` (the latest)."""
     frame = select(history, ["msg.persist", "checkpoint"],
                    ["t", "sent", "src", "pk", "worker", "gen", "type", "epoch", "seq_from", "seq_to", "seq",
-                    "outcome"])
+                    "outcome", "b"])
     frame = frame.loc[frame["outcome"].isin(["ok", "info"]) & frame["pk"].notna()]
+    landed = _landed_by_the_log(history, frame)
+    frame = frame.loc[landed.fillna(True).to_numpy(dtype=bool)]
+    certain = (frame["outcome"] == "ok") | landed.loc[frame.index].eq(True)
     is_checkpoint = (frame["type"] == "checkpoint").to_numpy()
     return pd.DataFrame({
         "t": frame["sent"].fillna(frame["t"]).clip(upper=frame["t"]),
@@ -146,8 +151,31 @@ def accepted_writes(history: Events) -> pd.DataFrame:
         "epoch": frame["epoch"],
         "seq_from": np.where(is_checkpoint, frame["seq"], frame["seq_from"]),
         "seq_to": np.where(is_checkpoint, frame["seq"], frame["seq_to"]),
-        "certain": (frame["outcome"] == "ok").to_numpy(),
+        "certain": certain.to_numpy(dtype=bool),
     }, columns=WRITE_COLUMNS).reset_index(drop=True)
+
+
+def _landed_by_the_log(history: Events, writes: pd.DataFrame) -> pd.Series:
+    """Per write: True when it is of unknown outcome and the stored log holds its own item at its number,
+    False when another item holds that number, None (NA) otherwise (answered, no number, or no log read)."""
+    verdicts = pd.Series(pd.NA, index=writes.index, dtype="object")
+    unknown = writes.loc[(writes["outcome"] == "info") & writes["b"].notna()]
+    if unknown.empty:
+        return verdicts
+    stored: dict[tuple[str, int], tuple[str, object, object, object]] = {}
+    for pk, entries in select(history, "final.log", ["pk", "entries"], raw=["entries"]).itertuples(index=False):
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("batch"), int):
+                holder = f"{entry.get('worker')}@{entry['gen']}" if entry.get("gen") else str(entry.get("worker"))
+                stored[(str(pk), entry["batch"])] = (holder, entry.get("epoch"), entry.get("seq_from"),
+                                                     entry.get("seq_to"))
+    for index, consumer, pk, b, epoch, seq_from, seq_to in zip(
+            unknown.index, consumer_of(unknown), unknown["pk"], unknown["b"], unknown["epoch"],
+            unknown["seq_from"], unknown["seq_to"], strict=True):
+        item = stored.get((str(pk), int(b)))
+        if item is not None:
+            verdicts[index] = item == (consumer, epoch, seq_from, seq_to)
+    return verdicts
 
 
 def lease_beliefs(history: Events, info: RunInfo | None = None) -> pd.DataFrame:

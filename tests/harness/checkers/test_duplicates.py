@@ -94,6 +94,30 @@ def test_a_write_with_an_unknown_outcome_as_the_only_evidence_makes_it_unknown(b
     assert result.details["duplicate_claims"] == 0 and result.details["possible_claims"] == 1
 
 
+def unknown_log_write_while_another_consumes(build, item_7: tuple[object, ...]):
+    """worker-1's put of log item 7 (seqs 7..9, epoch 1) got no answer while worker-2 consumed; the stored log
+    holds ``item_7`` (batch, kind, worker, gen, epoch, seq_from, seq_to, written_ms) at that number."""
+    build.run_start().session(PK, "worker-1", 100, 1000).session(PK, "worker-2", 1100, 3000)
+    build.persist(1500, PK, "worker-1", 7, 9, outcome="info", gen="g1", b=7)
+    return build.log(3500, PK, item_7)
+
+
+def test_a_log_write_of_unknown_outcome_whose_number_holds_anothers_item_never_landed(build) -> None:
+    takers_mark = (7, "mark", "worker-2", "g2", 2, 7, 6, 1400)
+    result = check_duplicate_claims(unknown_log_write_while_another_consumes(build, takers_mark).frame())
+
+    assert result.valid is True
+    assert (result.details["duplicate_claims"], result.details["possible_claims"]) == (0, 0)
+
+
+def test_a_log_write_of_unknown_outcome_whose_own_item_is_stored_landed(build) -> None:
+    own_batch = (7, "batch", "worker-1", "g1", 1, 7, 9, 1400)
+    result = check_duplicate_claims(unknown_log_write_while_another_consumes(build, own_batch).frame())
+
+    assert result.valid is False
+    assert (result.details["duplicate_claims"], result.details["possible_claims"]) == (1, 0)
+
+
 def test_a_certain_overlap_beats_an_unknown_one(build) -> None:
     build.run_start().session(PK, "worker-1", 100, 1200).session(PK, "worker-2", 1100, 3000)
     build.persist(2500, PK, "worker-1", 7, outcome="info")
