@@ -240,7 +240,8 @@ class Cluster(Started):
     def wait_workers_ready(self, ids: list[str] | None = None, timeout_s: float = 30.0) -> None:
         """Wait until each worker's running process has written its ``worker.start`` (with its pid) to its
         history and, hardened without a region gate, registered after it (a ``lease.renew``).  What an
-        earlier process of the same id wrote does not count."""
+        earlier process of the same id wrote does not count.  A worker told to end while it started (a later
+        fault of the schedule killed or stopped it) is not waited for; one that exited by itself is an error."""
         deadline = time.monotonic() + timeout_s
         pending = set(ids or self.workers)
         # a gated region's workers register only once their region is active (fleet.region_gate)
@@ -251,6 +252,9 @@ class Cluster(Started):
             for worker_id in list(pending):
                 handle = self.workers[worker_id]
                 if handle.child is not None and not handle.child.running():
+                    if handle.child.told_to_end:
+                        pending.discard(worker_id)
+                        continue
                     raise ClusterError(f"{worker_id} exited with status {handle.child.process.returncode} "
                                        f"while starting; log {handle.child.log_path}:\n"
                                        f"{handle.child.log_tail()}")

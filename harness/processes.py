@@ -52,6 +52,7 @@ class Child:
     ready: dict[str, Any] = field(default_factory=dict)
     paused: bool = False
     stopped: bool = False
+    told_to_end: bool = False  # sent SIGTERM or SIGKILL (a fault, or ``stop``): its exit is no failure
 
     @property
     def pid(self) -> int:
@@ -65,6 +66,8 @@ class Child:
             self.paused = True
         elif signum == signal.SIGCONT:
             self.paused = False
+        elif signum in (signal.SIGTERM, signal.SIGKILL):
+            self.told_to_end = True
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signum)
 
@@ -78,7 +81,7 @@ class Child:
         """SIGCONT + SIGTERM, wait ``grace_s``, then SIGKILL the group; returns the exit status.  Idempotent."""
         if self.stopped:
             return int(self.process.returncode)
-        self.stopped = True
+        self.stopped = self.told_to_end = True
         if self.process.poll() is None:
             signal_group(self.pid, signal.SIGCONT)
             signal_group(self.pid, signal.SIGTERM)

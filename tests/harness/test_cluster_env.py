@@ -5,6 +5,8 @@ counts as ready."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,26 @@ def test_a_restarted_worker_is_ready_on_its_own_events_not_its_predecessors(tmp_
             with history.open("a") as file:
                 file.write('{"t":4,"src":"worker-1","type":"lease.renew","worker":"worker-1","outcome":"ok"}\n')
         cluster.wait_workers_ready(["worker-1"], timeout_s=5)
+    finally:
+        child.stop(grace_s=1)
+        cluster.history.close()
+
+
+@pytest.mark.parametrize("ended_by", ["a fault's SIGKILL", "itself"])
+def test_a_worker_a_fault_ends_while_it_starts_is_not_waited_for_one_that_exits_by_itself_is_an_error(
+        tmp_path: Path, ended_by: str) -> None:
+    cluster, child, _ = restarted_worker(tmp_path, "hardened")
+    try:
+        if ended_by == "itself":
+            os.kill(child.pid, signal.SIGKILL)  # not through the harness: as if the process had crashed
+        else:
+            child.signal(signal.SIGKILL)
+        child.wait(10.0)
+        if ended_by == "itself":
+            with pytest.raises(ClusterError, match="worker-1 exited with status -9 while starting"):
+                cluster.wait_workers_ready(["worker-1"], timeout_s=5)
+        else:
+            cluster.wait_workers_ready(["worker-1"], timeout_s=5)
     finally:
         child.stop(grace_s=1)
         cluster.history.close()
