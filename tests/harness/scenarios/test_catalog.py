@@ -45,7 +45,7 @@ def test_bounds_follow_profile_and_scale() -> None:
     assert bound("crash") == {"kill": pytest.approx(2_200 + 1_000)}          # lease + 10 %, 1 s of work
     assert bound("graceful") == {"term": 2_000, "restart": 2_000}           # a latency: not scaled
     assert bound("graceful", timescale=1.0) == {"term": 2_000, "restart": 2_000}
-    assert bound("partition_upstream") == {"partition_upstream": pytest.approx(2_000 + 1_000 + 200)}
+    assert bound("partition_upstream") == {"partition_upstream": pytest.approx(2_000 + 1_000 + 200 + 500)}
     assert bound("mid_op_drop") == dict.fromkeys(("aws_reset", "aws_timeout", "reset_upstream"), pytest.approx(1_200))
 
 
