@@ -11,6 +11,12 @@
   coming, so a backlog of zero writes is never seen) without a break for ``hysteresis_s``.  A flapping
   check or a replication still behind restarts the wait: a failback never activates a primary whose tables
   lack what the standby wrote, and a flapping check does not move the activation back and forth.
+- Back to the primary with the standby out (``Automation.step``, ``forced``): while a failback waits for
+  replication, the standby's control store not answering (the standby cut off or its DynamoDB out) moves
+  the activation back at once, the primary's check passing, as a failover moves it away on the primary's
+  check: the standby's writes cannot be delivered until it returns, so the backlog would hold the failback
+  (and nothing would consume) for as long as the standby is out.  What the lag at the cut still carried is
+  lost from the standby's side, as a failover loses it from the primary's.
 - After the activation wait (``fit_after_wait``): the target is read again, and the failover gives up
   (the target stays Off, the hold On) if it can no longer take the activation: the primary its check
   failing, the standby its control store not answering.  The next ``step`` decides again from there.
@@ -53,19 +59,26 @@ class Automation:
 
     failback: Failback
     active: str | None = PRIMARY
+    forced: bool = False  # whether the last move back was made with the standby's store out (not replicated)
 
     def step(self, now_s: float, primary_healthy: bool, behind_ms: float,
              standby_answers: Callable[[], bool]) -> str | None:
         """The region to move the activation to now (the caller starts that failover), or None;
-        ``standby_answers`` (asked only when it decides) whether the standby's control store answers."""
+        ``standby_answers`` (asked only when it decides: a failover, or a failback held by the backlog)
+        whether the standby's control store answers."""
         if not primary_healthy:
             self.failback.since_s = None
             if self.active != STANDBY and standby_answers():
                 self.active = STANDBY
                 return STANDBY
             return None
-        if self.active != PRIMARY and self.failback.observe(now_s, primary_healthy, behind_ms):
-            self.active = PRIMARY
+        if self.active == PRIMARY:
+            return None
+        if self.failback.observe(now_s, primary_healthy, behind_ms):
+            self.active, self.forced = PRIMARY, False
+            return PRIMARY
+        if behind_ms > self.failback.lag_bound_ms and not standby_answers():
+            self.active, self.forced = PRIMARY, True
             return PRIMARY
         return None
 
