@@ -17,7 +17,7 @@ live state.
   ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
   A failback before that activates a primary whose tables lack what the standby wrote; one decided while a
   fault had the standby's DynamoDB out is none (``STORE_FAULTS``: its writes could not be delivered before
-  it returned, and it could not serve: the automation moves back at once, losing what the lag at the
+  it returned, and it could not serve: the automation moves back without waiting, losing what the lag at the
   standby's cut carried, as a failover does).
 - ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream

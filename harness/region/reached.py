@@ -10,7 +10,7 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
   waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time); ``failover
   abandoned``: one that gave up after its wait, its region no longer able to take the activation
   (route53 ``failover.abandoned``); ``forced failback``: the primary's On after the automation moved back
-  at once, the standby's store out (route53 ``failback.forced``: replication not waited for);
+  without waiting for replication, the standby's store out (route53 ``failback.forced``);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during

@@ -15,8 +15,8 @@ the harness (``route53``).
   moves the activation (one failover at a time; after the wait the target is read again, and the failover
   gives up if it can no longer take it), by itself with ``automate``: the operator's automation
   (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
-  answers (``store_answers``), back through ``Failback``, or at once while the standby's DynamoDB does not
-  answer (``failback.forced``); after each activation, the activated region's
+  answers (``store_answers``), back through ``Failback``, or without waiting for replication while the
+  standby's DynamoDB does not answer (``failback.forced``); after each activation, the activated region's
   router re-applies its control journal (``fleet.router.reapply_journal``), as the automation would
   invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is

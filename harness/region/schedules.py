@@ -21,7 +21,7 @@ checks fail at once (Route 53 then answers the primary again); and half of the s
 the answer take the standby's store out (west cut off, ``region_cut``, or its DynamoDB out,
 ``dynamodb_outage``) from the failover's activation wait or after the standby became active, until after
 the primary's fault ended: the failover gives up (``failover.abandoned``) or the automation, the primary
-healthy again, fails back at once (``failback.forced``).
+healthy again, fails back without waiting for replication (``failback.forced``).
 
 ``summary`` totals the batch's results per variant: runs, split brain (runs and streams consumed in both
 regions), lost messages, lost control writes, and the activation checkers' findings.
