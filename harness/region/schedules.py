@@ -47,6 +47,10 @@ ANSWER_MOVERS = ("region_cut", "gray_failure", "flapping")
 # inside one fails both at once
 BOTH_UNHEALTHY_WITH = ("region_cut", "gray_failure")
 STANDBY_STORE_FAULTS = ("region_cut", "dynamodb_outage")  # the faults that take the standby's store out
+# after a fault, the primary's check passing again (up to a check's turn) and the standby's store not answering
+# for the automation's hysteresis (two check intervals, ``RegionsSpec.failback_hysteresis_s``) before it fails
+# back without waiting for replication: a standby's store out for less than this after the fault never does
+FORCED_FAILBACK_S = FLAP_MIN_S + 2 * HealthCheckSpec().request_interval_s
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,9 @@ def _aimed(rng: random.Random, fault: Step) -> list[Step]:
     a check's turn), and, for half of the faults in ``BOTH_UNHEALTHY_WITH``, the standby unreachable for
     Route 53 from a time inside the fault for longer than its check takes to turn; then (drawn after those)
     for half of the faults that move the answer, the standby's store out from the time its check took to
-    turn (the failover's start) up to two leases later (its activation wait, or after it), until a check's
-    turn and up to a lease after the fault's end (the primary healthy again while the standby is out)."""
+    turn (the failover's start) up to two leases later (its activation wait, or after it), until a quarter
+    to a whole lease past ``FORCED_FAILBACK_S`` after the fault's end (the primary healthy again while the
+    standby is out, for longer than the automation waits before it moves back)."""
     if fault.kind not in ANSWER_MOVERS:
         return []
     end_s = max(fault.duration_s, 2 * fault.flaps * fault.period_s)
@@ -118,7 +123,7 @@ def _aimed(rng: random.Random, fault: Step) -> list[Step]:
                           rng.uniform(FLAP_MIN_S + 5.0, FLAP_MIN_S + 20.0)))
     if rng.random() < 0.5:
         at_s = fault.at_s + FLAP_MIN_S + rng.uniform(0.0, 2 * LEASE_S)
-        until_s = fault.at_s + end_s + FLAP_MIN_S + rng.uniform(LEASE_S / 4, LEASE_S)
+        until_s = fault.at_s + end_s + FORCED_FAILBACK_S + rng.uniform(LEASE_S / 4, LEASE_S)
         steps.append(Step(at_s, rng.choice(STANDBY_STORE_FAULTS), "west", until_s - at_s))
     return steps
 

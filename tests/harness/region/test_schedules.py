@@ -10,6 +10,7 @@ from harness.region.schedules import (
     ANSWER_MOVERS,
     BOTH_UNHEALTHY_WITH,
     FLAP_MIN_S,
+    FORCED_FAILBACK_S,
     LEASE_S,
     REGION_FAULTS,
     STANDBY_STORE_FAULTS,
@@ -90,7 +91,7 @@ def test_the_standbys_store_goes_out_in_half_the_failovers_from_its_activation_w
         (step,) = standby
         end_s = fault.at_s + max(fault.duration_s, 2 * fault.flaps * fault.period_s)
         assert fault.at_s + FLAP_MIN_S <= step.at_s <= fault.at_s + FLAP_MIN_S + 2 * LEASE_S
-        assert end_s + FLAP_MIN_S < step.at_s + step.duration_s <= end_s + FLAP_MIN_S + LEASE_S
+        assert end_s + FORCED_FAILBACK_S < step.at_s + step.duration_s <= end_s + FORCED_FAILBACK_S + LEASE_S
         out += 1
     kinds = {s.kind for schedule in schedules for s in schedule.steps if s.target == "west"}
     assert set(STANDBY_STORE_FAULTS) <= kinds
@@ -99,7 +100,7 @@ def test_the_standbys_store_goes_out_in_half_the_failovers_from_its_activation_w
     assert [(s.kind, s.target, round(s.at_s, 2), round(s.duration_s, 2)) for s in seed_8.steps] == [
         ("gray_failure", "east", 4.53, 59.25), ("start", "router", 4.53, 89.25), ("start", "router", 12.02, 0.0),
         ("gray_failure", "west", 29.14, 36.34), ("worker_pause", "east-worker-2", 29.28, 27.47),
-        ("dynamodb_outage", "west", 35.33, 67.45), ("worker_pause", "east-worker-1", 51.74, 9.79)]
+        ("dynamodb_outage", "west", 35.33, 87.45), ("worker_pause", "east-worker-1", 51.74, 9.79)]
     assert seed_8.clock_offsets_ms == {"west": -5.0}
 
 
