@@ -11,6 +11,13 @@
   coming, so a backlog of zero writes is never seen) without a break for ``hysteresis_s``.  A flapping
   check or a replication still behind restarts the wait: a failback never activates a primary whose tables
   lack what the standby wrote, and a flapping check does not move the activation back and forth.
+- Back to the primary with the standby out (``Automation.step``, ``forced``): while a failback waits for
+  replication, the standby's control store not answering (the standby cut off or its DynamoDB out) for
+  ``hysteresis_s`` without a break moves the activation back, the primary's check passing, without waiting
+  for replication: the standby's writes cannot be delivered until it returns, so the backlog would hold
+  the failback (and nothing would consume) for as long as the standby is out.  What the lag at the cut
+  still carried is lost from the standby's side, as a failover loses it from the primary's; one read that
+  did not answer (a slow store) moves nothing.
 - After the activation wait (``fit_after_wait``): the target is read again, and the failover gives up
   (the target stays Off, the hold On) if it can no longer take the activation: the primary its check
   failing, the standby its control store not answering.  The next ``step`` decides again from there.
@@ -53,21 +60,34 @@ class Automation:
 
     failback: Failback
     active: str | None = PRIMARY
+    forced: bool = False  # whether the last move back was made with the standby's store out (not replicated)
+    out_since_s: float | None = None  # when the standby's store last began not to answer without a break
 
     def step(self, now_s: float, primary_healthy: bool, behind_ms: float,
              standby_answers: Callable[[], bool]) -> str | None:
         """The region to move the activation to now (the caller starts that failover), or None;
-        ``standby_answers`` (asked only when it decides) whether the standby's control store answers."""
+        ``standby_answers`` (asked only when it decides: a failover, or a failback held by the backlog)
+        whether the standby's control store answers."""
         if not primary_healthy:
-            self.failback.since_s = None
+            self.failback.since_s = self.out_since_s = None
             if self.active != STANDBY and standby_answers():
                 self.active = STANDBY
                 return STANDBY
             return None
-        if self.active != PRIMARY and self.failback.observe(now_s, primary_healthy, behind_ms):
-            self.active = PRIMARY
+        if self.active == PRIMARY:
+            return None
+        if self.failback.observe(now_s, primary_healthy, behind_ms):
+            self.active, self.forced, self.out_since_s = PRIMARY, False, None
             return PRIMARY
-        return None
+        if behind_ms <= self.failback.lag_bound_ms or standby_answers():
+            self.out_since_s = None
+            return None
+        if self.out_since_s is None:
+            self.out_since_s = now_s
+        if now_s - self.out_since_s < self.failback.hysteresis_s:
+            return None
+        self.active, self.forced, self.out_since_s = PRIMARY, True, None
+        return PRIMARY
 
     def gave_up(self, target: str) -> None:
         """A failover to ``target`` gave up after its wait: no region is active, unless a later move was

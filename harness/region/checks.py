@@ -15,7 +15,10 @@ live state.
   needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
   show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
   ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
-  A failback before that activates a primary whose tables lack what the standby wrote.
+  A failback before that activates a primary whose tables lack what the standby wrote; one decided while a
+  fault had the standby's DynamoDB out is none (``STORE_FAULTS``: its writes could not be delivered before
+  it returned, and it could not serve: the automation moves back without waiting, losing what the lag at the
+  standby's cut carried, as a failover does).
 - ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
   no worker of the region active at the end acquired after the START (``lease.acquire`` ok), unless a later
@@ -68,15 +71,19 @@ def activation_overlaps(history: pd.DataFrame, end_ms: float) -> list[dict[str, 
     return spans
 
 
+def _store_faults(history: pd.DataFrame) -> pd.DataFrame:
+    """The starts and stops (harness ``fault.start`` / ``fault.stop``) of the faults in ``STORE_FAULTS``."""
+    faults = pd.concat([_of(history, "fault.start", "harness"), _of(history, "fault.stop", "harness")])
+    return faults[faults["kind"].isin(STORE_FAULTS)] if not faults.empty else faults
+
+
 def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
     """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first."""
     names = {aws: name for name, aws in aws_regions.items()}
     primary = next(iter(aws_regions))
     healthy = {name: True for name in aws_regions}
     store_out: set[str] = set()
-    faults = pd.concat([_of(history, "fault.start", "harness"), _of(history, "fault.stop", "harness")])
-    if not faults.empty:
-        faults = faults[faults["kind"].isin(STORE_FAULTS)]
+    faults = _store_faults(history)
     events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53"), faults])
     found = []
     for row in events.sort_values("t", kind="stable").itertuples():
@@ -92,12 +99,15 @@ def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) ->
 
 
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
-                    hysteresis_ms: float) -> list[dict[str, Any]]:
-    """``primary``: the primary's AWS region (its control's name).  A move back is an On of the primary's
-    control after it had been Off; it is judged when it began (its generation's first change: the
-    standby Off), the instant it was decided, not when its activation wait ended (writes in the lag's tail
-    reported during that wait were made before it and change nothing decided)."""
+                    hysteresis_ms: float, standby: str) -> list[dict[str, Any]]:
+    """``primary``: the primary's AWS region (its control's name); ``standby``: the standby's run name (as
+    faults name their target).  A move back is an On of the primary's control after it had been Off; it is
+    judged when it began (its generation's first change: the standby Off), the instant it was decided, not
+    when its activation wait ended (writes in the lag's tail reported during that wait were made before it
+    and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
+    faults = _store_faults(history)
+    faults = faults[faults["target"] == standby] if not faults.empty else faults
     rows = _of(history, "gate.state", "route53")
     began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
     found = []
@@ -111,6 +121,9 @@ def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
         was_off = False
         t = float(row.t)
         decided = float(began.get(getattr(row, "generation", None), t))
+        before = faults[faults["t"] <= decided] if not faults.empty else faults
+        if (before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum():
+            continue  # the standby's store out: nothing it wrote could be delivered before it returned
         window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
         behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
         caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())

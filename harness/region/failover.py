@@ -289,7 +289,7 @@ def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int
     hysteresis_ms = spec.failback_hysteresis_s * spec.timescale * 1000.0
     return {"both_on": len(activation_overlaps(history, time.time() * 1000.0)),
             "early_failbacks": len(early_failbacks(history, AWS_REGIONS["east"], spec.lag_p99_ms * spec.timescale,
-                                                   hysteresis_ms)),
+                                                   hysteresis_ms, standby="west")),
             "activated_unhealthy": len(moves_while_unhealthy(history, AWS_REGIONS)),
             "flapping": len(flapping_moves(history, hysteresis_ms))}
 

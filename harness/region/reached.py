@@ -9,7 +9,8 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
   generation that turned a region Off) that never turned its region On because a later one began while it
   waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time); ``failover
   abandoned``: one that gave up after its wait, its region no longer able to take the activation
-  (route53 ``failover.abandoned``);
+  (route53 ``failover.abandoned``); ``forced failback``: the primary's On after the automation moved back
+  without waiting for replication, the standby's store out (route53 ``failback.forced``);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
@@ -81,6 +82,9 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
     abandoned = set(_of(history, "failover.abandoned", "route53")["generation"].dropna())
     if abandoned:
         names.add("failover abandoned")
+    forced = _of(history, "failback.forced", "route53")["t"]
+    if not forced.empty and (gates[(gates["region"] == primary) & (gates["state"] == "On")]["t"] > forced.min()).any():
+        names.add("forced failback")
     if any(g not in activated | abandoned for g in began[:-1]):
         names.add("failover superseded")
     if len(_of(history, "dns.answer", "route53")) > 2:

@@ -15,7 +15,8 @@ the harness (``route53``).
   moves the activation (one failover at a time; after the wait the target is read again, and the failover
   gives up if it can no longer take it), by itself with ``automate``: the operator's automation
   (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
-  answers (``store_answers``), back through ``Failback``; after each activation, the activated region's
+  answers (``store_answers``), back through ``Failback``, or without waiting for replication while the
+  standby's DynamoDB does not answer (``failback.forced``); after each activation, the activated region's
   router re-applies its control journal (``fleet.router.reapply_journal``), as the automation would
   invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
@@ -383,11 +384,13 @@ class TwoRegions(Started):
             with self._automation_lock:
                 target = automation.step(time.monotonic(), primary_healthy, stats["behind_ms"],
                                          lambda: self.store_answers(standby))
+                forced = automation.forced
             if target is None:
                 continue
             new, old = (primary, standby) if target == PRIMARY else (standby, primary)
-            if target == PRIMARY:
-                self.route53.emit("failback.ready", backlog=stats["backlog"], behind_ms=stats["behind_ms"])
+            if target == PRIMARY:  # forced: the standby's store out, replication not waited for
+                self.route53.emit("failback.forced" if forced else "failback.ready", backlog=stats["backlog"],
+                                  behind_ms=stats["behind_ms"])
             start_thread(threading.Thread(target=self._move, args=(automation, old, new, target),
                                           name=f"fail-over-to-{new}", daemon=True))
 

@@ -17,7 +17,11 @@ Every schedule whose region fault can move the zone's answer (``ANSWER_MOVERS``)
 failover; half of
 those whose primary is unhealthy for the whole fault (``BOTH_UNHEALTHY_WITH``) also make the standby
 unreachable for Route 53 (a ``gray_failure`` of west) while the primary's fault runs, so both regions' health
-checks fail at once (Route 53 then answers the primary again).
+checks fail at once (Route 53 then answers the primary again); and half of the schedules whose fault moves
+the answer take the standby's store out (west cut off, ``region_cut``, or its DynamoDB out,
+``dynamodb_outage``) from the failover's activation wait or after the standby became active, until after
+the primary's fault ended: the failover gives up (``failover.abandoned``) or the automation, the primary
+healthy again, fails back without waiting for replication (``failback.forced``).
 
 ``summary`` totals the batch's results per variant: runs, split brain (runs and streams consumed in both
 regions), lost messages, lost control writes, and the activation checkers' findings.
@@ -42,6 +46,11 @@ ANSWER_MOVERS = ("region_cut", "gray_failure", "flapping")
 # of those, the ones that keep the primary unhealthy for their whole duration: the standby's check failing
 # inside one fails both at once
 BOTH_UNHEALTHY_WITH = ("region_cut", "gray_failure")
+STANDBY_STORE_FAULTS = ("region_cut", "dynamodb_outage")  # the faults that take the standby's store out
+# after a fault, the primary's check passing again (up to a check's turn) and the standby's store not answering
+# for the automation's hysteresis (two check intervals, ``RegionsSpec.failback_hysteresis_s``) before it fails
+# back without waiting for replication: a standby's store out for less than this after the fault never does
+FORCED_FAILBACK_S = FLAP_MIN_S + 2 * HealthCheckSpec().request_interval_s
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,11 @@ def _aimed(rng: random.Random, fault: Step) -> list[Step]:
     """The steps aimed at what drawn times rarely reach (drawn last, so the rest of a seed's schedule is as it
     was): a START in the failover window of a fault that moves the answer (it waits up to the fault's end and
     a check's turn), and, for half of the faults in ``BOTH_UNHEALTHY_WITH``, the standby unreachable for
-    Route 53 from a time inside the fault for longer than its check takes to turn."""
+    Route 53 from a time inside the fault for longer than its check takes to turn; then (drawn after those)
+    for half of the faults that move the answer, the standby's store out from the time its check took to
+    turn (the failover's start) up to two leases later (its activation wait, or after it), until a quarter
+    to a whole lease past ``FORCED_FAILBACK_S`` after the fault's end (the primary healthy again while the
+    standby is out, for longer than the automation waits before it moves back)."""
     if fault.kind not in ANSWER_MOVERS:
         return []
     end_s = max(fault.duration_s, 2 * fault.flaps * fault.period_s)
@@ -108,6 +121,10 @@ def _aimed(rng: random.Random, fault: Step) -> list[Step]:
     if fault.kind in BOTH_UNHEALTHY_WITH and rng.random() < 0.5:
         steps.append(Step(fault.at_s + rng.uniform(0.0, fault.duration_s / 2), "gray_failure", "west",
                           rng.uniform(FLAP_MIN_S + 5.0, FLAP_MIN_S + 20.0)))
+    if rng.random() < 0.5:
+        at_s = fault.at_s + FLAP_MIN_S + rng.uniform(0.0, 2 * LEASE_S)
+        until_s = fault.at_s + end_s + FORCED_FAILBACK_S + rng.uniform(LEASE_S / 4, LEASE_S)
+        steps.append(Step(at_s, rng.choice(STANDBY_STORE_FAULTS), "west", until_s - at_s))
     return steps
 
 

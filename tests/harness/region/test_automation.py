@@ -76,3 +76,58 @@ def test_after_the_activation_wait_a_target_that_can_no_longer_take_it_is_given_
     assert fit_after_wait(STANDBY, primary_healthy=False, standby_answers=lambda: True)
     assert fit_after_wait(STANDBY, primary_healthy=True, standby_answers=lambda: True)  # failback decides that
     assert not fit_after_wait(STANDBY, primary_healthy=False, standby_answers=lambda: False)
+
+
+def test_with_the_standby_out_the_automation_fails_back_at_once_without_waiting_for_replication() -> None:
+    """The mirror of seed 21: the standby active, then cut off (or its DynamoDB out) while the primary is
+    healthy.  Its writes can never be delivered until it returns, so the backlog holds the failback by
+    replication for as long as it is out (nothing consumes).  The standby's store not answering for the
+    hysteresis moves the activation back, the primary's check passing, without waiting for replication;
+    not while the primary's check fails, not on one read that did not answer, and not while the store
+    answers (the healthy case waits for replication, as before)."""
+    out = automation()
+    assert out.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    assert out.step(5.0, primary_healthy=False, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert out.step(6.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert out.step(7.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: True) is None  # a break
+    assert out.step(7.5, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert out.step(9.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert out.step(9.5, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) == PRIMARY
+    assert (out.active, out.forced) == (PRIMARY, True)
+    assert out.step(9.6, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None  # moved
+    answering = automation()
+    assert answering.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    assert not any(answering.step(t, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: True)
+                   for t in (6.0, 9.0, 30.0))  # replication behind: wait
+    assert answering.step(31.0, primary_healthy=True, behind_ms=100.0, standby_answers=lambda: True) is None
+    assert answering.step(33.0, primary_healthy=True, behind_ms=100.0, standby_answers=lambda: True) == PRIMARY
+    assert (answering.active, answering.forced) == (PRIMARY, False)
+
+
+def test_a_failover_given_up_with_the_standby_out_fails_back_once_the_primary_is_healthy() -> None:
+    """Both regions out: the failover to the standby gave up (no region active); the primary heals while the
+    standby is still out, and the activation goes back to it without waiting for the backlog."""
+    stranded = automation()
+    assert stranded.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    stranded.gave_up(STANDBY)
+    assert stranded.step(8.0, primary_healthy=True, behind_ms=6_000.0, standby_answers=lambda: False) is None
+    assert stranded.step(10.0, primary_healthy=True, behind_ms=6_000.0, standby_answers=lambda: False) == PRIMARY
+    assert stranded.forced
+
+
+def test_the_standby_is_asked_only_while_a_failback_waits_for_replication() -> None:
+    asked: list[float] = []
+    moved = automation()
+    assert moved.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    for t, behind in ((1.0, 100.0), (2.0, 4_000.0)):
+        moved.step(t, primary_healthy=True, behind_ms=behind, standby_answers=lambda t=t: asked.append(t) or True)
+    assert asked == [2.0]
+
+
+def test_the_standby_out_before_the_primary_failed_again_counts_only_from_the_primarys_return() -> None:
+    again = automation()
+    assert again.step(0.0, primary_healthy=False, behind_ms=0.0, standby_answers=lambda: True) == STANDBY
+    assert again.step(1.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert again.step(2.0, primary_healthy=False, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert again.step(9.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) is None
+    assert again.step(11.0, primary_healthy=True, behind_ms=4_000.0, standby_answers=lambda: False) == PRIMARY

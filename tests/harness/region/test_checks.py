@@ -80,12 +80,12 @@ def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_ear
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
     behind = history(*moves, stats(19_000, 40, 100), stats(20_000, 40, 900), stats(21_000, 3, 150))
-    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000) == [
+    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [
         {"t": 22_000, "reports": 3, "max_behind_ms": 900.0}]
     unknown = history(*moves)  # no report at all: not known to have caught up
-    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000)) == 1
+    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west")) == 1
     caught_up = history(*moves, stats(19_000, 0, 100), stats(20_000, 0, 120), stats(21_000, 0, 150))
-    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000) == []
+    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == []
 
 
 def test_activations_closer_than_the_hysteresis_are_flapping() -> None:
@@ -134,7 +134,24 @@ def test_a_failback_is_judged_when_it_began_not_when_its_activation_wait_ended()
     reports = [stats(6_502, 11, 100.2), stats(7_502, 6, 206.3), stats(8_506, 4, 108.5), stats(9_511, 2, 40.1),
                stats(10_519, 1, 323.3), stats(11_521, 0, 0.0), stats(12_525, 7, 99.3)]
     seed_61 = history(*moves, *reports)
-    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == []
+    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == []
     behind_before = history(*moves, *reports, stats(9_900, 3, 301.0))
-    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000) == [
+    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == [
         {"t": 12_220, "reports": 3, "max_behind_ms": 301.0}]
+
+
+def test_a_failback_decided_while_the_standbys_store_was_out_is_not_early() -> None:
+    """The automation moves back at once when the standby, active, is cut off or its DynamoDB is out: its
+    writes cannot be delivered before it returns, so the backlog never clears.  Such a failback is no
+    finding; the same failback with the standby's store back before it began, or out in the primary, is."""
+    moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
+             control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
+    reports = [stats(t, 40, 5_000.0) for t in (18_000, 19_000, 20_000)]
+    for kind in ("region_cut", "dynamodb_outage"):
+        out = history(*moves, *reports, fault(10_000, "start", kind, "west"))
+        assert early_failbacks(out, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [], kind
+        back = history(*out.to_dict("records"), fault(19_500, "stop", kind, "west"))
+        primary = history(*moves, *reports, fault(10_000, "start", kind, "east"))
+        for judged in (back, primary):
+            assert len(early_failbacks(judged, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000,
+                                       standby="west")) == 1, kind

@@ -111,3 +111,10 @@ def test_a_skewed_region_clock_is_named_and_none_is_not() -> None:
     config = {"t": 0, "src": "replication", "type": "replication.config"}
     assert names({**config, "clock_offsets_ms": {"west": -290.0}}) == ["clock skew"]
     assert names({**config, "clock_offsets_ms": {}}) == []
+
+
+def test_a_failback_the_automation_forced_with_the_standby_out_is_named_once_the_primary_is_on() -> None:
+    forced = {"t": 250, "src": "route53", "type": "failback.forced", "backlog": 12, "behind_ms": 4_000.0}
+    assert "forced failback" in names(*INITIAL, *FAILOVER, forced, *FAILBACK)
+    assert "forced failback" not in names(*INITIAL, *FAILOVER, *FAILBACK)  # a failback by replication
+    assert "forced failback" not in names(*INITIAL, *FAILOVER, forced)  # decided, the primary not On yet

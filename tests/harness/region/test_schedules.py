@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from harness.region.schedules import ANSWER_MOVERS, BOTH_UNHEALTHY_WITH, FLAP_MIN_S, REGION_FAULTS, generate, summary
+from harness.region.schedules import (
+    ANSWER_MOVERS,
+    BOTH_UNHEALTHY_WITH,
+    FLAP_MIN_S,
+    FORCED_FAILBACK_S,
+    LEASE_S,
+    REGION_FAULTS,
+    STANDBY_STORE_FAULTS,
+    generate,
+    summary,
+)
 
 
 def test_the_same_seed_gives_the_same_schedules_and_another_seed_others() -> None:
@@ -43,7 +53,7 @@ def test_a_start_is_aimed_at_every_failover_and_the_standby_fails_too_inside_hal
         assert [(s.kind, s.when, s.at_s, s.duration_s) for s in aimed] == [
             ("start", "failover", fault.at_s, end_s + FLAP_MIN_S)]
         faulted += fault.kind in BOTH_UNHEALTHY_WITH
-        standby = [s for s in schedule.steps if s.target == "west"]
+        standby = [s for s in schedule.steps if s.target == "west" and s.kind == "gray_failure"]
         if standby:
             assert fault.kind in BOTH_UNHEALTHY_WITH
             assert [s.kind for s in standby] == ["gray_failure"]
@@ -57,9 +67,41 @@ def test_aiming_leaves_the_rest_of_a_seeds_schedule_as_it_was() -> None:
     """The aimed steps are drawn last: without them, seed 1's schedule is the one the batches ran before."""
     (schedule,) = generate(1, 1)
     assert [(s.kind, s.target, round(s.at_s, 2), round(s.duration_s, 2)) for s in schedule.steps if not (
-        s.when or (s.target == "west" and s.kind == "gray_failure"))] == [
+        s.when or (s.target == "west" and s.kind in REGION_FAULTS))] == [
         ("region_cut", "east", 2.69, 56.95), ("worker_pause", "east-worker-2", 28.16, 31.63),
         ("start", "router", 46.18, 0.0)]
+
+
+def test_the_standbys_store_goes_out_in_half_the_failovers_from_its_activation_wait_past_the_primarys_fault() -> None:
+    """What only unit tests reached: the standby's store out (west cut off or its DynamoDB out) during the
+    failover's activation wait or after the standby became active, and still out once the primary's fault
+    ended and its check passes again, so the failover gives up or the automation fails back at once.  Drawn
+    after every other step: seed 8's schedule without it is the one it was, its other aimed steps included."""
+    schedules = generate(1, 100)
+    out = moving = 0
+    for schedule in schedules:
+        fault = next(s for s in schedule.steps if s.kind in REGION_FAULTS and s.target != "west")
+        standby = [s for s in schedule.steps if s.target == "west" and s.kind in STANDBY_STORE_FAULTS]
+        if fault.kind not in ANSWER_MOVERS:
+            assert standby == []
+            continue
+        moving += 1
+        if not standby:
+            continue
+        (step,) = standby
+        end_s = fault.at_s + max(fault.duration_s, 2 * fault.flaps * fault.period_s)
+        assert fault.at_s + FLAP_MIN_S <= step.at_s <= fault.at_s + FLAP_MIN_S + 2 * LEASE_S
+        assert end_s + FORCED_FAILBACK_S < step.at_s + step.duration_s <= end_s + FORCED_FAILBACK_S + LEASE_S
+        out += 1
+    kinds = {s.kind for schedule in schedules for s in schedule.steps if s.target == "west"}
+    assert set(STANDBY_STORE_FAULTS) <= kinds
+    assert 0.3 * moving <= out <= 0.7 * moving
+    (seed_8,) = generate(8, 1)
+    assert [(s.kind, s.target, round(s.at_s, 2), round(s.duration_s, 2)) for s in seed_8.steps] == [
+        ("gray_failure", "east", 4.53, 59.25), ("start", "router", 4.53, 89.25), ("start", "router", 12.02, 0.0),
+        ("gray_failure", "west", 29.14, 36.34), ("worker_pause", "east-worker-2", 29.28, 27.47),
+        ("dynamodb_outage", "west", 35.33, 87.45), ("worker_pause", "east-worker-1", 51.74, 9.79)]
+    assert seed_8.clock_offsets_ms == {"west": -5.0}
 
 
 def test_a_bad_count_is_refused() -> None:
