@@ -204,12 +204,7 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
                                                         args=(regions, name, until, patience_s, aims))))
             continue
         if step.kind == "start":
-            name = f"{prefix}s{len(started)}"
-            try:
-                regions.start_stream(name)
-                started.append(name)
-            except ClusterError:
-                pass  # refused or unanswered: never acknowledged, so nothing to lose
+            aiming.append(send_start(regions, f"{prefix}s{len(aiming)}", started))
             continue
         _act(regions, action, step)
     _standby_at_takeover(regions, cut)
@@ -272,6 +267,22 @@ def _aimed_start(regions: TwoRegions, name: str, until: float, patience_s: float
         except ClusterError:
             time.sleep(0.1)  # refused (no region active yet) or unanswered (the old region cut): a client retries
     aims.append({"name": name, "in_failover": in_failover, "acknowledged": acknowledged})
+
+
+def send_start(regions: TwoRegions, name: str, acknowledged: list[str]) -> threading.Thread:
+    """A START step of the schedule, sent once in its own thread so the schedule's next steps keep their
+    times (an unanswered START, through a region that is cut, waits for its HTTP timeout); ``name`` is added
+    to ``acknowledged`` if a router acknowledged it.  Refused or unanswered, it was never acknowledged, so
+    nothing of it can be lost."""
+
+    def send() -> None:
+        try:
+            regions.start_stream(name)
+        except ClusterError:
+            return
+        acknowledged.append(name)
+
+    return start_thread(threading.Thread(target=send, name=f"start-{name}", daemon=True))
 
 
 def _late_writes(regions: TwoRegions, prefix: str, cut: dict[str, Any]) -> list[str]:

@@ -1,17 +1,19 @@
 """Tests of harness.region.batch: the timeline (pure: each fault starts and stops at its scaled times, a
-flapping check flips in between, a START is one action), and a resumed batch (a run judged in the folder
-is not run again, one left unjudged is)."""
+flapping check flips in between, a START is one action) and a START step sent beside it, and a resumed batch
+(a run judged in the folder is not run again, one left unjudged is)."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.cluster import ClusterError
 from harness.region import batch
-from harness.region.batch import RUN_FILE, judged, run_batch, timeline, verdict
+from harness.region.batch import RUN_FILE, judged, run_batch, send_start, timeline, verdict
 from harness.region.failover import VARIANTS
 from harness.region.schedules import RegionSchedule, Step, generate
 
@@ -34,6 +36,31 @@ def test_a_fault_without_flaps_only_starts_and_stops() -> None:
     cut = Step(3.0, "region_cut", "east", duration_s=60.0)
     assert [(round(t, 6), a) for t, a, _ in timeline(RegionSchedule(2, {}, (cut,)), timescale=0.1)] == \
         [(0.3, "start"), (6.3, "stop")]
+
+
+class Routers:
+    """START through the failover name: unanswered until ``answer`` is set, then acknowledged, or refused."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.answer, self.refuse, self.sent = threading.Event(), refuse, threading.Event()
+
+    def start_stream(self, name: str) -> None:
+        self.sent.set()
+        self.answer.wait(10.0)
+        if self.refuse:
+            raise ClusterError(f"START {name}: refused")
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_start_step_waits_for_its_answer_beside_the_schedule_and_counts_once_acknowledged(refused: bool) -> None:
+    routers, acknowledged = Routers(refuse=refused), ["s0"]
+    sending = send_start(routers, "s1", acknowledged)  # type: ignore[arg-type]
+
+    assert routers.sent.wait(10.0) and sending.is_alive()  # unanswered: the schedule goes on meanwhile
+    assert acknowledged == ["s0"]
+    routers.answer.set()
+    sending.join(10.0)
+    assert acknowledged == (["s0"] if refused else ["s0", "s1"])
 
 
 def _leave(folder: Path, result: dict[str, Any]) -> None:
