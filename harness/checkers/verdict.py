@@ -7,10 +7,11 @@ verdict file ``RUN_DIR/verdict.json`` with exactly the DESIGN §7 keys plus the 
   takeover without a mark); the ``log`` checker runs only then (or when a stored item is unreadable, which
   fails it), and ``zombies`` leaves those streams' messages to it;
 - ``outcomes``: per event type, how many events had outcome ``ok``, ``fail`` and ``info``;
-- ``fault_model``: ``{"stated", "within", "flag"}``: what ``run.start`` says of the schedule (``"within"``
-  or ``"outside: <why>"``; null when it says nothing), whether that is within the model (null: unknown), and
-  ``flag`` "outside the fault model" when the run is invalid under faults outside the model.  ``valid``
-  stays false then: a violation is never hidden, only labelled.
+- ``fault_model``: ``{"stated", "within", "flag"}``: what ``run.start`` says of the schedule (``"within"``,
+  ``"outside: <why>"``, or ``"outside for I1: <why>"``; null when it says nothing), whether that is within
+  the model (null: unknown), and ``flag`` "outside the fault model" when the run is invalid under faults
+  outside the model, and, for a schedule outside for I1 only, when I1 (``duplicate_claims``) is all it fails.
+  ``valid`` stays false then: a violation is never hidden, only labelled.
 
 ``analyse(history)`` returns an ``Analysis``: the verdict dict, each ``CheckResult``, and the row tables the
 report generator writes (``TABLE_COLUMNS`` gives each table's columns, so an empty table still has a header).
@@ -55,6 +56,7 @@ VERDICT_KEYS = (
 )
 OUTCOMES = ("ok", "fail", "info")
 OUTSIDE_FLAG = "outside the fault model"
+OUTSIDE_FOR_I1 = "outside for I1:"  # a stated fault model that lifts I1 only (``harness.scenarios.runner``)
 TABLE_COLUMNS: dict[str, list[str]] = {
     "phases": PHASE_COLUMNS,
     "claims": CLAIM_COLUMNS,
@@ -153,11 +155,13 @@ def outcome_counts(history: Events) -> dict[str, dict[str, int]]:
     return counts
 
 
-def fault_model(info: RunInfo, valid: Any) -> dict[str, Any]:
-    """The ``fault_model`` verdict entry (see the module docstring)."""
+def fault_model(info: RunInfo, valid: Any, failing: Collection[str] = ()) -> dict[str, Any]:
+    """The ``fault_model`` verdict entry (see the module docstring); ``failing``: the checkers that are false."""
     stated = info.fault_model
     within = None if stated is None else stated.strip().lower() == "within"
-    return {"stated": stated, "within": within, "flag": OUTSIDE_FLAG if within is False and valid is False else None}
+    lifted_only_i1 = stated is not None and stated.startswith(OUTSIDE_FOR_I1)
+    excused = within is False and valid is False and (not lifted_only_i1 or set(failing) <= {"duplicate_claims"})
+    return {"stated": stated, "within": within, "flag": OUTSIDE_FLAG if excused else None}
 
 
 def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -182,7 +186,7 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
         "phases_ms": recovery.details["phases_ms"],
         "bound_ms": info.bound_ms,
         "outcomes": outcomes,
-        "fault_model": fault_model(info, valid),
+        "fault_model": fault_model(info, valid, [name for name, c in checks.items() if c.valid is False]),
         "checkers": {name: check.to_json() for name, check in checks.items()},
     }
     safe: dict[str, Any] = json_safe(verdict)

@@ -207,13 +207,20 @@ def outside_model(verdict: dict[str, Any] | None) -> str | None:
     return str(stated.get("stated")) if stated.get("within") is False else None
 
 
+def excused_by_model(verdict: dict[str, Any] | None) -> str | None:
+    """Why an invalid run's failure lies outside the fault model (its verdict's ``fault_model.flag``): the stated
+    reason; None when the run is valid, or fails something its schedule does not excuse."""
+    stated = ((verdict or {}).get("fault_model") or {})
+    return str(stated.get("stated")) if stated.get("flag") else None
+
+
 def outcome(verdict: dict[str, Any] | None) -> str:
     """``valid``, ``invalid``, ``invalid outside the model`` or ``unknown``; ``could not run`` without a
     verdict."""
     if verdict is None:
         return "could not run"
     said = {True: "valid", False: "invalid"}.get(verdict["valid"], "unknown")
-    return f"{said} outside the model" if said == "invalid" and outside_model(verdict) else said
+    return f"{said} outside the model" if said == "invalid" and excused_by_model(verdict) else said
 
 
 def condensed_mix(mix: Counter[str]) -> Counter[str]:
@@ -341,7 +348,7 @@ def _run(spec: ScenarioSpec, k: int, judged: dict[str, Any] | None, options: Exp
     if judged is None:
         said = outcome(verdict).upper()
         if said.startswith("INVALID"):
-            why = outside_model(verdict)
+            why = excused_by_model(verdict)
             said += f" ({', '.join(failing_invariants(verdict or {}))}{f'; {why}' if why else ''})"
         notices = ", death notices" if spec.death_notices else ""
         progress(f"run {k + 1}/{options.runs} seed {spec.seed}: {load} on {spec.dynamodb}{notices}, faults "
@@ -361,7 +368,7 @@ def _record(spec: ScenarioSpec, verdict: dict[str, Any], options: ExploreOptions
     invariants = failing_invariants(verdict)
     new_class = invariants[0] not in result.classes()
     finding = Finding(spec.seed, invariants, dump(spec, options.out / f"{spec.name}.yaml"),
-                      outside=outside_model(verdict), backend=spec.dynamodb)
+                      outside=excused_by_model(verdict), backend=spec.dynamodb)
     result.findings.append(finding)
     if not shrink_now:
         shrunk_file = options.out / f"{spec.name}-min.yaml"

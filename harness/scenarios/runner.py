@@ -19,8 +19,11 @@ The phases (``Phases``) use only a ``Topology`` (``harness.scenarios.topology``)
 them a local ``Cluster``; the AWS backend (``harness.aws.topology``) gives them a deployed fleet.
 
 ``run.start`` records the expanded schedule and workload, the bounds in ms at the run's scale and at scale 1,
-and ``fault_model``: ``"within"``, or ``"outside: clock skew X ms > tolerance Y ms"`` when a step skews a
-clock past the configured tolerance (the one fault the design does not promise to survive).
+and ``fault_model``: ``"within"``; ``"outside: clock skew X ms > tolerance Y ms"`` when a step skews a
+clock past the configured tolerance (the design promises nothing then); or ``"outside for I1: ECS reports a
+running task stopped (...)"`` when a step makes ECS say so of a live worker (``ECS_REPORTS_A_LIVE_TASK_STOPPED``):
+the fleet trusts ECS and buries that incarnation, which consumes until it learns of it, so I1 is not promised;
+its writes are still fenced, so every other invariant is.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from fleet.config import FleetConfig
 from harness.backends import BackendError, KeptBackends
-from harness.checkers.verdict import verdict_line, write_verdict
+from harness.checkers.verdict import OUTSIDE_FOR_I1, verdict_line, write_verdict
 from harness.cluster import Cluster, ClusterError, ClusterSpec
 from harness.faults.plane import FaultError
 from harness.ground_truth import record_final
@@ -85,9 +88,14 @@ def _quiet(_: str) -> None:
     pass
 
 
+# Faults that make ECS report a live worker's task stopped (``harness.faults.plane``).
+ECS_REPORTS_A_LIVE_TASK_STOPPED = frozenset({"zombie", "stopped_while_running"})
+
+
 def fault_model(steps: list[Step], config: FleetConfig) -> str:
-    """``within``, or which step leaves the fault model (clock skew beyond the configured tolerance: a worker's
-    largest skew plus all its clock steps, which stay and add up, at worst)."""
+    """``within``, or which step leaves the fault model: clock skew beyond the configured tolerance (a worker's
+    largest skew plus all its clock steps, which stay and add up, at worst), else ECS reporting a live task
+    stopped (outside for I1 only)."""
     tolerance = config.scaled_ms(config.clock_tolerance_ms)
     off: dict[str, float] = {}
     for s in steps:
@@ -98,6 +106,9 @@ def fault_model(steps: list[Step], config: FleetConfig) -> str:
     worst = max(worst, *off.values(), 0.0)
     if worst > tolerance:
         return f"outside: clock skew {worst:g} ms > tolerance {tolerance:g} ms"
+    lying = sorted({f"{s.kind} of {s.target}" for s in steps if s.kind in ECS_REPORTS_A_LIVE_TASK_STOPPED})
+    if lying:
+        return f"{OUTSIDE_FOR_I1} ECS reports a running task stopped ({', '.join(lying)})"
     return "within"
 
 

@@ -29,9 +29,9 @@ def test_false_beats_unknown_beats_true(validities, expected) -> None:
     assert compose(validities) == expected
 
 
-def healthy(build):
-    """One stream, consumed and persisted by worker-1 throughout."""
-    build.run_start(bound_ms=5000).at(0, "conn.started", "harness", pk=PK)
+def healthy(build, **start):
+    """One stream, consumed and persisted by worker-1 throughout; ``start``: more ``run.start`` fields."""
+    build.run_start(bound_ms=5000, **start).at(0, "conn.started", "harness", pk=PK)
     build.acquire(50, PK, "worker-1", 2050).session(PK, "worker-1", 60, 1200)
     for seq in range(1, 11):
         build.emit(PK, seq, seq * 100).persist(seq * 100 + 5, PK, "worker-1", seq)
@@ -119,6 +119,28 @@ def test_a_violation_within_the_fault_model_is_not_flagged(build) -> None:
 
     assert verdict["valid"] is False and verdict["fault_model"]["flag"] is None
     assert verdict["fault_model"]["within"] is True
+
+
+I1_ONLY = "outside for I1: ECS reports a running task stopped (zombie of worker-1)"
+
+
+def test_a_duplicate_claim_under_a_schedule_outside_for_i1_only_is_flagged_and_still_invalid(build) -> None:
+    healthy(build, fault_model=I1_ONLY).session(PK, "worker-2", 1000, 1500)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False and verdict["duplicate_claims"] == 1
+    assert verdict["fault_model"]["flag"] == "outside the fault model"
+
+
+def test_a_zombie_write_under_a_schedule_outside_for_i1_only_is_not_excused(build) -> None:
+    healthy(build, fault_model=I1_ONLY).acquire(2000, PK, "worker-2", 4000, epoch=2)
+    build.persist(2600, PK, "worker-1", 11, sent=2500)
+
+    verdict = analyse(build.frame()).verdict
+
+    assert verdict["valid"] is False and verdict["zombie_writes"] == 1
+    assert (verdict["fault_model"]["within"], verdict["fault_model"]["flag"]) == (False, None)
 
 
 def test_a_zombie_write_makes_the_verdict_invalid(build) -> None:

@@ -119,12 +119,16 @@ def test_workload_targets_resolve_against_what_the_client_did(monkeypatch: pytes
     assert workload.resolve("stopped") is None and workload.resolve("random") in workload.started()
 
 
-def test_the_fault_model_is_left_only_by_skew_beyond_the_tolerance() -> None:
+def test_the_fault_model_is_left_by_skew_beyond_the_tolerance_and_for_i1_by_ecs_calling_a_live_task_stopped() -> None:
     config = FleetConfig(profile="hardened", timescale=0.1, worker_id="t")
     skew = lambda ms: [Step(0, "clock_skew", "worker-1", 1.0, {"offset_ms": ms})]  # noqa: E731
     assert fault_model([Step(0, "kill", "worker-1")], config) == "within"
     assert fault_model(skew(-100), config) == "within"
     assert fault_model(skew(-1000), config) == "outside: clock skew 1000 ms > tolerance 100 ms"
+    lying = [Step(0, "zombie", "worker-2"), Step(1, "stopped_while_running", "worker-1"), Step(2, "kill", "worker-3")]
+    assert fault_model(lying, config) == ("outside for I1: ECS reports a running task stopped "
+                                          "(stopped_while_running of worker-1, zombie of worker-2)")
+    assert fault_model(lying + skew(-1000), config).startswith("outside: clock skew")
 
 
 def test_the_progress_line_of_a_verdict_is_readable(tmp_path: Path) -> None:
