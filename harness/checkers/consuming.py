@@ -34,6 +34,7 @@ from harness.checkers.events import (
     consumer_of,
     fault_windows,
     faults,
+    holder_of,
     run_info,
     same_consumer,
     select,
@@ -166,8 +167,7 @@ def _landed_by_the_log(history: Events, writes: pd.DataFrame) -> pd.Series:
     for pk, entries in select(history, "final.log", ["pk", "entries"], raw=["entries"]).itertuples(index=False):
         for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, dict) and isinstance(entry.get("batch"), int):
-                holder = f"{entry.get('worker')}@{entry['gen']}" if entry.get("gen") else str(entry.get("worker"))
-                stored[(str(pk), entry["batch"])] = (holder, entry.get("epoch"), entry.get("seq_from"),
+                stored[(str(pk), entry["batch"])] = (holder_of(entry), entry.get("epoch"), entry.get("seq_from"),
                                                      entry.get("seq_to"))
     for index, consumer, pk, b, epoch, seq_from, seq_to in zip(
             unknown.index, consumer_of(unknown), unknown["pk"], unknown["b"], unknown["epoch"],

@@ -159,6 +159,12 @@ def worker_of(frame: pd.DataFrame) -> pd.Series:
     return frame["worker"].where(frame["worker"].notna(), frame["src"])
 
 
+def holder_of(item: Mapping[str, Any]) -> str:
+    """The consumer label of a stored item (a log entry as the final scan read it): ``worker@gen``, or the worker
+    alone without a generation."""
+    return f"{item.get('worker')}{CONSUMER_SEP}{item['gen']}" if item.get("gen") else str(item.get("worker"))
+
+
 def consumer_of(frame: pd.DataFrame) -> pd.Series:
     """The consumer label of each event: ``worker@gen``, or the worker alone when ``gen`` is missing or empty
     (``frame`` needs the columns ``worker``, ``src`` and ``gen``)."""

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.checkers.events import Events, handovers, select
+from harness.checkers.events import Events, handovers, holder_of, select
 from harness.checkers.result import CheckResult, Row
 
 LOG_COLUMNS = ["pk", "rule", "batch", "seq_from", "seq_to", "holder", "epoch", "written_ms", "superseded_t",
@@ -136,7 +136,7 @@ def _entry(raw: dict[str, Any]) -> _Entry | None:
     if not all(isinstance(n, int) for n in numbers) or raw.get("kind") not in ("batch", "mark"):
         return None  # decoded by the reader: what it could not read is in final.persisted's unreadable
     batch, epoch, seq_from, seq_to = (int(n) for n in numbers)  # type: ignore[arg-type]
-    holder = f"{raw.get('worker')}@{raw['gen']}" if raw.get("gen") else str(raw.get("worker"))
+    holder = holder_of(raw)
     written, take = raw.get("written_ms"), raw.get("take")
     return _Entry(batch, str(raw["kind"]), epoch, take if isinstance(take, int) else -1, holder, seq_from, seq_to,
                   float(written) if isinstance(written, int | float) else None)
