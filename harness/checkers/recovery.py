@@ -172,9 +172,17 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
     claims = _claims(look, pk, t0, old_consumer, restart, lost)
     if claims and not cut and kept_up_t is not None and kept_up_t < claims[0][0]:
         claims = []  # W caught up first and consumed on past the window: a later move had another cause
-    disrupted = bool(claims) or cut
+    # a stream another consumer was already consuming when the fault began (its old owner had been superseded
+    # and not yet noticed: an I1 overlap, judged there) was not disrupted: it recovers as that consumer catches up
+    already = None if claims else look.other_consumer_at(pk, t0, old_consumer)
+    disrupted = bool(claims) or (cut and already is None)
     claim_t: float | None = None
-    if claims:
+    if already is not None:
+        new, connect_t = already, None
+        persisted = look.persists.get((pk, already))
+        resume_t = _first_after(persisted[0] if persisted else None, t0)
+        caught_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
+    elif claims:
         # the first claimer that caught up (a claimer cut off by a later fault hands the recovery on)
         outcomes = [_recovery_by(look, pk, new, claim) for claim, new in claims]
         chosen = next((i for i, o in enumerate(outcomes) if o[2] is not None), 0)
@@ -323,6 +331,7 @@ class _Lookups:
     desired: dict[Any, Arrays]
     heads: dict[Any, Arrays]
     parts: dict[Any, Arrays]
+    part_consumers: dict[Any, Arrays]
 
     @classmethod
     def build(cls, history: Events, info: RunInfo, consumed: Consumption) -> _Lookups:
@@ -362,6 +371,7 @@ class _Lookups:
             desired=_pairs(states, ["pk"], "type"),
             heads=_pairs(emits, ["pk"], "seq"),
             parts=_pairs(consumed.parts.rename(columns={"start": "t"}), ["pk"], "end"),
+            part_consumers=_pairs(consumed.parts.rename(columns={"start": "t"}), ["pk"], "consumer"),
         )
 
     def stopped_at(self, pk: str, t: float) -> bool:
@@ -377,6 +387,17 @@ class _Lookups:
         """The highest seq emitted for pk before t (-inf when none)."""
         found = _last_before(self.heads.get(pk), t)
         return found if found is not None else float("-inf")
+
+    def other_consumer_at(self, pk: str, t: float, consumer: str) -> str | None:
+        """The worker of another consumer than ``consumer`` whose consuming part of pk covers t, if any."""
+        found, owners = self.parts.get(pk), self.part_consumers.get(pk)
+        if found is None or owners is None:
+            return None
+        (starts, ends), (_, consumers) = found, owners
+        for start, end, other in zip(starts.tolist(), ends.tolist(), consumers.tolist(), strict=True):
+            if start <= t <= end and not same_consumer(str(other), consumer):
+                return split_consumer(str(other))[0]
+        return None
 
     def consuming_after(self, pk: str, t: float) -> float | None:
         """When some worker consumed pk again after t: the earliest start of a part still going after t."""

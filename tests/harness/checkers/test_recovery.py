@@ -209,6 +209,22 @@ def test_a_handoff_long_after_the_old_owner_caught_up_is_not_the_faults_recovery
     assert (row["caught_up_t"], row["recovery_ms"]) == (5005, 5)
 
 
+def test_a_stream_another_worker_already_consumed_when_the_fault_began_was_not_disrupted(build) -> None:
+    # worker-2 took the stream at 3000 while worker-1, superseded (a zombie), read on; a partition of
+    # worker-1 at 5000 cuts its session, but worker-2 has been consuming it throughout
+    owned_by_worker_1(build, renew_until=12000, session_end=5200).fault(5000, "partition_aws", "worker-1",
+                                                                       stop_t=6000)
+    build.acquire(3000, PK, "worker-2", 5000, epoch=2).session(PK, "worker-2", 3010)
+    for seq in range(30, 121):
+        build.persist(seq * 100 + 5, PK, "worker-2", seq, epoch=2)
+
+    row = only_row(check_recovery(build.frame()))
+
+    # caught up when worker-2 stored seq 59 (the head when the partition ended) at 5905
+    assert (row["disrupted"], row["new_worker"], row["claim_t"]) == (False, "worker-2", None)
+    assert (row["caught_up_t"], row["recovered"]) == (5905, True)
+
+
 def test_a_pause_its_session_survives_recovers_on_that_session(build) -> None:
     owned_by_worker_1(build, renew_until=12000, session_end=None)
     build.fault(5000, "pause", "worker-1", stop_t=5800)
