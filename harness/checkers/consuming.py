@@ -13,7 +13,8 @@ on) and its ``consumer`` (the incarnation ``worker@gen``: ``harness.checkers.eve
   accepted), each with the interval in which it took effect: from ``sent`` (the request was built) to ``t``
   (its answer was read).  A log write of unknown outcome (it names its item's number ``b``) is settled by the
   stream's stored log (``final.log``), whose items are never overwritten: its own item at that number means it
-  landed (certain); another writer's item there means it never did (no write at all).
+  landed (certain); another writer's item there means it never did (``never_landed``: no evidence of
+  consuming, though still an attempt, which I5 counts as a drain at work).
 - Lease beliefs: when a consumer believed it owned a pk, from ``lease.acquire`` ok to ``lease.lost``,
   ``lease.release``, ``ws.close`` (unless a ``ws.open`` follows before anything else: reconnect in place),
   the end of its process (``worker.stop``, a new ``worker.start``, a kill fault) or the end of the run.
@@ -49,7 +50,8 @@ SESSION_COLUMNS = ["pk", "session", "worker", "consumer", "open_t", "close_t", "
                    "last_pong_t", "open_at_end"]
 PART_COLUMNS = ["pk", "worker", "consumer", "session", "start", "end"]
 ZOMBIE_COLUMNS = ["pk", "worker", "consumer", "session", "start", "end", "cause"]
-WRITE_COLUMNS = ["t", "answered_t", "pk", "worker", "consumer", "type", "epoch", "seq_from", "seq_to", "certain"]
+WRITE_COLUMNS = ["t", "answered_t", "pk", "worker", "consumer", "type", "epoch", "seq_from", "seq_to", "certain",
+                 "never_landed"]
 BELIEF_COLUMNS = ["pk", "worker", "consumer", "epoch", "start", "end", "ended_by"]
 
 
@@ -73,8 +75,9 @@ def consumption(history: Events, info: RunInfo | None = None, *, thaw_grace_ms: 
     session_frame = sessions(history, info)
     write_frame = writes if writes is not None else accepted_writes(history)
     frozen = fault_windows(faults(history), FREEZE_FAULTS, info.last_t)
-    write_times = {key: np.sort(write_frame["t"].to_numpy()[index])
-                   for key, index in write_frame.groupby(["pk", "worker"], sort=False).indices.items()}
+    took_effect = write_frame.loc[~write_frame["never_landed"]]
+    write_times = {key: np.sort(took_effect["t"].to_numpy()[index])
+                   for key, index in took_effect.groupby(["pk", "worker"], sort=False).indices.items()}
     parts: list[tuple[object, ...]] = []
     zombies: list[tuple[object, ...]] = []
     for s in session_frame.itertuples(index=False):
@@ -139,8 +142,7 @@ def accepted_writes(history: Events) -> pd.DataFrame:
                     "outcome", "b"])
     frame = frame.loc[frame["outcome"].isin(["ok", "info"]) & frame["pk"].notna()]
     landed = _landed_by_the_log(history, frame)
-    frame = frame.loc[landed.fillna(True).to_numpy(dtype=bool)]
-    certain = (frame["outcome"] == "ok") | landed.loc[frame.index].eq(True)
+    certain = (frame["outcome"] == "ok") | landed.eq(True)
     is_checkpoint = (frame["type"] == "checkpoint").to_numpy()
     return pd.DataFrame({
         "t": frame["sent"].fillna(frame["t"]).clip(upper=frame["t"]),
@@ -153,6 +155,7 @@ def accepted_writes(history: Events) -> pd.DataFrame:
         "seq_from": np.where(is_checkpoint, frame["seq"], frame["seq_from"]),
         "seq_to": np.where(is_checkpoint, frame["seq"], frame["seq_to"]),
         "certain": certain.to_numpy(dtype=bool),
+        "never_landed": landed.eq(False).to_numpy(dtype=bool),
     }, columns=WRITE_COLUMNS).reset_index(drop=True)
 
 

@@ -61,7 +61,8 @@ def check_duplicate_claims(history: Events, *, merge_gap_ms: float | None = None
     gap = merge_gap_ms if merge_gap_ms is not None else (info.duration("lease_ms") or 0.0)
     consumed = consumed if consumed is not None else consumption(history, info, thaw_grace_ms=thaw_grace_ms)
     parts, zombies = consumed.parts, consumed.zombies
-    writes = landed_writes(consumed.writes, late_landings(history, consumed.writes))
+    took_effect = consumed.writes.loc[~consumed.writes["never_landed"]].reset_index(drop=True)
+    writes = landed_writes(took_effect, late_landings(history, took_effect))
 
     pieces: list[pd.DataFrame] = []
     flagged_writes: list[np.ndarray] = []

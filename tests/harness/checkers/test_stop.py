@@ -264,6 +264,17 @@ def test_a_drain_whose_backlog_write_is_slow_may_stay_open_until_it_is_answered(
     assert check_stop(build.frame()).valid is True
 
 
+def test_a_drains_unanswered_backlog_write_that_never_landed_still_shows_the_drain_at_work(build) -> None:
+    """As above, but the put got no answer (at 3900) and the stored log holds another's mark at its number: it
+    never landed, yet the drain was storing its backlog until then (moto seed 8135)."""
+    killed_owner_then_stop(build, drain_close=4000)
+    build.persist(3900, PK, "worker-2", 9, 14, outcome="info", gen="g2", sent=3050, b=2)
+    build.log(8000, PK, (1, "batch", "worker-1", "g1", 1, 1, 8, 850), (2, "mark", "worker-3", "g3", 3, 9, 8, 5000))
+    build.at(9000, "run.stop", "harness")
+
+    assert check_stop(build.frame()).valid is True
+
+
 def test_a_drain_still_open_when_start_came_again_before_anything_was_due_honours_the_stop(build) -> None:
     """Explore benchmark seed 3000: a drain opened after the STOP, START came again 200 ms later (before the
     deadline) and the drain closed after that.  Nothing was due: valid, not undecided."""
