@@ -166,9 +166,9 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
     # session that resumes reading after a pause was not cut)
     cut = session_end <= _window_end(fault, grace) and session_end < info.last_t
     # catching up means reaching the head emitted before the fault stopped
-    head_ref = fault.stop_t if fault.stop_t is not None else t0
+    head = look.head_before(pk, fault.stop_t if fault.stop_t is not None else t0)
     persisted = look.persists.get((pk, old))
-    kept_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
+    kept_up_t = _caught_up(persisted, t0, head)
     claims = _claims(look, pk, t0, old_consumer, restart, lost)
     if claims and not cut and kept_up_t is not None and kept_up_t < claims[0][0]:
         claims = []  # W caught up first and consumed on past the window: a later move had another cause
@@ -177,12 +177,7 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
     already = None if claims else look.other_consumer_at(pk, t0, old_consumer)
     disrupted = bool(claims) or (cut and already is None)
     claim_t: float | None = None
-    if already is not None:
-        new, connect_t = already, None
-        persisted = look.persists.get((pk, already))
-        resume_t = _first_after(persisted[0] if persisted else None, t0)
-        caught_up_t = _caught_up(persisted, t0, look.head_before(pk, head_ref))
-    elif claims:
+    if claims:
         # the first claimer that caught up (a claimer cut off by a later fault hands the recovery on)
         outcomes = [_recovery_by(look, pk, new, claim) for claim, new in claims]
         chosen = next((i for i, o in enumerate(outcomes) if o[2] is not None), 0)
@@ -196,9 +191,12 @@ def _phases(fault: Fault, pk: str, old: str, old_consumer: str, old_end: float, 
         _, resume_t, caught_up_t = (_recovery_by(look, pk, new, t0) if new is not None
                                     else (None, None, None))
     else:
-        # not disrupted: persisting counts from t0
-        new, connect_t, caught_up_t = old, None, kept_up_t
+        # not disrupted: persisting counts from t0, by W or by the consumer already consuming it then
+        new, connect_t = already or old, None
+        if already is not None:
+            persisted = look.persists.get((pk, already))
         resume_t = _first_after(persisted[0] if persisted else None, t0)
+        caught_up_t = kept_up_t if already is None else _caught_up(persisted, t0, head)
     detect_t = _detect(look, pk, old, old_consumer, t0, claim_t, restart, info)
     stop_t = _first_after(look.stops.get(pk), t0)
     stopped = look.stopped_at(pk, t0) or (

@@ -191,7 +191,7 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     started = list(ids)
     cut: dict[str, Any] = {}
     aims: list[dict[str, Any]] = []
-    aiming: list[threading.Thread] = []
+    sending: list[threading.Thread] = []
     for at, action, step in timeline(schedule, spec.timescale):
         while time.monotonic() < began + at:  # the schedule's times: durations, not synchronisation
             _standby_at_takeover(regions, cut)
@@ -199,17 +199,17 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
         if action == "start" and step.kind in REGION_FAULTS and not cut:
             started += _late_writes(regions, prefix, cut)
         if step.when == "failover":
-            name, until = f"{prefix}f{len(aiming)}", began + at + step.duration_s * spec.timescale
-            aiming.append(start_thread(threading.Thread(target=_aimed_start, name=f"aim-{name}", daemon=True,
+            name, until = f"{prefix}f{len(sending)}", began + at + step.duration_s * spec.timescale
+            sending.append(start_thread(threading.Thread(target=_aimed_start, name=f"aim-{name}", daemon=True,
                                                         args=(regions, name, until, patience_s, aims))))
             continue
         if step.kind == "start":
-            aiming.append(send_start(regions, f"{prefix}s{len(aiming)}", started))
+            sending.append(send_start(regions, f"{prefix}s{len(sending)}", started))
             continue
         _act(regions, action, step)
     _standby_at_takeover(regions, cut)
     _heal(regions)
-    for thread in aiming:
+    for thread in sending:
         while thread.is_alive():
             _standby_at_takeover(regions, cut)
             thread.join(timeout=0.05)
