@@ -63,6 +63,18 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Then:
+    """A step on the same worker after a drawn one: ``kind`` at ``leases`` (a float, or a (low, high) range
+    drawn) after the ``anchor`` ("start" or "end" of the drawn step, or "last": the previous such step), lasting
+    ``lasts`` leases (drawn; (0, 0): an instant step)."""
+
+    kind: str
+    anchor: str
+    leases: float | tuple[float, float]
+    lasts: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass(frozen=True)
 class MenuEntry:
     label: str
     kind: str
@@ -80,8 +92,8 @@ class MenuEntry:
     window: float = 0.0                     # leases the fault lasts whatever the phase left, drawn from nothing
                                             # (a join: the time the fleet has to balance, judged at its end; a
                                             # pause that must outlast the hold it freezes a write in)
-    then: tuple[tuple[str, str, float], ...] = ()  # steps on the same worker after this one: (kind, "start" or
-                                                   # "end" of this one, leases after it); a restart follows the last
+    then: tuple[Then, ...] = ()             # steps on the same worker after this one; a restart follows the last
+    also: tuple[str, ...] = ()              # other resources of the worker the step takes while it lasts
     takeover: bool = False                  # placed at a takeover (``TAKEOVER_AFTER``): on another worker than
                                             # a killed or terminated one, when that one's streams are taken
 
@@ -159,7 +171,7 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # but when frozen longer than a heartbeat the overdue renewal's refusal comes first and the batch's is never
     # read: so half the time its renewal's answer is lost at the thaw and it writes on until its fence closes.
     (MenuEntry("zombie", "zombie", 0.0, "process", restart_p=0.6, notices=True,
-               params={"lost_renewal": Choice((True, False))}, then=(("kill", "start", 1.6),)), 0.7),
+               params={"lost_renewal": Choice((True, False))}, then=(Then("kill", "start", 1.6),)), 0.7),
     # ``acquire unknown``, ``acquire:unknown outcome settled``, ``acquire:adoption``: the answers (not the
     # requests) of one worker's DynamoDB connections held past the client's timeout while it takes a dead
     # worker's streams: the acquires land, their answers are given up on; a read on a clean connection settles
@@ -168,10 +180,25 @@ AIMED: list[tuple[MenuEntry, float]] = [
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": Choice((1.0, Uniform(0.3, 0.8))),
                        "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.7),
+    # ``lease lost:shutdown budget spent`` and ``lease lost:fenced before release``: a graceful shutdown that
+    # cannot finish.  A hold of the worker's DynamoDB answers past the client's timeout alone does not do it:
+    # every request of a drop is abandoned after the timeout, so its drops end well within the budget (a
+    # session close, two heartbeats' wait for the consume task, a release).  So the worker, its answers held
+    # (its renewals lost: its fence closes 1 to 1.5 leases after the hold begins; its writes and releases
+    # held), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.25 leases after, for 1
+    # to 1.6 leases: thawed past its fence and past its shutdown's budget.  Frozen before its drops reached
+    # their release (claims cancelled, chores finished, consume tasks waited for), each drop finds its fence
+    # closed (``fenced before release``); frozen with releases in flight, the budget is spent when it thaws.
+    (MenuEntry("slow-store-term", "toxic", 0.0, "process", (1.5, 2.5), also=("toxic-dynamodb",), restart_p=0.8,
+               params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
+                       "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
+               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.25), (1.0, 1.6)))), 0.5),
 ]
-# When a killed or terminated worker's streams are taken, in leases after its death: at once with death
-# notices (a burial), else once its lease has lapsed (its last renewal up to a heartbeat before the death,
-# then a lease and the clock tolerance).
+# When a killed worker's streams are taken, in leases after its death: at once with death notices (a burial),
+# else once its lease has lapsed (its last renewal up to a heartbeat before the death, then a lease and the
+# clock tolerance).  A terminated worker's are handed off at once (released and announced), notices or not:
+# placed 0.7 leases later, lost answers came after the takers' acquires (moto benchmark: 8 ``acquire
+# unknown`` in 189 runs).
 TAKEOVER_AFTER = {True: 0.0, False: 0.7}
 TAKEN_OVER = frozenset({"kill", "term"})
 # Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew
@@ -345,11 +372,11 @@ class _Drawing:
     def place_at_takeover(self, entry: MenuEntry, rng: random.Random, death_notices: bool) -> None:
         """Draw one step of ``entry`` on another worker than one killed or terminated, from when that one's
         streams are taken over (``TAKEOVER_AFTER``); nothing when no worker died or none is free for it."""
-        deaths = [(at, worker) for at, worker, kind in self.disrupted if worker and kind in TAKEN_OVER]
+        deaths = [(at, worker, kind) for at, worker, kind in self.disrupted if worker and kind in TAKEN_OVER]
         if deaths:
-            died_at, dead = rng.choice(deaths)
-            self.place(entry, rng, at=round(died_at + TAKEOVER_AFTER[death_notices] * self.lease_s, 3),
-                       besides=dead)
+            died_at, dead, kind = rng.choice(deaths)
+            after = 0.0 if kind == "term" else TAKEOVER_AFTER[death_notices]
+            self.place(entry, rng, at=round(died_at + after * self.lease_s, 3), besides=dead)
 
     def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "") -> None:
         """Draw one step of ``entry`` (and its repeats, the steps that follow it, and its restart), at ``at``
@@ -369,20 +396,22 @@ class _Drawing:
                                 **({"duration_s": duration} if duration else {})})
             self.disrupted.append((at, "", entry.kind))
             return
-        follow = [(kind, round((at if anchor == "start" else at + duration) + leases * lease_s, 3))
-                  for kind, anchor, leases in entry.then]
-        last = max([at, *(t for _, t in follow)])
+        follow = self._follow(entry, at, duration, rng)
+        last = max([at, *(t + lasts for _, t, lasts in follow)])
         restart_at = round(last + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
         end = (restart_at if restart_at is not None
                else float("inf") if entry.restart_p or entry.stays else at + duration)
         spared = entry.resource in SURVIVOR_SPARED
         candidates = [w for w in self.names if not (spared and w == self.survivor) and w != besides
-                      and self.timeline.free(w, entry.resource, at, end)]
+                      and self.timeline.free(w, entry.resource, at, end)
+                      and all(self.timeline.free(w, r, at, at + duration) for r in entry.also)]
         if not candidates:
             return
         worker = rng.choice(candidates)
         if entry.resource:
             self.timeline.take(worker, entry.resource, at, end)
+        for resource in entry.also:
+            self.timeline.take(worker, resource, at, at + duration)
         step: dict[str, Any] = {"at_s": at, "kind": entry.kind, "target": worker}
         if duration:
             step["duration_s"] = duration
@@ -392,10 +421,24 @@ class _Drawing:
         gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
         for k in range(rng.randint(*entry.repeat)):
             self.faults.append({**step, "at_s": round(at + k * gap, 3)})
-        self.faults += [{"at_s": t, "kind": kind, "target": worker} for kind, t in follow]
+        self.faults += [{"at_s": t, "kind": kind, "target": worker, **({"duration_s": lasts} if lasts else {})}
+                        for kind, t, lasts in follow]
         if restart_at is not None:
             self.faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
         self.disrupted.append((at, worker, entry.kind))
+
+
+    def _follow(self, entry: MenuEntry, at: float, duration: float,
+                rng: random.Random) -> list[tuple[str, float, float]]:
+        """The steps that follow a drawn one (``MenuEntry.then``): (kind, at, lasting), in seconds; only a
+        range is drawn (a fixed offset draws nothing, so a seed's later draws do not move)."""
+        follow: list[tuple[str, float, float]] = []
+        for then in entry.then:
+            anchor = {"start": at, "end": at + duration}.get(then.anchor, follow[-1][1] if follow else at)
+            leases = then.leases if isinstance(then.leases, float | int) else rng.uniform(*then.leases)
+            lasts = round(rng.uniform(*then.lasts) * self.lease_s, 3) if then.lasts[1] else 0.0
+            follow.append((then.kind, round(anchor + leases * self.lease_s, 3), lasts))
+        return follow
 
 
 def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
