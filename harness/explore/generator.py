@@ -96,6 +96,8 @@ class MenuEntry:
     also: tuple[str, ...] = ()              # other resources of the worker the step takes while it lasts
     takeover: bool = False                  # placed at a takeover (``TAKEOVER_AFTER``): on another worker than
                                             # a killed or terminated one, when that one's streams are taken
+    handoff: tuple[float, float] = (0.0, 0.0)  # placed this many leases (drawn) before a term, on another worker
+                                               # than the terminated one, lasting that long plus ``leases``
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
@@ -193,6 +195,17 @@ AIMED: list[tuple[MenuEntry, float]] = [
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
                then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.25), (1.0, 1.6)))), 0.5),
+    # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
+    # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
+    # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few
+    # schedules draw one), and every DynamoDB answer of another worker held past the client's timeout from 1.1
+    # to 1.4 s (0.55 to 0.7 leases) before a term (its renewals lost: its fence closes 1 to 1.5 s after the
+    # hold began, around the handoff) until 0.2 to 0.6 s after it: a handoff acquired just before the fence
+    # closes is answered, or settled by a read, when the hold ends, after it closed.
+    (MenuEntry("handoff-term", "term", 0.0, "process", restart_p=0.8), 0.7),
+    (MenuEntry("fenced-mid-acquire", "toxic", 0.0, "toxic-dynamodb", (0.1, 0.3), handoff=(0.55, 0.7),
+               params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
+                       "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.9),
 ]
 # When a killed worker's streams are taken, in leases after its death: at once with death notices (a burial),
 # else once its lease has lapsed (its last renewal up to a heartbeat before the death, then a lease and the
@@ -336,6 +349,8 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
             placed = len(drawing.disrupted)
             if entry.takeover:
                 drawing.place_at_takeover(entry, aim, death_notices)
+            elif entry.handoff[1]:
+                drawing.place_before_handoff(entry, aim)
             else:
                 drawing.place(entry, aim)
             if len(drawing.disrupted) > placed and entry.kind in CRASHES and aim.random() < AIMED_CHURN_P:
@@ -378,12 +393,24 @@ class _Drawing:
             after = 0.0 if kind == "term" else TAKEOVER_AFTER[death_notices]
             self.place(entry, rng, at=round(died_at + after * self.lease_s, 3), besides=dead)
 
-    def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "") -> None:
+    def place_before_handoff(self, entry: MenuEntry, rng: random.Random) -> None:
+        """Draw one step of ``entry`` on another worker than one terminated, ``entry.handoff`` leases before its
+        term and lasting past it; nothing when no worker was terminated that late or none is free for it."""
+        lead = rng.uniform(*entry.handoff) * self.lease_s
+        terms = [(at, worker) for at, worker, kind in self.disrupted if worker and kind == "term" and at >= lead]
+        if terms:
+            term_at, termed = rng.choice(terms)
+            self.place(entry, rng, at=round(term_at - lead, 3), besides=termed, lasting=lead)
+
+    def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "",
+              lasting: float = 0.0) -> None:
         """Draw one step of ``entry`` (and its repeats, the steps that follow it, and its restart), at ``at``
-        (None: drawn) on a worker other than ``besides``; nothing when no worker is free for it."""
+        (None: drawn) on a worker other than ``besides``, lasting ``lasting`` seconds more than drawn; nothing
+        when no worker is free for it."""
         lease_s, phase_s = self.lease_s, self.phase_s
         at = round(rng.uniform(0.0, phase_s * 0.8), 3) if at is None else at
         duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
+        duration = round(duration + lasting, 3)
         if entry.window:
             duration = round(entry.window * lease_s, 3)
         params = _draw(entry.params, rng, self.durations)
