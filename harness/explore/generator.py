@@ -10,9 +10,12 @@ kind (e.g. ``aws_throttle`` from ``harness/faults/aws_api.py``) makes its menu e
 Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen in a hold longer than a
 takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, thawed once buried
 and taken over, before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
-``AIMED_CHURN_P``; and DynamoDB's answers lost to another worker while it takes a dead one's streams), from a
-stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the
-same with or without them.
+``AIMED_CHURN_P``; DynamoDB's answers lost to another worker while it takes a dead one's streams (at once
+after a term: its streams are handed off); a worker terminated under a slow store and frozen in its shutdown
+past its fence and its budget; a term, and another worker's answers held from before it until just after
+its handoff, so that worker's fence closes while it acquires), from a stream of their own
+(``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the same with or without
+them; new aims are appended, so a seed's earlier aimed steps stay where they were.
 
 Rules that keep a generated run meaningful:
 
@@ -185,16 +188,16 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # ``lease lost:shutdown budget spent`` and ``lease lost:fenced before release``: a graceful shutdown that
     # cannot finish.  A hold of the worker's DynamoDB answers past the client's timeout alone does not do it:
     # every request of a drop is abandoned after the timeout, so its drops end well within the budget (a
-    # session close, two heartbeats' wait for the consume task, a release).  So the worker, its answers held
-    # (its renewals lost: its fence closes 1 to 1.5 leases after the hold begins; its writes and releases
-    # held), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.25 leases after, for 1
-    # to 1.6 leases: thawed past its fence and past its shutdown's budget.  Frozen before its drops reached
-    # their release (claims cancelled, chores finished, consume tasks waited for), each drop finds its fence
-    # closed (``fenced before release``); frozen with releases in flight, the budget is spent when it thaws.
+    # session close, a heartbeat or two waiting for the consume task, a release).  So the worker, its answers
+    # held (its renewals lost: its fence closes 1 to 1.5 s after the hold begins; its writes and releases held
+    # to the timeout), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.15 leases
+    # after, for 1 to 1.6 leases: thawed past its fence and past its shutdown's budget.  Frozen before a drop
+    # waited for its consume task, the drop finds its fence closed when thawed (``fenced before release``);
+    # frozen while its release is held, the budget is spent when it thaws.
     (MenuEntry("slow-store-term", "toxic", 0.0, "process", (1.5, 2.5), also=("toxic-dynamodb",), restart_p=0.8,
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
-               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.25), (1.0, 1.6)))), 0.5),
+               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.15), (1.0, 1.6)))), 0.5),
     # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
     # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
     # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few
