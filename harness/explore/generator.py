@@ -198,7 +198,7 @@ AIMED: list[tuple[MenuEntry, float]] = [
     (MenuEntry("slow-store-term", "toxic", 0.0, "process", (1.5, 2.5), also=("toxic-dynamodb",), restart_p=0.8,
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
-               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.15), (1.0, 1.25)))), 0.5),
+               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.15), (1.0, 1.25)))), 0.7),
     # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
     # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
     # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few
