@@ -54,7 +54,8 @@ do it, every request being abandoned after the client's timeout (0.3 s) and a dr
 ``lease lost:fenced before release`` needs the fence to close between a drop's start and its release (a
 heartbeat or two: the consume task waited for).
 The aimed ``slow-store-term`` freezes a worker terminated under a slow store right after the term, past its
-fence and its budget.  ``lease lost:incarnation ended during the acquire`` needs an acquire sent while the
+fence: thawed past its budget, its pending drops are cut; thawed within it, those that had not reached their
+release find the fence closed.  ``lease lost:incarnation ended during the acquire`` needs an acquire sent while the
 fence was open and answered (or settled by a read) once the incarnation was abandoned: a handoff acquired
 while the taker's answers are held and its fence about to close, answered when the hold ends
 (``fenced-mid-acquire``).

@@ -190,15 +190,15 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # every request of a drop is abandoned after the timeout, so its drops end well within the budget (a
     # session close, a heartbeat or two waiting for the consume task, a release).  So the worker, its answers
     # held (its renewals lost: its fence closes 1 to 1.5 s after the hold begins; its writes and releases held
-    # to the timeout), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.15 leases
-    # after, for 1 to 1.25 leases (the harness's term waits 10 s for the exit: the freeze, the budget and the
-    # exit must fit in it): thawed past its fence and past its shutdown's budget.  Frozen before a drop
-    # waited for its consume task, the drop finds its fence closed when thawed (``fenced before release``);
-    # frozen while its release is held, the budget is spent when it thaws.
+    # to the timeout), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.1 leases
+    # after, for 0.65 to 1.25 leases: thawed past its fence, before or after its shutdown's budget (2 s).  Its
+    # drops still pending: thawed after the budget, they are cut (``shutdown budget spent``); thawed before,
+    # those that had not yet waited for their consume task find the fence closed (``fenced before
+    # release``).  (The harness's term waits 10 s for the exit: the freeze, the budget and the exit fit in it.)
     (MenuEntry("slow-store-term", "toxic", 0.0, "process", (1.5, 2.5), also=("toxic-dynamodb",), restart_p=0.8,
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
-               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.15), (1.0, 1.25)))), 0.7),
+               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.1), (0.65, 1.25)))), 0.7),
     # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
     # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
     # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few

@@ -49,10 +49,10 @@ def test_one_worker_survives_every_schedule() -> None:
 
 
 def test_faults_on_one_resource_of_one_worker_never_overlap_and_restarts_follow_their_kill() -> None:
-    """Except the aimed freeze of a shutdown (``slow-store-term``): a pause of a worker 0.15 leases at most
+    """Except the aimed freeze of a shutdown (``slow-store-term``): a pause of a worker 0.1 leases at most
     after its term, thawed before its restart."""
     process = {"kill", "term", "pause"}
-    freeze_after = 0.15 * CONFIG.lease_s
+    freeze_after = 0.1 * CONFIG.lease_s
     for spec in SPECS:
         down: dict[str, float] = {}   # worker -> when its process becomes free again
         termed: dict[str, float] = {}  # worker -> when it was terminated
@@ -256,16 +256,17 @@ def _slow_store_term(spec: Any, hold: dict[str, Any]) -> bool:
         and any(s["kind"] == "pause" and 0 <= s["at_s"] - term["at_s"] <= CONFIG.lease_s for s in on) for term in on)
 
 
-def test_a_worker_is_terminated_under_a_slow_store_and_frozen_past_its_fence_and_its_budget() -> None:
+def test_a_worker_is_terminated_under_a_slow_store_and_frozen_past_its_fence_within_or_past_its_budget() -> None:
     """``lease lost:shutdown budget spent`` and ``fenced before release``: a worker's DynamoDB answers held
     past the client's timeout (its renewals lost from the hold's start), terminated 0.1 to 0.5 leases into the
-    hold, frozen 0 to 0.15 leases after for 1 to 1.25 leases: thawed past its fence (closed at most the fence
-    after the hold began) and past its shutdown's budget; never the survivor; a restart after the thaw, mostly."""
+    hold, frozen 0 to 0.1 leases after for 0.65 to 1.25 leases: thawed past its fence (closed at most the
+    fence after the hold began), within its shutdown's budget or past it; never the survivor; a restart after
+    the thaw, mostly."""
     lease, timeout_ms = CONFIG.lease_s, CONFIG.scaled_ms(CONFIG.aws_timeout_ms)
     fence_s = (CONFIG.lease_ms - CONFIG.fence_margin_ms - CONFIG.aws_timeout_ms) * CONFIG.timescale / 1000
     aimed = [(spec, s) for spec in SPECS for s in spec.faults if _lost_answers(s) and _slow_store_term(spec, s)]
     assert len(aimed) >= 20
-    restarted = 0
+    restarted = shorter = 0
     for spec, hold in aimed:
         worker = hold["target"]
         assert worker != spec.description.rsplit(" ", 1)[1], spec.name
@@ -275,16 +276,18 @@ def test_a_worker_is_terminated_under_a_slow_store_and_frozen_past_its_fence_and
         freeze = next(s for s in spec.faults if s["kind"] == "pause" and s["target"] == worker
                       and s["at_s"] >= term["at_s"])
         assert 0.1 * lease - 1e-3 <= term["at_s"] - hold["at_s"] <= 0.5 * lease + 1e-3, spec.name
-        assert freeze["at_s"] - term["at_s"] <= 0.15 * lease + 1e-3, spec.name
+        assert freeze["at_s"] - term["at_s"] <= 0.1 * lease + 1e-3, spec.name
         thaw = freeze["at_s"] + freeze["duration_s"]
-        assert thaw > hold["at_s"] + fence_s and freeze["duration_s"] >= CONFIG.shutdown_budget_s, spec.name
+        assert thaw > hold["at_s"] + fence_s, spec.name
         # within the term's wait for the exit (10 s), with the budget and the exit itself after the thaw
         assert freeze["duration_s"] <= 1.25 * lease + 1e-3, spec.name
+        shorter += freeze["duration_s"] < CONFIG.shutdown_budget_s
         restarts = [s["at_s"] for s in spec.faults if s["kind"] == "restart" and s["target"] == worker
                     and s["at_s"] > term["at_s"]]
         assert not restarts or min(restarts) > thaw, spec.name
         restarted += bool(restarts)
     assert len(aimed) / 2 < restarted < len(aimed)
+    assert len(aimed) / 4 < shorter < 3 * len(aimed) / 4  # thawed within the budget (fenced) or past it
 
 
 def test_appended_aims_leave_every_earlier_step_of_a_seed_where_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
