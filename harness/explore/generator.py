@@ -11,11 +11,11 @@ Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen 
 takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, thawed once buried
 and taken over, before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
 ``AIMED_CHURN_P``; DynamoDB's answers lost to another worker while it takes a dead one's streams (at once
-after a term: its streams are handed off); a worker terminated under a slow store and frozen in its shutdown
-past its fence and its budget; a term, and another worker's answers held from before it until just after
-its handoff, so that worker's fence closes while it acquires), from a stream of their own
-(``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the same with or without
-them; new aims are appended, so a seed's earlier aimed steps stay where they were.
+after a term: its streams are handed off); a worker terminated under a slow store and frozen in its
+shutdown past its fence, within or past its budget; a term, and another worker's answers held from before
+it until just after its handoff, so that worker's fence closes while it acquires), from a stream of their
+own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the same with or
+without them; new aims are appended, so a seed's earlier aimed steps stay where they were.
 
 Rules that keep a generated run meaningful:
 
@@ -457,7 +457,6 @@ class _Drawing:
         if restart_at is not None:
             self.faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
         self.disrupted.append((at, worker, entry.kind))
-
 
     def _follow(self, entry: MenuEntry, at: float, duration: float,
                 rng: random.Random) -> list[tuple[str, float, float]]:
