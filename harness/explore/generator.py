@@ -202,12 +202,13 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
     # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
     # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few
-    # schedules draw one), and every DynamoDB answer of another worker held past the client's timeout from 1.1
-    # to 1.4 s (0.55 to 0.7 leases) before a term (its renewals lost: its fence closes 1 to 1.5 s after the
-    # hold began, around the handoff) until 0.2 to 0.6 s after it: a handoff acquired just before the fence
+    # schedules draw one), and every DynamoDB answer of another worker held past the client's timeout from 0.9
+    # to 1.1 s (0.45 to 0.55 leases) before a term (its renewals lost: its fence closes 1 to 1.5 s after the
+    # hold began, around the handoff, acquired a tenth of a second or so after the term; held 1.1 to 1.4 s, it
+    # had closed before: seed 9421) until 0.2 to 0.6 s after it: a handoff acquired just before the fence
     # closes is answered, or settled by a read, when the hold ends, after it closed.
     (MenuEntry("handoff-term", "term", 0.0, "process", restart_p=0.8), 0.7),
-    (MenuEntry("fenced-mid-acquire", "toxic", 0.0, "toxic-dynamodb", (0.1, 0.3), handoff=(0.55, 0.7),
+    (MenuEntry("fenced-mid-acquire", "toxic", 0.0, "toxic-dynamodb", (0.1, 0.3), handoff=(0.45, 0.55),
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.9),
 ]

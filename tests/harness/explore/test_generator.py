@@ -252,8 +252,9 @@ def _slow_store_term(spec: Any, hold: dict[str, Any]) -> bool:
     """The aimed ``slow-store-term``'s hold: every DynamoDB answer of a worker terminated inside it."""
     on = [s for s in spec.faults if s["target"] == hold["target"]]
     return hold["params"]["toxicity"] == 1 and any(
-        term["kind"] == "term" and 0 < term["at_s"] - hold["at_s"] <= CONFIG.lease_s
-        and any(s["kind"] == "pause" and 0 <= s["at_s"] - term["at_s"] <= CONFIG.lease_s for s in on) for term in on)
+        term["kind"] == "term" and 0 < term["at_s"] - hold["at_s"] <= 0.5 * CONFIG.lease_s + 1e-3
+        and any(s["kind"] == "pause" and 0 <= s["at_s"] - term["at_s"] <= 0.1 * CONFIG.lease_s + 1e-3 for s in on)
+        for term in on)
 
 
 def test_a_worker_is_terminated_under_a_slow_store_and_frozen_past_its_fence_within_or_past_its_budget() -> None:
@@ -306,18 +307,18 @@ def test_appended_aims_leave_every_earlier_step_of_a_seed_where_it_was(monkeypat
 
 
 def _before_terms(spec: Any, hold: dict[str, Any]) -> list[dict[str, Any]]:
-    """The terms of other workers 0.55 to 0.7 leases after ``hold`` began, if it holds every DynamoDB answer
+    """The terms of other workers 0.45 to 0.55 leases after ``hold`` began, if it holds every DynamoDB answer
     of its worker (the aimed ``fenced-mid-acquire``)."""
     if not (_lost_answers(hold) and hold["params"]["toxicity"] == 1) or _slow_store_term(spec, hold):
         return []
     lease = CONFIG.lease_s
     return [t for t in spec.faults if t["kind"] == "term" and t["target"] != hold["target"]
-            and 0.55 * lease - 1e-3 <= t["at_s"] - hold["at_s"] <= 0.7 * lease + 1e-3]
+            and 0.45 * lease - 1e-3 <= t["at_s"] - hold["at_s"] <= 0.55 * lease + 1e-3]
 
 
 def test_a_takers_answers_are_held_from_before_a_term_until_just_after_its_handoff() -> None:
     """``incarnation ended during the acquire``: a term (aimed, few schedules draw one) and another worker's
-    DynamoDB answers held past the timeout from 0.55 to 0.7 leases before it (its fence closes 0.5 to 0.75
+    DynamoDB answers held past the timeout from 0.45 to 0.55 leases before it (its fence closes 0.5 to 0.75
     leases after the hold begins: around the handoff) until 0.1 to 0.3 leases after it, so an acquire of a
     handoff sent with the fence open is answered once it closed."""
     lease, timeout_ms = CONFIG.lease_s, CONFIG.scaled_ms(CONFIG.aws_timeout_ms)
