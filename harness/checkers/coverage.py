@@ -44,6 +44,21 @@ a takeover at expiry (the aimed ``fenced-write``) cannot: its writer thaws after
 sends nothing more, not even the read that would tell it the write was refused.
 ``acquire unknown``, ``acquire:unknown outcome settled`` and ``acquire:adoption`` need an acquire that
 landed but whose answer was lost: answers held past the client's timeout while a worker takes many streams.
+A worker whose every answer is held sends no acquire from a sweep (the sweep's read is held too) and loses
+most races to a clean one; a handoff is acquired without a read, so the aim holds answers from a term on.
+(The moto benchmark, 2 to 10 streams: of 172 runs with lost answers, 8 had an acquire of unknown outcome;
+after a kill the held worker mostly took the dead one's streams once the hold had ended, and after a term
+without death notices the hold began 0.7 leases late, after the handoff.)  ``lease lost:shutdown budget
+spent`` needs a shutdown whose drops are not over within the budget (2 s at 0.1): a slow store alone cannot
+do it, every request being abandoned after the client's timeout (0.3 s) and a drop sending one release;
+``lease lost:fenced before release`` needs the fence to close between a drop's start and its release (a
+heartbeat or two: the consume task waited for).
+The aimed ``slow-store-term`` freezes a worker terminated under a slow store right after the term, past its
+fence: thawed past its budget, its pending drops are cut; thawed within it, those that had not reached their
+release find the fence closed.  ``lease lost:incarnation ended during the acquire`` needs an acquire sent while the
+fence was open and answered (or settled by a read) once the incarnation was abandoned: a handoff acquired
+while the taker's answers are held and its fence about to close, answered when the hold ends
+(``fenced-mid-acquire``).
 ``STOP honoured while draining`` needs a second STOP to land in the few hundred ms a drain holds a stream
 that was STOPPED while its owner was dead.
 

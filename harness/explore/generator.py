@@ -10,9 +10,12 @@ kind (e.g. ``aws_throttle`` from ``harness/faults/aws_api.py``) makes its menu e
 Transitions a plain draw reaches rarely are aimed at (``AIMED``: a write frozen in a hold longer than a
 takeover, a kill in a run with death notices, a zombie (frozen, its task reported stopped, thawed once buried
 and taken over, before its fence closes, killed), each crash followed by STOP/START churn on its worker's streams with
-``AIMED_CHURN_P``; and DynamoDB's answers lost to another worker while it takes a dead one's streams), from a
-stream of their own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the
-same with or without them.
+``AIMED_CHURN_P``; DynamoDB's answers lost to another worker while it takes a dead one's streams (at once
+after a term: its streams are handed off); a worker terminated under a slow store and frozen in its
+shutdown past its fence, within or past its budget; a term, and another worker's answers held from before
+it until just after its handoff, so that worker's fence closes while it acquires), from a stream of their
+own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the same with or
+without them; new aims are appended, so a seed's earlier aimed steps stay where they were.
 
 Rules that keep a generated run meaningful:
 
@@ -63,6 +66,18 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Then:
+    """A step on the same worker after a drawn one: ``kind`` at ``leases`` (a float, or a (low, high) range
+    drawn) after the ``anchor`` ("start" or "end" of the drawn step, or "last": the previous such step), lasting
+    ``lasts`` leases (drawn; (0, 0): an instant step)."""
+
+    kind: str
+    anchor: str
+    leases: float | tuple[float, float]
+    lasts: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass(frozen=True)
 class MenuEntry:
     label: str
     kind: str
@@ -80,10 +95,12 @@ class MenuEntry:
     window: float = 0.0                     # leases the fault lasts whatever the phase left, drawn from nothing
                                             # (a join: the time the fleet has to balance, judged at its end; a
                                             # pause that must outlast the hold it freezes a write in)
-    then: tuple[tuple[str, str, float], ...] = ()  # steps on the same worker after this one: (kind, "start" or
-                                                   # "end" of this one, leases after it); a restart follows the last
+    then: tuple[Then, ...] = ()             # steps on the same worker after this one; a restart follows the last
+    also: tuple[str, ...] = ()              # other resources of the worker the step takes while it lasts
     takeover: bool = False                  # placed at a takeover (``TAKEOVER_AFTER``): on another worker than
                                             # a killed or terminated one, when that one's streams are taken
+    handoff: tuple[float, float] = (0.0, 0.0)  # placed this many leases (drawn) before a term, on another worker
+                                               # than the terminated one, lasting that long plus ``leases``
 
 
 SURVIVOR_SPARED = ("process", "aws", "upstream", "clock")
@@ -159,7 +176,7 @@ AIMED: list[tuple[MenuEntry, float]] = [
     # but when frozen longer than a heartbeat the overdue renewal's refusal comes first and the batch's is never
     # read: so half the time its renewal's answer is lost at the thaw and it writes on until its fence closes.
     (MenuEntry("zombie", "zombie", 0.0, "process", restart_p=0.6, notices=True,
-               params={"lost_renewal": Choice((True, False))}, then=(("kill", "start", 1.6),)), 0.7),
+               params={"lost_renewal": Choice((True, False))}, then=(Then("kill", "start", 1.6),)), 0.7),
     # ``acquire unknown``, ``acquire:unknown outcome settled``, ``acquire:adoption``: the answers (not the
     # requests) of one worker's DynamoDB connections held past the client's timeout while it takes a dead
     # worker's streams: the acquires land, their answers are given up on; a read on a clean connection settles
@@ -168,10 +185,38 @@ AIMED: list[tuple[MenuEntry, float]] = [
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": Choice((1.0, Uniform(0.3, 0.8))),
                        "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.7),
+    # ``lease lost:shutdown budget spent`` and ``lease lost:fenced before release``: a graceful shutdown that
+    # cannot finish.  A hold of the worker's DynamoDB answers past the client's timeout alone does not do it:
+    # every request of a drop is abandoned after the timeout, so its drops end well within the budget (a
+    # session close, a heartbeat or two waiting for the consume task, a release).  So the worker, its answers
+    # held (its renewals lost: its fence closes 1 to 1.5 s after the hold begins; its writes and releases held
+    # to the timeout), is terminated 0.1 to 0.5 leases into the hold and frozen (SIGSTOP) 0 to 0.1 leases
+    # after, for 0.65 to 1.25 leases: thawed past its fence, before or after its shutdown's budget (2 s).  Its
+    # drops still pending: thawed after the budget, they are cut (``shutdown budget spent``); thawed before,
+    # those that had not yet waited for their consume task find the fence closed (``fenced before
+    # release``).  (The harness's term waits 10 s for the exit: the freeze, the budget and the exit fit in it.)
+    (MenuEntry("slow-store-term", "toxic", 0.0, "process", (1.5, 2.5), also=("toxic-dynamodb",), restart_p=0.8,
+               params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
+                       "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}},
+               then=(Then("term", "start", (0.1, 0.5)), Then("pause", "last", (0.0, 0.1), (0.65, 1.25)))), 0.7),
+    # ``lease lost:incarnation ended during the acquire``: an acquire sent while its worker's fence was open and
+    # answered once it had closed (the incarnation abandoned meanwhile).  A terminated worker hands its streams
+    # off at once, and a taker acquires a handoff without reading it first; so a term (drawn here, few
+    # schedules draw one), and every DynamoDB answer of another worker held past the client's timeout from 0.9
+    # to 1.1 s (0.45 to 0.55 leases) before a term (its renewals lost: its fence closes 1 to 1.5 s after the
+    # hold began, around the handoff, acquired a tenth of a second or so after the term; held 1.1 to 1.4 s, it
+    # had closed before: seed 9421) until 0.2 to 0.6 s after it: a handoff acquired just before the fence
+    # closes is answered, or settled by a read, when the hold ends, after it closed.
+    (MenuEntry("handoff-term", "term", 0.0, "process", restart_p=0.8), 0.7),
+    (MenuEntry("fenced-mid-acquire", "toxic", 0.0, "toxic-dynamodb", (0.1, 0.3), handoff=(0.45, 0.55),
+               params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
+                       "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.9),
 ]
-# When a killed or terminated worker's streams are taken, in leases after its death: at once with death
-# notices (a burial), else once its lease has lapsed (its last renewal up to a heartbeat before the death,
-# then a lease and the clock tolerance).
+# When a killed worker's streams are taken, in leases after its death: at once with death notices (a burial),
+# else once its lease has lapsed (its last renewal up to a heartbeat before the death, then a lease and the
+# clock tolerance).  A terminated worker's are handed off at once (released and announced), notices or not:
+# placed 0.7 leases later, lost answers came after the takers' acquires (moto benchmark: 8 ``acquire
+# unknown`` in 189 runs).
 TAKEOVER_AFTER = {True: 0.0, False: 0.7}
 TAKEN_OVER = frozenset({"kill", "term"})
 # Beyond the tolerance: the one fault outside the model, drawn with probability ``outside_p`` per clock skew
@@ -309,6 +354,8 @@ def generate(seed: int, *, profile: str = "hardened", workers: int = 3, connecti
             placed = len(drawing.disrupted)
             if entry.takeover:
                 drawing.place_at_takeover(entry, aim, death_notices)
+            elif entry.handoff[1]:
+                drawing.place_before_handoff(entry, aim)
             else:
                 drawing.place(entry, aim)
             if len(drawing.disrupted) > placed and entry.kind in CRASHES and aim.random() < AIMED_CHURN_P:
@@ -345,18 +392,30 @@ class _Drawing:
     def place_at_takeover(self, entry: MenuEntry, rng: random.Random, death_notices: bool) -> None:
         """Draw one step of ``entry`` on another worker than one killed or terminated, from when that one's
         streams are taken over (``TAKEOVER_AFTER``); nothing when no worker died or none is free for it."""
-        deaths = [(at, worker) for at, worker, kind in self.disrupted if worker and kind in TAKEN_OVER]
+        deaths = [(at, worker, kind) for at, worker, kind in self.disrupted if worker and kind in TAKEN_OVER]
         if deaths:
-            died_at, dead = rng.choice(deaths)
-            self.place(entry, rng, at=round(died_at + TAKEOVER_AFTER[death_notices] * self.lease_s, 3),
-                       besides=dead)
+            died_at, dead, kind = rng.choice(deaths)
+            after = 0.0 if kind == "term" else TAKEOVER_AFTER[death_notices]
+            self.place(entry, rng, at=round(died_at + after * self.lease_s, 3), besides=dead)
 
-    def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "") -> None:
+    def place_before_handoff(self, entry: MenuEntry, rng: random.Random) -> None:
+        """Draw one step of ``entry`` on another worker than one terminated, ``entry.handoff`` leases before its
+        term and lasting past it; nothing when no worker was terminated that late or none is free for it."""
+        lead = rng.uniform(*entry.handoff) * self.lease_s
+        terms = [(at, worker) for at, worker, kind in self.disrupted if worker and kind == "term" and at >= lead]
+        if terms:
+            term_at, termed = rng.choice(terms)
+            self.place(entry, rng, at=round(term_at - lead, 3), besides=termed, lasting=lead)
+
+    def place(self, entry: MenuEntry, rng: random.Random, at: float | None = None, besides: str = "",
+              lasting: float = 0.0) -> None:
         """Draw one step of ``entry`` (and its repeats, the steps that follow it, and its restart), at ``at``
-        (None: drawn) on a worker other than ``besides``; nothing when no worker is free for it."""
+        (None: drawn) on a worker other than ``besides``, lasting ``lasting`` seconds more than drawn; nothing
+        when no worker is free for it."""
         lease_s, phase_s = self.lease_s, self.phase_s
         at = round(rng.uniform(0.0, phase_s * 0.8), 3) if at is None else at
         duration = round(min(rng.uniform(*entry.leases) * lease_s, phase_s - at), 3) if entry.leases[1] else 0.0
+        duration = round(duration + lasting, 3)
         if entry.window:
             duration = round(entry.window * lease_s, 3)
         params = _draw(entry.params, rng, self.durations)
@@ -369,20 +428,22 @@ class _Drawing:
                                 **({"duration_s": duration} if duration else {})})
             self.disrupted.append((at, "", entry.kind))
             return
-        follow = [(kind, round((at if anchor == "start" else at + duration) + leases * lease_s, 3))
-                  for kind, anchor, leases in entry.then]
-        last = max([at, *(t for _, t in follow)])
+        follow = self._follow(entry, at, duration, rng)
+        last = max([at, *(t + lasts for _, t, lasts in follow)])
         restart_at = round(last + rng.uniform(0.5, 3.0) * lease_s, 3) if rng.random() < entry.restart_p else None
         end = (restart_at if restart_at is not None
                else float("inf") if entry.restart_p or entry.stays else at + duration)
         spared = entry.resource in SURVIVOR_SPARED
         candidates = [w for w in self.names if not (spared and w == self.survivor) and w != besides
-                      and self.timeline.free(w, entry.resource, at, end)]
+                      and self.timeline.free(w, entry.resource, at, end)
+                      and all(self.timeline.free(w, r, at, at + duration) for r in entry.also)]
         if not candidates:
             return
         worker = rng.choice(candidates)
         if entry.resource:
             self.timeline.take(worker, entry.resource, at, end)
+        for resource in entry.also:
+            self.timeline.take(worker, resource, at, at + duration)
         step: dict[str, Any] = {"at_s": at, "kind": entry.kind, "target": worker}
         if duration:
             step["duration_s"] = duration
@@ -392,10 +453,23 @@ class _Drawing:
         gap = 0.0 if entry.repeat[1] > 1 and rng.random() < 1 / 3 else rng.uniform(*entry.every) * lease_s
         for k in range(rng.randint(*entry.repeat)):
             self.faults.append({**step, "at_s": round(at + k * gap, 3)})
-        self.faults += [{"at_s": t, "kind": kind, "target": worker} for kind, t in follow]
+        self.faults += [{"at_s": t, "kind": kind, "target": worker, **({"duration_s": lasts} if lasts else {})}
+                        for kind, t, lasts in follow]
         if restart_at is not None:
             self.faults.append({"at_s": restart_at, "kind": "restart", "target": worker})
         self.disrupted.append((at, worker, entry.kind))
+
+    def _follow(self, entry: MenuEntry, at: float, duration: float,
+                rng: random.Random) -> list[tuple[str, float, float]]:
+        """The steps that follow a drawn one (``MenuEntry.then``): (kind, at, lasting), in seconds; only a
+        range is drawn (a fixed offset draws nothing, so a seed's later draws do not move)."""
+        follow: list[tuple[str, float, float]] = []
+        for then in entry.then:
+            anchor = {"start": at, "end": at + duration}.get(then.anchor, follow[-1][1] if follow else at)
+            leases = then.leases if isinstance(then.leases, float | int) else rng.uniform(*then.leases)
+            lasts = round(rng.uniform(*then.lasts) * self.lease_s, 3) if then.lasts[1] else 0.0
+            follow.append((then.kind, round(anchor + leases * self.lease_s, 3), lasts))
+        return follow
 
 
 def _workload(rng: random.Random, max_ops: int, phase_s: float, lease_s: float,
