@@ -14,6 +14,8 @@ round (``replication.error`` each time).  The lag model is written to the histor
 every ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
 made but not delivered: the replication backlog, not data lost), conflicts (pairs so far), paused, lag
 quantiles of the lags drawn}.
+``missing(region)`` says what a region lacks now of the other region's writes (the writes on their way to it
+that will replace what it holds, and those the pump is applying), for the history at each activation.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
 outage; ``dynamodb_outage`` takes one region's DynamoDB out (its feed answers 503) and cuts it.
 
@@ -41,6 +43,21 @@ STRIPES = 64  # item locks per region (by key hash): the pump holds one while it
 BATCH_ITEMS = 25  # replicated writes a request (BatchWriteItem's limit)
 STATS_EVERY_S = 1.0
 Emit = Callable[..., Any]  # HistoryWriter.emit
+
+
+def scalars(image: Mapping[str, Any]) -> dict[str, Any]:
+    """The string, number and boolean attributes of a low-level DynamoDB item, plain (numbers as int or
+    float); lists, maps, sets and binaries left out."""
+    plain: dict[str, Any] = {}
+    for name, value in image.items():
+        if "S" in value:
+            plain[name] = value["S"]
+        elif "N" in value:
+            text = value["N"]
+            plain[name] = int(text) if text.lstrip("-").isdigit() else float(text)
+        elif "BOOL" in value:
+            plain[name] = value["BOOL"]
+    return plain
 
 
 def key_name(key: Mapping[str, Any]) -> Hashable:
@@ -102,6 +119,7 @@ class GlobalTables:
                        for region, url in endpoints.items()}
         self.applied = 0
         self.applying = 0  # taken from the replication as due, not yet applied
+        self.taken: list[Delivery] = []  # those deliveries (what a region lacks until they land)
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._run, name="global-tables", daemon=True)
 
@@ -176,6 +194,18 @@ class GlobalTables:
                     "behind_ms": self.replication.behind_ms(time.time() * 1000.0),
                     "lag_ms": self.replication.lag_quantiles()}
 
+    def missing(self, region: str) -> list[dict[str, Any]]:
+        """What ``region`` lacks now of the other region's writes (``Replication.missing``), per item: its
+        ``table``, ``key``, ``age_ms`` (how long ago the oldest write it lacks was made), and the item as the
+        region ``held`` it and as it is ``coming`` (their scalar attributes; None: no item, or deleted)."""
+        with self.lock:
+            now_ms = time.time() * 1000.0
+            found = self.replication.missing(region, self.taken)
+            keys = {m.item: self.keys[m.item[1]] for m in found}
+        return [{"table": m.item[0], "key": scalars(keys[m.item]), "age_ms": round(now_ms - m.since_ms, 1),
+                 "held": None if m.held is None or m.held.image is None else scalars(m.held.image),
+                 "coming": None if m.coming.image is None else scalars(m.coming.image)} for m in found]
+
     def delivered_before(self, ms: float) -> bool:
         """Whether every write made before ``ms`` (Unix ms) has been delivered, but for those from or to a region
         cut off."""
@@ -235,7 +265,7 @@ class GlobalTables:
         stays pending, in order."""
         with self.lock:
             due = self.replication.take_due(time.time() * 1000.0, region)
-            self.applying = len(due)
+            self.applying, self.taken = len(due), due
         last = {d.version.item: d for d in due}  # a write of an item due with a later one of it is superseded
         latest = [d for d in due if last[d.version.item] is d]
         done = 0
@@ -256,7 +286,7 @@ class GlobalTables:
             done += len(batch)
         with self.lock:
             self.replication.put_back(latest[done:])
-            self.applying = 0
+            self.applying, self.taken = 0, []
 
     def _apply(self, region: str, deliveries: list[Delivery]) -> bool:
         """Apply replicated writes of distinct items in one ``BatchWriteItem``; whether the region took them

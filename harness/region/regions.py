@@ -16,9 +16,10 @@ the harness (``route53``).
   gives up if it can no longer take it), by itself with ``automate``: the operator's automation
   (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
   answers (``store_answers``), back through ``Failback``, or without waiting for replication while the
-  standby's DynamoDB does not answer (``failback.forced``); after each activation, the activated region's
-  router re-applies its control journal (``fleet.router.reapply_journal``), as the automation would
-  invoke it.
+  standby's DynamoDB does not answer (``failback.forced``); at each activation, what the activated region
+  lacks of the other's writes goes to the history (``activation.missing``), and after it the activated
+  region's router re-applies its control journal (``fleet.router.reapply_journal``), as the automation
+  would invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
   unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
@@ -108,6 +109,9 @@ class RegionsSpec:
     # percentile) for
     # this long, at scale 1 (``harness.region.automation.Failback``): two health-check intervals
     failback_hysteresis_s: float = 2 * HealthCheckSpec().request_interval_s
+    # the failover's wait between the old region Off and the new one On, in seconds at the run's scale
+    # (None: the old region's ``activation_wait_s``; shorter is unsafe, a deliberately unsafe variant's)
+    activation_wait_s: float | None = None
 
 
 class RegionsPool(Started):
@@ -282,9 +286,11 @@ class TwoRegions(Started):
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
     def fail_over(self, old: str, new: str) -> str:
-        """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
-        failover began meanwhile or ``new`` can no longer take the activation (``fit_after_wait``; the
-        failover then gives up): ``RoutingControls.fail_over``'s outcome."""
+        """With the gate: ``old`` Off, the activation wait of ``old``'s settings (or the spec's), ``new`` On,
+        unless a later failover began meanwhile or ``new`` can no longer take the activation
+        (``fit_after_wait``; the failover then gives up): ``RoutingControls.fail_over``'s outcome.  At the
+        instant ``new`` turns On, what its tables lack of the other region's writes goes to the history
+        (``activation.missing`` {region, generation, other, items}: ``GlobalTables.missing``)."""
         assert self.controls is not None
         primary = next(iter(AWS_REGIONS))
         role = PRIMARY if new == primary else STANDBY
@@ -294,8 +300,14 @@ class TwoRegions(Started):
                 primary_healthy = self.checks[primary].healthy
             return fit_after_wait(role, primary_healthy, lambda: self.store_answers(new))
 
-        outcome = self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new],
-                                          activation_wait_s(self.clusters[old].config), ready)
+        def activated(generation: int) -> None:
+            assert self.tables is not None
+            self.route53.emit("activation.missing", region=AWS_REGIONS[new], generation=generation,
+                              other=AWS_REGIONS[old], items=self.tables.missing(new))
+
+        wait_s = activation_wait_s(self.clusters[old].config) if self.spec.activation_wait_s is None \
+            else self.spec.activation_wait_s
+        outcome = self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], wait_s, ready, activated)
         if outcome == "activated":
             self._reapply_journal(new)
         return outcome

@@ -8,10 +8,13 @@ from typing import Any
 import pandas as pd
 
 from harness.region.checks import (
+    activation_gaps,
     activation_overlaps,
     early_failbacks,
     flapping_moves,
+    gap_totals,
     lost_starts,
+    missing_kind,
     moves_while_unhealthy,
 )
 
@@ -155,3 +158,62 @@ def test_a_failback_decided_while_the_standbys_store_was_out_is_not_early() -> N
         for judged in (back, primary):
             assert len(early_failbacks(judged, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000,
                                        standby="west")) == 1, kind
+
+
+def lacked(pk: str, held: dict[str, Any] | None, coming: dict[str, Any] | None, sk: int | None = None,
+           age_ms: float = 80.0) -> dict[str, Any]:
+    """An item of ``activation.missing``: the activated region held ``held``, ``coming`` was on its way."""
+    key = {"pk": pk} if sk is None else {"pk": pk, "sk": sk}
+    table = "wsfleet-messages" if sk is not None else "wsfleet-connections"
+    return {"table": table, "key": key, "age_ms": age_ms, "held": held, "coming": coming}
+
+
+LEASE = {"pk": "CONN#a", "desired_state": "STARTED", "lease_owner": "east-worker-1", "epoch": 4, "last_seq": 90}
+
+
+def test_what_an_activated_region_lacked_is_named_by_kind_heartbeats_apart() -> None:
+    assert [missing_kind(item) for item in (
+        lacked("CONN#a", LEASE, {**LEASE, "epoch": 5, "lease_owner": "east-worker-2"}),
+        lacked("CONN#a", None, LEASE),                                   # a START the region never saw
+        lacked("CONN#a", LEASE, {**LEASE, "desired_state": "STOPPED"}),
+        lacked("CONN#a", LEASE, {**LEASE, "last_seq": 120}),
+        lacked("CONN#a", LEASE, {**LEASE, "lease_owner": "", "lease_expires_at_ms": 0}),  # a release, same lease
+        lacked("CONN#a", {"pk": "CONN#a", "seq": 3}, {"pk": "CONN#a", "seq": 4}, sk=2),
+        lacked("CTL#a", None, {"pk": "CTL#a", "desired_state": "STARTED"}),
+        lacked("east-worker-1", {"pk": "east-worker-1", "expires_at_ms": 10}, {"pk": "east-worker-1",
+                                                                               "expires_at_ms": 20}),
+    )] == ["lease_epoch", "desired_state", "desired_state", "checkpoint", "same_lease", "log", "journal",
+           "liveness"]
+
+
+def test_an_activation_that_lacked_a_write_that_matters_while_the_other_region_answered_is_a_finding() -> None:
+    """A gray failure (the primary's API unreachable, its DynamoDB answering) and a failover whose wait was
+    too short: the standby turned On lacking the primary's last log item and lease.  Lacking only superseded
+    heartbeats is no finding; neither is lacking anything while the primary was cut off (its writes could
+    not arrive: a failover's RPO), counted apart; an activation with no record is one."""
+    def move(t: float, region: str, state: str, generation: int) -> dict[str, Any]:
+        return {**control(t, region, state), "generation": generation}
+
+    def missing(t: float, items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"t": t, "src": "route53", "type": "activation.missing", "region": "us-west-2", "generation": 2,
+                "other": "us-east-1", "items": items}
+
+    moves = [move(0, "us-east-1", "On", 1), move(0, "us-west-2", "Off", 1), move(1_000, "us-east-1", "Off", 2),
+             move(1_000, "failover-hold", "On", 2), move(1_100, "us-west-2", "On", 2)]
+    matters = [lacked("CONN#a", None, {"pk": "CONN#a", "seq": 9}, sk=3, age_ms=95.0),
+               lacked("CONN#a", LEASE, {**LEASE, "epoch": 5}, age_ms=40.0),
+               lacked("east-worker-1", {"pk": "east-worker-1"}, {"pk": "east-worker-1", "expires_at_ms": 1})]
+    gray = history(fault(500, "start", "gray_failure", "east"), *moves, missing(1_100, matters))
+    [gap] = activation_gaps(gray, REGIONS)
+    assert gap == {"t": 1_100, "region": "west", "recorded": True, "other_out": False,
+                   "kinds": {"lease_epoch": 1, "liveness": 1, "log": 1},
+                   "tables": {"wsfleet-messages": {"items": 1, "oldest_ms": 95.0},
+                              "wsfleet-connections": {"items": 2, "oldest_ms": 80.0}}, "finding": True}
+    heartbeats = history(*moves, missing(1_100, matters[2:]))
+    assert [g["finding"] for g in activation_gaps(heartbeats, REGIONS)] == [False]
+    cut = history(fault(500, "start", "region_cut", "east"), *moves, missing(1_100, matters))
+    assert gap_totals(activation_gaps(cut, REGIONS)) == {
+        "activations": 1, "findings": 0, "answering": {},
+        "other_out": {"lease_epoch": 1, "liveness": 1, "log": 1}}
+    unrecorded = history(*moves)
+    assert [(g["recorded"], g["finding"]) for g in activation_gaps(unrecorded, REGIONS)] == [(False, True)]

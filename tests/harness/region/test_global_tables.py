@@ -158,3 +158,20 @@ def test_fresh_state_for_the_next_run_drops_what_is_in_flight_empties_both_regio
     _until(lambda: _item(clients["east"], "next-run") is not None)
     assert _item(clients["west"], "in-flight") is None  # the dropped write never lands
     _until(lambda: any(kind == "replication.stats" for kind, _ in run))
+
+
+def test_what_a_region_lacks_is_said_with_its_key_and_both_images_until_it_lands(
+        tables: tuple[GlobalTables, dict[str, Any], Events]) -> None:
+    replicated, clients, _ = tables
+    clients["west"].put_item(TableName=TABLE, Item={"pk": {"S": "lease"}, "epoch": {"N": "4"}})
+    _until(lambda: _item(clients["east"], "lease") is not None)
+    replicated.pause()
+    clients["west"].put_item(TableName=TABLE, Item={"pk": {"S": "lease"}, "epoch": {"N": "5"},
+                                                    "data": {"L": []}})
+    [lacked] = replicated.missing("east")
+    assert (lacked["table"], lacked["key"], lacked["held"], lacked["coming"]) == (
+        TABLE, {"pk": "lease"}, {"pk": "lease", "epoch": 4}, {"pk": "lease", "epoch": 5})
+    assert lacked["age_ms"] >= 0 and replicated.missing("west") == []
+    replicated.resume()
+    _until(lambda: replicated.missing("east") == [])
+    assert _item(clients["east"], "lease") == {"pk": {"S": "lease"}, "epoch": {"N": "5"}, "data": {"L": []}}
