@@ -12,9 +12,12 @@ live state.
   ``fault.start`` / ``fault.stop`` of ``STORE_FAULTS``).  The standby's own check failing is no finding:
   it says only that clients cannot reach its API, and the gate, not DNS, decides which region consumes.
 - ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
-  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
-  show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
-  ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
+  needs the ``quantile`` (nearest rank) of the ``replication.stats`` reports of the ``hysteresis_ms``
+  before it was decided to show no backlog beyond the lag (the oldest undelivered write younger than
+  ``lag_bound_ms``: ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least
+  one report.  Not every report: a write in the lag's tail holds one over the bound now and then; a backlog
+  holds them all.  Decided: the automation's ``failback.ready`` (or ``failback.forced``) since the primary
+  went Off, at its ``decided_ms`` (the instant whose reports it judged), else when the move began.
   A failback before that activates a primary whose tables lack what the standby wrote; one decided while a
   fault had the standby's DynamoDB out is none (``STORE_FAULTS``: its writes could not be delivered before
   it returned, and it could not serve: the automation moves back without waiting, losing what the lag at the
@@ -39,6 +42,7 @@ Each literal test of tests/harness/region/test_checks.py shows its checker count
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import pandas as pd
@@ -111,34 +115,43 @@ def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) ->
 
 
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
-                    hysteresis_ms: float, standby: str) -> list[dict[str, Any]]:
+                    hysteresis_ms: float, standby: str, quantile: float) -> list[dict[str, Any]]:
     """``primary``: the primary's AWS region (its control's name); ``standby``: the standby's run name (as
     faults name their target).  A move back is an On of the primary's control after it had been Off; it is
-    judged when it began (its generation's first change: the standby Off), the instant it was decided, not
-    when its activation wait ended (writes in the lag's tail reported during that wait were made before it
-    and change nothing decided)."""
+    judged when it was decided (the automation's decision, else its generation's first change: the standby
+    Off), not when its activation wait ended (writes in the lag's tail reported during that wait were made
+    before it and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
     faults = _store_faults(history)
     faults = faults[faults["target"] == standby] if not faults.empty else faults
     rows = _of(history, "gate.state", "route53")
     began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
+    decisions = pd.concat([_of(history, "failback.ready", "route53"), _of(history, "failback.forced", "route53")])
     found = []
-    was_off = False
+    off_at: float | None = None
     for row in rows[rows["region"] == primary].itertuples() if not rows.empty else ():
         if row.state == "Off":
-            was_off = True
+            off_at = float(row.t)
             continue
-        if not was_off:
+        if off_at is None:
             continue
-        was_off = False
         t = float(row.t)
         decided = float(began.get(getattr(row, "generation", None), t))
+        made = decisions[(decisions["t"] >= off_at) & (decisions["t"] <= decided)] if not decisions.empty \
+            else decisions
+        off_at = None
+        if not made.empty:
+            last = made.sort_values("t", kind="stable").iloc[-1]
+            stamp = last.get("decided_ms")
+            decided = float(last["t"]) if stamp is None or pd.isna(stamp) else float(stamp)
         before = faults[faults["t"] <= decided] if not faults.empty else faults
         if (before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum():
             continue  # the standby's store out: nothing it wrote could be delivered before it returned
         window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
-        behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
-        caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())
+        behind = window["behind_ms"].dropna() if "behind_ms" in window.columns else pd.Series(dtype=float)
+        ranked = sorted(float(b) for b in behind)
+        caught_up = not window.empty and len(ranked) == len(window) \
+            and ranked[math.ceil(quantile * len(ranked)) - 1] <= lag_bound_ms
         if not caught_up:
             found.append({"t": t, "reports": len(window),
                           "max_behind_ms": float(behind.max()) if not behind.empty else None})

@@ -60,6 +60,7 @@ from fleet.schema import CONN_PREFIX
 from harness.backends.resources import client
 from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
+from harness.region.automation import FAILBACK_QUANTILE
 from harness.region.checks import (
     activation_gaps,
     activation_overlaps,
@@ -308,7 +309,7 @@ def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int
     return {"both_on": len(activation_overlaps(history, time.time() * 1000.0)),
             "missing_writes": gap_totals(activation_gaps(history, AWS_REGIONS))["findings"],
             "early_failbacks": len(early_failbacks(history, AWS_REGIONS["east"], spec.lag_p99_ms * spec.timescale,
-                                                   hysteresis_ms, standby="west")),
+                                                   hysteresis_ms, standby="west", quantile=FAILBACK_QUANTILE)),
             "activated_unhealthy": len(moves_while_unhealthy(history, AWS_REGIONS)),
             "flapping": len(flapping_moves(history, hysteresis_ms))}
 

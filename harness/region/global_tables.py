@@ -11,9 +11,11 @@ of the item by its fleet is between being committed and being reported: each ite
 ``STRIPES`` locks, shared by the fleet's requests, exclusive for the pump) while it decides and applies.  A
 region that does not answer keeps the write pending: it is tried again, in order, on the next
 round (``replication.error`` each time).  The lag model is written to the history once (``replication.config``);
-every ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
-made but not delivered: the replication backlog, not data lost), conflicts (pairs so far), paused, lag
-quantiles of the lags drawn}.
+every ``stats_every_s`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
+made but not delivered: the replication backlog, not data lost), behind_ms (how long ago the oldest of
+them was made), conflicts (pairs so far), paused, lag quantiles of the lags drawn}; ``reports`` gives the
+recent ones (their ``t`` and ``behind_ms``) to the failback automation, which decides on exactly what the
+history holds.
 ``missing(region)`` says what a region lacks now of the other region's writes (the writes on their way to it
 that will replace what it holds, and those the pump is applying), for the history at each activation.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
@@ -24,6 +26,7 @@ This is the local emulation only; on AWS the terraform replica is the real thing
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import threading
@@ -41,7 +44,8 @@ from harness.region.replication import Delivery, LagModel, Replication
 PUMP_EVERY_S = 0.01
 STRIPES = 64  # item locks per region (by key hash): the pump holds one while it applies a write of an item
 BATCH_ITEMS = 25  # replicated writes a request (BatchWriteItem's limit)
-STATS_EVERY_S = 1.0
+STATS_EVERY_S = 1.0  # by default (a run's: ``RegionsSpec.stats_every_s``)
+RECENT_REPORTS = 1000  # kept for ``reports``: far more than a failback's window holds
 Emit = Callable[..., Any]  # HistoryWriter.emit
 
 
@@ -105,9 +109,11 @@ class GlobalTables:
     the lags of ``lag``; each region's fleet must use ``feed_url(region)`` as its DynamoDB endpoint."""
 
     def __init__(self, endpoints: Mapping[str, str], lag: LagModel, emit: Emit,
-                 clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+                 clock_offsets_ms: Mapping[str, float] | None = None, stats_every_s: float = STATS_EVERY_S) -> None:
         self.replication = Replication(regions=tuple(endpoints), lag=lag)
         self.emit = emit
+        self.stats_every_s = stats_every_s
+        self.recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_REPORTS)
         self.lock = threading.Lock()
         self.clock_offsets_ms = dict(clock_offsets_ms or {})
         self.keys: dict[Hashable, dict[str, Any]] = {}
@@ -133,11 +139,13 @@ class GlobalTables:
         self._pump.start()
         return self
 
-    def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+    def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None,
+              stats_every_s: float = STATS_EVERY_S) -> None:
         """Fresh state for the next run of a batch, on the same endpoints and feeds, once the last run's
         fleets have stopped: nothing in flight (what was pending is dropped, the pump's current batch
         finished first), every table of both regions emptied (directly: nothing of it replicates), no fault
-        on, and ``lag``, ``clock_offsets_ms`` and ``emit`` the run's (its ``replication.config`` written)."""
+        on, and ``lag``, ``clock_offsets_ms``, ``emit`` and ``stats_every_s`` the run's (its
+        ``replication.config`` written)."""
         with self.lock:
             self.replication.paused = True
         while True:  # the pump's current batch, taken before the pause, lands first (a short wait)
@@ -160,6 +168,8 @@ class GlobalTables:
             self.keys.clear()
             self.clock_offsets_ms = dict(clock_offsets_ms or {})
             self.emit = emit
+            self.stats_every_s = stats_every_s
+            self.recent.clear()
         emit("replication.config", lag=lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
 
     def stop(self) -> None:
@@ -189,10 +199,18 @@ class GlobalTables:
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
-            return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
-                    "conflicts": self.replication.conflicts, "paused": self.replication.paused,
-                    "behind_ms": self.replication.behind_ms(time.time() * 1000.0),
-                    "lag_ms": self.replication.lag_quantiles()}
+            return self._stats(time.time() * 1000.0)
+
+    def _stats(self, now_ms: float) -> dict[str, Any]:
+        return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
+                "conflicts": self.replication.conflicts, "paused": self.replication.paused,
+                "behind_ms": self.replication.behind_ms(now_ms), "lag_ms": self.replication.lag_quantiles()}
+
+    def reports(self, after_ms: float) -> tuple[float, list[tuple[float, float]]]:
+        """Now (Unix ms) and the ``replication.stats`` reports made after ``after_ms`` (each its ``t`` and
+        ``behind_ms``, in order): every report made until now, since one is recorded as it is stamped."""
+        with self.lock:
+            return time.time() * 1000.0, [report for report in self.recent if report[0] > after_ms]
 
     def missing(self, region: str) -> list[dict[str, Any]]:
         """What ``region`` lacks now of the other region's writes (``Replication.missing``), per item: its
@@ -249,12 +267,15 @@ class GlobalTables:
         while not self._stop.wait(PUMP_EVERY_S):
             for region in self.stripes:
                 self._land(region)
-            if time.monotonic() - last_stats >= STATS_EVERY_S:
+            if time.monotonic() - last_stats >= self.stats_every_s:
                 last_stats = time.monotonic()
-                stats = self.stats()
-                self.emit("replication.stats", applied=stats["applied"] - applied_then, backlog=stats["backlog"],
-                          behind_ms=stats["behind_ms"], conflicts=stats["conflicts"], paused=stats["paused"],
-                          lag_ms=stats["lag_ms"])
+                with self.lock:
+                    t = time.time() * 1000.0
+                    stats = self._stats(t)
+                    self.recent.append((t, stats["behind_ms"]))
+                self.emit("replication.stats", t=t, applied=stats["applied"] - applied_then,
+                          backlog=stats["backlog"], behind_ms=stats["behind_ms"], conflicts=stats["conflicts"],
+                          paused=stats["paused"], lag_ms=stats["lag_ms"])
                 applied_then = stats["applied"]
 
     def _land(self, region: str) -> None:

@@ -19,6 +19,7 @@ from harness.region.checks import (
 )
 
 REGIONS = {"east": "us-east-1", "west": "us-west-2"}
+WEST: dict[str, Any] = {"standby": "west", "quantile": 0.9}  # the standby, the failback's quantile
 
 
 def history(*events: dict[str, Any]) -> pd.DataFrame:
@@ -83,12 +84,12 @@ def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_ear
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
     behind = history(*moves, stats(19_000, 40, 100), stats(20_000, 40, 900), stats(21_000, 3, 150))
-    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [
+    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == [
         {"t": 22_000, "reports": 3, "max_behind_ms": 900.0}]
     unknown = history(*moves)  # no report at all: not known to have caught up
-    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west")) == 1
+    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST)) == 1
     caught_up = history(*moves, stats(19_000, 0, 100), stats(20_000, 0, 120), stats(21_000, 0, 150))
-    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == []
+    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == []
 
 
 def test_activations_closer_than_the_hysteresis_are_flapping() -> None:
@@ -137,9 +138,9 @@ def test_a_failback_is_judged_when_it_began_not_when_its_activation_wait_ended()
     reports = [stats(6_502, 11, 100.2), stats(7_502, 6, 206.3), stats(8_506, 4, 108.5), stats(9_511, 2, 40.1),
                stats(10_519, 1, 323.3), stats(11_521, 0, 0.0), stats(12_525, 7, 99.3)]
     seed_61 = history(*moves, *reports)
-    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == []
+    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, **WEST) == []
     behind_before = history(*moves, *reports, stats(9_900, 3, 301.0))
-    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == [
+    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, **WEST) == [
         {"t": 12_220, "reports": 3, "max_behind_ms": 301.0}]
 
 
@@ -152,12 +153,12 @@ def test_a_failback_decided_while_the_standbys_store_was_out_is_not_early() -> N
     reports = [stats(t, 40, 5_000.0) for t in (18_000, 19_000, 20_000)]
     for kind in ("region_cut", "dynamodb_outage"):
         out = history(*moves, *reports, fault(10_000, "start", kind, "west"))
-        assert early_failbacks(out, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [], kind
+        assert early_failbacks(out, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == [], kind
         back = history(*out.to_dict("records"), fault(19_500, "stop", kind, "west"))
         primary = history(*moves, *reports, fault(10_000, "start", kind, "east"))
         for judged in (back, primary):
             assert len(early_failbacks(judged, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000,
-                                       standby="west")) == 1, kind
+                                       **WEST)) == 1, kind
 
 
 def lacked(pk: str, held: dict[str, Any] | None, coming: dict[str, Any] | None, sk: int | None = None,
@@ -217,3 +218,26 @@ def test_an_activation_that_lacked_a_write_that_matters_while_the_other_region_a
         "other_out": {"lease_epoch": 1, "liveness": 1, "log": 1}}
     unrecorded = history(*moves)
     assert [(g["recorded"], g["finding"]) for g in activation_gaps(unrecorded, REGIONS)] == [(False, True)]
+
+
+def test_one_report_in_the_lags_tail_among_many_within_it_is_not_early_a_tenth_over_is() -> None:
+    """The automation's rule (``Failback``), judged again from the history: the 90th percentile of the reports
+    of the window before the failback was decided (``failback.ready``'s ``decided_ms``, not its Off a little
+    later) within the lag's 99th percentile.  One report of twenty over it (a write in the tail) is within
+    the rule; every report within it (the old rule) made that failback early.  Three of twenty over it, a
+    backlog still draining, are not."""
+    moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
+             control(20_030, "us-west-2", "Off"), control(22_030, "us-east-1", "On")]
+    decided = {"t": 20_010, "src": "route53", "type": "failback.ready", "backlog": 3, "behind_ms": 120.0,
+               "decided_ms": 20_005.0}
+    window = [18_100 + 100 * i for i in range(20)]  # 18 100 .. 20 000
+
+    def judged(over: set[int], *extra: dict[str, Any]) -> list[dict[str, Any]]:
+        reports = [stats(t, 3, 350.0 if t in over else 120.0) for t in window]
+        return early_failbacks(history(*moves, decided, *reports, *extra), "us-east-1", lag_bound_ms=300,
+                               hysteresis_ms=2_000, **WEST)
+
+    assert judged({19_000}) == []
+    assert judged({18_100, 18_200, 18_300}) == [{"t": 22_030, "reports": 20, "max_behind_ms": 350.0}]
+    # reports after the decision (before its Off) are not what it decided on
+    assert judged({19_000}, stats(20_020, 3, 4_000.0), stats(20_025, 3, 4_000.0)) == []

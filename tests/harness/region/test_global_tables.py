@@ -175,3 +175,22 @@ def test_what_a_region_lacks_is_said_with_its_key_and_both_images_until_it_lands
     replicated.resume()
     _until(lambda: replicated.missing("east") == [])
     assert _item(clients["east"], "lease") == {"pk": {"S": "lease"}, "epoch": {"N": "5"}, "data": {"L": []}}
+
+
+def test_the_reports_given_to_the_automation_are_those_in_the_history_every_one_until_now(
+        endpoints: dict[str, str]) -> None:
+    """The failback decides on the replication's reports and the checker judges it on the history's: the
+    same ones, each with the ``t`` and ``behind_ms`` written, and none made before ``now`` missing."""
+    events = Events()
+    replicated = GlobalTables(endpoints, LagModel(LAG_MS), events.emit, stats_every_s=0.02).start()
+    try:
+        replicated.pause()
+        _client(replicated.feed_url("east")).put_item(TableName=TABLE, Item={"pk": {"S": "reported"}})
+        _until(lambda: sum(kind == "replication.stats" for kind, _ in events) >= 5)
+        now_ms, reports = replicated.reports(after_ms=-1.0)
+        written = [(fields["t"], fields["behind_ms"]) for kind, fields in events if kind == "replication.stats"]
+        assert reports[:len(written)] == written[:len(reports)] and len(reports) >= 5
+        assert all(t <= now_ms for t, _ in reports) and reports[-1][1] > 0  # the paused write is behind
+        assert replicated.reports(after_ms=reports[2][0])[1][:2] == reports[3:5]
+    finally:
+        replicated.stop()
