@@ -11,11 +11,11 @@ of the item by its fleet is between being committed and being reported: each ite
 ``STRIPES`` locks, shared by the fleet's requests, exclusive for the pump) while it decides and applies.  A
 region that does not answer keeps the write pending: it is tried again, in order, on the next
 round (``replication.error`` each time).  The lag model is written to the history once (``replication.config``);
-every ``stats_every_s`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
-made but not delivered: the replication backlog, not data lost), behind_ms (how long ago the oldest of
-them was made), conflicts (pairs so far), paused, lag quantiles of the lags drawn}; ``reports`` gives the
-recent ones (their ``t`` and ``behind_ms``) to the failback automation, which decides on exactly what the
-history holds.
+every ``stats_every_s`` a reporter apart from the pump (whose rounds wait on I/O) writes ``replication.stats``
+{applied (since the last), backlog (writes made but not delivered: the replication backlog, not data lost),
+behind_ms (how long ago the oldest of them was made), conflicts (pairs so far), paused, lag quantiles of
+the lags drawn}; ``reports`` gives the recent ones (their ``t`` and ``behind_ms``) to the failback
+automation, which decides on exactly what the history holds.
 ``missing(region)`` says what a region lacks now of the other region's writes (the writes on their way to it
 that will replace what it holds, and those the pump is applying), for the history at each activation.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
@@ -128,6 +128,7 @@ class GlobalTables:
         self.taken: list[Delivery] = []  # those deliveries (what a region lacks until they land)
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._run, name="global-tables", daemon=True)
+        self._reporter = threading.Thread(target=self._report, name="global-tables-stats", daemon=True)
 
     def feed_url(self, region: str) -> str:
         return self.feeds[region].url
@@ -137,6 +138,7 @@ class GlobalTables:
             feed.start()
         self.emit("replication.config", lag=self.replication.lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
         self._pump.start()
+        self._reporter.start()
         return self
 
     def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None,
@@ -175,6 +177,7 @@ class GlobalTables:
     def stop(self) -> None:
         self._stop.set()
         self._pump.join(timeout=5.0)
+        self._reporter.join(timeout=5.0)
         for feed in self.feeds.values():
             feed.stop()
 
@@ -262,21 +265,24 @@ class GlobalTables:
         return written
 
     def _run(self) -> None:
-        applied_then = 0
-        last_stats = time.monotonic()
         while not self._stop.wait(PUMP_EVERY_S):
             for region in self.stripes:
                 self._land(region)
-            if time.monotonic() - last_stats >= self.stats_every_s:
-                last_stats = time.monotonic()
-                with self.lock:
-                    t = time.time() * 1000.0
-                    stats = self._stats(t)
-                    self.recent.append((t, stats["behind_ms"]))
-                self.emit("replication.stats", t=t, applied=stats["applied"] - applied_then,
-                          backlog=stats["backlog"], behind_ms=stats["behind_ms"], conflicts=stats["conflicts"],
-                          paused=stats["paused"], lag_ms=stats["lag_ms"])
-                applied_then = stats["applied"]
+
+    def _report(self) -> None:
+        """Every ``stats_every_s``, apart from the pump: its rounds wait for the fleets' requests of the items
+        they apply (I/O) and for the other region's answer, and a report waiting with them would say nothing
+        just while replication falls behind."""
+        applied_then = 0
+        while not self._stop.wait(self.stats_every_s):
+            with self.lock:
+                t = time.time() * 1000.0
+                stats = self._stats(t)
+                self.recent.append((t, stats["behind_ms"]))
+            self.emit("replication.stats", t=t, applied=stats["applied"] - applied_then,
+                      backlog=stats["backlog"], behind_ms=stats["behind_ms"], conflicts=stats["conflicts"],
+                      paused=stats["paused"], lag_ms=stats["lag_ms"])
+            applied_then = stats["applied"]
 
     def _land(self, region: str) -> None:
         """Apply what is due in ``region``: of several writes of one item due at once only the last (the

@@ -194,3 +194,22 @@ def test_the_reports_given_to_the_automation_are_those_in_the_history_every_one_
         assert replicated.reports(after_ms=reports[2][0])[1][:2] == reports[3:5]
     finally:
         replicated.stop()
+
+
+def test_the_reports_keep_coming_while_the_pump_waits_for_a_write_in_flight(endpoints: dict[str, str]) -> None:
+    """The pump holds an item exclusively to apply a replicated write of it, so it waits for the region's
+    fleet's requests of that item in flight (their I/O); the replication's reports (what the failback
+    decides on) must not wait with it: they go on, saying the write is behind."""
+    events = Events()
+    replicated = GlobalTables(endpoints, LagModel(0), events.emit, stats_every_s=0.02).start()
+    try:
+        stripe = replicated.stripes["west"][GlobalTables._stripe(TABLE, {"pk": {"S": "contended"}})]
+        with stripe.hold_shared():  # west's fleet writing the item: its request in flight
+            _client(replicated.feed_url("east")).put_item(TableName=TABLE, Item={"pk": {"S": "contended"}})
+            _until(lambda: replicated.applying == 1)  # taken, waiting for the item
+            before = sum(kind == "replication.stats" for kind, _ in events)
+            _until(lambda: sum(kind == "replication.stats" for kind, _ in events) >= before + 5, timeout_s=5.0)
+            assert replicated.applying == 1 and events[-1][1]["backlog"] == 1
+        _until(lambda: replicated.stats()["backlog"] == 0)
+    finally:
+        replicated.stop()
