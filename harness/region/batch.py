@@ -20,6 +20,8 @@ ran out, and replication delivered what it could:
 - ``failover_starts``: the STARTs aimed at the failover window (``Step.when``): how many, how many were
   first sent while no region was active (``in_failover``), how many a router acknowledged in the end;
 - ``activation``: the activation's checkers over the history (``failover.activation_checks``);
+- ``activation_gaps``: what each activated region lacked of the other's writes, by kind
+  (``harness.region.checks.gap_totals``);
 - ``reached``: the fault kinds, transitions and interleavings the run reached (``harness.region.reached``).
 
 A step that could not happen (a region that would not start, a stream not consumed in time) makes the run
@@ -43,7 +45,7 @@ from fleet.region_gate import ON
 from harness.cluster import ClusterError
 from harness.history import read_history
 from harness.processes import start_thread
-from harness.region.checks import lost_starts
+from harness.region.checks import activation_gaps, gap_totals, lost_starts
 from harness.region.failover import (
     LATE_STREAMS,
     FailoverError,
@@ -90,7 +92,7 @@ def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, pool
     spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=pool.spec.timescale, run_dir=run_dir,
                        seed=schedule.seed, gate=variant.gate, automate=variant.gate,
                        clock_offsets_ms=schedule.clock_offsets_ms, lag_ms=variant.lag()[0],
-                       lag_p99_ms=variant.lag()[1])
+                       lag_p99_ms=variant.lag()[1], activation_wait_s=variant.activation_wait_s)
     result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),
                               "run_dir": str(run_dir)}
     prefix = f"{variant.name}-{schedule.seed}-"
@@ -237,7 +239,8 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
             "control_at_cut": _control_at_cut(regions, cut),
             "failover_starts": {"aimed": len(aims), "in_failover": sum(aim["in_failover"] for aim in aims),
                                 "acknowledged": sum(aim["acknowledged"] for aim in aims)},
-            "activation": activation_checks(history, spec), "streams": len(started),
+            "activation": activation_checks(history, spec),
+            "activation_gaps": gap_totals(activation_gaps(history, AWS_REGIONS)), "streams": len(started),
             "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
 
 

@@ -12,14 +12,26 @@ live state.
   ``fault.start`` / ``fault.stop`` of ``STORE_FAULTS``).  The standby's own check failing is no finding:
   it says only that clients cannot reach its API, and the gate, not DNS, decides which region consumes.
 - ``early_failbacks``: activation moves back to the primary made before replication had caught up: each
-  needs every ``replication.stats`` report of the ``hysteresis_ms`` before it began (the standby Off) to
-  show no backlog beyond the lag (the oldest undelivered write younger than ``lag_bound_ms``:
-  ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least one report.
+  needs the ``quantile`` (nearest rank) of the ``replication.stats`` reports of the ``hysteresis_ms``
+  before it was decided to show no backlog beyond the lag (the oldest undelivered write younger than
+  ``lag_bound_ms``: ``behind_ms``, on the harness's one clock, not the regions' skewed ones), and at least
+  one report.  Not every report: a write in the lag's tail holds one over the bound now and then; a backlog
+  holds them all.  Decided: the automation's ``failback.ready`` (or ``failback.forced``) since the primary
+  went Off, at its ``decided_ms`` (the instant whose reports it judged), else when the move began.
   A failback before that activates a primary whose tables lack what the standby wrote; one decided while a
   fault had the standby's DynamoDB out is none (``STORE_FAULTS``: its writes could not be delivered before
   it returned, and it could not serve: the automation moves back without waiting, losing what the lag at the
   standby's cut carried, as a failover does).
 - ``flapping_moves``: activation moves closer than ``min_gap_ms`` to the previous one (hysteresis).
+- ``activation_gaps``: at each activation (a region's control turned On after it had been Off), what the
+  activated region's tables lacked of the other region's writes at that instant (route53
+  ``activation.missing``), each item by kind (``missing_kind``): what can matter (``MATTERS``: a lease of
+  a higher epoch, a desired state, a checkpoint, a log item, the router's control journal) and what cannot
+  (a write of the same lease, a worker's liveness: superseded heartbeats).  An activation that lacked
+  something that matters while the other region's DynamoDB answered (no ``STORE_FAULTS`` fault on it) is
+  a finding: the activation wait was meant to let the other region's last writes arrive first, and did
+  not.  With the other region's DynamoDB out its writes could not arrive (a failover's RPO, by design):
+  counted apart.  An activation with no record is a finding too (nothing says what it lacked).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
   no worker of the region active at the end acquired after the START (``lease.acquire`` ok), unless a later
   acknowledged STOP of the stream explains it: a START acknowledged during a failover and dropped.
@@ -30,13 +42,17 @@ Each literal test of tests/harness/region/test_checks.py shows its checker count
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import pandas as pd
 
+from fleet.schema import CONN_PREFIX, JOURNAL_PREFIX
 from harness.region.routing_control import HOLD
 
 STORE_FAULTS = ("region_cut", "region_outage", "dynamodb_outage")  # the faults that take a region's DynamoDB out
+# what an activated region may lack that can matter (``missing_kind``); the rest are superseded heartbeats
+MATTERS = ("lease_epoch", "desired_state", "checkpoint", "log", "journal")
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -99,34 +115,43 @@ def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) ->
 
 
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
-                    hysteresis_ms: float, standby: str) -> list[dict[str, Any]]:
+                    hysteresis_ms: float, standby: str, quantile: float) -> list[dict[str, Any]]:
     """``primary``: the primary's AWS region (its control's name); ``standby``: the standby's run name (as
     faults name their target).  A move back is an On of the primary's control after it had been Off; it is
-    judged when it began (its generation's first change: the standby Off), the instant it was decided, not
-    when its activation wait ended (writes in the lag's tail reported during that wait were made before it
-    and change nothing decided)."""
+    judged when it was decided (the automation's decision, else its generation's first change: the standby
+    Off), not when its activation wait ended (writes in the lag's tail reported during that wait were made
+    before it and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
     faults = _store_faults(history)
     faults = faults[faults["target"] == standby] if not faults.empty else faults
     rows = _of(history, "gate.state", "route53")
     began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
+    decisions = pd.concat([_of(history, "failback.ready", "route53"), _of(history, "failback.forced", "route53")])
     found = []
-    was_off = False
+    off_at: float | None = None
     for row in rows[rows["region"] == primary].itertuples() if not rows.empty else ():
         if row.state == "Off":
-            was_off = True
+            off_at = float(row.t)
             continue
-        if not was_off:
+        if off_at is None:
             continue
-        was_off = False
         t = float(row.t)
         decided = float(began.get(getattr(row, "generation", None), t))
+        made = decisions[(decisions["t"] >= off_at) & (decisions["t"] <= decided)] if not decisions.empty \
+            else decisions
+        off_at = None
+        if not made.empty:
+            last = made.sort_values("t", kind="stable").iloc[-1]
+            stamp = last.get("decided_ms")
+            decided = float(last["t"]) if stamp is None or pd.isna(stamp) else float(stamp)
         before = faults[faults["t"] <= decided] if not faults.empty else faults
         if (before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum():
             continue  # the standby's store out: nothing it wrote could be delivered before it returned
         window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
-        behind = window["behind_ms"] if "behind_ms" in window.columns else pd.Series(dtype=float)
-        caught_up = not window.empty and len(behind) == len(window) and bool((behind <= lag_bound_ms).all())
+        behind = window["behind_ms"].dropna() if "behind_ms" in window.columns else pd.Series(dtype=float)
+        ranked = sorted(float(b) for b in behind)
+        caught_up = not window.empty and len(ranked) == len(window) \
+            and ranked[math.ceil(quantile * len(ranked)) - 1] <= lag_bound_ms
         if not caught_up:
             found.append({"t": t, "reports": len(window),
                           "max_behind_ms": float(behind.max()) if not behind.empty else None})
@@ -157,3 +182,79 @@ def lost_starts(history: pd.DataFrame, since_ms: float, active: str) -> list[dic
         if taken.empty:
             found.append({"pk": row.pk, "acknowledged_ms": float(row.t), "by": str(row.src)})
     return found
+
+
+def missing_kind(item: dict[str, Any]) -> str:
+    """What a write an activated region lacked was (``activation.missing``'s item: ``key``, and the item as
+    the region ``held`` it and as it was ``coming``; None: no item): ``log`` (a messages item), ``journal``
+    (the router's control journal), for a connection item ``desired_state`` (it changes), ``lease_epoch``
+    (a later lease), ``checkpoint`` (a later ``last_seq``) or ``same_lease`` (a renewal or release of the lease
+    it holds), and ``liveness`` for anything else (a worker's liveness item)."""
+    key, held, coming = item["key"], item.get("held") or {}, item.get("coming") or {}
+    pk = str(key.get("pk", ""))
+    if "sk" in key:
+        return "log"
+    if pk.startswith(JOURNAL_PREFIX):
+        return "journal"
+    if not pk.startswith(CONN_PREFIX):
+        return "liveness"
+    if held.get("desired_state") != coming.get("desired_state"):
+        return "desired_state"
+    for name, kind in (("epoch", "lease_epoch"), ("last_seq", "checkpoint")):
+        if (coming.get(name) or 0) > (held.get(name) or 0):
+            return kind
+    return "same_lease"
+
+
+def _open_faults(faults: pd.DataFrame, target: str, t: float) -> bool:
+    """Whether a fault of ``faults`` on ``target`` had started and not stopped by ``t``."""
+    if faults.empty:
+        return False
+    before = faults[(faults["target"] == target) & (faults["t"] <= t)]
+    return bool((before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum())
+
+
+def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
+    """Each activation: ``t``, ``region`` (the run's name), ``recorded`` (its ``activation.missing`` found by
+    generation), ``other_out`` (a ``STORE_FAULTS`` fault had the other region's DynamoDB out), ``kinds``
+    (kind -> items lacked), ``tables`` (table -> {``items``, ``oldest_ms``}), ``finding``."""
+    names = {aws: name for name, aws in aws_regions.items()}
+    records = {int(row.generation): row for row in _of(history, "activation.missing", "route53").itertuples()}
+    faults = _store_faults(history)
+    state: dict[str, str] = {}
+    found = []
+    for row in _of(history, "gate.state", "route53").itertuples():
+        region, was = str(row.region), state.get(str(row.region))
+        state[region] = str(row.state)
+        if region not in names or row.state != "On" or was != "Off":
+            continue
+        generation = getattr(row, "generation", None)
+        record = records.get(int(generation)) if generation is not None and not pd.isna(generation) else None
+        items: list[dict[str, Any]] = list(record.items) if record is not None else []
+        other = next((name for name in aws_regions if name != names[region]), "")
+        kinds: dict[str, int] = {}
+        tables: dict[str, dict[str, Any]] = {}
+        for item in items:
+            kinds[missing_kind(item)] = kinds.get(missing_kind(item), 0) + 1
+            table = tables.setdefault(str(item["table"]), {"items": 0, "oldest_ms": 0.0})
+            table["items"] += 1
+            table["oldest_ms"] = max(table["oldest_ms"], float(item["age_ms"]))
+        other_out = _open_faults(faults, other, float(row.t))
+        matters = any(kind in MATTERS for kind in kinds)
+        found.append({"t": float(row.t), "region": names[region], "recorded": record is not None,
+                      "other_out": other_out, "kinds": dict(sorted(kinds.items())), "tables": tables,
+                      "finding": record is None or (matters and not other_out)})
+    return found
+
+
+def gap_totals(gaps: list[dict[str, Any]]) -> dict[str, Any]:
+    """``activation_gaps`` summed: activations, findings, and items lacked by kind, apart for those with the
+    other region's DynamoDB answering (``answering``: what matters there is a finding) and out
+    (``other_out``: a failover's RPO)."""
+    totals: dict[str, Any] = {"activations": len(gaps), "findings": sum(g["finding"] for g in gaps),
+                              "answering": {}, "other_out": {}}
+    for gap in gaps:
+        into = totals["other_out" if gap["other_out"] else "answering"]
+        for kind, count in gap["kinds"].items():
+            into[kind] = into.get(kind, 0) + count
+    return totals

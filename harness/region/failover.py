@@ -60,7 +60,15 @@ from fleet.schema import CONN_PREFIX
 from harness.backends.resources import client
 from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
-from harness.region.checks import activation_overlaps, early_failbacks, flapping_moves, moves_while_unhealthy
+from harness.region.automation import FAILBACK_QUANTILE
+from harness.region.checks import (
+    activation_gaps,
+    activation_overlaps,
+    early_failbacks,
+    flapping_moves,
+    gap_totals,
+    moves_while_unhealthy,
+)
 from harness.region.regions import AWS_REGIONS, RegionsPool, RegionsSpec, TwoRegions
 from harness.region.route53 import RECORD_TTL_S, HealthCheckSpec
 from harness.region.rpo import lost_control_writes, lost_messages
@@ -93,6 +101,9 @@ class Variant:
     # Global Tables' replication lag, median and 99th percentile at scale 1 (None: RegionsSpec's, 1 s and 3 s)
     lag_ms: tuple[float, float] | None = None
     pause: bool = True  # the replication pause first (its split brain); without it, only the outage (the RTO run)
+    # the failover's wait between the old region Off and the new one On (None: the old region's gate's
+    # ``activation_wait_s``); shorter is unsafe
+    activation_wait_s: float | None = None
 
     def lag(self) -> tuple[float, float]:
         """The replication lag's median and 99th percentile at scale 1 this variant runs with."""
@@ -109,6 +120,10 @@ VARIANTS = {v.name: v for v in (
     # just before the cut is still in flight (its RPO, in messages and control writes, can be non-zero)
     Variant("slow-replication", "hardened", True, "hardened with the gate; replication lag 20 s (p99 40 s)",
             "region", lag_ms=(20_000.0, 40_000.0)),
+    # deliberately unsafe: no activation wait, so a region is turned On while the other's last writes (and
+    # its consumers, until their next gate read) are still on their way: the activation gap checker's case
+    Variant("no-wait", "hardened", True, "hardened with the gate but no activation wait (unsafe)", "region",
+            activation_wait_s=0.0),
     # the RTO at the timings terraform deploys (``--timescale 1``): the gated outage and failback alone
     # a gray failure: Route 53 cannot reach the primary's API while its workers work on
     Variant("gray", "hardened", True, "hardened with the gate; Route 53 cannot reach the primary, its workers "
@@ -159,7 +174,8 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
     variant, ids = setup.variant, setup.ids()
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
                        run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, automate=variant.gate,
-                       lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1])
+                       lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1],
+                       activation_wait_s=variant.activation_wait_s)
     began = time.monotonic()
 
     def say(line: str) -> None:
@@ -191,7 +207,9 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
         if variant.outage is not None:
             result["outage"] = _outage(regions, ids, patience_s, say, variant.outage, f"{variant.name}-")
         result["conflicts"] = tables.stats()["conflicts"]
-        result["activation"] = activation_checks(read_history(setup.run_dir), spec)
+        history = read_history(setup.run_dir)
+        result["activation"] = activation_checks(history, spec)
+        result["activation_gaps"] = gap_totals(activation_gaps(history, AWS_REGIONS))
     _write_result(setup.run_dir, result)
     return result
 
@@ -285,11 +303,13 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
 def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int]:
     """What the activation's checkers (``harness.region.checks``) found over the whole run, counted: spans
     with two regions On, failbacks before replication caught up for the hysteresis, activations of a region
-    whose check failed, activations closer than the hysteresis."""
+    whose check failed, activations closer than the hysteresis, activations that lacked a write of the other
+    region that matters while its DynamoDB answered (``gap_totals`` says what they lacked)."""
     hysteresis_ms = spec.failback_hysteresis_s * spec.timescale * 1000.0
     return {"both_on": len(activation_overlaps(history, time.time() * 1000.0)),
+            "missing_writes": gap_totals(activation_gaps(history, AWS_REGIONS))["findings"],
             "early_failbacks": len(early_failbacks(history, AWS_REGIONS["east"], spec.lag_p99_ms * spec.timescale,
-                                                   hysteresis_ms, standby="west")),
+                                                   hysteresis_ms, standby="west", quantile=FAILBACK_QUANTILE)),
             "activated_unhealthy": len(moves_while_unhealthy(history, AWS_REGIONS)),
             "flapping": len(flapping_moves(history, hysteresis_ms))}
 

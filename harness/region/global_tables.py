@@ -11,9 +11,13 @@ of the item by its fleet is between being committed and being reported: each ite
 ``STRIPES`` locks, shared by the fleet's requests, exclusive for the pump) while it decides and applies.  A
 region that does not answer keeps the write pending: it is tried again, in order, on the next
 round (``replication.error`` each time).  The lag model is written to the history once (``replication.config``);
-every ``STATS_EVERY_S`` the pump writes ``replication.stats`` {applied (since the last), backlog (writes
-made but not delivered: the replication backlog, not data lost), conflicts (pairs so far), paused, lag
-quantiles of the lags drawn}.
+every ``stats_every_s`` a reporter apart from the pump (whose rounds wait on I/O) writes ``replication.stats``
+{applied (since the last), backlog (writes made but not delivered: the replication backlog, not data lost),
+behind_ms (how long ago the oldest of them was made), conflicts (pairs so far), paused, lag quantiles of
+the lags drawn}; ``reports`` gives the recent ones (their ``t`` and ``behind_ms``) to the failback
+automation, which decides on exactly what the history holds.
+``missing(region)`` says what a region lacks now of the other region's writes (the writes on their way to it
+that will replace what it holds, and those the pump is applying), for the history at each activation.
 ``pause`` / ``resume`` are the replication-pause fault; ``cut`` holds a region's writes back during its
 outage; ``dynamodb_outage`` takes one region's DynamoDB out (its feed answers 503) and cuts it.
 
@@ -22,6 +26,7 @@ This is the local emulation only; on AWS the terraform replica is the real thing
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import threading
@@ -39,8 +44,24 @@ from harness.region.replication import Delivery, LagModel, Replication
 PUMP_EVERY_S = 0.01
 STRIPES = 64  # item locks per region (by key hash): the pump holds one while it applies a write of an item
 BATCH_ITEMS = 25  # replicated writes a request (BatchWriteItem's limit)
-STATS_EVERY_S = 1.0
+STATS_EVERY_S = 1.0  # by default (a run's: ``RegionsSpec.stats_every_s``)
+RECENT_REPORTS = 1000  # kept for ``reports``: far more than a failback's window holds
 Emit = Callable[..., Any]  # HistoryWriter.emit
+
+
+def scalars(image: Mapping[str, Any]) -> dict[str, Any]:
+    """The string, number and boolean attributes of a low-level DynamoDB item, plain (numbers as int or
+    float); lists, maps, sets and binaries left out."""
+    plain: dict[str, Any] = {}
+    for name, value in image.items():
+        if "S" in value:
+            plain[name] = value["S"]
+        elif "N" in value:
+            text = value["N"]
+            plain[name] = int(text) if text.lstrip("-").isdigit() else float(text)
+        elif "BOOL" in value:
+            plain[name] = value["BOOL"]
+    return plain
 
 
 def key_name(key: Mapping[str, Any]) -> Hashable:
@@ -88,9 +109,11 @@ class GlobalTables:
     the lags of ``lag``; each region's fleet must use ``feed_url(region)`` as its DynamoDB endpoint."""
 
     def __init__(self, endpoints: Mapping[str, str], lag: LagModel, emit: Emit,
-                 clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+                 clock_offsets_ms: Mapping[str, float] | None = None, stats_every_s: float = STATS_EVERY_S) -> None:
         self.replication = Replication(regions=tuple(endpoints), lag=lag)
         self.emit = emit
+        self.stats_every_s = stats_every_s
+        self.recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_REPORTS)
         self.lock = threading.Lock()
         self.clock_offsets_ms = dict(clock_offsets_ms or {})
         self.keys: dict[Hashable, dict[str, Any]] = {}
@@ -102,8 +125,10 @@ class GlobalTables:
                        for region, url in endpoints.items()}
         self.applied = 0
         self.applying = 0  # taken from the replication as due, not yet applied
+        self.taken: list[Delivery] = []  # those deliveries (what a region lacks until they land)
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._run, name="global-tables", daemon=True)
+        self._reporter = threading.Thread(target=self._report, name="global-tables-stats", daemon=True)
 
     def feed_url(self, region: str) -> str:
         return self.feeds[region].url
@@ -113,13 +138,16 @@ class GlobalTables:
             feed.start()
         self.emit("replication.config", lag=self.replication.lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
         self._pump.start()
+        self._reporter.start()
         return self
 
-    def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None) -> None:
+    def fresh(self, lag: LagModel, emit: Emit, clock_offsets_ms: Mapping[str, float] | None = None,
+              stats_every_s: float = STATS_EVERY_S) -> None:
         """Fresh state for the next run of a batch, on the same endpoints and feeds, once the last run's
         fleets have stopped: nothing in flight (what was pending is dropped, the pump's current batch
         finished first), every table of both regions emptied (directly: nothing of it replicates), no fault
-        on, and ``lag``, ``clock_offsets_ms`` and ``emit`` the run's (its ``replication.config`` written)."""
+        on, and ``lag``, ``clock_offsets_ms``, ``emit`` and ``stats_every_s`` the run's (its
+        ``replication.config`` written)."""
         with self.lock:
             self.replication.paused = True
         while True:  # the pump's current batch, taken before the pause, lands first (a short wait)
@@ -142,11 +170,14 @@ class GlobalTables:
             self.keys.clear()
             self.clock_offsets_ms = dict(clock_offsets_ms or {})
             self.emit = emit
+            self.stats_every_s = stats_every_s
+            self.recent.clear()
         emit("replication.config", lag=lag.describe(), clock_offsets_ms=self.clock_offsets_ms)
 
     def stop(self) -> None:
         self._stop.set()
         self._pump.join(timeout=5.0)
+        self._reporter.join(timeout=5.0)
         for feed in self.feeds.values():
             feed.stop()
 
@@ -171,10 +202,30 @@ class GlobalTables:
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
-            return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
-                    "conflicts": self.replication.conflicts, "paused": self.replication.paused,
-                    "behind_ms": self.replication.behind_ms(time.time() * 1000.0),
-                    "lag_ms": self.replication.lag_quantiles()}
+            return self._stats(time.time() * 1000.0)
+
+    def _stats(self, now_ms: float) -> dict[str, Any]:
+        return {"applied": self.applied, "backlog": self.replication.backlog() + self.applying,
+                "conflicts": self.replication.conflicts, "paused": self.replication.paused,
+                "behind_ms": self.replication.behind_ms(now_ms), "lag_ms": self.replication.lag_quantiles()}
+
+    def reports(self, after_ms: float) -> tuple[float, list[tuple[float, float]]]:
+        """Now (Unix ms) and the ``replication.stats`` reports made after ``after_ms`` (each its ``t`` and
+        ``behind_ms``, in order): every report made until now, since one is recorded as it is stamped."""
+        with self.lock:
+            return time.time() * 1000.0, [report for report in self.recent if report[0] > after_ms]
+
+    def missing(self, region: str) -> list[dict[str, Any]]:
+        """What ``region`` lacks now of the other region's writes (``Replication.missing``), per item: its
+        ``table``, ``key``, ``age_ms`` (how long ago the oldest write it lacks was made), and the item as the
+        region ``held`` it and as it is ``coming`` (their scalar attributes; None: no item, or deleted)."""
+        with self.lock:
+            now_ms = time.time() * 1000.0
+            found = self.replication.missing(region, self.taken)
+            keys = {m.item: self.keys[m.item[1]] for m in found}
+        return [{"table": m.item[0], "key": scalars(keys[m.item]), "age_ms": round(now_ms - m.since_ms, 1),
+                 "held": None if m.held is None or m.held.image is None else scalars(m.held.image),
+                 "coming": None if m.coming.image is None else scalars(m.coming.image)} for m in found]
 
     def delivered_before(self, ms: float) -> bool:
         """Whether every write made before ``ms`` (Unix ms) has been delivered, but for those from or to a region
@@ -214,18 +265,24 @@ class GlobalTables:
         return written
 
     def _run(self) -> None:
-        applied_then = 0
-        last_stats = time.monotonic()
         while not self._stop.wait(PUMP_EVERY_S):
             for region in self.stripes:
                 self._land(region)
-            if time.monotonic() - last_stats >= STATS_EVERY_S:
-                last_stats = time.monotonic()
-                stats = self.stats()
-                self.emit("replication.stats", applied=stats["applied"] - applied_then, backlog=stats["backlog"],
-                          behind_ms=stats["behind_ms"], conflicts=stats["conflicts"], paused=stats["paused"],
-                          lag_ms=stats["lag_ms"])
-                applied_then = stats["applied"]
+
+    def _report(self) -> None:
+        """Every ``stats_every_s``, apart from the pump: its rounds wait for the fleets' requests of the items
+        they apply (I/O) and for the other region's answer, and a report waiting with them would say nothing
+        just while replication falls behind."""
+        applied_then = 0
+        while not self._stop.wait(self.stats_every_s):
+            with self.lock:
+                t = time.time() * 1000.0
+                stats = self._stats(t)
+                self.recent.append((t, stats["behind_ms"]))
+            self.emit("replication.stats", t=t, applied=stats["applied"] - applied_then,
+                      backlog=stats["backlog"], behind_ms=stats["behind_ms"], conflicts=stats["conflicts"],
+                      paused=stats["paused"], lag_ms=stats["lag_ms"])
+            applied_then = stats["applied"]
 
     def _land(self, region: str) -> None:
         """Apply what is due in ``region``: of several writes of one item due at once only the last (the
@@ -235,7 +292,7 @@ class GlobalTables:
         stays pending, in order."""
         with self.lock:
             due = self.replication.take_due(time.time() * 1000.0, region)
-            self.applying = len(due)
+            self.applying, self.taken = len(due), due
         last = {d.version.item: d for d in due}  # a write of an item due with a later one of it is superseded
         latest = [d for d in due if last[d.version.item] is d]
         done = 0
@@ -256,7 +313,7 @@ class GlobalTables:
             done += len(batch)
         with self.lock:
             self.replication.put_back(latest[done:])
-            self.applying = 0
+            self.applying, self.taken = 0, []
 
     def _apply(self, region: str, deliveries: list[Delivery]) -> bool:
         """Apply replicated writes of distinct items in one ``BatchWriteItem``; whether the region took them

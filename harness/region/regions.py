@@ -16,9 +16,10 @@ the harness (``route53``).
   gives up if it can no longer take it), by itself with ``automate``: the operator's automation
   (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
   answers (``store_answers``), back through ``Failback``, or without waiting for replication while the
-  standby's DynamoDB does not answer (``failback.forced``); after each activation, the activated region's
-  router re-applies its control journal (``fleet.router.reapply_journal``), as the automation would
-  invoke it.
+  standby's DynamoDB does not answer (``failback.forced``); at each activation, what the activated region
+  lacks of the other's writes goes to the history (``activation.missing``), and after it the activated
+  region's router re-applies its control journal (``fleet.router.reapply_journal``), as the automation
+  would invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
   unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
@@ -34,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import signal
 import threading
 import time
@@ -64,7 +66,7 @@ from harness.cluster import (
 from harness.http_client import HttpError, request
 from harness.processes import Child, Started, start_thread
 from harness.region.automation import PRIMARY, STANDBY, Automation, Failback, fit_after_wait
-from harness.region.global_tables import GlobalTables
+from harness.region.global_tables import STATS_EVERY_S, GlobalTables
 from harness.region.replication import LagModel
 from harness.region.route53 import (
     ANSWER_TIMEOUT_S,
@@ -104,10 +106,16 @@ class RegionsSpec:
     # the operator's automation moves the activation (``harness.region.automation``: on the primary's health
     # check, while the standby's DynamoDB answers); otherwise the caller does (``fail_over``)
     automate: bool = False
-    # back to the primary only once replication has caught up (nothing undelivered older than the lag's 99th
-    # percentile) for
-    # this long, at scale 1 (``harness.region.automation.Failback``): two health-check intervals
+    # back to the primary only once its check has passed for this long, at scale 1, and replication has caught
+    # up over it (the 90th percentile of its reports of the window: nothing undelivered older than the lag's
+    # 99th percentile; ``harness.region.automation.Failback``): two health-check intervals
     failback_hysteresis_s: float = 2 * HealthCheckSpec().request_interval_s
+    # how often replication reports (``replication.stats``: what the failback decides on), at scale 1: the
+    # failback's window (two health-check intervals) holds about twenty reports at any scale
+    stats_every_s: float = STATS_EVERY_S
+    # the failover's wait between the old region Off and the new one On, in seconds at the run's scale
+    # (None: the old region's ``activation_wait_s``; shorter is unsafe, a deliberately unsafe variant's)
+    activation_wait_s: float | None = None
 
 
 class RegionsPool(Started):
@@ -134,7 +142,8 @@ class RegionsPool(Started):
         run_together(*(partial(backend, name) for name in AWS_REGIONS))  # at once: each takes seconds
         self.backends.update({name: self.backends.pop(name) for name in AWS_REGIONS})  # in AWS_REGIONS' order
         self.tables = GlobalTables({n: b.endpoints["dynamodb"] for n, b in self.backends.items()},
-                                   _lag(self.spec), _ignore).start()
+                                   _lag(self.spec), _ignore,
+                                   stats_every_s=self.spec.stats_every_s * self.spec.timescale).start()
         self.controls = RoutingControls(list(AWS_REGIONS.values()), AWS_REGIONS["east"], _ignore,
                                         LOCAL_CREDENTIALS_BY_KEY).start()
         self.upstream = start_upstream(ClusterSpec(timescale=self.spec.timescale, run_dir=self.spec.run_dir,
@@ -145,7 +154,7 @@ class RegionsPool(Started):
         tables emptied and nothing in flight, the primary On (with the gate; without it the controls write
         nothing to the run), queues purged."""
         assert self.tables is not None and self.controls is not None
-        self.tables.fresh(_lag(spec), replication.emit, spec.clock_offsets_ms)
+        self.tables.fresh(_lag(spec), replication.emit, spec.clock_offsets_ms, spec.stats_every_s * spec.timescale)
         self.controls.fresh(AWS_REGIONS["east"], route53.emit if spec.gate else _ignore)
         for backend in self.backends.values():
             client(backend.env(), "sqs").purge_queue(QueueUrl=backend.queue_url)
@@ -282,9 +291,11 @@ class TwoRegions(Started):
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
     def fail_over(self, old: str, new: str) -> str:
-        """With the gate: ``old`` Off, the activation wait of ``old``'s settings, ``new`` On, unless a later
-        failover began meanwhile or ``new`` can no longer take the activation (``fit_after_wait``; the
-        failover then gives up): ``RoutingControls.fail_over``'s outcome."""
+        """With the gate: ``old`` Off, the activation wait of ``old``'s settings (or the spec's), ``new`` On,
+        unless a later failover began meanwhile or ``new`` can no longer take the activation
+        (``fit_after_wait``; the failover then gives up): ``RoutingControls.fail_over``'s outcome.  At the
+        instant ``new`` turns On, what its tables lack of the other region's writes goes to the history
+        (``activation.missing`` {region, generation, other, items}: ``GlobalTables.missing``)."""
         assert self.controls is not None
         primary = next(iter(AWS_REGIONS))
         role = PRIMARY if new == primary else STANDBY
@@ -294,8 +305,14 @@ class TwoRegions(Started):
                 primary_healthy = self.checks[primary].healthy
             return fit_after_wait(role, primary_healthy, lambda: self.store_answers(new))
 
-        outcome = self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new],
-                                          activation_wait_s(self.clusters[old].config), ready)
+        def activated(generation: int) -> None:
+            assert self.tables is not None
+            self.route53.emit("activation.missing", region=AWS_REGIONS[new], generation=generation,
+                              other=AWS_REGIONS[old], items=self.tables.missing(new))
+
+        wait_s = activation_wait_s(self.clusters[old].config) if self.spec.activation_wait_s is None \
+            else self.spec.activation_wait_s
+        outcome = self.controls.fail_over(AWS_REGIONS[old], AWS_REGIONS[new], wait_s, ready, activated)
         if outcome == "activated":
             self._reapply_journal(new)
         return outcome
@@ -377,20 +394,23 @@ class TwoRegions(Started):
         scale = self.spec.timescale
         automation = Automation(Failback(self.spec.lag_p99_ms * scale, self.spec.failback_hysteresis_s * scale))
         assert self.tables is not None
+        seen_ms = -math.inf
         while not self._stop.wait(AUTOMATION_EVERY_S):
-            stats = self.tables.stats()
+            now_ms, reports = self.tables.reports(after_ms=seen_ms)  # on the history's clock, as the checker
+            seen_ms = reports[-1][0] if reports else seen_ms
             with self._lock:
                 primary_healthy = self.checks[primary].healthy
             with self._automation_lock:
-                target = automation.step(time.monotonic(), primary_healthy, stats["behind_ms"],
+                target = automation.step(now_ms / 1000.0, primary_healthy, [(t / 1000.0, b) for t, b in reports],
                                          lambda: self.store_answers(standby))
                 forced = automation.forced
             if target is None:
                 continue
             new, old = (primary, standby) if target == PRIMARY else (standby, primary)
             if target == PRIMARY:  # forced: the standby's store out, replication not waited for
-                self.route53.emit("failback.forced" if forced else "failback.ready", backlog=stats["backlog"],
-                                  behind_ms=stats["behind_ms"])
+                self.route53.emit("failback.forced" if forced else "failback.ready",
+                                  backlog=self.tables.stats()["backlog"], behind_ms=automation.failback.behind_ms,
+                                  decided_ms=now_ms)
             start_thread(threading.Thread(target=self._move, args=(automation, old, new, target),
                                           name=f"fail-over-to-{new}", daemon=True))
 

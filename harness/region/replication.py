@@ -18,6 +18,9 @@ writes and apply what it returns to the other region's tables).
   delivered stay pending (the RPO if it never came back) and are delivered when it is back.
 - *Replication pause* (a fault): nothing is delivered while paused; what fell due meanwhile is delivered,
   in order per item, on resume.
+- *What a region lacks* (``missing``): per item, the other regions' writes still on their way to it that
+  will replace what it holds (the item as it holds it and as it will hold it, and how long ago the oldest of
+  them was made): what a region activated now starts without.
 
 Items are named by (table, key); an image of ``None`` is a deletion.
 """
@@ -87,6 +90,18 @@ class Delivery:
     region: str
     version: Version
     due_ms: float                  # when it may be applied: made + its lag, not before the item's previous one
+
+
+@dataclass(frozen=True)
+class Missing:
+    """An item a region holds older than it will: ``held`` its version there (None: it has none), ``coming``
+    the version it will hold once what is on its way lands; ``since_ms``: when the oldest write on its way
+    that replaces ``held`` was made."""
+
+    item: ItemName
+    held: Version | None
+    coming: Version
+    since_ms: float
 
 
 @dataclass
@@ -199,6 +214,27 @@ class Replication:
         """How long ago the oldest write not yet delivered was made (0: none): about the lag when replication
         keeps up, more after a pause or during an outage."""
         return max((now_ms - d.version.written_ms for d in self.in_flight), default=0.0)
+
+    def missing(self, region: str, taken: list[Delivery] | None = None) -> list[Missing]:
+        """What ``region`` lacks now of the other regions' writes, per item (in the order first written): the
+        deliveries to it still in flight (and ``taken``: those a pump has taken and not landed yet) whose last
+        winner replaces what it holds.  A write already superseded where it goes (an older image) is not
+        missing; a region cut off lacks what waits for it all the same."""
+        pending: dict[ItemName, list[Version]] = {}
+        for delivery in [*(taken or []), *self.in_flight]:
+            if delivery.region == region:
+                pending.setdefault(delivery.version.item, []).append(delivery.version)
+        found = []
+        for item, versions in pending.items():
+            held = self.held.get((region, item))
+            newer = [v for v in sorted(versions, key=lambda v: v.number) if held is None or self._wins(v, held)]
+            coming = held
+            for version in newer:
+                if coming is None or self._wins(version, coming):
+                    coming = version
+            if newer and coming is not None:
+                found.append(Missing(item, held, coming, min(v.written_ms for v in newer)))
+        return found
 
     def _wins(self, version: Version, held: Version) -> bool:
         """Whether ``version`` replaces ``held``: the later stamp wins; at the same stamp, a write made over

@@ -141,12 +141,15 @@ class RoutingControls:
         for control, state in changes.items():
             self.emit("gate.state", region=control, state=state, generation=self.generation)
 
-    def fail_over(self, old: str, new: str, wait_s: float, ready: Callable[[], bool] = lambda: True) -> str:
+    def fail_over(self, old: str, new: str, wait_s: float, ready: Callable[[], bool] = lambda: True,
+                  activated: Callable[[int], object] = lambda generation: None) -> str:
         """``old`` Off and the hold On; ``wait_s`` later (``activation_wait_s`` of ``old``'s settings: nothing
         of ``old`` consumes or writes any more), ``new`` On and the hold Off, unless a later failover began
         meanwhile (``"superseded"``) or ``new``, read again (``ready``), can no longer take the activation
         (``"abandoned"``: it stays Off, the hold On, and ``failover.abandoned`` {region, generation} goes to
-        the history).  ``"activated"`` when this one turned ``new`` On."""
+        the history).  ``"activated"`` when this one turned ``new`` On; ``activated`` is called with its
+        generation at that instant, before any other change or read of the controls (what the new region
+        holds then is what it starts from)."""
         with self.lock:
             self.generation += 1
             mine = self.generation
@@ -160,6 +163,7 @@ class RoutingControls:
                 self.emit("failover.abandoned", region=new, generation=mine)
                 return "abandoned"
             self._set({new: ON, HOLD: OFF})
+            activated(mine)
         return "activated"
 
     def _answer(self, index: int, target: str, request: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -132,7 +132,9 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per variant: runs, runs with split brain, streams consumed in both regions, lost messages, lost
     control writes, activation findings, runs that could not be judged (a step did not happen); the STARTs
     and STOPs acknowledged just before the cut missing in the standby at its takeover, those beyond the
-    replication lag at the cut, and those still reverted at the end; what the
+    replication lag at the cut, and those still reverted at the end; what the activated regions lacked of
+    the other's writes at their activations, by kind (``missing_at_activation``: ``answering`` with the other
+    region's DynamoDB answering, ``other_out`` with it out; ``harness.region.checks.gap_totals``); what the
     judged runs reached (``harness.region.reached``: fault kinds, transitions, interleavings), each the
     number of runs; and the mean wall and CPU seconds of a run."""
     totals: dict[str, dict[str, Any]] = {}
@@ -142,6 +144,7 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                                       "activation_findings": 0, "unjudged": 0,
                                                       "control_missing_at_cut": 0, "control_beyond_lag": 0,
                                                       "control_reverted_at_end": 0, "reached": {},
+                                                      "missing_at_activation": {"answering": {}, "other_out": {}},
                                                       "wall_s": 0.0, "cpu_s": 0.0})
         total["runs"] += 1
         total["wall_s"] += result.get("wall_s", 0.0)
@@ -159,6 +162,10 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         total["control_missing_at_cut"] += control.get("starts", 0) + control.get("stops", 0)
         total["control_beyond_lag"] += control.get("beyond_lag", 0)
         total["control_reverted_at_end"] += control.get("reverted_at_end", 0)
+        gaps = result.get("activation_gaps") or {}
+        for side, kinds in total["missing_at_activation"].items():
+            for kind, count in (gaps.get(side) or {}).items():
+                kinds[kind] = kinds.get(kind, 0) + count
         for name in result.get("reached", []):
             total["reached"][name] = total["reached"].get(name, 0) + 1
     for total in totals.values():

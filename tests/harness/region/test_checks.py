@@ -8,14 +8,18 @@ from typing import Any
 import pandas as pd
 
 from harness.region.checks import (
+    activation_gaps,
     activation_overlaps,
     early_failbacks,
     flapping_moves,
+    gap_totals,
     lost_starts,
+    missing_kind,
     moves_while_unhealthy,
 )
 
 REGIONS = {"east": "us-east-1", "west": "us-west-2"}
+WEST: dict[str, Any] = {"standby": "west", "quantile": 0.9}  # the standby, the failback's quantile
 
 
 def history(*events: dict[str, Any]) -> pd.DataFrame:
@@ -80,12 +84,12 @@ def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_ear
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
     behind = history(*moves, stats(19_000, 40, 100), stats(20_000, 40, 900), stats(21_000, 3, 150))
-    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [
+    assert early_failbacks(behind, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == [
         {"t": 22_000, "reports": 3, "max_behind_ms": 900.0}]
     unknown = history(*moves)  # no report at all: not known to have caught up
-    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west")) == 1
+    assert len(early_failbacks(unknown, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST)) == 1
     caught_up = history(*moves, stats(19_000, 0, 100), stats(20_000, 0, 120), stats(21_000, 0, 150))
-    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == []
+    assert early_failbacks(caught_up, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == []
 
 
 def test_activations_closer_than_the_hysteresis_are_flapping() -> None:
@@ -134,9 +138,9 @@ def test_a_failback_is_judged_when_it_began_not_when_its_activation_wait_ended()
     reports = [stats(6_502, 11, 100.2), stats(7_502, 6, 206.3), stats(8_506, 4, 108.5), stats(9_511, 2, 40.1),
                stats(10_519, 1, 323.3), stats(11_521, 0, 0.0), stats(12_525, 7, 99.3)]
     seed_61 = history(*moves, *reports)
-    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == []
+    assert early_failbacks(seed_61, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, **WEST) == []
     behind_before = history(*moves, *reports, stats(9_900, 3, 301.0))
-    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, standby="west") == [
+    assert early_failbacks(behind_before, "us-east-1", lag_bound_ms=300, hysteresis_ms=2_000, **WEST) == [
         {"t": 12_220, "reports": 3, "max_behind_ms": 301.0}]
 
 
@@ -149,9 +153,91 @@ def test_a_failback_decided_while_the_standbys_store_was_out_is_not_early() -> N
     reports = [stats(t, 40, 5_000.0) for t in (18_000, 19_000, 20_000)]
     for kind in ("region_cut", "dynamodb_outage"):
         out = history(*moves, *reports, fault(10_000, "start", kind, "west"))
-        assert early_failbacks(out, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, standby="west") == [], kind
+        assert early_failbacks(out, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000, **WEST) == [], kind
         back = history(*out.to_dict("records"), fault(19_500, "stop", kind, "west"))
         primary = history(*moves, *reports, fault(10_000, "start", kind, "east"))
         for judged in (back, primary):
             assert len(early_failbacks(judged, "us-east-1", lag_bound_ms=500, hysteresis_ms=3_000,
-                                       standby="west")) == 1, kind
+                                       **WEST)) == 1, kind
+
+
+def lacked(pk: str, held: dict[str, Any] | None, coming: dict[str, Any] | None, sk: int | None = None,
+           age_ms: float = 80.0) -> dict[str, Any]:
+    """An item of ``activation.missing``: the activated region held ``held``, ``coming`` was on its way."""
+    key = {"pk": pk} if sk is None else {"pk": pk, "sk": sk}
+    table = "wsfleet-messages" if sk is not None else "wsfleet-connections"
+    return {"table": table, "key": key, "age_ms": age_ms, "held": held, "coming": coming}
+
+
+LEASE = {"pk": "CONN#a", "desired_state": "STARTED", "lease_owner": "east-worker-1", "epoch": 4, "last_seq": 90}
+
+
+def test_what_an_activated_region_lacked_is_named_by_kind_heartbeats_apart() -> None:
+    assert [missing_kind(item) for item in (
+        lacked("CONN#a", LEASE, {**LEASE, "epoch": 5, "lease_owner": "east-worker-2"}),
+        lacked("CONN#a", None, LEASE),                                   # a START the region never saw
+        lacked("CONN#a", LEASE, {**LEASE, "desired_state": "STOPPED"}),
+        lacked("CONN#a", LEASE, {**LEASE, "last_seq": 120}),
+        lacked("CONN#a", LEASE, {**LEASE, "lease_owner": "", "lease_expires_at_ms": 0}),  # a release, same lease
+        lacked("CONN#a", {"pk": "CONN#a", "seq": 3}, {"pk": "CONN#a", "seq": 4}, sk=2),
+        lacked("CTL#a", None, {"pk": "CTL#a", "desired_state": "STARTED"}),
+        lacked("east-worker-1", {"pk": "east-worker-1", "expires_at_ms": 10}, {"pk": "east-worker-1",
+                                                                               "expires_at_ms": 20}),
+    )] == ["lease_epoch", "desired_state", "desired_state", "checkpoint", "same_lease", "log", "journal",
+           "liveness"]
+
+
+def test_an_activation_that_lacked_a_write_that_matters_while_the_other_region_answered_is_a_finding() -> None:
+    """A gray failure (the primary's API unreachable, its DynamoDB answering) and a failover whose wait was
+    too short: the standby turned On lacking the primary's last log item and lease.  Lacking only superseded
+    heartbeats is no finding; neither is lacking anything while the primary was cut off (its writes could
+    not arrive: a failover's RPO), counted apart; an activation with no record is one."""
+    def move(t: float, region: str, state: str, generation: int) -> dict[str, Any]:
+        return {**control(t, region, state), "generation": generation}
+
+    def missing(t: float, items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"t": t, "src": "route53", "type": "activation.missing", "region": "us-west-2", "generation": 2,
+                "other": "us-east-1", "items": items}
+
+    moves = [move(0, "us-east-1", "On", 1), move(0, "us-west-2", "Off", 1), move(1_000, "us-east-1", "Off", 2),
+             move(1_000, "failover-hold", "On", 2), move(1_100, "us-west-2", "On", 2)]
+    matters = [lacked("CONN#a", None, {"pk": "CONN#a", "seq": 9}, sk=3, age_ms=95.0),
+               lacked("CONN#a", LEASE, {**LEASE, "epoch": 5}, age_ms=40.0),
+               lacked("east-worker-1", {"pk": "east-worker-1"}, {"pk": "east-worker-1", "expires_at_ms": 1})]
+    gray = history(fault(500, "start", "gray_failure", "east"), *moves, missing(1_100, matters))
+    [gap] = activation_gaps(gray, REGIONS)
+    assert gap == {"t": 1_100, "region": "west", "recorded": True, "other_out": False,
+                   "kinds": {"lease_epoch": 1, "liveness": 1, "log": 1},
+                   "tables": {"wsfleet-messages": {"items": 1, "oldest_ms": 95.0},
+                              "wsfleet-connections": {"items": 2, "oldest_ms": 80.0}}, "finding": True}
+    heartbeats = history(*moves, missing(1_100, matters[2:]))
+    assert [g["finding"] for g in activation_gaps(heartbeats, REGIONS)] == [False]
+    cut = history(fault(500, "start", "region_cut", "east"), *moves, missing(1_100, matters))
+    assert gap_totals(activation_gaps(cut, REGIONS)) == {
+        "activations": 1, "findings": 0, "answering": {},
+        "other_out": {"lease_epoch": 1, "liveness": 1, "log": 1}}
+    unrecorded = history(*moves)
+    assert [(g["recorded"], g["finding"]) for g in activation_gaps(unrecorded, REGIONS)] == [(False, True)]
+
+
+def test_one_report_in_the_lags_tail_among_many_within_it_is_not_early_a_tenth_over_is() -> None:
+    """The automation's rule (``Failback``), judged again from the history: the 90th percentile of the reports
+    of the window before the failback was decided (``failback.ready``'s ``decided_ms``, not its Off a little
+    later) within the lag's 99th percentile.  One report of twenty over it (a write in the tail) is within
+    the rule; every report within it (the old rule) made that failback early.  Three of twenty over it, a
+    backlog still draining, are not."""
+    moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
+             control(20_030, "us-west-2", "Off"), control(22_030, "us-east-1", "On")]
+    decided = {"t": 20_010, "src": "route53", "type": "failback.ready", "backlog": 3, "behind_ms": 120.0,
+               "decided_ms": 20_005.0}
+    window = [18_100 + 100 * i for i in range(20)]  # 18 100 .. 20 000
+
+    def judged(over: set[int], *extra: dict[str, Any]) -> list[dict[str, Any]]:
+        reports = [stats(t, 3, 350.0 if t in over else 120.0) for t in window]
+        return early_failbacks(history(*moves, decided, *reports, *extra), "us-east-1", lag_bound_ms=300,
+                               hysteresis_ms=2_000, **WEST)
+
+    assert judged({19_000}) == []
+    assert judged({18_100, 18_200, 18_300}) == [{"t": 22_030, "reports": 20, "max_behind_ms": 350.0}]
+    # reports after the decision (before its Off) are not what it decided on
+    assert judged({19_000}, stats(20_020, 3, 4_000.0), stats(20_025, 3, 4_000.0)) == []

@@ -158,3 +158,58 @@ def test_fresh_state_for_the_next_run_drops_what_is_in_flight_empties_both_regio
     _until(lambda: _item(clients["east"], "next-run") is not None)
     assert _item(clients["west"], "in-flight") is None  # the dropped write never lands
     _until(lambda: any(kind == "replication.stats" for kind, _ in run))
+
+
+def test_what_a_region_lacks_is_said_with_its_key_and_both_images_until_it_lands(
+        tables: tuple[GlobalTables, dict[str, Any], Events]) -> None:
+    replicated, clients, _ = tables
+    clients["west"].put_item(TableName=TABLE, Item={"pk": {"S": "lease"}, "epoch": {"N": "4"}})
+    _until(lambda: _item(clients["east"], "lease") is not None)
+    replicated.pause()
+    clients["west"].put_item(TableName=TABLE, Item={"pk": {"S": "lease"}, "epoch": {"N": "5"},
+                                                    "data": {"L": []}})
+    [lacked] = replicated.missing("east")
+    assert (lacked["table"], lacked["key"], lacked["held"], lacked["coming"]) == (
+        TABLE, {"pk": "lease"}, {"pk": "lease", "epoch": 4}, {"pk": "lease", "epoch": 5})
+    assert lacked["age_ms"] >= 0 and replicated.missing("west") == []
+    replicated.resume()
+    _until(lambda: replicated.missing("east") == [])
+    assert _item(clients["east"], "lease") == {"pk": {"S": "lease"}, "epoch": {"N": "5"}, "data": {"L": []}}
+
+
+def test_the_reports_given_to_the_automation_are_those_in_the_history_every_one_until_now(
+        endpoints: dict[str, str]) -> None:
+    """The failback decides on the replication's reports and the checker judges it on the history's: the
+    same ones, each with the ``t`` and ``behind_ms`` written, and none made before ``now`` missing."""
+    events = Events()
+    replicated = GlobalTables(endpoints, LagModel(LAG_MS), events.emit, stats_every_s=0.02).start()
+    try:
+        replicated.pause()
+        _client(replicated.feed_url("east")).put_item(TableName=TABLE, Item={"pk": {"S": "reported"}})
+        _until(lambda: sum(kind == "replication.stats" for kind, _ in events) >= 5)
+        now_ms, reports = replicated.reports(after_ms=-1.0)
+        written = [(fields["t"], fields["behind_ms"]) for kind, fields in events if kind == "replication.stats"]
+        assert reports[:len(written)] == written[:len(reports)] and len(reports) >= 5
+        assert all(t <= now_ms for t, _ in reports) and reports[-1][1] > 0  # the paused write is behind
+        assert replicated.reports(after_ms=reports[2][0])[1][:2] == reports[3:5]
+    finally:
+        replicated.stop()
+
+
+def test_the_reports_keep_coming_while_the_pump_waits_for_a_write_in_flight(endpoints: dict[str, str]) -> None:
+    """The pump holds an item exclusively to apply a replicated write of it, so it waits for the region's
+    fleet's requests of that item in flight (their I/O); the replication's reports (what the failback
+    decides on) must not wait with it: they go on, saying the write is behind."""
+    events = Events()
+    replicated = GlobalTables(endpoints, LagModel(0), events.emit, stats_every_s=0.02).start()
+    try:
+        stripe = replicated.stripes["west"][GlobalTables._stripe(TABLE, {"pk": {"S": "contended"}})]
+        with stripe.hold_shared():  # west's fleet writing the item: its request in flight
+            _client(replicated.feed_url("east")).put_item(TableName=TABLE, Item={"pk": {"S": "contended"}})
+            _until(lambda: replicated.applying == 1)  # taken, waiting for the item
+            before = sum(kind == "replication.stats" for kind, _ in events)
+            _until(lambda: sum(kind == "replication.stats" for kind, _ in events) >= before + 5, timeout_s=5.0)
+            assert replicated.applying == 1 and events[-1][1]["backlog"] == 1
+        _until(lambda: replicated.stats()["backlog"] == 0)
+    finally:
+        replicated.stop()

@@ -133,3 +133,23 @@ def test_writes_pending_before_a_time_leave_out_a_region_cut_off() -> None:
     replication.cut.discard(A)
     replication.due(1000)
     assert replication.pending_before(1000) == 0
+
+
+def test_what_a_region_lacks_is_each_item_whose_write_on_its_way_will_replace_what_it_holds() -> None:
+    """Per item, the last write on its way that wins (with how long ago the oldest of those was made):
+    not one older than what the region holds (it loses there), and not one already landed; a write a pump
+    has taken and not landed yet (``taken``) is still lacked."""
+    replication = Replication((A, B), LagModel(100))
+    lease = ("connections", "CONN#c002")
+    replication.written(A, ITEM, {"v": 1}, 0)
+    second = replication.written(A, ITEM, {"v": 2}, 50)
+    older = replication.written(A, lease, {"owner": "a"}, 10)
+    newer = replication.written(B, lease, {"owner": "b"}, 20)  # B holds a later image of it: A's loses there
+    assert [(m.item, m.held, m.coming, m.since_ms) for m in replication.missing(B)] == [(ITEM, None, second, 0)]
+    assert [(m.item, m.held, m.coming) for m in replication.missing(A)] == [(lease, older, newer)]
+    taken = replication.take_due(200, B)
+    assert replication.missing(B) == [] and [m.coming for m in replication.missing(B, taken)] == [second]
+    for delivery in taken:
+        if replication.wins(delivery):
+            replication.landed(delivery)
+    assert replication.missing(B, taken) == [] and replication.held[(B, ITEM)] == second

@@ -126,3 +126,21 @@ def test_a_failover_whose_target_cannot_take_the_activation_after_the_wait_gives
     assert events[-1] == {"type": "failover.abandoned", "region": WEST, "generation": 1}
     assert authority.fail_over(WEST, EAST, 1.0, ready=lambda: True) == "activated"
     assert authority.states == {EAST: ON, WEST: OFF, HOLD: OFF}
+
+
+def test_the_activation_is_told_at_the_instant_the_new_region_turns_on_and_only_then(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``activated`` runs with the failover's generation while the new region is On and before any other
+    change (what the region holds then is what it starts from); a failover that gave up or was superseded
+    activates nothing."""
+    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None, {})
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    told: list[tuple[int, dict[str, str]]] = []
+
+    def activated(generation: int) -> None:
+        told.append((generation, dict(authority.states)))
+
+    assert authority.fail_over(EAST, WEST, 1.0, ready=lambda: False, activated=activated) == "abandoned"
+    assert told == []
+    assert authority.fail_over(WEST, EAST, 1.0, activated=activated) == "activated"
+    assert told == [(2, {EAST: ON, WEST: OFF, HOLD: OFF})]

@@ -110,24 +110,30 @@ def test_a_bad_count_is_refused() -> None:
 
 
 def test_the_summary_totals_each_variants_findings_counts_unjudged_runs_and_what_the_runs_reached() -> None:
-    clean = {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}
+    clean = {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0, "missing_writes": 0}
     results = [
         {"variant": "gate", "split_brain": {"streams": 0}, "lost_messages": 0, "lost_control_writes": 1,
          "activation": clean, "reached": ["failover", "fault:region_cut"], "wall_s": 20.0, "cpu_s": 8.0,
+         "activation_gaps": {"activations": 2, "findings": 0, "answering": {"liveness": 3},
+                             "other_out": {"log": 2, "liveness": 1}},
          "control_at_cut": {"taken_over": True, "starts": 1, "stops": 1, "beyond_lag": 1, "reverted_at_end": 0,
                             "bound_ms": 300.0}},
         {"variant": "gate", "error": "not within 34 s: the standby consumes every stream", "wall_s": 40.0,
          "cpu_s": 10.0},
         {"variant": "no-gate", "split_brain": {"streams": 4}, "lost_messages": 2, "lost_control_writes": 0,
-         "activation": {**clean, "both_on": 1}, "reached": ["fault:region_cut"], "wall_s": 25.0, "cpu_s": 9.0,
+         "activation": {**clean, "both_on": 1, "missing_writes": 1}, "reached": ["fault:region_cut"],
+         "wall_s": 25.0, "cpu_s": 9.0,
+         "activation_gaps": {"activations": 1, "findings": 1, "answering": {"log": 4}, "other_out": {}},
          "control_at_cut": {"taken_over": False, "reverted_at_end": 1, "bound_ms": 0.0}},
     ]
     assert summary(results) == {
         "gate": {"runs": 2, "split_brain_runs": 0, "split_brain_streams": 0, "lost_messages": 0,
                  "lost_control_writes": 1, "activation_findings": 0, "unjudged": 1, "control_missing_at_cut": 2,
                  "control_beyond_lag": 1, "control_reverted_at_end": 0,
+                 "missing_at_activation": {"answering": {"liveness": 3}, "other_out": {"log": 2, "liveness": 1}},
                  "reached": {"failover": 1, "fault:region_cut": 1}, "wall_s": 30.0, "cpu_s": 9.0},
         "no-gate": {"runs": 1, "split_brain_runs": 1, "split_brain_streams": 4, "lost_messages": 2,
-                    "lost_control_writes": 0, "activation_findings": 1, "unjudged": 0, "control_missing_at_cut": 0,
+                    "lost_control_writes": 0, "activation_findings": 2, "unjudged": 0, "control_missing_at_cut": 0,
                     "control_beyond_lag": 0, "control_reverted_at_end": 1,
+                    "missing_at_activation": {"answering": {"log": 4}, "other_out": {}},
                     "reached": {"fault:region_cut": 1}, "wall_s": 25.0, "cpu_s": 9.0}}

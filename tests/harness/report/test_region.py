@@ -70,8 +70,10 @@ FAILBACK_PHASES = {n: {"p50_s": t, "last_s": t} for n, t in PHASES.items()}
     gated(failback={"phases": FAILBACK_PHASES, "rto_s": 6.5, "split_brain": 0, "lost_in_primary": 3}),
     {**gated(), "activation": {"both_on": 0, "early_failbacks": 1, "activated_unhealthy": 0, "flapping": 0}},
     {**gated(), "activation": {"both_on": 1, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0}},
+    {**gated(), "activation": {"both_on": 0, "early_failbacks": 0, "activated_unhealthy": 0, "flapping": 0,
+                               "missing_writes": 1}},
 ], ids=["lost", "slow", "split-brain", "acknowledged-lost", "outage-split-brain", "failback-split-brain",
-        "failback-replica-lacks", "early-failback", "both-regions-on"])
+        "failback-replica-lacks", "early-failback", "both-regions-on", "activated-lacking"])
 def test_each_broken_claim_fails_the_report(result: dict[str, Any]) -> None:
     assert not gated_holds(result)
     assert status([result, ungated()]) == "fail"
@@ -104,3 +106,16 @@ def test_tables_and_files(tmp_path: Path) -> None:
     report = write_region_report([gated(), ungated()], tmp_path)
     assert report.exists() and (tmp_path / "report.md").exists()
     assert (tmp_path / "figures" / "region_phases_gate.png").exists()
+
+
+def test_what_each_activated_region_lacked_is_tabled_per_variant() -> None:
+    lacking = {**gated(), "activation_gaps": {"activations": 2, "findings": 0, "answering": {"liveness": 2},
+                                              "other_out": {"log": 3, "lease_epoch": 1}}}
+    unsafe = {**gated(), "variant": "no-wait",
+              "activation_gaps": {"activations": 2, "findings": 1, "answering": {"log": 2}, "other_out": {}}}
+    document = region_document([lacking, unsafe, ungated()])
+    tables = {b.title: b.frame for s in document.sections for b in s.blocks if isinstance(b, Table)}
+    assert tables["missing at activation"].values.tolist() == [
+        ["gate", 2, 0, "liveness 2", "log 3, lease_epoch 1"], ["no-wait", 2, 1, "log 2", "none"]]
+    assert "missing at activation" not in {b.title for s in region_document([gated()]).sections for b in s.blocks
+                                           if isinstance(b, Table)}
