@@ -22,14 +22,17 @@ Writes are the profile's rules (``fleet.lease``: ``start_connection``, ``stop_co
 ``mark_undrained``):
 ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose); ``hardened`` START
 updates desired state and URL and initialises the lease fields only where absent, so a repeated START never
-clobbers a live lease.  STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on
-an existing item (404 otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the
-table write succeeded but the notification (or the hardened STOP mailbox post) did not, the answer is 503
-saying the desired state *was* recorded: the fleet's reconcile still finds it, and repeating the event is
-safe because START and STOP are idempotent.  With a region gate (``region_gate_url``), a router whose region
-is not the active one (its routing control Off, or unreadable for longer than the gate's lease:
-``fleet.region_gate``) writes nothing and answers 503 naming its region: its table is a replica the active
-region's conditions cannot see, so a write there could be reverted by replication or revert a newer one.
+clobbers a live lease. STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on an
+existing item (404 otherwise). Errors: backend unavailable -> 503, any other store error -> 502. When the
+table write succeeded but the notification (or the hardened STOP mailbox post) did not, the event is accepted,
+not failed: 202 with ``notified: false`` and a note saying the desired state *was* recorded, which the fleet's
+reconcile and its owners' desired-state checks find within their interval, so nothing needs repeating
+(repeating is still safe: START and STOP are idempotent). A 5xx would tell a client its event may not have
+happened, and in a storm its repeats would add load to a backend that is already behind. With a region gate
+(``region_gate_url``), a router whose region is not the active one (its routing control Off, or unreadable for
+longer than the gate's lease: ``fleet.region_gate``) writes nothing and answers 503 naming its region: its
+table is a replica the active region's conditions cannot see, so a write there could be reverted by
+replication or revert a newer one.
 
 Control journal (``control_journal`` on: deployments with a standby region; ``fleet.control_journal``): each
 START and STOP is first put in its stream's journal item, which no worker writes, then its desired-state write
@@ -352,8 +355,8 @@ async def reapply_journal(clients: AwsClients, config: FleetConfig, history: His
         (status, _), _ = await _apply(event, clients, config, entry.journal_ms)
         history.emit("control.reapply", kind=event.kind, pk=event.pk, status=status)
         statuses.append(status)
-    return (200 if all(s == 200 for s in statuses) else 503), {"reapplied": len(statuses),
-                                                                 "failed": sum(s != 200 for s in statuses)}
+    failed = sum(not 200 <= s < 300 for s in statuses)
+    return (503 if failed else 200), {"reapplied": len(statuses), "failed": failed}
 
 
 async def _apply(event: RouterEvent, clients: AwsClients, config: FleetConfig,
@@ -394,11 +397,13 @@ async def _announce(event: RouterEvent, found: StopFound, clients: AwsClients, c
         if event.kind == "START" or config.profile == "hardened":
             await _notifier(clients, config.queue_url).notify(event.pk)
     except StoreError as exc:
-        message = (
+        within_s = max(config.reconcile_s, config.desired_check_s)
+        note = (
             f"desired state {desired} was recorded, but the fleet was not told ({exc}); "
-            "its reconcile will still find it, and repeating the event is safe"
+            f"the fleet's reconcile and desired-state checks find it within {within_s:g} s, and repeating "
+            "the event is safe"
         )
-        return 503, {"error": message, **recorded}
+        return 202, {"ok": True, "notified": False, "note": note, **recorded}
     return 200, {"ok": True, **recorded}
 
 

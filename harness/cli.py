@@ -421,7 +421,7 @@ def cmd_event(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         raise CliError(str(exc), 1) from None
     print(json.dumps(payload))
-    if status != 200:
+    if not 200 <= status < 300:
         raise CliError(f"router answered {status}: {error_text(payload)}", 2 if 400 <= status < 500 else 1)
     return 0
 

@@ -404,7 +404,7 @@ def send_event(router_url: str, event_type: str, connection_id: str, ws_url: str
         if status != 503:
             break
         time.sleep(0.1 * (attempt + 1))
-    if status != 200:
+    if not 200 <= status < 300:
         raise ClusterError(f"{event_type} {connection_id} answered {status}: {error_text(payload)}")
 
 

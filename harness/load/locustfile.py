@@ -170,7 +170,7 @@ class StreamOwner(HttpUser):
                 "ws_url": f"{state['upstream_url']}/streams/{self.connection_id}"}
         with self.client.post("/events", json=body, name="START", catch_response=True,
                               allow_redirects=False) as answer:
-            if answer.status_code != 200:
+            if not 200 <= answer.status_code < 300:
                 answer.failure(f"START answered {answer.status_code}: {answer.text[:200]}")
         self.history.emit("load.start", pk=self.pk, status=answer.status_code)
         session = self._live_session(other_than=None, timeout_s=options.own_timeout_s)

@@ -32,9 +32,10 @@ live state.
   a finding: the activation wait was meant to let the other region's last writes arrive first, and did
   not.  With the other region's DynamoDB out its writes could not arrive (a failover's RPO, by design):
   counted apart.  An activation with no record is a finding too (nothing says what it lacked).
-- ``lost_starts``: STARTs a router acknowledged (``event`` status 200) at or after ``since_ms`` whose stream
-  no worker of the region active at the end acquired after the START (``lease.acquire`` ok), unless a later
-  acknowledged STOP of the stream explains it: a START acknowledged during a failover and dropped.
+- ``lost_starts``: STARTs a router acknowledged (``event`` status 2xx: a 202 was recorded but not notified) at
+  or after ``since_ms`` whose stream no worker of the region active at the end acquired after the START
+  (``lease.acquire`` ok), unless a later acknowledged STOP of the stream explains it: a START acknowledged
+  during a failover and dropped.
 
 Each literal test of tests/harness/region/test_checks.py shows its checker counting and not counting.
 """
@@ -168,7 +169,7 @@ def flapping_moves(history: pd.DataFrame, min_gap_ms: float) -> list[dict[str, A
 def lost_starts(history: pd.DataFrame, since_ms: float, active: str) -> list[dict[str, Any]]:
     """``active``: the run's name of the region active at the end (its workers are ``<active>-...``)."""
     events = _of(history, "event")
-    events = events[(events["status"] == 200) & events["kind"].isin(["START", "STOP"])]
+    events = events[events["status"].between(200, 299) & events["kind"].isin(["START", "STOP"])]
     acquires = _of(history, "lease.acquire")
     if not acquires.empty:
         acquires = acquires[(acquires["outcome"] == "ok")

@@ -104,7 +104,7 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
             off_at = None
     starts = _of(history, "event")
     starts = starts[starts["kind"] == "START"]
-    if any(_within(float(t), region_faults) for t in starts[starts["status"] == 200]["t"]):
+    if any(_within(float(t), region_faults) for t in starts[starts["status"].between(200, 299)]["t"]):
         names.add("start during fault")
     if any(_within(float(t), off_spans) for t in [*starts["t"], *_of(history, "workload.start")["t"]]):
         names.add("start during failover")

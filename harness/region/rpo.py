@@ -8,7 +8,7 @@ and table contents in, counts and the lost items out).
   sequence the standby first resumed the stream from (its first ``ws.open`` ``from_seq`` after the cut)
   are counted apart (``skipped_by_checkpoint``): a checkpoint that reached the standby before the
   messages it covers made it resume past them.
-- ``lost_control_writes``: the STARTs and STOPs the primary's router acknowledged (``event`` status 200,
+- ``lost_control_writes``: the STARTs and STOPs the primary's router acknowledged (``event`` status 2xx,
   src ``<primary>-router``) within ``window_ms`` before the cut, whose effect the standby's connections
   table does not show: a START whose item is absent or not STARTED, a STOP whose item is still STARTED,
   unless a later acknowledged event of the same stream (in either region) explains it.  Lost means the
@@ -49,7 +49,7 @@ def lost_control_writes(history: pd.DataFrame, cut_ms: float, primary: str, wind
                         standby_states: Mapping[str, str]) -> dict[str, Any]:
     """``standby_states``: stream pk -> the desired state the standby's connections table holds (absent:
     no item)."""
-    events = history[(history["type"] == "event") & (history["status"] == 200)
+    events = history[(history["type"] == "event") & history["status"].between(200, 299)
                      & history["kind"].isin(["START", "STOP"])].sort_values("t")
     latest = events.groupby("pk").tail(1).set_index("pk")
     near = events[events["src"].astype(str).str.startswith(f"{primary}-") & (events["t"] < cut_ms)

@@ -533,7 +533,7 @@ async def test_a_router_in_a_region_gated_off_refuses_writes_with_a_503_naming_i
         controls.stop()
 
 
-async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorded(
+async def test_sqs_down_after_the_write_is_accepted_202_not_notified_saying_the_state_was_recorded(
     env: dict[str, str], observer: Observer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", f"http://127.0.0.1:{free_port()}")
@@ -543,8 +543,9 @@ async def test_sqs_down_after_the_write_answers_503_saying_the_state_was_recorde
         status, payload = await handle_event(json.dumps(start()), clients, config, history)
     history.close()
 
-    assert status == 503
-    assert "desired state STARTED was recorded, but the fleet was not told" in payload["error"]
+    assert status == 202
+    assert payload["notified"] is False
+    assert "desired state STARTED was recorded, but the fleet was not told" in payload["note"]
     assert (payload["connection_id"], payload["desired_state"]) == ("c1", "STARTED")
     assert observer.connection()["desired_state"] == "STARTED"
 

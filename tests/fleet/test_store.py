@@ -81,6 +81,36 @@ async def test_a_log_item_is_put_only_onto_a_free_number_and_read_back(store: Aw
     assert await log_seqs(store, pk) == [1, 2]
 
 
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ExpiredTokenException", "ResourceNotFoundException"])
+async def test_a_first_write_refused_for_another_reason_is_raised_and_leaves_the_fence_as_it_was(
+        store: AwsAdapter, code: str) -> None:
+    """Hole 9: at b917e92 a first transactions probe refused for a reason that says nothing about the backend
+    (an expired token, access denied, a table not there yet) was remembered for the process's life as "no
+    transactions", downgrading the fence for good.  There is no probe and nothing to remember now: every
+    backend gets the same conditional put of a log item.  A first put refused that way is raised, and the
+    next put of that writer is still refused on a taken number and stored on a free one."""
+    refusals = [code]
+
+    def refuse(**_: Any) -> tuple[Any, dict[str, Any]] | None:
+        if not refusals:
+            return None
+        error = {"Code": refusals.pop(), "Message": "refused"}
+        return SimpleNamespace(status_code=400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    pk = new_pk()
+    mark = LogItem(pk, 1, MARK, Writer("w2", "g", 2, 1), 1, 0, 5)
+    await store.put_log_item(mark)
+    store.aws.ddb.meta.events.register("before-call.dynamodb.PutItem", refuse)
+    stale = LogItem(pk, 1, BATCH, Writer("w1", "g", 1, 1), 1, 1, 6, (Message(1, 10, "a"),))
+    with pytest.raises(StoreError, match=code):
+        await store.put_log_item(stale)
+    with pytest.raises(ConditionFailed):
+        await store.put_log_item(stale)
+    after = LogItem(pk, 2, BATCH, Writer("w2", "g", 2, 1), 1, 1, 7, (Message(1, 10, "a"),))
+    await store.put_log_item(after)
+    assert await store.log_item(pk, 1) == mark and await store.log_tail(pk) == after
+
+
 async def test_a_malformed_request_unchecked_by_the_client_is_refused_by_the_service(store: AwsAdapter) -> None:
     """``hardened`` skips botocore's client-side parameter validation (``ClientSettings``): a request the API
     model forbids (a PutItem without its required item) is sent, and the backend refuses it: a definite

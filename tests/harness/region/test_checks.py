@@ -116,10 +116,13 @@ def test_a_start_acknowledged_during_the_failover_that_the_active_region_never_t
                     event(12_600, "west-router", "START", "CONN#d"),
                     event(12_700, "west-router", "STOP", "CONN#d"),    # stopped again: nothing to take
                     event(5_000, "east-router", "START", "CONN#e"),    # before the window
-                    acquire(11_500, "east-worker-1", "CONN#a"))        # the old region's acquire does not count
+                    acquire(11_500, "east-worker-1", "CONN#a"),        # the old region's acquire does not count
+                    event(11_200, "east-router", "START", "CONN#f", status=202))  # recorded, not notified: lost
     assert lost_starts(frame, since_ms=10_000, active="west") == [
-        {"pk": "CONN#a", "acknowledged_ms": 11_000, "by": "east-router"}]
-    taken = history(*frame.to_dict("records"), acquire(14_000, "west-worker-2", "CONN#a"))
+        {"pk": "CONN#a", "acknowledged_ms": 11_000, "by": "east-router"},
+        {"pk": "CONN#f", "acknowledged_ms": 11_200, "by": "east-router"}]
+    taken = history(*frame.to_dict("records"), acquire(14_000, "west-worker-2", "CONN#a"),
+                    acquire(14_100, "west-worker-1", "CONN#f"))
     assert lost_starts(taken, since_ms=10_000, active="west") == []
 
 
