@@ -47,8 +47,9 @@
   the old region's last write is at least the fencing margin old when the activation wait ends, so a
   replication that lags as modelled (log-normal) exceeds the bound for about one write in 200,000; one
   that does not drain by then is stalled (a pause, a stuck partition), and waiting on buys nothing
-  predictable.  At the timings terraform deploys (lag p99 3 s) that is 6 s on top of the 50 s the
-  activation takes at worst, within the 60 s RTO.  A bound of 0 is no replication wait at all (the
+  predictable.  At the timings terraform deploys (lag p99 3 s) that is 6 s on top of the 53 s the
+  takeover takes otherwise (the standby On at 50 s, then 3 s of work: ``harness.region.failover.rto_budget_s``),
+  within the 60 s RTO.  A bound of 0 is no replication wait at all (the
   deliberately unsafe ``no-wait`` variant's): nothing recorded, what the target lacks is a finding.
 
 ``harness.region.checks`` judges the same rules over a run's history (``early_failbacks``,
