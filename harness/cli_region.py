@@ -41,7 +41,7 @@ def add_region_command(sub: Any) -> None:
                         help=f"comma-separated: gate (hardened with the gate: the primary cut off), no-gate "
                              f"(hardened without it), blog (the published design), dynamodb (with the gate: only "
                              f"the primary's DynamoDB out), slow-replication (unsafe: lag 20 s), no-wait (unsafe: "
-                             f"the gate without the activation wait), rto (the gated "
+                             f"the gate without the activation or replication wait), rto (the gated "
                              f"outage and failback without the pause first: with --timescale 1, the RTO at the "
                              f"timings terraform deploys, about 4-5 minutes); default {DEFAULT_VARIANTS}")
     region.add_argument("--timescale", type=timescale_arg, default=0.1,
@@ -108,7 +108,7 @@ def add_region_batch_command(sub: Any) -> None:
     batch.add_argument("--seed", type=int, default=0, help="the first schedule's seed (default 0)")
     batch.add_argument("--variants", type=_variants, default="gate,no-gate",
                        help="comma-separated variants (default gate,no-gate; slow-replication: the unsafe lag; "
-                            "no-wait: the gate without the activation wait, unsafe)")
+                            "no-wait: the gate without the activation or replication wait, unsafe)")
     batch.add_argument("--timescale", type=timescale_arg, default=0.1, help="time scale (default 0.1)")
     batch.add_argument("--streams", type=positive_int, default=4, help="streams to START (default 4)")
     batch.add_argument("--run-dir", type=absolute_path,

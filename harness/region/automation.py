@@ -30,6 +30,27 @@
 - After the activation wait (``fit_after_wait``): the target is read again, and the failover gives up
   (the target stays Off, the hold On) if it can no longer take the activation: the primary its check
   failing, the standby its control store not answering.  The next ``step`` decides again from there.
+- Then replication (``after_wait``, polled until it decides): the old region is Off and, its gate run
+  out, writes nothing more, but its last writes may still be on their way to the target (a gray failure
+  with replication lagging or paused: the old region's DynamoDB answers).  While the target lacks any of
+  them (what ``activation.missing`` records: the writes still coming that will replace what it holds) and
+  the old region's store answers, the move waits, as AWS's guidance for evacuating a live region of a
+  global table says (stop the writes in the old region, let replication drain, watching
+  ``ReplicationLatency`` / pending items, then start them in the new one:
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-global-table-design.prescriptive-guidance.evacuation.html).
+  Every write lacked is waited for, not only those that can matter: the operator sees only what is
+  pending, not what kind it is, and a superseded heartbeat arrives with the lag like any other write.
+  With the old region's store out (cut off, its DynamoDB down) nothing more can arrive: no wait (a
+  failover's RPO).  The wait is bounded (``limit_s``; by default ``REPLICATION_WAIT_P99S`` x the lag's
+  99th percentile): at the bound the move activates anyway and the history says what was still missing
+  (``failover.unreplicated``): RPO by choice, which the checker counts apart.  Twice the 99th percentile:
+  the old region's last write is at least the fencing margin old when the activation wait ends, so a
+  replication that lags as modelled (log-normal) exceeds the bound for about one write in 200,000; one
+  that does not drain by then is stalled (a pause, a stuck partition), and waiting on buys nothing
+  predictable.  At the timings terraform deploys (lag p99 3 s) that is 6 s on top of the 53 s the
+  takeover takes otherwise (the standby On at 50 s, then 3 s of work: ``harness.region.failover.rto_budget_s``),
+  within the 60 s RTO.  A bound of 0 is no replication wait at all (the
+  deliberately unsafe ``no-wait`` variant's): nothing recorded, what the target lacks is a finding.
 
 ``harness.region.checks`` judges the same rules over a run's history (``early_failbacks``,
 ``moves_while_unhealthy``, ``flapping_moves``).
@@ -43,6 +64,8 @@ from dataclasses import dataclass, field
 
 PRIMARY, STANDBY = "primary", "standby"
 FAILBACK_QUANTILE = 0.9  # of the replication's reports over the hysteresis window (see above)
+REPLICATION_WAIT_P99S = 2.0  # a move's replication wait at most, in 99th percentiles of the lag (see above)
+ABANDON, WAIT, ACTIVATE, UNREPLICATED = "abandon", "wait", "activate", "unreplicated"  # ``after_wait``'s answers
 Report = tuple[float, float]  # a replication report: (when, in seconds on the reports' clock; behind_ms)
 
 
@@ -120,3 +143,18 @@ def fit_after_wait(target: str, primary_healthy: bool, standby_answers: Callable
     """Whether ``target`` (``PRIMARY`` or ``STANDBY``) may still be turned On after the activation wait: the
     primary while its check passes, the standby while its control store answers."""
     return primary_healthy if target == PRIMARY else standby_answers()
+
+
+def after_wait(fit: bool, lacking: int, old_answers: Callable[[], bool], waited_s: float, limit_s: float) -> str:
+    """What a move does once its activation wait is over, asked again until it is not ``WAIT``: ``ABANDON``
+    when the target can no longer take the activation (``fit``: ``fit_after_wait``); ``WAIT`` while the
+    target lacks ``lacking`` writes of the old region that can still arrive (``old_answers``, asked only then:
+    the old region's store answers) and ``waited_s`` (since the activation wait ended) is under ``limit_s``;
+    ``UNREPLICATED`` at the limit with writes still lacking (the move activates anyway, and the history says
+    so); else ``ACTIVATE`` (nothing lacking, the old region's store out, or ``limit_s`` 0: no replication
+    wait)."""
+    if not fit:
+        return ABANDON
+    if lacking == 0 or limit_s <= 0 or not old_answers():
+        return ACTIVATE
+    return WAIT if waited_s < limit_s else UNREPLICATED

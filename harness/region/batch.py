@@ -92,7 +92,8 @@ def run_schedule(schedule: RegionSchedule, variant: Variant, run_dir: Path, pool
     spec = RegionsSpec(workers=workers, profile=variant.profile, timescale=pool.spec.timescale, run_dir=run_dir,
                        seed=schedule.seed, gate=variant.gate, automate=variant.gate,
                        clock_offsets_ms=schedule.clock_offsets_ms, lag_ms=variant.lag()[0],
-                       lag_p99_ms=variant.lag()[1], activation_wait_s=variant.activation_wait_s)
+                       lag_p99_ms=variant.lag()[1], activation_wait_s=variant.activation_wait_s,
+                       replication_wait_s=variant.replication_wait_s)
     result: dict[str, Any] = {"variant": variant.name, "seed": schedule.seed, "schedule": schedule.describe(),
                               "run_dir": str(run_dir)}
     prefix = f"{variant.name}-{schedule.seed}-"

@@ -31,7 +31,9 @@ live state.
   something that matters while the other region's DynamoDB answered (no ``STORE_FAULTS`` fault on it) is
   a finding: the activation wait was meant to let the other region's last writes arrive first, and did
   not.  With the other region's DynamoDB out its writes could not arrive (a failover's RPO, by design):
-  counted apart.  An activation with no record is a finding too (nothing says what it lacked).
+  counted apart.  So is what an activation the automation said it made unreplicated lacked (route53
+  ``failover.unreplicated`` of its generation: it waited for replication up to its bound, then chose to
+  activate; RPO by choice).  An activation with no record is a finding too (nothing says what it lacked).
 - ``lost_starts``: STARTs a router acknowledged (``event`` status 2xx: a 202 was recorded but not notified) at
   or after ``since_ms`` whose stream no worker of the region active at the end acquired after the START
   (``lease.acquire`` ok), unless a later acknowledged STOP of the stream explains it: a START acknowledged
@@ -217,10 +219,13 @@ def _open_faults(faults: pd.DataFrame, target: str, t: float) -> bool:
 
 def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
     """Each activation: ``t``, ``region`` (the run's name), ``recorded`` (its ``activation.missing`` found by
-    generation), ``other_out`` (a ``STORE_FAULTS`` fault had the other region's DynamoDB out), ``kinds``
-    (kind -> items lacked), ``tables`` (table -> {``items``, ``oldest_ms``}), ``finding``."""
+    generation), ``other_out`` (a ``STORE_FAULTS`` fault had the other region's DynamoDB out),
+    ``unreplicated`` (a ``failover.unreplicated`` of its generation), ``kinds`` (kind -> items lacked),
+    ``tables`` (table -> {``items``, ``oldest_ms``}), ``finding``."""
     names = {aws: name for name, aws in aws_regions.items()}
     records = {int(row.generation): row for row in _of(history, "activation.missing", "route53").itertuples()}
+    chosen_by = _of(history, "failover.unreplicated", "route53")
+    unreplicated = {int(g) for g in chosen_by["generation"].dropna()} if "generation" in chosen_by.columns else set()
     faults = _store_faults(history)
     state: dict[str, str] = {}
     found = []
@@ -229,8 +234,10 @@ def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[
         state[region] = str(row.state)
         if region not in names or row.state != "On" or was != "Off":
             continue
-        generation = getattr(row, "generation", None)
-        record = records.get(int(generation)) if generation is not None and not pd.isna(generation) else None
+        stamp = getattr(row, "generation", None)
+        generation = None if stamp is None or pd.isna(stamp) else int(stamp)
+        record = records.get(generation) if generation is not None else None
+        chosen = generation in unreplicated
         items: list[dict[str, Any]] = list(record.items) if record is not None else []
         other = next((name for name in aws_regions if name != names[region]), "")
         kinds: dict[str, int] = {}
@@ -243,19 +250,20 @@ def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[
         other_out = _open_faults(faults, other, float(row.t))
         matters = any(kind in MATTERS for kind in kinds)
         found.append({"t": float(row.t), "region": names[region], "recorded": record is not None,
-                      "other_out": other_out, "kinds": dict(sorted(kinds.items())), "tables": tables,
-                      "finding": record is None or (matters and not other_out)})
+                      "other_out": other_out, "unreplicated": chosen, "kinds": dict(sorted(kinds.items())),
+                      "tables": tables, "finding": record is None or (matters and not other_out and not chosen)})
     return found
 
 
 def gap_totals(gaps: list[dict[str, Any]]) -> dict[str, Any]:
     """``activation_gaps`` summed: activations, findings, and items lacked by kind, apart for those with the
-    other region's DynamoDB answering (``answering``: what matters there is a finding) and out
-    (``other_out``: a failover's RPO)."""
+    other region's DynamoDB answering (``answering``: what matters there is a finding), those the automation
+    made unreplicated (``unreplicated``: RPO by choice) and those with it out (``other_out``: a failover's
+    RPO)."""
     totals: dict[str, Any] = {"activations": len(gaps), "findings": sum(g["finding"] for g in gaps),
-                              "answering": {}, "other_out": {}}
+                              "answering": {}, "unreplicated": {}, "other_out": {}}
     for gap in gaps:
-        into = totals["other_out" if gap["other_out"] else "answering"]
+        into = totals["other_out" if gap["other_out"] else "unreplicated" if gap["unreplicated"] else "answering"]
         for kind, count in gap["kinds"].items():
             into[kind] = into.get(kind, 0) + count
     return totals

@@ -104,6 +104,9 @@ class Variant:
     # the failover's wait between the old region Off and the new one On (None: the old region's gate's
     # ``activation_wait_s``); shorter is unsafe
     activation_wait_s: float | None = None
+    # then the longest wait for replication (``RegionsSpec.replication_wait_s``; None: the default bound;
+    # 0: none, unsafe)
+    replication_wait_s: float | None = None
 
     def lag(self) -> tuple[float, float]:
         """The replication lag's median and 99th percentile at scale 1 this variant runs with."""
@@ -120,10 +123,11 @@ VARIANTS = {v.name: v for v in (
     # just before the cut is still in flight (its RPO, in messages and control writes, can be non-zero)
     Variant("slow-replication", "hardened", True, "hardened with the gate; replication lag 20 s (p99 40 s)",
             "region", lag_ms=(20_000.0, 40_000.0)),
-    # deliberately unsafe: no activation wait, so a region is turned On while the other's last writes (and
-    # its consumers, until their next gate read) are still on their way: the activation gap checker's case
-    Variant("no-wait", "hardened", True, "hardened with the gate but no activation wait (unsafe)", "region",
-            activation_wait_s=0.0),
+    # deliberately unsafe: no activation wait nor replication wait, so a region is turned On while the other's
+    # last writes (and its consumers, until their next gate read) are still on their way: the activation gap
+    # checker's case
+    Variant("no-wait", "hardened", True, "hardened with the gate but no activation or replication wait (unsafe)",
+            "region", activation_wait_s=0.0, replication_wait_s=0.0),
     # the RTO at the timings terraform deploys (``--timescale 1``): the gated outage and failback alone
     # a gray failure: Route 53 cannot reach the primary's API while its workers work on
     Variant("gray", "hardened", True, "hardened with the gate; Route 53 cannot reach the primary, its workers "
@@ -175,7 +179,7 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
     spec = RegionsSpec(workers=setup.workers, profile=variant.profile, timescale=setup.timescale,
                        run_dir=setup.run_dir, seed=setup.seed, gate=variant.gate, automate=variant.gate,
                        lag_ms=variant.lag()[0], lag_p99_ms=variant.lag()[1],
-                       activation_wait_s=variant.activation_wait_s)
+                       activation_wait_s=variant.activation_wait_s, replication_wait_s=variant.replication_wait_s)
     began = time.monotonic()
 
     def say(line: str) -> None:

@@ -10,7 +10,10 @@ variant (``harness.region.schedules.summary``), so "0 split brain" names the cas
   waited out the old region's gate (``RoutingControls.fail_over``: one failover at a time); ``failover
   abandoned``: one that gave up after its wait, its region no longer able to take the activation
   (route53 ``failover.abandoned``); ``forced failback``: the primary's On after the automation moved back
-  without waiting for replication, the standby's store out (route53 ``failback.forced``);
+  without waiting for replication, the standby's store out (route53 ``failback.forced``); ``waited for
+  replication``: a move that, after its activation wait, waited for the old region's last writes
+  (route53 ``activation.missing`` with ``waited_ms`` over 0); ``activated unreplicated``: one whose wait
+  reached its bound and activated anyway (route53 ``failover.unreplicated``);
 - ``answer flapped``: the zone's answer changed more than twice (route53 ``dns.answer``);
 - ``both unhealthy``: both regions' health checks failing at once;
 - ``start during fault``: a START a router acknowledged while a region fault ran; ``start during
@@ -32,7 +35,7 @@ REGION_FAULT_KINDS = ("replication_pause", "region_cut", "dynamodb_outage", "gra
                       "region_outage")
 
 COLUMNS = ("t", "src", "type", "kind", "target", "region", "state", "healthy", "status",
-           "clock_offsets_ms", "generation")
+           "clock_offsets_ms", "generation", "waited_ms")
 
 
 def _of(history: pd.DataFrame, kind: str, src: str | None = None) -> pd.DataFrame:
@@ -82,6 +85,10 @@ def reached(history: pd.DataFrame, primary: str, secondary: str) -> list[str]:
     abandoned = set(_of(history, "failover.abandoned", "route53")["generation"].dropna())
     if abandoned:
         names.add("failover abandoned")
+    if (_of(history, "activation.missing", "route53")["waited_ms"].fillna(0) > 0).any():
+        names.add("waited for replication")
+    if not _of(history, "failover.unreplicated", "route53").empty:
+        names.add("activated unreplicated")
     forced = _of(history, "failback.forced", "route53")["t"]
     if not forced.empty and (gates[(gates["region"] == primary) & (gates["state"] == "On")]["t"] > forced.min()).any():
         names.add("forced failback")

@@ -16,10 +16,12 @@ the harness (``route53``).
   gives up if it can no longer take it), by itself with ``automate``: the operator's automation
   (``harness.region.automation``), on the primary's health check alone while the standby's DynamoDB
   answers (``store_answers``), back through ``Failback``, or without waiting for replication while the
-  standby's DynamoDB does not answer (``failback.forced``); at each activation, what the activated region
-  lacks of the other's writes goes to the history (``activation.missing``), and after it the activated
-  region's router re-applies its control journal (``fleet.router.reapply_journal``), as the automation
-  would invoke it.
+  standby's DynamoDB does not answer (``failback.forced``); after the activation wait, a move waits for what
+  the new region lacks of the old one's writes while the old one's DynamoDB answers, up to a bound
+  (``after_wait``; at the bound it activates and says so: ``failover.unreplicated``); at each activation,
+  what the activated region lacks of the other's writes goes to the history (``activation.missing``), and
+  after it the activated region's router re-applies its control journal (``fleet.router.reapply_journal``),
+  as the automation would invoke it.
 - ``unreachable``: regions Route 53's health checkers cannot reach (a gray failure: the region's API is
   unreachable from outside while its workers keep their upstream and DynamoDB); toggled, a flapping check.
 - ``outage(region)`` cuts a region off (the fault): its router stops answering (SIGSTOP: connections open,
@@ -65,7 +67,18 @@ from harness.cluster import (
 )
 from harness.http_client import HttpError, request
 from harness.processes import Child, Started, start_thread
-from harness.region.automation import PRIMARY, STANDBY, Automation, Failback, fit_after_wait
+from harness.region.automation import (
+    ABANDON,
+    PRIMARY,
+    REPLICATION_WAIT_P99S,
+    STANDBY,
+    UNREPLICATED,
+    WAIT,
+    Automation,
+    Failback,
+    after_wait,
+    fit_after_wait,
+)
 from harness.region.global_tables import STATS_EVERY_S, GlobalTables
 from harness.region.replication import LagModel
 from harness.region.route53 import (
@@ -116,6 +129,16 @@ class RegionsSpec:
     # the failover's wait between the old region Off and the new one On, in seconds at the run's scale
     # (None: the old region's ``activation_wait_s``; shorter is unsafe, a deliberately unsafe variant's)
     activation_wait_s: float | None = None
+    # after it, the longest wait for the old region's last writes to reach the new one while its DynamoDB
+    # answers, in seconds at the run's scale (``harness.region.automation.after_wait``; None:
+    # ``REPLICATION_WAIT_P99S`` x the lag's 99th percentile; 0: no replication wait, a deliberately unsafe
+    # variant's)
+    replication_wait_s: float | None = None
+
+    def replication_limit_s(self) -> float:
+        """The replication wait's bound at the run's scale."""
+        return REPLICATION_WAIT_P99S * self.lag_p99_ms / 1000.0 * self.timescale \
+            if self.replication_wait_s is None else self.replication_wait_s
 
 
 class RegionsPool(Started):
@@ -291,24 +314,39 @@ class TwoRegions(Started):
                 cluster.toxiproxy.update_proxy(handle.proxies[service], enabled=False)
 
     def fail_over(self, old: str, new: str) -> str:
-        """With the gate: ``old`` Off, the activation wait of ``old``'s settings (or the spec's), ``new`` On,
-        unless a later failover began meanwhile or ``new`` can no longer take the activation
-        (``fit_after_wait``; the failover then gives up): ``RoutingControls.fail_over``'s outcome.  At the
-        instant ``new`` turns On, what its tables lack of the other region's writes goes to the history
-        (``activation.missing`` {region, generation, other, items}: ``GlobalTables.missing``)."""
-        assert self.controls is not None
-        primary = next(iter(AWS_REGIONS))
+        """With the gate: ``old`` Off, the activation wait of ``old``'s settings (or the spec's), then, while
+        ``new`` lacks writes of ``old`` and ``old``'s DynamoDB answers, the wait for replication (bounded:
+        ``after_wait``), ``new`` On, unless a later failover began meanwhile or ``new`` can no longer take
+        the activation (``fit_after_wait``; the failover then gives up): ``RoutingControls.fail_over``'s
+        outcome.  At the instant ``new`` turns On, what its tables lack of the other region's writes goes to
+        the history (``activation.missing`` {region, generation, other, items, waited_ms: the replication
+        wait}: ``GlobalTables.missing``), after ``failover.unreplicated`` {region, generation, other,
+        waited_ms, items: what was lacking at the bound} when the wait reached its bound."""
+        assert self.controls is not None and self.tables is not None
+        tables, primary = self.tables, next(iter(AWS_REGIONS))
         role = PRIMARY if new == primary else STANDBY
+        waited: dict[str, Any] = {}  # from when the activation wait ended (the first ``ready``); at the bound
 
-        def ready() -> bool:
+        def ready() -> bool | None:
+            now_s = time.monotonic()
+            since_s = waited.setdefault("since_s", now_s)
             with self._lock:
                 primary_healthy = self.checks[primary].healthy
-            return fit_after_wait(role, primary_healthy, lambda: self.store_answers(new))
+            lacking = tables.missing(new)
+            decision = after_wait(fit_after_wait(role, primary_healthy, lambda: self.store_answers(new)),
+                                  len(lacking), lambda: self.store_answers(old), now_s - since_s,
+                                  self.spec.replication_limit_s())
+            waited["ms"] = round((now_s - since_s) * 1000.0, 1)
+            if decision == UNREPLICATED:
+                waited["lacking"] = lacking
+            return None if decision == WAIT else decision != ABANDON
 
         def activated(generation: int) -> None:
-            assert self.tables is not None
+            if "lacking" in waited:
+                self.route53.emit("failover.unreplicated", region=AWS_REGIONS[new], generation=generation,
+                                  other=AWS_REGIONS[old], waited_ms=waited["ms"], items=waited["lacking"])
             self.route53.emit("activation.missing", region=AWS_REGIONS[new], generation=generation,
-                              other=AWS_REGIONS[old], items=self.tables.missing(new))
+                              other=AWS_REGIONS[old], items=tables.missing(new), waited_ms=waited.get("ms"))
 
         wait_s = activation_wait_s(self.clusters[old].config) if self.spec.activation_wait_s is None \
             else self.spec.activation_wait_s

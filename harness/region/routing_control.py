@@ -17,9 +17,10 @@ worker and router there has then stopped, whether it read the Off or could not r
 write has landed), then the new region On and the hold Off.  Failovers are serialised: each takes the next
 generation when it turns the old region Off, and turns the new one On only if no later failover has begun
 meanwhile (a later change supersedes one still waiting), so two that overlap (a flapping health check, both
-regions unhealthy, an operator racing the automation) never leave two regions On; and only if the new
-region, read again after the wait, can still take the activation (else the failover gives up, the hold
-On).  Each change goes to the history
+regions unhealthy, an operator racing the automation) never leave two regions On; and only once the new
+region, read again after the wait (``ready``, asked every ``READY_EVERY_S`` while it says not yet: the
+automation's wait for replication, ``harness.region.automation.after_wait``), can take the activation
+(if it no longer can, the failover gives up, the hold On).  Each change goes to the history
 (``gate.state`` {region, state, generation}, src ``route53``).  It stands outside every region: a region's
 outage does not reach it.
 """
@@ -48,6 +49,7 @@ TARGET = "ToggleCustomerAPI.GetRoutingControlState"
 CLUSTER_REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "ap-southeast-2")
 CONTROL_PANEL = "arn:aws:route53-recovery-control::000000000000:controlpanel/wsfleet"
 HOLD = "failover-hold"  # the control On while a failover is in progress
+READY_EVERY_S = 0.05  # a failover's polling of its target after the wait (replication has no signal to wait on)
 
 
 class SafetyRuleViolation(ValueError):
@@ -141,12 +143,13 @@ class RoutingControls:
         for control, state in changes.items():
             self.emit("gate.state", region=control, state=state, generation=self.generation)
 
-    def fail_over(self, old: str, new: str, wait_s: float, ready: Callable[[], bool] = lambda: True,
+    def fail_over(self, old: str, new: str, wait_s: float, ready: Callable[[], bool | None] = lambda: True,
                   activated: Callable[[int], object] = lambda generation: None) -> str:
         """``old`` Off and the hold On; ``wait_s`` later (``activation_wait_s`` of ``old``'s settings: nothing
-        of ``old`` consumes or writes any more), ``new`` On and the hold Off, unless a later failover began
-        meanwhile (``"superseded"``) or ``new``, read again (``ready``), can no longer take the activation
-        (``"abandoned"``: it stays Off, the hold On, and ``failover.abandoned`` {region, generation} goes to
+        of ``old`` consumes or writes any more), ``new`` On and the hold Off once ``new``, read again
+        (``ready``: None is not yet, asked again ``READY_EVERY_S`` later), can take the activation, unless a
+        later failover began meanwhile (``"superseded"``) or it no longer can (``ready`` False:
+        ``"abandoned"``: it stays Off, the hold On, and ``failover.abandoned`` {region, generation} goes to
         the history).  ``"activated"`` when this one turned ``new`` On; ``activated`` is called with its
         generation at that instant, before any other change or read of the controls (what the new region
         holds then is what it starts from)."""
@@ -155,7 +158,11 @@ class RoutingControls:
             mine = self.generation
             self._set({old: OFF, HOLD: ON})
         time.sleep(wait_s)  # the old region's gate must run out: a duration, not a synchronisation
-        fit = ready()  # outside the lock: it may ask the target over the network
+        while (fit := ready()) is None:  # outside the lock: it may ask the regions over the network
+            with self.lock:
+                if self.generation != mine:
+                    return "superseded"
+            time.sleep(READY_EVERY_S)
         with self.lock:
             if self.generation != mine:
                 return "superseded"  # the later failover decides

@@ -134,7 +134,8 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     and STOPs acknowledged just before the cut missing in the standby at its takeover, those beyond the
     replication lag at the cut, and those still reverted at the end; what the activated regions lacked of
     the other's writes at their activations, by kind (``missing_at_activation``: ``answering`` with the other
-    region's DynamoDB answering, ``other_out`` with it out; ``harness.region.checks.gap_totals``); what the
+    region's DynamoDB answering, ``unreplicated`` where the automation's replication wait reached its bound,
+    ``other_out`` with it out; ``harness.region.checks.gap_totals``); what the
     judged runs reached (``harness.region.reached``: fault kinds, transitions, interleavings), each the
     number of runs; and the mean wall and CPU seconds of a run."""
     totals: dict[str, dict[str, Any]] = {}
@@ -144,7 +145,8 @@ def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                                       "activation_findings": 0, "unjudged": 0,
                                                       "control_missing_at_cut": 0, "control_beyond_lag": 0,
                                                       "control_reverted_at_end": 0, "reached": {},
-                                                      "missing_at_activation": {"answering": {}, "other_out": {}},
+                                                      "missing_at_activation": {"answering": {}, "unreplicated": {},
+                                                                                "other_out": {}},
                                                       "wall_s": 0.0, "cpu_s": 0.0})
         total["runs"] += 1
         total["wall_s"] += result.get("wall_s", 0.0)

@@ -9,7 +9,8 @@ side by side, in the report's two renderings (``report.html``, ``report.md``).
   and the data: the RPO (writes in flight at the cut; sequences re-delivered) and the sequences lost;
 - what each activated region lacked of the other's writes at its activation, by kind, per variant
   (``harness.region.checks.gap_totals``): with the other region's DynamoDB answering (a write that matters
-  there is a finding) and with it out (a failover's RPO).
+  there is a finding), after the automation's replication wait reached its bound (RPO by choice) and with
+  it out (a failover's RPO).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def region_document(results: list[dict[str, Any]]) -> Document:
                       "activation wait should have let them arrive: a lease of a higher epoch, a desired state, a "
                       "checkpoint, a log item or a journal item lacked then is a finding; a write of the same lease "
                       "or a worker's liveness is a superseded heartbeat.  With the other region out, what it had "
-                      "not replicated could not arrive: a failover's RPO, counted apart."),
+                      "not replicated could not arrive: a failover's RPO, counted apart; so is what an activation "
+                      "lacked once the automation's wait for replication reached its bound (RPO by choice)."),
             Table("missing at activation", _gaps(gaps))]))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Document("wsfleet region failover", sections, [],
@@ -129,6 +131,7 @@ def _gaps(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([{"variant": r["variant"], "activations": r["activation_gaps"]["activations"],
                           "findings": r["activation_gaps"]["findings"],
                           "lacked_other_answering": kinds(r["activation_gaps"]["answering"]),
+                          "lacked_unreplicated": kinds(r["activation_gaps"].get("unreplicated", {})),
                           "lacked_other_out": kinds(r["activation_gaps"]["other_out"])} for r in results])
 
 

@@ -2,11 +2,27 @@
 primary's check has passed for the whole hysteresis (a break restarts the wait) and the 90th percentile of
 replication's reports over that window is within the lag's 99th percentile (one write in the tail does not
 hold it back, a backlog does); the automation fails over on the primary's health, and back without waiting
-for replication when the standby's store is out."""
+for replication when the standby's store is out; after its activation wait a move waits for what the target
+lacks of the old region's writes while they can still arrive, up to a bound."""
 
 from __future__ import annotations
 
-from harness.region.automation import FAILBACK_QUANTILE, PRIMARY, STANDBY, Automation, Failback, fit_after_wait
+from collections.abc import Callable
+
+from harness.region.automation import (
+    ABANDON,
+    ACTIVATE,
+    FAILBACK_QUANTILE,
+    PRIMARY,
+    REPLICATION_WAIT_P99S,
+    STANDBY,
+    UNREPLICATED,
+    WAIT,
+    Automation,
+    Failback,
+    after_wait,
+    fit_after_wait,
+)
 
 
 def every_tenth(start: float, end: float, behind_ms: float) -> list[tuple[float, float]]:
@@ -162,3 +178,37 @@ def test_the_standby_out_before_the_primary_failed_again_counts_only_from_the_pr
     assert again.step(2.0, primary_healthy=False, reports=[(2.0, 4_000.0)], standby_answers=lambda: False) is None
     assert again.step(9.0, primary_healthy=True, reports=[(9.0, 4_000.0)], standby_answers=lambda: False) is None
     assert again.step(11.0, primary_healthy=True, reports=[(11.0, 4_000.0)], standby_answers=lambda: False) == PRIMARY
+
+
+def test_a_gray_failover_with_writes_pending_is_not_activated_until_they_land() -> None:
+    """A gray failure with replication lagging: the primary Off, its activation wait over, its DynamoDB
+    answering, and the standby still lacking its last writes.  The failover waits for them (AWS's evacuation
+    of a region: stop its writes, let replication drain, then switch) and turns the standby On once nothing
+    is lacking; the primary's store is not even asked once nothing is."""
+    asked: list[float] = []
+
+    def primary_answers(t: float) -> Callable[[], bool]:
+        return lambda: asked.append(t) or True
+
+    assert [after_wait(True, lacking, primary_answers(t), waited_s=t, limit_s=0.6)
+            for t, lacking in ((0.0, 5), (0.2, 2), (0.4, 0))] == [WAIT, WAIT, ACTIVATE]
+    assert asked == [0.0, 0.2]
+    assert REPLICATION_WAIT_P99S == 2.0
+
+
+def test_a_failover_whose_old_regions_store_is_out_activates_at_once() -> None:
+    """The primary cut off or its DynamoDB out: what it had not replicated cannot arrive, so nothing is
+    waited for (a failover's RPO, as before); a target that can no longer take the activation is given up,
+    whatever is lacking."""
+    assert after_wait(True, 7, lambda: False, waited_s=0.0, limit_s=0.6) == ACTIVATE
+    assert after_wait(False, 7, lambda: True, waited_s=0.0, limit_s=0.6) == ABANDON
+    assert after_wait(False, 0, lambda: True, waited_s=0.0, limit_s=0.6) == ABANDON
+
+
+def test_a_failover_whose_replication_wait_reaches_its_bound_activates_and_says_so() -> None:
+    """A replication pause under a gray failure: what is lacking never lands.  At the bound the failover
+    activates anyway, saying it is unreplicated (RPO by choice, which the history records); a bound of 0
+    is no replication wait at all (the unsafe no-wait variant's): it activates without a word."""
+    assert after_wait(True, 3, lambda: True, waited_s=0.59, limit_s=0.6) == WAIT
+    assert after_wait(True, 3, lambda: True, waited_s=0.6, limit_s=0.6) == UNREPLICATED
+    assert after_wait(True, 3, lambda: True, waited_s=0.0, limit_s=0.0) == ACTIVATE

@@ -209,7 +209,7 @@ def test_an_activation_that_lacked_a_write_that_matters_while_the_other_region_a
                lacked("east-worker-1", {"pk": "east-worker-1"}, {"pk": "east-worker-1", "expires_at_ms": 1})]
     gray = history(fault(500, "start", "gray_failure", "east"), *moves, missing(1_100, matters))
     [gap] = activation_gaps(gray, REGIONS)
-    assert gap == {"t": 1_100, "region": "west", "recorded": True, "other_out": False,
+    assert gap == {"t": 1_100, "region": "west", "recorded": True, "other_out": False, "unreplicated": False,
                    "kinds": {"lease_epoch": 1, "liveness": 1, "log": 1},
                    "tables": {"wsfleet-messages": {"items": 1, "oldest_ms": 95.0},
                               "wsfleet-connections": {"items": 2, "oldest_ms": 80.0}}, "finding": True}
@@ -217,7 +217,7 @@ def test_an_activation_that_lacked_a_write_that_matters_while_the_other_region_a
     assert [g["finding"] for g in activation_gaps(heartbeats, REGIONS)] == [False]
     cut = history(fault(500, "start", "region_cut", "east"), *moves, missing(1_100, matters))
     assert gap_totals(activation_gaps(cut, REGIONS)) == {
-        "activations": 1, "findings": 0, "answering": {},
+        "activations": 1, "findings": 0, "answering": {}, "unreplicated": {},
         "other_out": {"lease_epoch": 1, "liveness": 1, "log": 1}}
     unrecorded = history(*moves)
     assert [(g["recorded"], g["finding"]) for g in activation_gaps(unrecorded, REGIONS)] == [(False, True)]
@@ -244,3 +244,34 @@ def test_one_report_in_the_lags_tail_among_many_within_it_is_not_early_a_tenth_o
     assert judged({18_100, 18_200, 18_300}) == [{"t": 22_030, "reports": 20, "max_behind_ms": 350.0}]
     # reports after the decision (before its Off) are not what it decided on
     assert judged({19_000}, stats(20_020, 3, 4_000.0), stats(20_025, 3, 4_000.0)) == []
+
+
+def test_an_activation_the_automation_made_unreplicated_counts_what_it_lacked_apart_not_as_a_finding() -> None:
+    """A gray failure under a replication pause: the failover waited for the primary's last writes up to its
+    bound, then activated the standby without them and said so (``failover.unreplicated``, its generation):
+    RPO by choice, counted apart.  The same activation with the record of another failover (an earlier
+    generation's) is a finding, as is one with none."""
+    def move(t: float, region: str, state: str, generation: int) -> dict[str, Any]:
+        return {**control(t, region, state), "generation": generation}
+
+    def event(kind: str, t: float, generation: int, **fields: Any) -> dict[str, Any]:
+        return {"t": t, "src": "route53", "type": kind, "region": "us-west-2", "generation": generation, **fields}
+
+    items = [lacked("CONN#a", None, {"pk": "CONN#a", "seq": 9}, sk=3, age_ms=900.0),
+             lacked("CONN#a", LEASE, {**LEASE, "epoch": 5}, age_ms=850.0)]
+    moves = [move(0, "us-east-1", "On", 1), move(0, "us-west-2", "Off", 1), move(1_000, "us-east-1", "Off", 2),
+             move(1_000, "failover-hold", "On", 2), move(3_600, "us-west-2", "On", 2)]
+    lacking = event("activation.missing", 3_600, 2, other="us-east-1", items=items)
+
+    def gaps(generation: int) -> list[dict[str, Any]]:
+        return activation_gaps(history(fault(500, "start", "gray_failure", "east"), *moves,
+                                       event("failover.unreplicated", 3_600, generation, waited_ms=600.0,
+                                             items=items), lacking), REGIONS)
+
+    [gap] = gaps(2)
+    assert (gap["unreplicated"], gap["finding"], gap["kinds"]) == (True, False, {"lease_epoch": 1, "log": 1})
+    assert gap_totals([gap]) == {"activations": 1, "findings": 0, "answering": {},
+                                 "unreplicated": {"lease_epoch": 1, "log": 1}, "other_out": {}}
+    [other] = gaps(1)
+    assert (other["unreplicated"], other["finding"]) == (False, True)
+    assert gap_totals([other])["answering"] == {"lease_epoch": 1, "log": 1}

@@ -118,3 +118,18 @@ def test_a_failback_the_automation_forced_with_the_standby_out_is_named_once_the
     assert "forced failback" in names(*INITIAL, *FAILOVER, forced, *FAILBACK)
     assert "forced failback" not in names(*INITIAL, *FAILOVER, *FAILBACK)  # a failback by replication
     assert "forced failback" not in names(*INITIAL, *FAILOVER, forced)  # decided, the primary not On yet
+
+
+def test_a_move_that_waited_for_replication_and_one_that_reached_its_bound_are_named() -> None:
+    """After its activation wait a move waited for the old region's last writes (``activation.missing``'s
+    ``waited_ms``), or reached its bound and activated unreplicated (``failover.unreplicated``)."""
+    def lacking(waited_ms: float | None) -> dict[str, Any]:
+        return {"t": 200, "src": "route53", "type": "activation.missing", "region": "us-west-2", "generation": 1,
+                "items": [], "waited_ms": waited_ms}
+
+    unreplicated = {"t": 200, "src": "route53", "type": "failover.unreplicated", "region": "us-west-2",
+                    "generation": 1, "waited_ms": 600.0, "items": []}
+    assert names(*INITIAL, *FAILOVER, lacking(150.0)) == ["failover", "waited for replication"]
+    assert names(*INITIAL, *FAILOVER, unreplicated, lacking(600.0)) == [
+        "activated unreplicated", "failover", "waited for replication"]
+    assert names(*INITIAL, *FAILOVER, lacking(0.0)) == names(*INITIAL, *FAILOVER, lacking(None)) == ["failover"]

@@ -1,5 +1,5 @@
 """Tests of harness.region.routing_control: failovers are serialised, so two that overlap never leave both
-regions On; a later change supersedes one still waiting."""
+regions On; a later change supersedes one still waiting (for its wait, or for its target after it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fleet.region_gate import OFF, ON
-from harness.region.routing_control import HOLD, RoutingControls, SafetyRuleViolation
+from harness.region.routing_control import HOLD, READY_EVERY_S, RoutingControls, SafetyRuleViolation
 
 EAST, WEST = "us-east-1", "us-west-2"
 
@@ -144,3 +144,51 @@ def test_the_activation_is_told_at_the_instant_the_new_region_turns_on_and_only_
     assert told == []
     assert authority.fail_over(WEST, EAST, 1.0, activated=activated) == "activated"
     assert told == [(2, {EAST: ON, WEST: OFF, HOLD: OFF})]
+
+
+def test_after_its_wait_a_failover_asks_its_target_again_until_it_may_turn_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ready`` not yet (None: the target still lacks the old region's writes) keeps both regions Off and
+    the hold On, asking again every ``READY_EVERY_S``; once it says yes the target turns On."""
+    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None, {})
+    asked = _scripted_waits(monkeypatch, {"F": lambda: None})
+    seen: list[dict[str, str]] = []
+    answers = iter([None, None, True])
+
+    def ready() -> bool | None:
+        seen.append(regions(authority))
+        return next(answers)
+
+    outcome: list[str] = []
+    change = threading.Thread(target=lambda: outcome.append(authority.fail_over(EAST, WEST, 2.0, ready)), name="F")
+    change.start()
+    change.join(10)
+    assert outcome == ["activated"]
+    assert asked == [2.0, READY_EVERY_S, READY_EVERY_S]
+    assert seen == [{EAST: OFF, WEST: OFF}] * 3
+    assert authority.states == {EAST: OFF, WEST: ON, HOLD: OFF}
+
+
+def test_a_failover_waiting_for_its_target_is_superseded_by_a_later_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While A waits for its target (replication not drained), B moves the activation back: A stops asking
+    and turns nothing On."""
+    authority = RoutingControls([EAST, WEST], EAST, lambda *_, **__: None, {})
+    polls: list[int] = []
+
+    def a_waits() -> None:
+        polls.append(len(polls))
+        if len(polls) == 2:  # A's first poll: B runs to its end meanwhile
+            b = threading.Thread(target=authority.fail_over, args=(WEST, EAST, 1.0), name="B")
+            b.start()
+            b.join(10)
+
+    _scripted_waits(monkeypatch, {"A": a_waits, "B": lambda: None})
+    asked_a: list[None] = []
+    outcome: list[str] = []
+    a = threading.Thread(target=lambda: outcome.append(authority.fail_over(
+        EAST, WEST, 1.0, lambda: asked_a.append(None))), name="A")
+    a.start()
+    a.join(10)
+    assert outcome == ["superseded"]
+    assert len(asked_a) == 2 and len(polls) == 2
+    assert authority.states == {EAST: ON, WEST: OFF, HOLD: OFF}

@@ -110,12 +110,14 @@ def test_tables_and_files(tmp_path: Path) -> None:
 
 def test_what_each_activated_region_lacked_is_tabled_per_variant() -> None:
     lacking = {**gated(), "activation_gaps": {"activations": 2, "findings": 0, "answering": {"liveness": 2},
+                                              "unreplicated": {"checkpoint": 1},
                                               "other_out": {"log": 3, "lease_epoch": 1}}}
     unsafe = {**gated(), "variant": "no-wait",
               "activation_gaps": {"activations": 2, "findings": 1, "answering": {"log": 2}, "other_out": {}}}
     document = region_document([lacking, unsafe, ungated()])
     tables = {b.title: b.frame for s in document.sections for b in s.blocks if isinstance(b, Table)}
     assert tables["missing at activation"].values.tolist() == [
-        ["gate", 2, 0, "liveness 2", "log 3, lease_epoch 1"], ["no-wait", 2, 1, "log 2", "none"]]
+        ["gate", 2, 0, "liveness 2", "checkpoint 1", "log 3, lease_epoch 1"],
+        ["no-wait", 2, 1, "log 2", "none", "none"]]
     assert "missing at activation" not in {b.title for s in region_document([gated()]).sections for b in s.blocks
                                            if isinstance(b, Table)}
