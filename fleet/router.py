@@ -22,13 +22,13 @@ Writes are the profile's rules (``fleet.lease``: ``start_connection``, ``stop_co
 ``mark_undrained``):
 ``blog`` / ``unsafe`` START overwrites the item (the published flaw, kept on purpose); ``hardened`` START
 updates desired state and URL and initialises the lease fields only where absent, so a repeated START never
-clobbers a live lease. STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on an
-existing item (404 otherwise). Errors: backend unavailable -> 503, any other store error -> 502. When the
+clobbers a live lease.  STOP (every profile) sets STOPPED and, unless already stopped, ``stopped_at_ms`` on an
+existing item (404 otherwise).  Errors: backend unavailable -> 503, any other store error -> 502.  When the
 table write succeeded but the notification (or the hardened STOP mailbox post) did not, the event is accepted,
 not failed: 202 with ``notified: false`` and a note saying the desired state *was* recorded, which the fleet's
 reconcile and its owners' desired-state checks find within their interval, so nothing needs repeating
-(repeating is still safe: START and STOP are idempotent). A 5xx would tell a client its event may not have
-happened, and in a storm its repeats would add load to a backend that is already behind. With a region gate
+(repeating is still safe: START and STOP are idempotent).  A 5xx would tell a client its event may not have
+happened, and in a storm its repeats would add load to a backend that is already behind.  With a region gate
 (``region_gate_url``), a router whose region is not the active one (its routing control Off, or unreadable for
 longer than the gate's lease: ``fleet.region_gate``) writes nothing and answers 503 naming its region: its
 table is a replica the active region's conditions cannot see, so a write there could be reverted by
