@@ -45,7 +45,7 @@ from fleet.region_gate import ON
 from harness.cluster import ClusterError
 from harness.history import read_history
 from harness.processes import start_thread
-from harness.region.checks import activation_gaps, gap_totals, lost_starts
+from harness.region.checks import lost_starts
 from harness.region.failover import (
     LATE_STREAMS,
     FailoverError,
@@ -55,6 +55,7 @@ from harness.region.failover import (
     _stored,
     _wait,
     activation_checks,
+    activation_gap_totals,
     cross_region_overlaps,
     router_events,
 )
@@ -235,13 +236,13 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     history = read_history(spec.run_dir)
     overlaps = cross_region_overlaps(regions, since_ms=0.0, ids=started)
     dropped = [{start["pk"] for start in lost_starts(history, began_ms, region)} for region in AWS_REGIONS]
+    gaps = activation_gap_totals(history)
     return {"split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "lost_messages": lost, "lost_control_writes": len(set.intersection(*dropped)),
             "control_at_cut": _control_at_cut(regions, cut),
             "failover_starts": {"aimed": len(aims), "in_failover": sum(aim["in_failover"] for aim in aims),
                                 "acknowledged": sum(aim["acknowledged"] for aim in aims)},
-            "activation": activation_checks(history, spec),
-            "activation_gaps": gap_totals(activation_gaps(history, AWS_REGIONS)), "streams": len(started),
+            "activation": activation_checks(history, spec, gaps), "activation_gaps": gaps, "streams": len(started),
             "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
 
 

@@ -96,6 +96,14 @@ def _store_faults(history: pd.DataFrame) -> pd.DataFrame:
     return faults[faults["kind"].isin(STORE_FAULTS)] if not faults.empty else faults
 
 
+def _open_faults(faults: pd.DataFrame, target: str, t: float) -> bool:
+    """Whether a fault of ``faults`` on ``target`` had started and not stopped by ``t``."""
+    if faults.empty:
+        return False
+    before = faults[(faults["target"] == target) & (faults["t"] <= t)]
+    return bool((before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum())
+
+
 def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
     """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first."""
     names = {aws: name for name, aws in aws_regions.items()}
@@ -126,7 +134,6 @@ def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
     before it and change nothing decided)."""
     stats = _of(history, "replication.stats", "replication")
     faults = _store_faults(history)
-    faults = faults[faults["target"] == standby] if not faults.empty else faults
     rows = _of(history, "gate.state", "route53")
     began = rows.groupby("generation")["t"].min().to_dict() if "generation" in rows.columns else {}
     decisions = pd.concat([_of(history, "failback.ready", "route53"), _of(history, "failback.forced", "route53")])
@@ -147,8 +154,7 @@ def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,
             last = made.sort_values("t", kind="stable").iloc[-1]
             stamp = last.get("decided_ms")
             decided = float(last["t"]) if stamp is None or pd.isna(stamp) else float(stamp)
-        before = faults[faults["t"] <= decided] if not faults.empty else faults
-        if (before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum():
+        if _open_faults(faults, standby, decided):
             continue  # the standby's store out: nothing it wrote could be delivered before it returned
         window = stats[(stats["t"] >= decided - hysteresis_ms) & (stats["t"] <= decided)] if not stats.empty else stats
         behind = window["behind_ms"].dropna() if "behind_ms" in window.columns else pd.Series(dtype=float)
@@ -209,14 +215,6 @@ def missing_kind(item: dict[str, Any]) -> str:
     return "same_lease"
 
 
-def _open_faults(faults: pd.DataFrame, target: str, t: float) -> bool:
-    """Whether a fault of ``faults`` on ``target`` had started and not stopped by ``t``."""
-    if faults.empty:
-        return False
-    before = faults[(faults["target"] == target) & (faults["t"] <= t)]
-    return bool((before["type"] == "fault.start").sum() > (before["type"] == "fault.stop").sum())
-
-
 def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
     """Each activation: ``t``, ``region`` (the run's name), ``recorded`` (its ``activation.missing`` found by
     generation), ``other_out`` (a ``STORE_FAULTS`` fault had the other region's DynamoDB out),
@@ -243,7 +241,8 @@ def activation_gaps(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[
         kinds: dict[str, int] = {}
         tables: dict[str, dict[str, Any]] = {}
         for item in items:
-            kinds[missing_kind(item)] = kinds.get(missing_kind(item), 0) + 1
+            kind = missing_kind(item)
+            kinds[kind] = kinds.get(kind, 0) + 1
             table = tables.setdefault(str(item["table"]), {"items": 0, "oldest_ms": 0.0})
             table["items"] += 1
             table["oldest_ms"] = max(table["oldest_ms"], float(item["age_ms"]))

@@ -212,8 +212,8 @@ def run_region_failover(setup: FailoverSetup, progress: Progress = lambda line: 
             result["outage"] = _outage(regions, ids, patience_s, say, variant.outage, f"{variant.name}-")
         result["conflicts"] = tables.stats()["conflicts"]
         history = read_history(setup.run_dir)
-        result["activation"] = activation_checks(history, spec)
-        result["activation_gaps"] = gap_totals(activation_gaps(history, AWS_REGIONS))
+        result["activation_gaps"] = activation_gap_totals(history)
+        result["activation"] = activation_checks(history, spec, result["activation_gaps"])
     _write_result(setup.run_dir, result)
     return result
 
@@ -304,18 +304,24 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}
 
 
-def activation_checks(history: pd.DataFrame, spec: RegionsSpec) -> dict[str, int]:
+def activation_checks(history: pd.DataFrame, spec: RegionsSpec, gaps: dict[str, Any]) -> dict[str, int]:
     """What the activation's checkers (``harness.region.checks``) found over the whole run, counted: spans
     with two regions On, failbacks before replication caught up for the hysteresis, activations of a region
     whose check failed, activations closer than the hysteresis, activations that lacked a write of the other
-    region that matters while its DynamoDB answered (``gap_totals`` says what they lacked)."""
+    region that matters while its DynamoDB answered (``gaps``: the run's ``activation_gap_totals``, which say
+    what they lacked)."""
     hysteresis_ms = spec.failback_hysteresis_s * spec.timescale * 1000.0
     return {"both_on": len(activation_overlaps(history, time.time() * 1000.0)),
-            "missing_writes": gap_totals(activation_gaps(history, AWS_REGIONS))["findings"],
+            "missing_writes": gaps["findings"],
             "early_failbacks": len(early_failbacks(history, AWS_REGIONS["east"], spec.lag_p99_ms * spec.timescale,
                                                    hysteresis_ms, standby="west", quantile=FAILBACK_QUANTILE)),
             "activated_unhealthy": len(moves_while_unhealthy(history, AWS_REGIONS)),
             "flapping": len(flapping_moves(history, hysteresis_ms))}
+
+
+def activation_gap_totals(history: pd.DataFrame) -> dict[str, Any]:
+    """What each activation of the run lacked of the other region's writes, summed (``gap_totals``)."""
+    return gap_totals(activation_gaps(history, AWS_REGIONS))
 
 
 def cross_region_overlaps(regions: TwoRegions, since_ms: float,

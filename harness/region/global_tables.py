@@ -38,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from harness.backends.base import ENDPOINT_ENV_VARS, LOCAL_CREDENTIALS
 from harness.backends.resources import client
+from harness.message_log import from_low_level
 from harness.region.change_feed import ChangeFeedProxy
 from harness.region.replication import Delivery, LagModel, Replication
 
@@ -50,18 +51,11 @@ Emit = Callable[..., Any]  # HistoryWriter.emit
 
 
 def scalars(image: Mapping[str, Any]) -> dict[str, Any]:
-    """The string, number and boolean attributes of a low-level DynamoDB item, plain (numbers as int or
-    float); lists, maps, sets and binaries left out."""
-    plain: dict[str, Any] = {}
-    for name, value in image.items():
-        if "S" in value:
-            plain[name] = value["S"]
-        elif "N" in value:
-            text = value["N"]
-            plain[name] = int(text) if text.lstrip("-").isdigit() else float(text)
-        elif "BOOL" in value:
-            plain[name] = value["BOOL"]
-    return plain
+    """The string, number and boolean attributes of a low-level DynamoDB item, plain (the one reader of
+    low-level items, ``harness.message_log.from_low_level``: numbers as int or float); lists, maps, sets,
+    binaries and nulls left out."""
+    return {name: value for name, value in from_low_level(image).items()
+            if isinstance(value, str | int | float | bool)}
 
 
 def key_name(key: Mapping[str, Any]) -> Hashable:
