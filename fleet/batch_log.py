@@ -4,9 +4,10 @@ Each stream's stored messages form a log in the messages table: key (``pk``, ``s
 ``b`` = 1, 2, 3 ... dense per stream).  Every item (``LogItem``) carries ``kind`` (``batch`` or ``mark``),
 ``epoch``, ``worker``, ``gen`` (the writer's incarnation), ``take`` (its take-up, ``Writer``), ``seq_from``,
 ``seq_to`` and ``written_ms`` (the writer's wall clock as it builds the request).  A batch holds the
-consecutive sequences ``seq_from .. seq_to`` in ``msgs``, a list of maps {``seq``, ``ts_ms`` (the
-upstream's emission time), ``data``}; a mark holds none (``seq_from`` = ``seq_to`` + 1, ``seq_to`` the
-last sequence already stored).
+consecutive sequences ``seq_from .. seq_to`` in ``msgs``, one string: JSON text of an array of
+``[seq, ts_ms, data]`` arrays (``ts_ms`` the upstream's emission time), UTF-8 as it is, so the SDK
+serialises one value per batch instead of a map per message; a mark holds none (``seq_from`` = ``seq_to``
++ 1, ``seq_to`` the last sequence already stored).
 
 The fence, with single conditional puts only (every backend):
 
@@ -31,16 +32,19 @@ DynamoDB's 400 KB item limit) and age (``flush_ms``).
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 BATCH = "batch"
 MARK = "mark"
-# Cut limits of one batch item: messages, and bytes of message data and their per-message overhead.
+# Cut limits of one batch item: messages, and bytes of their stored text (``Message.size``).
 MAX_MESSAGES = 1000
 MAX_BYTES = 64_000
-MESSAGE_OVERHEAD_BYTES = 40  # a map's attribute names, sequence and timestamp, roughly as DynamoDB sizes them
+# A message's stored text beside its data, for estimates: ``[seq,ts_ms,"",`` with a 13-digit ts_ms.
+MESSAGE_OVERHEAD_BYTES = 40
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,33 @@ class Message:
     ts_ms: int
     data: str
 
-    @property
+    @cached_property
+    def text(self) -> str:
+        """The message as its batch stores it: ``[seq,ts_ms,"data"]``, JSON text (encoded once)."""
+        return json.dumps([self.seq, self.ts_ms, self.data], ensure_ascii=False, separators=(",", ":"))
+
+    @cached_property
     def size(self) -> int:
-        return len(self.data.encode()) + MESSAGE_OVERHEAD_BYTES
+        """Bytes its stored text takes in a batch's ``msgs``, the comma after it included."""
+        return (len(self.text) if self.text.isascii() else len(self.text.encode())) + 1
+
+
+def stored_messages(messages: Sequence[Message]) -> str:
+    """A batch's ``msgs`` as stored: JSON text of the messages' ``[seq, ts_ms, data]`` arrays, in order."""
+    return "[" + ",".join(m.text for m in messages) + "]"
+
+
+def read_messages(text: Any) -> tuple[Message, ...]:
+    """A batch's stored ``msgs`` read back.  Raises ``ValueError`` unless it is JSON text of
+    ``[seq, ts_ms, data]`` arrays (whole numbers and a string)."""
+    if not isinstance(text, str):
+        raise ValueError(f"msgs is not JSON text but {type(text).__name__}")
+    rows = json.loads(text)
+    if not isinstance(rows, list) or not all(
+            isinstance(row, list) and len(row) == 3 and type(row[0]) is int and type(row[1]) is int
+            and isinstance(row[2], str) for row in rows):
+        raise ValueError("msgs is not JSON text of [seq, ts_ms, data] arrays")
+    return tuple(Message(seq, ts_ms, data) for seq, ts_ms, data in rows)
 
 
 @dataclass(frozen=True)
@@ -100,7 +128,7 @@ class LogItem:
             "written_ms": self.written_ms,
         }
         if self.kind == BATCH:
-            item["msgs"] = [{"seq": m.seq, "ts_ms": m.ts_ms, "data": m.data} for m in self.msgs]
+            item["msgs"] = stored_messages(self.msgs)
         return item
 
     @classmethod
@@ -110,7 +138,7 @@ class LogItem:
             kind = str(item["kind"])
             if kind not in (BATCH, MARK):
                 raise ValueError(f"unknown kind {kind!r}")
-            msgs = tuple(Message(int(m["seq"]), int(m["ts_ms"]), str(m["data"])) for m in item.get("msgs") or ())
+            msgs = read_messages(item["msgs"]) if kind == BATCH else ()
             return cls(pk=str(item["pk"]), b=int(item["sk"]), kind=kind,
                        writer=Writer(str(item["worker"]), str(item["gen"]), int(item["epoch"]), int(item["take"])),
                        seq_from=int(item["seq_from"]), seq_to=int(item["seq_to"]),

@@ -6,8 +6,8 @@ fleet's code: the ground truth, the log checkers and ``wsfleet messages`` all re
   seq is read), ``timestamp_ms``, ``worker_id``, ``gen``, ``epoch`` (hardened), ``sent_ms``.
 - **The batch log** (``hardened``): sk = the batch number b = 1, 2, 3 ... per stream; ``kind`` ``batch`` or
   ``mark``, ``epoch``, ``worker``, ``gen``, ``take`` (the incarnation's take-up number; optional),
-  ``seq_from``, ``seq_to``, ``written_ms``; a batch's ``msgs`` is a
-  list of {seq, ts_ms, data}; a takeover mark stores no message (seq_from = seq_to + 1, seq_to the last seq
+  ``seq_from``, ``seq_to``, ``written_ms``; a batch's ``msgs`` is one string, JSON text of an array of
+  [seq, ts_ms, data] arrays; a takeover mark stores no message (seq_from = seq_to + 1, seq_to the last seq
   already in the log).
 
 ``decode`` turns one stored item into an ``Entry``; an item neither layout explains is an entry of kind
@@ -19,6 +19,7 @@ store's order (marks included, without a seq).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -149,15 +150,30 @@ def decode(item: Mapping[str, Any]) -> Entry:
             return Entry(pk, sk, UNREADABLE, problem=f"a mark whose range {entry.seq_from}..{entry.seq_to} is "
                                                      "not empty (seq_from = seq_to + 1)")
         return entry
-    msgs = item.get("msgs")
-    if not isinstance(msgs, list) or not all(isinstance(m, dict) and _int(m.get("seq")) is not None for m in msgs):
-        return Entry(pk, sk, UNREADABLE, problem="a batch whose msgs is not a list of maps with a whole-number seq")
-    decoded = tuple((int(m["seq"]), _int(m.get("ts_ms")), _str(m.get("data"))) for m in msgs)
+    decoded = _batch_messages(item.get("msgs"))
+    if decoded is None:
+        return Entry(pk, sk, UNREADABLE, problem="a batch whose msgs is not JSON text of [seq, ts_ms, data] arrays "
+                                                 "with a whole-number seq")
     if [seq for seq, _, _ in decoded] != list(range(fields["seq_from"] or 0, (fields["seq_to"] or 0) + 1)):
         return Entry(pk, sk, UNREADABLE, problem=f"a batch whose msgs are not the seqs {entry.seq_from} to "
                                                  f"{entry.seq_to} in order")
     return Entry(pk, sk, "batch", entry.epoch, entry.worker, entry.gen, entry.take, entry.seq_from, entry.seq_to,
                  entry.written_ms, decoded)
+
+
+def _batch_messages(msgs: Any) -> tuple[tuple[int, int | None, str | None], ...] | None:
+    """A batch's stored ``msgs`` as (seq, ts_ms, data) rows; None unless it is JSON text of three-element
+    arrays with a whole-number seq."""
+    if not isinstance(msgs, str):
+        return None
+    try:
+        rows = json.loads(msgs)
+    except ValueError:
+        return None
+    if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == 3 and _int(row[0]) is not None
+                                             for row in rows):
+        return None
+    return tuple((row[0], _int(row[1]), _str(row[2])) for row in rows)
 
 
 def entries(dynamodb: Any, table: str, pk: str) -> Iterator[Entry]:

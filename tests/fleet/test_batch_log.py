@@ -26,6 +26,7 @@ from fleet.batch_log import (
     Writer,
 )
 from fleet.batch_log import Phase as LogPhase
+from fleet.typed import to_typed
 
 PK = "CONN#s"
 SEQS = 10  # what the stream emits during a history
@@ -270,6 +271,30 @@ def test_an_item_round_trips_and_a_foreign_one_is_refused() -> None:
     assert LogItem.from_item(item.to_item()) == item
     with pytest.raises(ValueError):
         LogItem.from_item({"pk": PK, "sk": 1, "message_data": "x"})
+    for msgs in ("x", "[[1,2]]", '[[1,2,3]]', '[["1",2,"a"]]', [{"seq": 1, "ts_ms": 1001, "data": "s:1"}]):
+        with pytest.raises(ValueError):
+            LogItem.from_item({**item.to_item(), "msgs": msgs})
+
+
+def test_a_batch_stores_its_messages_as_one_json_text() -> None:
+    """One attribute for the SDK to serialise, whatever the batch holds: JSON text of [seq, ts_ms, data]
+    arrays, in order, UTF-8 kept as it is."""
+    item = LogItem(PK, 3, BATCH, Writer("w1", "g", 1, 0), 1, 2, 9, (msg(1), Message(2, 1002, 'é "q"\n'))).to_item()
+
+    assert item["msgs"] == '[[1,1001,"s:1"],[2,1002,"é \\"q\\"\\n"]]'
+    assert to_typed(item)["msgs"] == {"S": item["msgs"]}
+    assert "msgs" not in LogItem(PK, 4, MARK, Writer("w1", "g", 1, 0), 3, 2, 9).to_item()
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**40), st.integers(-10**15, 10**15), st.text(max_size=40)),
+                min_size=1, max_size=5))
+def test_a_batchs_size_is_at_least_its_stored_text(drawn: list[tuple[int, int, str]]) -> None:
+    """The cut's sizes bound what is stored (escapes, non-ASCII and long numbers included; each size counts
+    the comma or closing bracket after it, so the text's opening bracket is the one byte beside them), so a
+    batch the size limit cuts stays under DynamoDB's item limit."""
+    messages = [Message(seq, ts, data) for seq, ts, data in drawn]
+    stored = LogItem(PK, 1, BATCH, Writer("w1", "g", 1, 0), 1, 1, 9, tuple(messages)).to_item()["msgs"]
+    assert len(stored.encode()) <= 1 + sum(m.size for m in messages)
 
 
 def test_a_batch_is_cut_by_count_size_and_age() -> None:
@@ -279,7 +304,7 @@ def test_a_batch_is_cut_by_count_size_and_age() -> None:
     assert not batcher.due(queued[:2], 50, 60) and batcher.due(queued[:2], 50, 150)  # by age since queued
     # by age since emitted (msg 1 at 1 001 ms)
     assert not batcher.due(queued[:2], 50, 60, wall_ms=1050) and batcher.due(queued[:2], 50, 60, wall_ms=1101)
-    big = [Message(1, 0, "x" * 500), Message(2, 0, "y")]
-    assert Batcher(flush_ms=100, max_bytes=560).cut(big) == 1  # by size
+    big = [Message(1, 0, "x" * 500), Message(2, 0, "y")]  # 509 and 10 bytes stored
+    assert Batcher(flush_ms=100, max_bytes=515).cut(big) == 1 and Batcher(flush_ms=100, max_bytes=519).cut(big) == 2
     assert Batcher(flush_ms=100, max_bytes=10).cut(big[:1]) == 1  # one message always goes
     assert batcher.wait_ms(None, 0) is None and batcher.wait_ms(50, 120) == 30

@@ -53,8 +53,8 @@ def message(rules: HardenedRules, lease: Lease, holder: Holder, seq: int) -> dic
 
 
 async def log_seqs(store: AwsAdapter, pk: str) -> list[int]:
-    """The sequences of ``pk``'s message log, in log order."""
-    return [m["seq"] for item in (await stored(store, pk)).values() for m in item.get("msgs", [])]
+    """The sequences of ``pk``'s message log, in log order (a batch's msgs: JSON text of [seq, ts_ms, data])."""
+    return [seq for item in (await stored(store, pk)).values() for seq, _, _ in json.loads(item.get("msgs", "[]"))]
 
 
 async def stored(store: AwsAdapter, pk: str) -> dict[int, dict[str, Any]]:

@@ -48,7 +48,13 @@ def test_one_item_per_message_reads_its_seq_from_the_data() -> None:
     ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 2), "kind": "note"}, "kind 'note' is neither"),
     ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 2), "epoch": "1"}, "without a whole-number epoch"),
     ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 3), "seq_to": 4}, "not the seqs 1 to 4 in order"),
-    ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 2), "msgs": "x"}, "not a list of maps"),
+    ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 2), "msgs": "x"}, "msgs is not JSON text"),
+    ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 1), "msgs": '[[1,1001,"a:1"],[2,5]]'},
+     "msgs is not JSON text"),
+    ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 1), "msgs": '[[true,1001,"a:1"]]'},
+     "msgs is not JSON text"),
+    ({**plain_log_item("CONN#a", 1, "batch", 1, "w", "g", 1, 1),
+      "msgs": [{"seq": 1, "ts_ms": 1001, "data": "a:1"}]}, "msgs is not JSON text"),  # no second layout kept
     (plain_log_item("CONN#a", 2, "mark", 1, "w", "g", 2, 2), "range 2..2 is not empty"),
 ])
 def test_an_item_neither_layout_explains_is_named(item: dict[str, Any], problem: str) -> None:
