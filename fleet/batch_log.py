@@ -292,18 +292,24 @@ class Batcher:
                 return n
         return min(len(queued), self.max_messages)
 
-    def due(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float,
-            wall_ms: float | None = None) -> bool:
-        """Whether the next batch should go now: it is full, or its oldest message waited ``flush_ms`` since it
-        was queued (``now_ms``, the same clock as ``oldest_queued_ms``) or since it was emitted (``wall_ms``
-        against its ``ts_ms``: a backlog replayed after a take-up goes at once).  An upstream clock off the
-        writer's only moves when batches go, never what they hold."""
-        if not queued or oldest_queued_ms is None:
-            return False
-        full = len(queued) >= self.max_messages or self.cut(queued) < len(queued)
-        old = wall_ms is not None and wall_ms - queued[0].ts_ms >= self.flush_ms
-        return full or old or now_ms - oldest_queued_ms >= self.flush_ms
+    def full(self, count: int, size: int) -> bool:
+        """Whether ``count`` queued messages of ``size`` stored bytes in all fill the next batch: by count, or
+        by size with more than one (a message alone always goes)."""
+        return count >= self.max_messages or (count > 1 and size > self.max_bytes)
 
-    def wait_ms(self, oldest_queued_ms: float | None, now_ms: float) -> float | None:
-        """How long until the queue is due by age (None: nothing queued)."""
-        return None if oldest_queued_ms is None else max(0.0, oldest_queued_ms + self.flush_ms - now_ms)
+    def wait_ms(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float,
+                wall_ms: float | None = None) -> float | None:
+        """How long until the next batch should go (0: now; None: nothing queued): at once when it is full,
+        else once its oldest message waited ``flush_ms`` since it was queued (``now_ms``, the same clock as
+        ``oldest_queued_ms``) or since it was emitted (``wall_ms`` against its ``ts_ms``: a backlog replayed
+        after a take-up goes at once).  Neither changes until the batch goes, so a writer sleeps until then
+        unless the queue fills.  An upstream clock off the writer's only moves when batches go, never what
+        they hold."""
+        if not queued or oldest_queued_ms is None:
+            return None
+        if self.full(len(queued), sum(m.size for m in queued)):
+            return 0.0
+        wait = oldest_queued_ms + self.flush_ms - now_ms
+        if wall_ms is not None:
+            wait = min(wait, queued[0].ts_ms + self.flush_ms - wall_ms)
+        return max(0.0, wait)

@@ -440,7 +440,8 @@ class MessageSink:
     """Persists one session's messages in arrival order.  ``hardened``: a writer task cuts what has queued
     up into batches of the stream's log (``fleet.batch_log.Batcher``: by count, size, and the age of the
     oldest, ``flush_ms``, since it arrived or since it was emitted), one put at a time, so a stream costs a
-    request per batch, not per message; ``last_seq`` advances only past stored messages.  ``blog``: one at a
+    request per batch, not per message; ``last_seq`` advances only past stored messages.  The writer is woken
+    by a batch's first message and when the queue fills a batch, not by every message.  ``blog``: one at a
     time, inline."""
 
     def __init__(self, runner: ConnectionRunner, held: HeldConnection) -> None:
@@ -450,6 +451,7 @@ class MessageSink:
         self.batcher = Batcher(flush_ms=int(runner.config.scaled_ms(runner.config.flush_ms)))
         self.submitted = 0  # the last sequence queued for writing (hardened)
         self.pending: list[Message] = []
+        self.pending_bytes = 0  # the stored size of ``pending`` (``Message.size``)
         self.oldest_ms: float | None = None  # when the oldest queued message arrived (monotonic ms)
         self.flushing = False  # the session ended: write what is queued now, whatever its age
         self.wake = asyncio.Event()
@@ -472,11 +474,15 @@ class MessageSink:
             raise UpstreamError(f"sequence gap: {expected} missing, {message.seq} arrived")
         self._raise_if_failed()
         self.submitted = message.seq
+        queued = Message(message.seq, int(message.ts), message.data)
         if not self.pending:
             self.oldest_ms = monotonic_s() * 1000.0
-        self.pending.append(Message(message.seq, int(message.ts), message.data))
+            self.wake.set()  # a batch begins: the writer times it
+        self.pending.append(queued)
+        self.pending_bytes += queued.size
         self.idle.clear()
-        self.wake.set()
+        if self.batcher.full(len(self.pending), self.pending_bytes):
+            self.wake.set()  # it goes now; any other message waits for the batch's time without waking the writer
         if len(self.pending) >= BACKLOG_MAX:
             await self._wait_idle()  # backpressure: stop reading until the backlog is stored
 
@@ -487,8 +493,9 @@ class MessageSink:
             self.wake.clear()
             while self.pending:
                 now_ms = monotonic_s() * 1000.0
-                if not self.flushing and not self.batcher.due(self.pending, self.oldest_ms, now_ms, time.time() * 1000):
-                    wait_ms = self.batcher.wait_ms(self.oldest_ms, now_ms) or 0.0
+                wait_ms = 0.0 if self.flushing else self.batcher.wait_ms(self.pending, self.oldest_ms, now_ms,
+                                                                         time.time() * 1000)
+                if wait_ms:
                     await wait_until_set(self.wake, wait_ms / 1000.0)
                     self.wake.clear()
                     continue
@@ -496,6 +503,7 @@ class MessageSink:
                 self.pending = [m for m in self.pending if m.seq > self.held.last_seq]
                 cut = self.batcher.cut(self.pending)
                 batch, self.pending = self.pending[:cut], self.pending[cut:]
+                self.pending_bytes = sum(m.size for m in self.pending)
                 self.oldest_ms = now_ms if self.pending else None
                 if batch:
                     await self.runner.persist_batch(self.held, batch)

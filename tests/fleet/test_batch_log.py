@@ -300,11 +300,14 @@ def test_a_batchs_size_is_at_least_its_stored_text(drawn: list[tuple[int, int, s
 def test_a_batch_is_cut_by_count_size_and_age() -> None:
     batcher = Batcher(flush_ms=100, max_messages=3, max_bytes=3 * msg(1).size)
     queued = [msg(s) for s in range(1, 5)]
-    assert batcher.cut(queued) == 3 and batcher.due(queued, 50, 60)  # full by count
-    assert not batcher.due(queued[:2], 50, 60) and batcher.due(queued[:2], 50, 150)  # by age since queued
+    assert batcher.cut(queued) == 3 and batcher.wait_ms(queued, 50, 60) == 0  # full by count
+    assert batcher.full(3, 0) and not batcher.full(2, 2 * msg(1).size)
+    assert batcher.wait_ms(queued[:2], 50, 60) == 90 and batcher.wait_ms(queued[:2], 50, 150) == 0  # by age queued
     # by age since emitted (msg 1 at 1 001 ms)
-    assert not batcher.due(queued[:2], 50, 60, wall_ms=1050) and batcher.due(queued[:2], 50, 60, wall_ms=1101)
+    assert batcher.wait_ms(queued[:2], 50, 60, wall_ms=1050) == 51
+    assert batcher.wait_ms(queued[:2], 50, 60, wall_ms=1101) == 0
     big = [Message(1, 0, "x" * 500), Message(2, 0, "y")]  # 509 and 10 bytes stored
     assert Batcher(flush_ms=100, max_bytes=515).cut(big) == 1 and Batcher(flush_ms=100, max_bytes=519).cut(big) == 2
     assert Batcher(flush_ms=100, max_bytes=10).cut(big[:1]) == 1  # one message always goes
-    assert batcher.wait_ms(None, 0) is None and batcher.wait_ms(50, 120) == 30
+    assert batcher.wait_ms([], None, 0) is None and batcher.wait_ms(queued[:1], 50, 120) == 30
+    assert Batcher(flush_ms=100, max_bytes=515).full(2, 519) and not Batcher(flush_ms=100, max_bytes=10).full(1, 509)
