@@ -13,8 +13,9 @@ the same way from the first missing sequence, until the profile's rule says the 
 message emitted past the STOP, or no message for a while once the clock is past it, on a session that then
 answers a ping): everything before is stored, the history gets ``drain.done`` and the lease is released as
 drained.  A drain that cannot finish is not released as drained (``fleet.stream_machine.let_go``), so it is
-drained again.  Every session pings its upstream (``UpstreamSession`` keepalive): one that died silently,
-a half-open connection, is closed and reopened from the next sequence.
+drained again.  Every session that has heard nothing from its upstream for a while pings it
+(``UpstreamSession`` keepalive): one that died silently, a half-open connection, is closed and reopened from
+the next sequence.
 
 After every received frame, and right before every write request goes out (inside its slot, after any
 wait), it asks the fence of the incarnation that took the stream up whether it may still consume

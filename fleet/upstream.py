@@ -2,10 +2,11 @@
 
 ``UpstreamSession`` opens ``ws_url`` (rewritten to the worker's own proxy when ``upstream_via`` is set),
 asks to resume from a sequence with ``?from_seq=N``, identifies the worker with ``X-Worker-Id`` and its
-incarnation with ``X-Worker-Gen``, and yields parsed messages.  Keepalive pings come from the server; the
-client answers them as long as it reads.  Every websockets or socket error is translated here into
-``UpstreamError``; a handshake refused with 429 or 503 and a ``Retry-After`` in seconds carries that wait
-(``retry_after_s``).
+incarnation with ``X-Worker-Gen``, and yields parsed messages.  The client answers the server's pings as
+long as it reads, and pings only a session it has heard nothing from for a while (``ping_every_s``): a
+stream that delivers, or an upstream that pings, costs no ping.  Every websockets or socket error is
+translated here into ``UpstreamError``; a handshake refused with 429 or 503 and a ``Retry-After`` in
+seconds carries that wait (``retry_after_s``).
 
 Hostile upstreams: given an ``Allowlist``, the session checks the URL against it, resolves the name once,
 refuses it when any address is not public and not allowlisted (``fleet.allowlist``), and dials that one
@@ -43,6 +44,10 @@ from fleet.errors import UpstreamError
 MAX_FRAME_BYTES = 16 * 1024
 MAX_QUEUED_FRAMES = 16
 REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+# A session pings at least once every this many ``ping_every_s`` even while it hears its upstream, so the
+# upstream always hears it: a gateway closes a session whose client sent nothing for its idle timeout (API
+# Gateway: 10 minutes; 8 x 7.5 s at the default budget is a minute).
+PING_AT_LEAST_EVERY = 8
 # Refusals whose ``Retry-After`` says when to try again: in seconds (an HTTP date is not read), at most a day
 # (any reconnect cap is far below; this keeps the number finite).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -67,6 +72,17 @@ class _ConnectWithoutRedirects(connect):
         return exc
 
 
+class _HearingConnection(ClientConnection):
+    """websockets' client connection, noting when it last received anything (a frame, a ping, a pong):
+    ``heard_at``, on the event loop's clock."""
+
+    heard_at = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        self.heard_at = self.loop.time()
+        super().data_received(data)
+
+
 @dataclass(frozen=True)
 class UpstreamMessage:
     seq: int
@@ -88,9 +104,13 @@ class UpstreamSession:
     """One open subscription; use as ``async with UpstreamSession(...) as s: async for m in s: ...``.
 
     ``allowlist``: check the URL and pin its resolved address (leave it None when dialing the operator's
-    own proxy, ``upstream_via``).  ``ping_every_s``: ping this often, and close a session whose pong has not
-    come ``pong_within_s`` after its ping: a half-open connection (a peer or proxy that stopped forwarding)
-    delivers nothing and closes nothing, and would hold its stream unread for as long as the lease lasts."""
+    own proxy, ``upstream_via``).  ``ping_every_s``: ping once nothing arrived for this long (and at least
+    every ``PING_AT_LEAST_EVERY`` times as long), and close a session whose pong has not come
+    ``pong_within_s`` after its ping: a half-open connection (a peer or proxy that stopped forwarding)
+    delivers nothing and closes nothing, and would hold its stream unread for as long as the lease lasts.
+    Anything that arrives proves the connection alive as a pong would, so a session that hears its upstream
+    sends no ping (issue 26: at 5,000 held streams the pings of every session every 7.5 s were a sizeable part
+    of a worker's CPU)."""
 
     def __init__(
         self,
@@ -109,7 +129,8 @@ class UpstreamSession:
         self.open_timeout_s = open_timeout_s
         self.allowlist = allowlist
         self.ping_every_s, self.pong_within_s = ping_every_s, pong_within_s
-        self._ws: ClientConnection | None = None
+        self._ws: _HearingConnection | None = None
+        self._keepalive: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> UpstreamSession:
         dial: dict[str, Any] = {}  # create_connection arguments: absent means "from the URL"
@@ -117,24 +138,44 @@ class UpstreamSession:
             host, port = await pinned_target(self.url, self.allowlist)
             dial = {"host": host, "port": port}
         try:
-            self._ws = await _ConnectWithoutRedirects(
+            ws = await _ConnectWithoutRedirects(
                 self.url,
                 additional_headers={"X-Worker-Id": self.worker_id,
                                     **({"X-Worker-Gen": self.gen} if self.gen else {})},
                 open_timeout=self.open_timeout_s,
-                ping_interval=self.ping_every_s,
-                ping_timeout=self.pong_within_s,
+                ping_interval=None,  # ``_keep_alive`` pings, only when the session is silent
                 close_timeout=1.0,
                 max_size=MAX_FRAME_BYTES,
                 max_queue=MAX_QUEUED_FRAMES,
                 proxy=None,
+                create_connection=_HearingConnection,
                 **dial,
             )
         except InvalidStatus as exc:
             raise self._refused(exc) from exc
         except (OSError, TimeoutError, InvalidURI, WebSocketException) as exc:
             raise UpstreamError(redact_urls(f"cannot open {self.url}: {type(exc).__name__}: {exc}")) from exc
+        assert isinstance(ws, _HearingConnection)
+        self._ws = ws
+        if self.ping_every_s is not None:
+            self._keepalive = asyncio.create_task(self._keep_alive(ws, self.ping_every_s))
         return self
+
+    async def _keep_alive(self, ws: _HearingConnection, every_s: float) -> None:
+        """Ping once nothing arrived for ``every_s`` (or none was sent for ``PING_AT_LEAST_EVERY`` times as
+        long); close the session with 1011 when that ping's pong does not come within ``pong_within_s``."""
+        pinged_at = ws.loop.time()
+        while True:
+            now = ws.loop.time()
+            due = min(ws.heard_at + every_s, pinged_at + PING_AT_LEAST_EVERY * every_s)
+            if now < due:
+                await asyncio.sleep(due - now)
+                continue
+            pinged_at = now
+            if not await self.answers(self.pong_within_s or every_s):
+                with contextlib.suppress(OSError, WebSocketException):
+                    await ws.close(CloseCode.INTERNAL_ERROR, "keepalive ping timeout")
+                return
 
     def _refused(self, exc: InvalidStatus) -> UpstreamError:
         status = exc.response.status_code
@@ -153,6 +194,9 @@ class UpstreamSession:
         await self.close()
 
     async def close(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
         if self._ws is not None:
             ws, self._ws = self._ws, None
             with contextlib.suppress(OSError, WebSocketException):

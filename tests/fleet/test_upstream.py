@@ -4,6 +4,7 @@ queue are bounded, the resolved address is checked and pinned, and error message
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -12,8 +13,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from fleet.allowlist import Allowlist
@@ -311,6 +314,40 @@ async def test_a_session_that_died_silently_is_closed_by_its_keepalive() -> None
             connection.transport.abort()  # it reads nothing: it would never see the client leave
         upstream.server.close()
         await upstream.server.wait_closed()
+
+
+async def test_a_session_that_hears_its_upstream_sends_it_no_ping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU per held stream (issue 26): a session pings only once it has heard nothing (no frame, not even the
+    upstream's own ping) for ``ping_every_s``: what arrives proves the connection alive, so a stream that
+    delivers sends no ping."""
+    pings: list[float] = []
+    ping = Connection.ping
+
+    async def counted(self: Connection, data: Any = None) -> Any:
+        pings.append(asyncio.get_running_loop().time())
+        return await ping(self, data)
+
+    monkeypatch.setattr(Connection, "ping", counted)
+
+    class Busy(Upstream):
+        async def handler(self, connection: ServerConnection) -> None:
+            with contextlib.suppress(ConnectionClosed):
+                while True:  # the stream's rate: a frame every 50 ms until the client leaves
+                    await connection.send(FRAME)
+                    await asyncio.sleep(0.05)
+
+    upstream = Busy()
+    upstream.server = await serve(upstream.handler, "127.0.0.1", 0)
+    try:
+        async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0, ping_every_s=0.25,
+                                   pong_within_s=1.0) as session:
+            received = aiter(session)
+            for _ in range(15):  # 0.75 s: three times ping_every_s
+                await anext(received)
+    finally:
+        upstream.server.close()
+        await upstream.server.wait_closed()
+    assert pings == []
 
 
 async def test_a_live_session_answers_a_ping(start_upstream: Callable[..., Any]) -> None:
