@@ -294,7 +294,7 @@ async def test_a_take_ups_mark_event_names_its_take(tmp_path: Path) -> None:
 
 
 async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
-    """The sink waits up to ``flush_ms`` (100 ms at scale 0.1) for its oldest message: three messages read
+    """The sink waits up to ``flush_ms`` (200 ms at scale 0.1) for its oldest message: three messages read
     together are one put; the one read next waits for its own age, or goes at once when the session ends.  A
     backlog (messages emitted longer than that ago) goes at once."""
     store = LogStore()
