@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import gc
+from typing import Any
+
 import pytest
 
 from fleet import worker
@@ -65,3 +69,52 @@ def test_profile_and_worker_id_arguments_are_honoured(monkeypatch: pytest.Monkey
     monkeypatch.setattr(worker, "serve", fake_serve)
     assert worker.main(["--profile", "hardened", "--worker-id=w7"]) == 0
     assert [(c.profile, c.worker_id) for c in served] == [("hardened", "w7")]
+
+
+def full_collections(thresholds: tuple[int, int, int]) -> int:
+    """Full collections run under ``thresholds`` while a worker-sized heap is held (the held streams' objects)
+    and requests churn: each leaves a cycle that stays referenced while 5,000 later ones are in flight."""
+    previous = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(*thresholds)
+    held = [{"stream": [i]} for i in range(100_000)]
+    full: list[int] = []
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full.append(1)
+
+    gc.callbacks.append(note)
+    try:
+        in_flight: collections.deque[list[Any]] = collections.deque(maxlen=5_000)
+        for i in range(300_000):
+            request: list[Any] = [i]
+            request.append(request)
+            in_flight.append(request)
+    finally:
+        gc.callbacks.remove(note)
+        gc.set_threshold(*previous)
+    del held
+    return len(full)
+
+
+def test_a_worker_runs_no_full_collection_for_its_requests_short_lived_cycles(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU per held stream (issue 26): the worker sets the collector's thresholds (``GC_THRESHOLDS``) before
+    it serves, and under them request-scoped cycles never trigger a walk of every held stream's objects, as
+    CPython's defaults do."""
+    set_when_serving: list[tuple[int, int, int]] = []
+
+    async def fake_serve(config: FleetConfig) -> None:
+        set_when_serving.append(gc.get_threshold())
+
+    previous = gc.get_threshold()
+    monkeypatch.setattr(worker, "serve", fake_serve)
+    monkeypatch.setenv("WSFLEET_QUEUE_URL", "http://127.0.0.1:9/q")
+    try:
+        assert worker.main([]) == 0
+    finally:
+        gc.set_threshold(*previous)
+    assert set_when_serving == [worker.GC_THRESHOLDS]
+    assert full_collections(worker.GC_THRESHOLDS) == 0
+    assert full_collections((700, 10, 10)) > 0  # CPython's defaults
