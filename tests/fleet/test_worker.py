@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import collections
 import gc
-from typing import Any
+import subprocess
+import sys
 
 import pytest
 
@@ -71,31 +71,31 @@ def test_profile_and_worker_id_arguments_are_honoured(monkeypatch: pytest.Monkey
     assert [(c.profile, c.worker_id) for c in served] == [("hardened", "w7")]
 
 
+FULL_COLLECTIONS = """
+import collections, gc, sys
+thresholds, requests = tuple(map(int, sys.argv[1:4])), int(sys.argv[4])
+gc.collect()
+gc.set_threshold(*thresholds)
+held = [{"stream": [i]} for i in range(20_000)]
+full = []
+gc.callbacks.append(lambda phase, info: full.append(1) if phase == "stop" and info["generation"] == 2 else None)
+in_flight = collections.deque(maxlen=2_000)
+for i in range(requests):
+    request = [i]
+    request.append(request)
+    in_flight.append(request)
+print(len(full))
+"""
+
+
 def full_collections(thresholds: tuple[int, int, int], requests: int) -> int:
     """Full collections run under ``thresholds`` while a heap is held (the held streams' objects) and
-    ``requests`` churn: each leaves a cycle that stays referenced while 2,000 later ones are in flight."""
-    previous = gc.get_threshold()
-    gc.collect()
-    gc.set_threshold(*thresholds)
-    held = [{"stream": [i]} for i in range(20_000)]
-    full: list[int] = []
-
-    def note(phase: str, info: dict[str, Any]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            full.append(1)
-
-    gc.callbacks.append(note)
-    try:
-        in_flight: collections.deque[list[Any]] = collections.deque(maxlen=2_000)
-        for i in range(requests):
-            request: list[Any] = [i]
-            request.append(request)
-            in_flight.append(request)
-    finally:
-        gc.callbacks.remove(note)
-        gc.set_threshold(*previous)
-    del held
-    return len(full)
+    ``requests`` churn: each leaves a cycle that stays referenced while 2,000 later ones are in flight.
+    Counted in a fresh interpreter: the collector's rule for a full collection weighs the whole heap, so the
+    test process's own objects (other tests' modules) would change the answer."""
+    answer = subprocess.run([sys.executable, "-c", FULL_COLLECTIONS, *map(str, thresholds), str(requests)],
+                            capture_output=True, text=True, check=True)
+    return int(answer.stdout)
 
 
 def test_a_worker_runs_no_full_collection_for_its_requests_short_lived_cycles(
