@@ -19,6 +19,9 @@ ran out, and replication delivered what it could:
   must be 0), and how many the primary's table still lacks or reverts at the end (``reverted_at_end``);
 - ``failover_starts``: the STARTs aimed at the failover window (``Step.when``): how many, how many were
   first sent while no region was active (``in_failover``), how many a router acknowledged in the end;
+- ``failover_pauses``: the replication pauses aimed at the failover (begun when it begins, so its
+  replication wait has the primary's last writes to wait for): how many, how many were applied (a failover
+  began while the schedule ran);
 - ``activation``: the activation's checkers over the history (``failover.activation_checks``);
 - ``activation_gaps``: what each activated region lacked of the other's writes, by kind
   (``harness.region.checks.gap_totals``);
@@ -72,14 +75,14 @@ Action = tuple[float, str, Step]  # (seconds after the streams are consumed, "st
 
 def timeline(schedule: RegionSchedule, timescale: float) -> list[Action]:
     """The schedule's steps as timed actions, in order (pure): each fault's start and stop, a flapping
-    check's flips (then its stop), each STARTed stream."""
+    check's flips (then its stop), each STARTed stream; a step aimed at the failover (``Step.when``) once,
+    when it is armed."""
     actions: list[Action] = []
     for step in schedule.steps:
         at, end = step.at_s * timescale, (step.at_s + step.duration_s) * timescale
-        if step.kind == "start":
-            actions.append((at, "start", step))
-            continue
         actions.append((at, "start", step))
+        if step.kind == "start" or step.when:  # an aimed step: the runner times the rest
+            continue
         for flip in range(1, 2 * step.flaps):
             actions.append((at + flip * step.period_s * timescale, "flip", step))
         actions.append((max(end, at + 2 * step.flaps * step.period_s * timescale), "stop", step))
@@ -196,12 +199,19 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
     cut: dict[str, Any] = {}
     aims: list[dict[str, Any]] = []
     sending: list[threading.Thread] = []
+    pauses: list[threading.Thread] = []
+    paused: list[bool] = []
+    ended = threading.Event()  # the schedule's steps are done: an aimed pause not begun by then never is
     for at, action, step in timeline(schedule, spec.timescale):
         while time.monotonic() < began + at:  # the schedule's times: durations, not synchronisation
             _standby_at_takeover(regions, cut)
             time.sleep(min(0.05, max(0.0, began + at - time.monotonic())))
-        if action == "start" and step.kind in REGION_FAULTS and not cut:
+        if action == "start" and step.kind in REGION_FAULTS and not step.when and not cut:
             started += _late_writes(regions, prefix, cut)
+        if step.when == "failover" and step.kind == "replication_pause":
+            pauses.append(start_thread(threading.Thread(target=_aimed_pause, name=f"aim-pause-{len(pauses)}",
+                                                        daemon=True, args=(regions, step, ended, paused))))
+            continue
         if step.when == "failover":
             name, until = f"{prefix}f{len(sending)}", began + at + step.duration_s * spec.timescale
             sending.append(start_thread(threading.Thread(target=_aimed_start, name=f"aim-{name}", daemon=True,
@@ -211,6 +221,11 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
             sending.append(send_start(regions, f"{prefix}s{len(sending)}", started))
             continue
         _act(regions, action, step)
+    ended.set()
+    for thread in pauses:  # before the heal, which would end the pause early
+        while thread.is_alive():
+            _standby_at_takeover(regions, cut)
+            thread.join(timeout=0.05)
     _standby_at_takeover(regions, cut)
     _heal(regions)
     for thread in sending:
@@ -242,6 +257,7 @@ def _run(regions: TwoRegions, schedule: RegionSchedule, prefix: str, streams: in
             "control_at_cut": _control_at_cut(regions, cut),
             "failover_starts": {"aimed": len(aims), "in_failover": sum(aim["in_failover"] for aim in aims),
                                 "acknowledged": sum(aim["acknowledged"] for aim in aims)},
+            "failover_pauses": {"aimed": len(pauses), "applied": sum(paused)},
             "activation": activation_checks(history, spec, gaps), "activation_gaps": gaps, "streams": len(started),
             "reached": reached(history, AWS_REGIONS["east"], AWS_REGIONS["west"])}
 
@@ -272,6 +288,30 @@ def _aimed_start(regions: TwoRegions, name: str, until: float, patience_s: float
         except ClusterError:
             time.sleep(0.1)  # refused (no region active yet) or unanswered (the old region cut): a client retries
     aims.append({"name": name, "in_failover": in_failover, "acknowledged": acknowledged})
+
+
+def _failed_over(regions: TwoRegions) -> bool:
+    """A failover has begun: with the gate, the primary's control is Off; without it, Route 53 answers the
+    standby."""
+    if regions.controls is not None:
+        return regions.controls.states[AWS_REGIONS["east"]] != ON
+    return regions.zone.answer() != next(iter(AWS_REGIONS))
+
+
+def _aimed_pause(regions: TwoRegions, step: Step, ended: threading.Event, paused: list[bool]) -> None:
+    """A replication pause aimed at the failover: begun once a failover has begun (``_failed_over``; polled,
+    the controls have no signal to wait on), for ``step.duration_s`` (scaled), then replication resumed; not
+    begun if none began before ``ended`` is set.  Whether it was applied is added to ``paused``."""
+    scale = regions.spec.timescale
+    while not ended.is_set() and not _failed_over(regions):
+        ended.wait(0.01)
+    if not _failed_over(regions):
+        paused.append(False)
+        return
+    _act(regions, "start", step)
+    time.sleep(step.duration_s * scale)  # the fault's duration, drawn against the failover's waits
+    _act(regions, "stop", step)
+    paused.append(True)
 
 
 def send_start(regions: TwoRegions, name: str, acknowledged: list[str]) -> threading.Thread:

@@ -23,6 +23,18 @@ the answer take the standby's store out (west cut off, ``region_cut``, or its Dy
 the primary's fault ended: the failover gives up (``failover.abandoned``) or the automation, the primary
 healthy again, fails back without waiting for replication (``failback.forced``).
 
+Half of the schedules whose fault keeps the primary's DynamoDB answering (``PAUSED_WITH``: a gray failure,
+flapping) also pause Global Tables (``replication_pause`` of ``global-tables``, ``when`` ``failover``) from
+the instant the failover begins (the primary's control Off; without the gate, the zone answering the
+standby), so the primary's last writes are still on their way when the activation wait ends and the
+failover waits for them (``harness.region.automation.after_wait``).  The pause lasts the activation wait
+(``ACTIVATION_WAIT_S``) plus, in half of them, a tenth to half of the replication wait's bound
+(``REPLICATION_WAIT_S``): it ends within the wait, which then activates with nothing missing; in the other
+half, 1.25 to 2.5 bounds: it outlasts the wait, which activates anyway at its bound
+(``failover.unreplicated``, RPO by choice).  Drawn from a stream of its own (seeded ``region-aim:<seed>``),
+so every other step of a seed's schedule is as it was.  A pause whose failover never began while the
+schedule ran is not applied (the batch's result counts it).
+
 ``summary`` totals the batch's results per variant: runs, split brain (runs and streams consumed in both
 regions), lost messages, lost control writes, and the activation checkers' findings.
 """
@@ -34,6 +46,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fleet.config import FleetConfig
+from fleet.region_gate import activation_wait_s
+from harness.region.automation import REPLICATION_WAIT_P99S
+from harness.region.regions import RegionsSpec
 from harness.region.route53 import HealthCheckSpec
 
 REGION_FAULTS = ("replication_pause", "region_cut", "dynamodb_outage", "gray_failure", "flapping")
@@ -51,6 +67,18 @@ STANDBY_STORE_FAULTS = ("region_cut", "dynamodb_outage")  # the faults that take
 # for the automation's hysteresis (two check intervals, ``RegionsSpec.failback_hysteresis_s``) before it fails
 # back without waiting for replication: a standby's store out for less than this after the fault never does
 FORCED_FAILBACK_S = FLAP_MIN_S + 2 * HealthCheckSpec().request_interval_s
+# the faults that keep the primary's DynamoDB answering, so a failover waits for its last writes: a replication
+# pause from the failover's start makes it wait (``PAUSE_SHARE`` of them)
+PAUSED_WITH = ("gray_failure", "flapping")
+PAUSE_SHARE = 0.5
+# at scale 1: the failover's activation wait (the old region's gate lease, a request timeout and the fencing
+# margin), then its replication wait's bound (``REPLICATION_WAIT_P99S`` x the lag's 99th percentile)
+ACTIVATION_WAIT_S = activation_wait_s(FleetConfig(profile="hardened", worker_id="schedule", timescale=1.0))
+REPLICATION_WAIT_S = REPLICATION_WAIT_P99S * RegionsSpec.lag_p99_ms / 1000.0
+# how far into the replication wait the pause ends, in its bounds: within it (with room for the backlog to
+# land at the lag and for a loaded machine's timers), or past it
+WITHIN_WAIT = (0.1, 0.5)
+PAST_WAIT = (1.25, 2.5)
 
 
 @dataclass(frozen=True)
@@ -61,7 +89,9 @@ class Step:
     duration_s: float = 0.0
     flaps: int = 0
     period_s: float = 0.0
-    when: str = ""  # a ``start``: "failover" aims it at the failover window (sent at the latest ``duration_s`` late)
+    # "failover": a ``start`` aimed at the failover window (sent at the latest ``duration_s`` late); a
+    # ``replication_pause`` begun when the failover begins, for ``duration_s``
+    when: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,7 +131,7 @@ def _one(seed: int, workers: int) -> RegionSchedule:
         pause_s = rng.uniform(LEASE_S / 4, 2 * LEASE_S)
         steps.append(Step(rng.uniform(0.0, at + duration), "worker_pause", worker, pause_s))
     skew = rng.uniform(-500.0, 500.0) if rng.random() < 0.5 else 0.0
-    steps += _aimed(rng, region_step)
+    steps += _aimed(rng, region_step) + _paused_failover(seed, region_step)
     return RegionSchedule(seed, {"west": round(skew, 1)} if skew else {}, tuple(sorted(steps, key=lambda s: s.at_s)))
 
 
@@ -126,6 +156,19 @@ def _aimed(rng: random.Random, fault: Step) -> list[Step]:
         until_s = fault.at_s + end_s + FORCED_FAILBACK_S + rng.uniform(LEASE_S / 4, LEASE_S)
         steps.append(Step(at_s, rng.choice(STANDBY_STORE_FAULTS), "west", until_s - at_s))
     return steps
+
+
+def _paused_failover(seed: int, fault: Step) -> list[Step]:
+    """For ``PAUSE_SHARE`` of the faults in ``PAUSED_WITH``, a replication pause aimed at the failover: armed
+    at the fault's start, begun when the failover begins, lasting the activation wait and then ``WITHIN_WAIT``
+    (half of them) or ``PAST_WAIT`` of the replication wait's bound.  Its own random stream: the seed's other
+    draws are untouched."""
+    rng = random.Random(f"region-aim:{seed}")
+    if fault.kind not in PAUSED_WITH or rng.random() >= PAUSE_SHARE:
+        return []
+    share = rng.uniform(*WITHIN_WAIT) if rng.random() < 0.5 else rng.uniform(*PAST_WAIT)
+    return [Step(fault.at_s, "replication_pause", "global-tables", ACTIVATION_WAIT_S + share * REPLICATION_WAIT_S,
+                 when="failover")]
 
 
 def summary(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

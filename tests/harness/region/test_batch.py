@@ -32,6 +32,15 @@ def test_faults_start_and_stop_at_their_scaled_times_and_a_flapping_check_flips_
                        (4.0, "flip", "flapping"), (5.0, "stop", "flapping")]
 
 
+def test_a_pause_aimed_at_the_failover_is_only_armed_at_its_time_the_runner_times_the_rest() -> None:
+    """Begun when the failover begins and lasting from there (``_aimed_pause``), not stopped at ``at_s`` plus
+    its duration beside a gray failure."""
+    gray = Step(3.0, "gray_failure", "east", duration_s=50.0)
+    pause = Step(3.0, "replication_pause", "global-tables", duration_s=22.0, when="failover")
+    assert [(round(t, 6), a, step.kind) for t, a, step in timeline(RegionSchedule(3, {}, (gray, pause)), 0.1)] == \
+        [(0.3, "start", "gray_failure"), (0.3, "start", "replication_pause"), (5.3, "stop", "gray_failure")]
+
+
 def test_a_fault_without_flaps_only_starts_and_stops() -> None:
     cut = Step(3.0, "region_cut", "east", duration_s=60.0)
     assert [(round(t, 6), a) for t, a, _ in timeline(RegionSchedule(2, {}, (cut,)), timescale=0.1)] == \

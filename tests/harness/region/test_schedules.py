@@ -7,13 +7,18 @@ from __future__ import annotations
 import pytest
 
 from harness.region.schedules import (
+    ACTIVATION_WAIT_S,
     ANSWER_MOVERS,
     BOTH_UNHEALTHY_WITH,
     FLAP_MIN_S,
     FORCED_FAILBACK_S,
     LEASE_S,
+    PAST_WAIT,
+    PAUSED_WITH,
     REGION_FAULTS,
+    REPLICATION_WAIT_S,
     STANDBY_STORE_FAULTS,
+    WITHIN_WAIT,
     generate,
     summary,
 )
@@ -43,9 +48,9 @@ def test_a_start_is_aimed_at_every_failover_and_the_standby_fails_too_inside_hal
     schedules = generate(1, 100)
     both = faulted = 0
     for schedule in schedules:
-        fault, *rest = [s for s in schedule.steps if s.kind in REGION_FAULTS and s.target != "west"]
+        fault, *rest = [s for s in schedule.steps if s.kind in REGION_FAULTS and s.target != "west" and not s.when]
         assert rest == []
-        aimed = [s for s in schedule.steps if s.when]
+        aimed = [s for s in schedule.steps if s.when and s.kind == "start"]
         if fault.kind not in ANSWER_MOVERS:
             assert aimed == [] and fault.kind in ("replication_pause", "dynamodb_outage")
             continue
@@ -102,6 +107,41 @@ def test_the_standbys_store_goes_out_in_half_the_failovers_from_its_activation_w
         ("gray_failure", "west", 29.14, 36.34), ("worker_pause", "east-worker-2", 29.28, 27.47),
         ("dynamodb_outage", "west", 35.33, 87.45), ("worker_pause", "east-worker-1", 51.74, 9.79)]
     assert seed_8.clock_offsets_ms == {"west": -5.0}
+
+
+def test_half_the_failovers_whose_primarys_store_answers_pause_replication_into_their_wait_within_or_past_it() -> None:
+    """The replication wait and ``failover.unreplicated`` in generated runs: about half of the gray failures
+    and flapping checks (the primary's DynamoDB answers) pause Global Tables from the failover's start for
+    the activation wait (20 s at scale 1, as deployed) and then part of the replication wait's bound (2 x the
+    lag's p99, 6 s): a tenth to a half of it (the wait ends with the pause) or 1.25 to 2.5 bounds (it
+    activates at its bound).  Both kinds are among the 100 schedules the quiet batch runs (seed 1)."""
+    assert (ACTIVATION_WAIT_S, REPLICATION_WAIT_S) == (20.0, 6.0)
+    within = past = eligible = 0
+    for schedule in generate(1, 100):
+        fault = next(s for s in schedule.steps if s.kind in REGION_FAULTS and s.target != "west" and not s.when)
+        pauses = [s for s in schedule.steps if s.kind == "replication_pause" and s.when]
+        eligible += fault.kind in PAUSED_WITH
+        if not pauses:
+            continue
+        (pause,) = pauses
+        assert fault.kind in PAUSED_WITH
+        assert (pause.target, pause.when, pause.at_s) == ("global-tables", "failover", fault.at_s)
+        share = (pause.duration_s - ACTIVATION_WAIT_S) / REPLICATION_WAIT_S
+        assert WITHIN_WAIT[0] <= share <= WITHIN_WAIT[1] or PAST_WAIT[0] <= share <= PAST_WAIT[1]
+        within += share < 1
+        past += share > 1
+    assert (within, past) == (8, 8)
+    assert 0.3 * eligible <= within + past <= 0.7 * eligible
+
+
+def test_the_pause_is_drawn_from_its_own_stream_so_a_seeds_other_steps_are_as_they_were() -> None:
+    """Seed 3 (a gray failure) has the pause; every other step is the one the batches ran before it."""
+    (schedule,) = generate(3, 1)
+    assert [(s.kind, s.target, round(s.at_s, 2), round(s.duration_s, 2), s.when) for s in schedule.steps] == [
+        ("gray_failure", "east", 4.76, 50.88, ""), ("start", "router", 4.76, 80.88, "failover"),
+        ("replication_pause", "global-tables", 4.76, 21.98, "failover"),
+        ("worker_pause", "west-worker-2", 10.67, 24.28, ""), ("start", "router", 23.58, 0.0, ""),
+        ("worker_pause", "west-worker-1", 50.57, 26.2, "")]
 
 
 def test_a_bad_count_is_refused() -> None:
