@@ -60,7 +60,7 @@ from fleet.schema import CONN_PREFIX
 from harness.backends.resources import client
 from harness.history import HistoryTail, read_history
 from harness.message_log import every_entry
-from harness.region.automation import FAILBACK_QUANTILE
+from harness.region.automation import FAILBACK_QUANTILE, REPLICATION_WAIT_P99S
 from harness.region.checks import (
     activation_gaps,
     activation_overlaps,
@@ -151,19 +151,22 @@ class FailoverSetup:
         return [f"{self.variant.name}-c{i:03d}" for i in range(self.streams)]
 
 
-def rto_budget_s(config: FleetConfig, health: HealthCheckSpec | None = None,
-                 ttl_s: float = RECORD_TTL_S) -> dict[str, float]:
+def rto_budget_s(config: FleetConfig, health: HealthCheckSpec | None = None, ttl_s: float = RECORD_TTL_S,
+                 lag_p99_ms: float = RegionsSpec.lag_p99_ms) -> dict[str, float]:
     """The RTO the timings terraform deploys allow at scale 1 (``health``: the health checks, by default
-    ``DEPLOYED``'s; ``config``: the fleet's durations), phase by phase in seconds after the primary stops
-    answering: ``detected`` (failure threshold x interval), ``activated`` (plus the old region's activation
-    wait), ``resumed`` (plus the work that does not scale), ``client`` (a client's cached answer runs out:
-    detection plus the TTL)."""
+    ``DEPLOYED``'s; ``config``: the fleet's durations; ``lag_p99_ms``: the replication lag's 99th
+    percentile), each phase's end in seconds after the primary stops answering: ``detected`` (failure
+    threshold x interval), ``activation_wait`` (plus the old region's activation wait), ``replication_wait``
+    (plus, at most, the wait for the old region's last writes while its DynamoDB answers, a gray failure's:
+    ``REPLICATION_WAIT_P99S`` x the lag's p99; the standby On at the latest), ``resumed`` (plus the work that
+    does not scale), ``client`` (a client's cached answer runs out: detection plus the TTL)."""
     health = health or HealthCheckSpec()
     at_scale_1 = config.with_changes(timescale=1.0)
     detected = health.failure_threshold * health.request_interval_s
-    activated = detected + activation_wait_s(at_scale_1)
-    return {"detected": detected, "activated": activated, "resumed": activated + UNSCALED_WORK_S,
-            "client": detected + ttl_s}
+    waited = detected + activation_wait_s(at_scale_1)
+    replicated = waited + REPLICATION_WAIT_P99S * lag_p99_ms / 1000.0
+    return {"detected": detected, "activation_wait": waited, "replication_wait": replicated,
+            "resumed": replicated + UNSCALED_WORK_S, "client": detected + ttl_s}
 
 
 def rto_bound_s(timescale: float) -> float:
@@ -298,7 +301,8 @@ def _outage(regions: TwoRegions, ids: list[str], patience_s: float, say: Progres
             "rto_s": phases["resumed"]["last_s"],
             "rto_bound_s": rto_bound_s(spec.timescale) if kind != "dynamodb" else None,
             "target_rto_s_at_scale_1": TARGET_RTO_S,
-            "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s), "rpo": rpo,
+            "rto_budget_s_at_scale_1": rto_budget_s(east.config, spec.health, spec.ttl_s, spec.lag_p99_ms),
+            "rpo": rpo,
             "split_brain": {"streams": len(overlaps), "overlap_ms": round(sum(overlaps.values()), 1)},
             "replication_backlog_at_cut": backlog,
             "redelivered": _redelivered(history, cut_ms), "lost": lost, **operator}

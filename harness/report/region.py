@@ -81,8 +81,8 @@ def region_document(results: list[dict[str, Any]]) -> Document:
         budget = outage.get("rto_budget_s_at_scale_1")
         if budget:
             lines.append((f"RTO budget at scale 1 ({r['variant']})",
-                          "with the timings terraform deploys: " + ", ".join(
-                              f"{phase} {seconds:g} s" for phase, seconds in budget.items())))
+                          "with the timings terraform deploys, each phase's end: " + ", ".join(
+                              f"{phase.replace('_', ' ')} {seconds:g} s" for phase, seconds in budget.items())))
         lines.append((f"data ({r['variant']})",
                       f"{outage['lost']} sequences lost; {outage['redelivered']} re-delivered"))
     sections = [

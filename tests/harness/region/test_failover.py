@@ -1,5 +1,6 @@
 """Tests of harness.region.failover's RTO budget (the timings terraform deploys, terraform/modules/failover's
-timings.json, meet the 60 s target at scale 1, and the standard 30 s health checks would not) and of its
+timings.json, meet the 60 s target at scale 1 with the replication wait's share, and the standard 30 s
+health checks or a lag's longer tail would not) and of its
 phases over a literal history."""
 
 from __future__ import annotations
@@ -21,9 +22,18 @@ HARDENED = FleetConfig(profile="hardened", worker_id="w", timescale=0.1)
 def test_the_deployed_timings_meet_the_rto_target_at_scale_1() -> None:
     budget = rto_budget_s(HARDENED)
     assert budget["detected"] == DEPLOYED["failure_threshold"] * DEPLOYED["request_interval_s"] == 30
-    assert budget["activated"] == pytest.approx(30 + 15 + 3 + 2)  # the old region's gate lease, timeout, margin
-    assert budget["resumed"] <= TARGET_RTO_S
+    assert budget["activation_wait"] == pytest.approx(30 + 15 + 3 + 2)  # the old region's gate lease, timeout, margin
+    # then, a gray failure's, the wait for the primary's last writes: at most 2 x the lag's p99 (3 s)
+    assert budget["replication_wait"] == pytest.approx(50 + 6)
+    assert budget["resumed"] == pytest.approx(59) and budget["resumed"] <= TARGET_RTO_S
     assert budget["client"] == 30 + DEPLOYED["record_ttl_s"]
+
+
+def test_a_replication_lag_with_a_longer_tail_spends_the_rto_on_the_replication_wait() -> None:
+    """The slow-replication variant's lag (p99 40 s): its replication wait alone (80 s) misses the target."""
+    budget = rto_budget_s(HARDENED, lag_p99_ms=40_000.0)
+    assert budget["replication_wait"] - budget["activation_wait"] == pytest.approx(80)
+    assert budget["resumed"] > TARGET_RTO_S
 
 
 def test_standard_health_checks_would_miss_the_target() -> None:
