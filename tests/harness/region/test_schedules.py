@@ -113,7 +113,7 @@ def test_half_the_failovers_whose_primarys_store_answers_pause_replication_into_
     """The replication wait and ``failover.unreplicated`` in generated runs: about half of the gray failures
     and flapping checks (the primary's DynamoDB answers) pause Global Tables from the failover's start for
     the activation wait (20 s at scale 1, as deployed) and then part of the replication wait's bound (2 x the
-    lag's p99, 6 s): a tenth to a half of it (the wait ends with the pause) or 1.25 to 2.5 bounds (it
+    lag's p99, 6 s): a tenth to a half of it (the wait ends with the pause) or 1.5 to 3 bounds (it
     activates at its bound).  Both kinds are among the 100 schedules the quiet batch runs (seed 1)."""
     assert (ACTIVATION_WAIT_S, REPLICATION_WAIT_S) == (20.0, 6.0)
     within = past = eligible = 0
