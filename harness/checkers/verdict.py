@@ -195,8 +195,14 @@ def _verdict(info: RunInfo, checks: dict[str, CheckResult], outcomes: dict[str, 
 
 def verdict_line(verdict: dict[str, Any]) -> str:
     """``VALID: 0 duplicate claims, 0 lost sequences, recovery max 7.69 s, bound 8.0 s``: the verdict's
-    headline in seconds, the bound per fault kind when there are several."""
+    headline, then its figures (``verdict_figures``)."""
     said = {True: "VALID", False: "INVALID"}.get(verdict.get("valid"), "UNKNOWN")  # type: ignore[arg-type]
+    return f"{said}: {verdict_figures(verdict)}"
+
+
+def verdict_figures(verdict: dict[str, Any]) -> str:
+    """``0 duplicate claims, 0 lost sequences, recovery max 7.69 s, bound 8.0 s``: the verdict's figures in
+    seconds, the bound per fault kind when there are several."""
     worst = (verdict.get("recovery_ms") or {}).get("max")
     given = verdict.get("bound_ms")
     given = {"any": given} if isinstance(given, int | float) else given or {}  # one number: a wave-1 history
@@ -207,7 +213,7 @@ def verdict_line(verdict: dict[str, Any]) -> str:
         bound = f"bound {_seconds(next(iter(bounds.values())))}"
     else:
         bound = "bounds " + ", ".join(f"{kind} {_seconds(ms)}" for kind, ms in sorted(bounds.items()))
-    return (f"{said}: {verdict.get('duplicate_claims', '?')} duplicate claims, "
+    return (f"{verdict.get('duplicate_claims', '?')} duplicate claims, "
             f"{verdict.get('lost_sequences', '?')} lost sequences, "
             f"{'no recovery measured' if worst is None else 'recovery max ' + _seconds(worst)}, {bound}")
 

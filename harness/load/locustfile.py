@@ -136,15 +136,14 @@ def _judge(environment: Environment, **_: Any) -> None:
     options = environment.parsed_options
     if options is None or options.no_judge or isinstance(environment.runner, WorkerRunner):
         return
-    from harness.checkers.verdict import verdict_line
+    from harness.checkers.verdict import verdict_figures
     from harness.load.judge import failing_checkers, judge
 
     verdict = judge(_state(environment), _history_of(environment), lambda text: print(f"locustfile: {text}"))
     failing = failing_checkers(verdict)
-    judged = (f"INVALID: {', '.join(failing)} not valid" if failing
-              else "every checker that applies is valid (the verdict's own headline counts the recovery bound, "
-                   "which an `up` run never sets)")
-    print(f"locustfile: {judged}; {verdict_line(verdict)}; sequences {verdict['checkers']['sequences']['valid']}: "
+    # the verdict's own headline is not printed: it counts the recovery bound, which an ``up`` run never sets
+    judged = f"INVALID: {', '.join(failing)} not valid" if failing else "VALID: every checker that applies"
+    print(f"locustfile: {judged}; {verdict_figures(verdict)}; sequences {verdict['checkers']['sequences']['valid']}: "
           f"{verdict.get('lost_sequences')} lost, {verdict.get('duplicate_deliveries')} stored twice")
     if failing:
         environment.process_exit_code = 1

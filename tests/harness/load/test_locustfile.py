@@ -40,6 +40,9 @@ def test_every_user_owns_its_stream_and_recovers_from_a_mass_disconnect(tmp_path
     verdict = json.loads((spec.run_dir / "verdict.json").read_text())
     assert verdict["checkers"]["sequences"]["valid"] is True and verdict["lost_sequences"] == 0
     assert failing_checkers(verdict) == []
+    said = [line for line in locust.stdout.splitlines() + locust.stderr.splitlines() if "locustfile: " in line
+            and "VALID" in line]
+    assert len(said) == 1 and "locustfile: VALID: every checker that applies; 0 duplicate claims" in said[0], said
     with (tmp_path / "locust_stats.csv").open() as stats:
         rows = {(row["Type"] or None, row["Name"]): row for row in csv.DictReader(stats)}
     assert int(rows[("POST", "START")]["Request Count"]) == USERS
