@@ -13,7 +13,8 @@ and taken over, before its fence closes, killed), each crash followed by STOP/ST
 ``AIMED_CHURN_P``; DynamoDB's answers lost to another worker while it takes a dead one's streams (at once
 after a term: its streams are handed off); a worker terminated under a slow store and frozen in its
 shutdown past its fence, within or past its budget; a term, and another worker's answers held from before
-it until just after its handoff, so that worker's fence closes while it acquires), from a stream of their
+it until just after its handoff, so that worker's fence closes while it acquires; a worker's upstream cut past
+the upstream budget, so it lets its streams go), from a stream of their
 own (``explore-aim:<seed>``) drawn after the rest, so the rest of a seed's schedule is the same with or
 without them; new aims are appended, so a seed's earlier aimed steps stay where they were.
 
@@ -211,6 +212,11 @@ AIMED: list[tuple[MenuEntry, float]] = [
     (MenuEntry("fenced-mid-acquire", "toxic", 0.0, "toxic-dynamodb", (0.1, 0.3), handoff=(0.45, 0.55),
                params={"service": "dynamodb", "type": "latency", "stream": "downstream", "refresh_s": 0,
                        "toxicity": 1.0, "attributes": {"latency": Of("lease", 0.3, 1.0)}}), 0.9),
+    # ``release:upstream unreachable past budget``: a worker's upstream link cut for longer than the upstream
+    # budget (``upstream_budget_ms``: 1.5 leases), so its sessions' reconnects fail past it and it lets the
+    # streams go for a worker that can reach the upstream (a plain ``partition_upstream`` lasts 0.3 to 2 leases);
+    # on a worker whose process runs throughout (a dead one has no sessions to let go)
+    (MenuEntry("upstream-past-budget", "partition_upstream", 0.0, "upstream", (1.7, 2.5), also=("process",)), 0.5),
 ]
 # When a killed worker's streams are taken, in leases after its death: at once with death notices (a burial),
 # else once its lease has lapsed (its last renewal up to a heartbeat before the death, then a lease and the

@@ -165,7 +165,9 @@ def test_a_join_lasts_the_window_the_fleet_has_to_balance_in_whatever_the_phase_
         {"at_s": 3.186, "kind": "join", "target": "worker-4"},
         {"at_s": 4.629, "kind": "pause_mid_write", "target": "worker-3", "duration_s": 1.164,
          "params": {"stream": "downstream", "hold_ms": 816}},
-        {"at_s": 5.534, "kind": "pause", "target": "worker-2", "duration_s": 3.334}]
+        {"at_s": 5.534, "kind": "pause", "target": "worker-2", "duration_s": 3.334},
+        # appended since: the aimed upstream cut (``upstream-past-budget``), cut short by the phase's end
+        {"at_s": 9.217, "kind": "partition_upstream", "target": "worker-3", "duration_s": 2.783}]
 
 
 def test_rare_transitions_are_aimed_at_in_at_least_20_of_300_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +175,8 @@ def test_rare_transitions_are_aimed_at_in_at_least_20_of_300_schedules(monkeypat
     a write frozen in a hold longer than a takeover, its pause outlasting the hold (``fenced write``); a kill
     in a run with death notices (``burial``, ``acquire:death notice``); a crashed worker's stream STOPPED
     again and again while it may be drained, then STARTED (``STOP honoured while draining``,
-    ``acquire:restart``)."""
+    ``acquire:restart``); a live worker's upstream cut past the upstream budget (``release:upstream unreachable
+    past budget``)."""
     lease_ms = CONFIG.lease_s * 1000
     frozen_writes = sum(1 for spec in SPECS if any(
         s["kind"] == "pause_mid_write" and s["params"]["hold_ms"] >= 1.5 * lease_ms
@@ -185,7 +188,10 @@ def test_rare_transitions_are_aimed_at_in_at_least_20_of_300_schedules(monkeypat
     lost_answers = sum(1 for spec in SPECS if any(_lost_answers(s) for s in spec.faults))
     dense_churns = sum(1 for spec in SPECS
                        if sum(o["op"] == "stop" and o["target"] == "previous" for o in spec.workload) >= 10)
-    counts = (frozen_writes, noticed_deaths, drain_churns, zombies, lost_answers, dense_churns)
+    budget_s = CONFIG.scaled_ms(CONFIG.upstream_budget_ms) / 1000
+    cuts_past_budget = sum(1 for spec in SPECS if any(
+        s["kind"] == "partition_upstream" and s["duration_s"] > budget_s for s in spec.faults))
+    counts = (frozen_writes, noticed_deaths, drain_churns, zombies, lost_answers, dense_churns, cuts_past_budget)
     assert min(counts) >= 20, counts
     # aimed steps come from a stream of their own: without them, every other step and operation is the same
     monkeypatch.setattr(generator, "AIMED", [])
