@@ -392,8 +392,10 @@ def wait_owned(cluster: Cluster, worker: psutil.Process, ids: list[str], deadlin
 def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     run_dir = args.out / profile
     overrides = {"max_connections": args.n + 100, **args.overrides}
+    ping = getattr(args, "upstream_ping", None)  # the simulator's keepalive, where the benchmark sets it
     spec = ClusterSpec(workers=1, profile=profile, timescale=args.timescale, run_dir=run_dir, rate=args.rate,
-                       overrides=overrides, dynamodb=getattr(args, "dynamodb", ClusterSpec.dynamodb))
+                       overrides=overrides, dynamodb=getattr(args, "dynamodb", ClusterSpec.dynamodb),
+                       upstream={"ping_interval": ping} if ping else {})
     ids = [f"c{i:05d}" for i in range(args.n)]
     began = time.monotonic()
     samples: list[dict[str, float]] = []

@@ -43,6 +43,7 @@ fleet cannot start or its worker dies during the measurement.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "the window (default 60; with --memory 600: the window must see every stream held)")
     p.add_argument("--dynamodb", choices=DYNAMODB_ENGINES, default="dynalite",
                    help="the embedded DynamoDB engine both profiles run on")
+    p.add_argument("--upstream-ping", type=float, default=None, metavar="S",
+                   help="seconds between the upstream simulator's keepalive pings on each session (default: the "
+                   "harness's, 5 s at scale 1): a worker answers every ping, so at 5,000 streams the upstream's "
+                   "own keepalive is a share of the CPU measured")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
@@ -114,6 +119,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.settle = MEMORY_SETTLE_S if args.memory else 3.0
     if args.own_timeout is None:
         args.own_timeout = MEMORY_OWN_TIMEOUT_S if args.memory else 60.0
+    if args.upstream_ping is not None and not (math.isfinite(args.upstream_ping) and args.upstream_ping > 0):
+        p.error(f"--upstream-ping must be a positive number of seconds, not {args.upstream_ping:g}")
     args = checked(p, args, ("settle", "grace"))
     args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args
@@ -200,8 +207,14 @@ def ratios(results: list[dict[str, Any]]) -> str:
     return "; ratio hardened/blog: " + ", ".join(parts)
 
 
+def _setup(args: argparse.Namespace) -> str:
+    """What the run was: streams, rate, backend, and the upstream's keepalive when it is not the harness's."""
+    ping = f", upstream pings every {args.upstream_ping:g} s" if args.upstream_ping else ""
+    return f"N={args.n} rate={args.rate:g}/s on {args.dynamodb}{ping} "
+
+
 def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    head = f"write cost: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
+    head = f"write cost: {_setup(args)}"
     return head + "; ".join(profile_part(r) for r in results) + ratios(results)
 
 
@@ -215,7 +228,7 @@ def memory_line(r: dict[str, Any]) -> str:
 
 
 def memory_summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    return (f"memory: N={args.n} rate={args.rate:g}/s on {args.dynamodb} "
+    return (f"memory: {_setup(args)}"
             + "; ".join(memory_line(r) for r in results))
 
 

@@ -104,12 +104,16 @@ def test_the_memory_mode_defaults_to_a_low_rate_and_reports_memory_and_cores() -
     assert memory_summary([figures], args) == (
         "memory: N=5000 rate=0.02/s on dynalite hardened: RSS 41.2 KB per stream, CPU 0.123 cores (idle before any "
         "stream 0.010), RSS 80.0 MB before any stream, 281.4 MB at the window's end [4990 of 5000 held]")
+    pinged = parse_args(["--memory", "--streams", "5000", "--profiles", "hardened", "--upstream-ping", "20"])
+    assert memory_summary([figures], pinged).startswith(
+        "memory: N=5000 rate=0.02/s on dynalite, upstream pings every 20 s hardened: RSS 41.2 KB")
 
 
 @pytest.mark.parametrize("argv", [["--n", "0"], ["--rate", "0"], ["--hold", "nan"], ["--grace", "-1"],
                                   ["--set", "no_such_setting=1"], ["--dynamodb", "dynamodb-local"],
                                   ["--profiles", "blog,blog"], ["--profiles", "unsafe"], ["--memory", "--rate", "-1"],
-                                  ["--memory", "--own-timeout", "0"]])
+                                  ["--memory", "--own-timeout", "0"], ["--upstream-ping", "0"],
+                                  ["--upstream-ping", "inf"]])
 def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         parse_args(argv)
