@@ -9,7 +9,9 @@ with the reconcile's sweeps), so a burst of STARTs is claimed as fast as the sto
 falls behind anyway (a short poll comes back with all it asked for), or that cannot be read (a receive
 fails), asks the reconcile for a sweep: one listing of the state index claims every stream the backlog
 names, however slowly the queue hands it out (moto's receive, for one, costs time in proportion to the
-messages queued).
+messages queued).  ``SweepAsks`` says when: receives that keep failing ask less and less often (a queue
+that timed out for minutes had an idle 1,000-stream worker list the index every half heartbeat, about a
+fifth of its CPU), never less often than the reconcile interval.
 
 A notification the worker cannot act on (at capacity, not registered, fenced, shutting down) is returned
 to the queue for another worker, never deleted.  A STOP read for a stream whose acquire is still in flight
@@ -19,6 +21,8 @@ is remembered and honoured at take-up.
 from __future__ import annotations
 
 import asyncio
+import math
+from dataclasses import dataclass
 
 from fleet.errors import StoreError
 from fleet.lease import STARTED, ConnectionRecord, StopRequest, WorkerRecord
@@ -34,12 +38,49 @@ BACKLOG_RECEIVE = 10  # a short poll, after a poll that found some (SQS's most)
 BACKLOG_SWEEP_SHARE = 0.5
 
 
+@dataclass
+class SweepAsks:
+    """When the notification loop asks the reconcile for a sweep (pure: handed the fence clock, seconds).
+
+    A queue found behind asks at most every ``base_s`` (``BACKLOG_SWEEP_SHARE`` of a heartbeat).  A queue
+    that cannot be read asks as often at first; each sweep asked while its receives keep failing doubles the
+    spacing of the next, up to ``ceiling_s`` (the reconcile interval, or ``base_s`` if that is longer): a
+    backlog that cannot be read is still swept within the reconcile interval.  A receive that answers
+    (``answered``) brings the spacing back to ``base_s``."""
+
+    base_s: float
+    ceiling_s: float
+    asked_at: float = float("-inf")
+    doublings: int = 0  # sweeps asked since the queue last answered a receive
+
+    def spacing_s(self) -> float:
+        """How far after the last ask the next may come."""
+        return min(math.ldexp(self.base_s, min(self.doublings, 32)), max(self.base_s, self.ceiling_s))
+
+    def ask(self, now_s: float) -> bool:
+        """Whether to ask for a sweep now (noted as asked if so)."""
+        if now_s - self.asked_at < self.spacing_s():
+            return False
+        self.asked_at = now_s
+        return True
+
+    def failed(self, now_s: float) -> bool:
+        """A receive failed: whether to ask for a sweep now (the next ask then comes twice as far after)."""
+        asked = self.ask(now_s)
+        self.doublings += asked
+        return asked
+
+    def answered(self) -> None:
+        """A receive answered: the queue is readable again."""
+        self.doublings = 0
+
+
 class Notices:
     def __init__(self, worker: NoticeHost) -> None:
         self.w = worker
         self.slots = worker.claim_slots
         self.quiet_until = 0.0  # monotonic: pollers wait until then (notifications were handed back)
-        self.backlog_swept_at = float("-inf")  # monotonic: the last sweep asked for because of a backlog
+        self.sweep_asks = SweepAsks(worker.config.heartbeat_s * BACKLOG_SWEEP_SHARE, worker.config.reconcile_s)
         self.backlog = asyncio.Event()  # a poll found messages, and no short poll has found none since
 
     async def loop(self) -> None:
@@ -79,12 +120,14 @@ class Notices:
             except StoreError as exc:
                 self.slots.release(room)
                 log("notify.receive_error", error=str(exc))
-                self._backlog_sweep()  # what the queue holds cannot be read now: the index lists it too
+                if self.sweep_asks.failed(w.clock.fence_s()):
+                    w.reconciler.request_sweep()  # what the queue holds cannot be read now: the index lists it too
                 await w.pause(w.config.heartbeat_s)
                 continue
+            self.sweep_asks.answered()
             self.slots.release(room - len(notes))
-            if short and notes and len(notes) == room:
-                self._backlog_sweep()
+            if short and notes and len(notes) == room and self.sweep_asks.ask(w.clock.fence_s()):
+                w.reconciler.request_sweep()  # the queue is behind: one listing finds what it holds
             backlog = bool(notes)
             if notes:
                 self.backlog.set()
@@ -105,15 +148,6 @@ class Notices:
         finally:
             for waiting in waits:
                 waiting.cancel()
-
-    def _backlog_sweep(self) -> None:
-        """The queue is behind (a short poll came back with all it asked for) or unreadable: ask the reconcile
-        for a sweep, at most every ``BACKLOG_SWEEP_SHARE`` of a heartbeat.  One listing of the state index finds every
-        stream the queued notifications name and claims them; those notifications then find them held."""
-        now = self.w.clock.fence_s()
-        if now - self.backlog_swept_at >= self.w.config.heartbeat_s * BACKLOG_SWEEP_SHARE:
-            self.backlog_swept_at = now
-            self.w.reconciler.request_sweep()
 
     async def _act_on(self, notes: list[Notification]) -> None:
         """Act on received notifications in parallel (each holds a slot until acted on), then settle them."""

@@ -14,6 +14,7 @@ from fleet.config import FleetConfig, tuning
 from fleet.errors import ConfigError, StoreUnavailable
 from fleet.expr import Write
 from fleet.memstore import MemoryStore
+from fleet.notices import SweepAsks
 from fleet.store import Notification
 from tests.fleet.memworker import add_stream, config, consumer, history, running, until
 
@@ -216,3 +217,46 @@ def test_the_claim_settings_are_tunable_and_checked() -> None:
     for bad in ({"claims_in_flight": 0}, {"notify_pollers": 0}, {"handshake_rate": 0.0}):
         with pytest.raises(ConfigError):
             FleetConfig(**bad)  # type: ignore[arg-type]
+
+
+class CountedFailingQueueStore(FailingQueueStore):
+    """A queue whose every receive fails, counting them."""
+
+    def __init__(self, cfg: FleetConfig) -> None:
+        super().__init__(cfg)
+        self.receives = 0
+
+    async def receive_notifications(self, max_messages: int = 10, wait: bool = True) -> list[Notification]:
+        self.receives += 1
+        return await super().receive_notifications(max_messages, wait)
+
+
+async def test_a_queue_that_keeps_failing_asks_for_sweeps_ever_less_often() -> None:
+    """20 receives failing in a row (one a heartbeat) ask for 5 sweeps (after failures 1, 2, 4, 8 and 16), not
+    one each: a worker whose queue timed out for minutes listed the state index every heartbeat."""
+    store = CountedFailingQueueStore(config(**NO_SWEEP))
+    async with running(store) as worker:
+        await until(lambda: store.receives >= 20, timeout_s=60 * store.config.heartbeat_s)
+        sweeps = len(history(worker).of("reconcile"))
+    assert sweeps <= 1 + 5, sweeps  # the first look's sweep (hardened), then the ones asked for
+
+
+def test_receives_failing_in_a_row_space_the_sweeps_they_ask_for_up_to_the_reconcile_interval() -> None:
+    """Half a heartbeat of 5 s, reconcile interval 30 s, a receive failing every 15 s: the spacing goes 5, 10,
+    20, then 30 s (the ceiling); an answered receive brings it back to half a heartbeat."""
+    asks = SweepAsks(base_s=5.0, ceiling_s=30.0)
+    assert [t for t in range(0, 150, 15) if asks.failed(float(t))] == [0, 15, 45, 75, 105, 135]
+    asks.answered()
+    assert asks.ask(140.0)  # a full short poll, 5 s after the last ask
+    assert not asks.ask(144.0)
+    assert asks.failed(145.0)  # the first failure after an answer: half a heartbeat again
+
+
+def test_sweeps_asked_for_a_queue_found_behind_keep_half_a_heartbeat_apart() -> None:
+    asks = SweepAsks(base_s=5.0, ceiling_s=30.0)
+    assert [t for t in range(0, 20) if asks.ask(float(t))] == [0, 5, 10, 15]
+
+
+def test_a_reconcile_interval_shorter_than_half_a_heartbeat_leaves_the_spacing_at_half_a_heartbeat() -> None:
+    asks = SweepAsks(base_s=5.0, ceiling_s=2.0)
+    assert [t for t in range(0, 40, 5) if asks.failed(float(t))] == [0, 5, 10, 15, 20, 25, 30, 35]
