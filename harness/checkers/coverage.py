@@ -15,7 +15,8 @@ so a benchmark can say what it exercised, not only what it found.
 - ``takeover at expiry``: an acquire of a lease its previous holder neither released nor transferred, nor
   lost to a burial: it lapsed;
 - ``release:<reason>``: a ``lease.release`` ok by its reason (``STOP``, ``shutdown``, ``drained``,
-  ``rebalance`` ...; the text before the first ``:``); ``release refused`` (outcome fail);
+  ``rebalance``, ``upstream unreachable past budget`` ...; the text before the first ``:``); ``release
+  refused`` (outcome fail);
 - ``transfer``: a release ok naming a recipient (``to``); ``burial``: a ``death.notice`` that buried an
   incarnation; ``notice refuted``: one whose task was still running;
 - ``drain done``, ``fenced write`` (a ``msg.persist`` the fenced log refused: a later take-up's item holds
@@ -85,7 +86,7 @@ from harness.checkers.events import (
 
 ACQUIRE_PATHS = {"notify": "notification", "handoff": "handoff", "reconcile": "sweep", "balance": "transfer",
                  "restarted": "restart", "adopted": "adoption", "drain": "drain", "resolved": "unknown outcome settled"}
-RELEASE_REASONS = ("STOP", "shutdown", "drained", "rebalance")
+RELEASE_REASONS = ("STOP", "shutdown", "drained", "rebalance", "upstream unreachable past budget")
 # A ``lease.lost`` by its cause (the reason's start, as ``fleet`` writes it): the incarnation's renewal refused
 # (``fleet.incarnation``: the worker item's, after a burial, or a stream's), the shutdown's budget spent
 # (``fleet.release``), fenced before the release could go out, and the incarnation ended while the acquire was

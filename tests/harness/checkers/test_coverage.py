@@ -38,6 +38,9 @@ def test_each_transition_is_counted_by_the_path_the_history_shows(build) -> None
                   note="superseded: CONN#a item 4 was taken by mark of Writer(worker='worker-4', gen='g4', "
                        "epoch=3, take=1)")
     build.acquire(4800, A, "worker-1", 6800, epoch=None, gen="g5", outcome="fail", via="notify")
+    # worker-4 cannot reach A's upstream past the budget: it lets A go for a worker that can
+    build.at(4900, "lease.release", "worker-4", pk=A, worker="worker-4", gen="g4", epoch=3, outcome="ok",
+             reason="upstream unreachable past budget")
 
     counts = coverage(build.frame())
 
@@ -46,7 +49,7 @@ def test_each_transition_is_counted_by_the_path_the_history_shows(build) -> None
                        "acquire:drain": 1, "acquire refused": 1, "takeover at expiry": 1, "release:rebalance": 1,
                        "release:drained": 1, "transfer": 1, "burial": 1, "notice refuted": 1, "drain done": 1,
                        "fenced write": 1, "self-fence": 1, "reconnect in place": 1,
-                       "STOP honoured while draining": 1}
+                       "STOP honoured while draining": 1, "release:upstream unreachable past budget": 1}
     assert set(not_covered(counts)) == set(TRANSITIONS) - set(reached)
     assert "acquire:sweep" in not_covered(counts)  # the sweep after the burial counts as the notice's
 
@@ -54,6 +57,8 @@ def test_each_transition_is_counted_by_the_path_the_history_shows(build) -> None
 def test_an_empty_history_covers_nothing(build) -> None:
     counts = coverage(build.run_start().frame())
     assert not_covered(counts) == list(TRANSITIONS) and sum(counts.values()) == 0
+    # a release the fleet writes when a stream's upstream stays unreachable past its budget is listed too
+    assert "release:upstream unreachable past budget" in not_covered(counts)
 
 
 def test_a_lost_lease_is_counted_by_its_cause(build) -> None:
