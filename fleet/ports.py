@@ -96,9 +96,13 @@ class StreamConsumer(Protocol):
 
 
 class Sweeps(Protocol):
-    """Asks the reconcile loop for a sweep now (``fleet.reconcile.Reconciler``)."""
+    """Asks the reconcile loop for a sweep now (``fleet.reconcile.Reconciler``), and says what the last
+    sweep found to take (None: none has run yet)."""
 
     def request_sweep(self) -> None: ...
+
+    @property
+    def last_found(self) -> int | None: ...
 
 
 class Registration(Protocol):

@@ -29,11 +29,17 @@ class Reconciler:
         self.pacer = worker.profile.pacer(worker.rng)
         self.balancer = worker.profile.balancer()
         self.requested = False
+        self.found: int | None = None  # what the last sweep set out to take (``last_found``)
         self.wake = asyncio.Event()
 
     def request_sweep(self) -> None:
         self.requested = True
         self.wake.set()
+
+    @property
+    def last_found(self) -> int | None:
+        """How many streams the last sweep set out to take (claim, drain or adopt); None before the first."""
+        return self.found
 
     async def loop(self) -> None:
         w = self.w
@@ -79,7 +85,7 @@ class Reconciler:
         w.emit("reconcile", listed=len(listed), dead=list(plan.dead))
         bounds = w.store.clock_skew_bounds()  # the listings' answers sampled it too
         claims: set[asyncio.Task[bool]] = set()
-        claimable = 0
+        claimable = found = 0
         for seen in listed:
             if seen.pk in w.held or seen.pk in w.acquiring:
                 continue
@@ -97,9 +103,11 @@ class Reconciler:
                 w.claim_slots.release()
                 break
             claimable += via != "adopted"
+            found += 1
             claim = w.claims.spawn(self._claim(seen, via))
             claims.add(claim)
             claim.add_done_callback(claims.discard)
+        self.found = found
         log("reconcile", listed=len(listed), claimable=claimable)
         if claims:
             await asyncio.wait(claims)

@@ -252,9 +252,18 @@ def test_receives_failing_in_a_row_space_the_sweeps_they_ask_for_up_to_the_recon
     assert asks.failed(145.0)  # the first failure after an answer: half a heartbeat again
 
 
-def test_sweeps_asked_for_a_queue_found_behind_keep_half_a_heartbeat_apart() -> None:
+def test_sweeps_asked_for_a_queue_found_behind_keep_half_a_heartbeat_apart_while_they_find_streams() -> None:
     asks = SweepAsks(base_s=5.0, ceiling_s=30.0)
-    assert [t for t in range(0, 20) if asks.ask(float(t))] == [0, 5, 10, 15]
+    assert [t for t in range(0, 20) if asks.behind(float(t), None if t < 5 else 2)] == [0, 5, 10, 15]
+
+
+def test_a_queue_behind_whose_sweeps_find_nothing_to_take_asks_for_them_ever_less_often() -> None:
+    """Every short poll comes back full but names streams already held (a queue delivering its messages
+    again): each sweep finds nothing, so the spacing goes 10, 20, then 30 s (the ceiling); a sweep that finds
+    a stream brings it back to half a heartbeat.  A worker holding 5,000 streams listed them all every 2.7 s."""
+    asks = SweepAsks(base_s=5.0, ceiling_s=30.0)
+    assert [t for t in range(0, 130) if asks.behind(float(t), 0)] == [0, 10, 30, 60, 90, 120]
+    assert asks.behind(125.0, 3) and asks.behind(130.0, 1) and not asks.behind(134.0, 1)
 
 
 def test_a_reconcile_interval_shorter_than_half_a_heartbeat_leaves_the_spacing_at_half_a_heartbeat() -> None:
