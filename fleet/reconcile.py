@@ -29,17 +29,13 @@ class Reconciler:
         self.pacer = worker.profile.pacer(worker.rng)
         self.balancer = worker.profile.balancer()
         self.requested = False
-        self.found: int | None = None  # what the last sweep set out to take (``last_found``)
+        self.last_found: int | None = None  # how many streams the last sweep set out to take (claim, drain or
+                                            # adopt); None before the first (``fleet.ports.Sweeps``)
         self.wake = asyncio.Event()
 
     def request_sweep(self) -> None:
         self.requested = True
         self.wake.set()
-
-    @property
-    def last_found(self) -> int | None:
-        """How many streams the last sweep set out to take (claim, drain or adopt); None before the first."""
-        return self.found
 
     async def loop(self) -> None:
         w = self.w
@@ -107,7 +103,7 @@ class Reconciler:
             claim = w.claims.spawn(self._claim(seen, via))
             claims.add(claim)
             claim.add_done_callback(claims.discard)
-        self.found = found
+        self.last_found = found
         log("reconcile", listed=len(listed), claimable=claimable)
         if claims:
             await asyncio.wait(claims)
