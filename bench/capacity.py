@@ -106,13 +106,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def checked(p: argparse.ArgumentParser, args: argparse.Namespace,
-            non_negative: tuple[str, ...]) -> argparse.Namespace:
+def checked(p: argparse.ArgumentParser, args: argparse.Namespace, non_negative: tuple[str, ...],
+            positive_if_given: tuple[str, ...] = ()) -> argparse.Namespace:
     """``args`` with its ``--set`` settings parsed into ``overrides``, once its counts, its positive numbers
-    (rate, hold, timescale, own-timeout) and ``non_negative`` are in range (else ``p.error``: exit 2)."""
+    (rate, hold, timescale, own-timeout, and those of ``positive_if_given`` that are not None) and
+    ``non_negative`` are in range (else ``p.error``: exit 2)."""
     if args.n < 1 or args.threads < 1:
         p.error("--n and --threads must be at least 1")
-    for name in ("rate", "hold", "timescale", "own_timeout"):
+    given = [name for name in positive_if_given if getattr(args, name) is not None]
+    for name in ("rate", "hold", "timescale", "own_timeout", *given):
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):
             p.error(f"--{name.replace('_', '-')} must be a positive number, not {value:g}")

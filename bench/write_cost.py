@@ -43,7 +43,6 @@ fleet cannot start or its worker dies during the measurement.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,9 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.settle = MEMORY_SETTLE_S if args.memory else 3.0
     if args.own_timeout is None:
         args.own_timeout = MEMORY_OWN_TIMEOUT_S if args.memory else 60.0
-    if args.upstream_ping is not None and not (math.isfinite(args.upstream_ping) and args.upstream_ping > 0):
-        p.error(f"--upstream-ping must be a positive number of seconds, not {args.upstream_ping:g}")
-    args = checked(p, args, ("settle", "grace"))
+    args = checked(p, args, ("settle", "grace"), positive_if_given=("upstream_ping",))
     args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args
 
