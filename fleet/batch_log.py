@@ -1,9 +1,10 @@
 """The fenced batch log (``hardened``): the pure decisions of one stream's writer, no I/O.
 
 Each stream's stored messages form a log in the messages table: key (``pk``, ``sk`` = the batch number
-``b`` = 1, 2, 3 ... dense per stream).  Every item (``LogItem``) carries ``kind`` (``batch`` or ``mark``),
-``epoch``, ``worker``, ``gen`` (the writer's incarnation), ``take`` (its take-up, ``Writer``), ``seq_from``,
-``seq_to`` and ``written_ms`` (the writer's wall clock as it builds the request).  A batch holds the
+``b``, dense per stream and region segment: 1, 2, 3 ... with one region).  Every item (``LogItem``)
+carries ``kind`` (``batch`` or ``mark``), ``epoch``, ``worker``, ``gen`` (the writer's incarnation), ``take``
+(its take-up, ``Writer``), ``seq_from``, ``seq_to`` and ``written_ms`` (the writer's wall clock as it builds
+the request).  A batch holds the
 consecutive sequences ``seq_from .. seq_to`` in ``msgs``, one string: JSON text of an array of
 ``[seq, ts_ms, data]`` arrays (``ts_ms`` the upstream's emission time), UTF-8 as it is, so the SDK
 serialises one value per batch instead of a map per message; a mark holds none (``seq_from`` = ``seq_to``
@@ -21,6 +22,21 @@ The fence, with single conditional puts only (every backend):
   item) means we were superseded.  Take-ups are ordered by ``(epoch, take)`` (``Writer``), and a mark only
   ever follows an item of an earlier (or its own) take-up, so along the log take-ups never go back.
 
+**Segments: one region's numbers never collide with another's.**  With a standby region the tables are Global
+Tables, where a key written in two regions keeps the last writer's item only: a region activated before the
+old region's last batches reached it would mark at the number of one of them, and replication would then drop
+one of the two.  So a writer of a region (``region_tag``, ``segment_tag`` of the region's name; 0: one region,
+numbers as above) numbers within its region's *segment*: ``sk = ((g << TAG_BITS | tag) << NUMBER_BITS) | n``
+(``log_key``), where ``n`` = 1, 2, 3 ... is dense within the segment and ``g`` orders segments.  A take-up whose
+tail is in its own region's segment marks at the next number there (the fence within a region is unchanged:
+a zombie of the region writes in the number space the new owner marks in); a tail in another region's segment
+(or an empty log) opens the region's segment ``g + 1`` (0 on an empty log) at ``n`` = 1, resuming after that
+tail.  Every key then holds one region's items only; the other region's late items stay in their older
+segment, ordered before the new one, and at worst a sequence is stored twice, once per region (what the log
+checker reports as a cross-region duplicate, not a loss).  The regions' order across segments is the order the
+take-ups saw (the gate lets one region consume at a time); a region activated before the other's newer
+segment reached it continues its own older segment (see ``LogWriter.on_tail``).
+
 Whatever an earlier holder had in flight either landed before the mark (it is part of the log, and the new
 owner resumes after it) or collides with a number already taken and is refused: once a mark is in the log,
 no earlier holder's item follows it.  ``tests/fleet/test_batch_log.py`` proves it over interleavings.
@@ -33,6 +49,7 @@ from __future__ import annotations
 
 import enum
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,6 +62,28 @@ MAX_MESSAGES = 1000
 MAX_BYTES = 64_000
 # A message's stored text beside its data, for estimates: ``[seq,ts_ms,"",`` with a 13-digit ts_ms.
 MESSAGE_OVERHEAD_BYTES = 40
+# The log's key: a segment's number ``g``, its region's tag, and the number within the segment (bits of each).
+NUMBER_BITS = 32
+TAG_BITS = 16
+
+
+def segment_tag(region: str) -> int:
+    """A region's tag in the log's keys: 1 .. 2**TAG_BITS - 1, a function of its name alone, so every worker of a
+    region agrees on it (AWS's region names map to distinct tags: ``tests/fleet/test_batch_log.py``)."""
+    return zlib.crc32(region.encode()) % ((1 << TAG_BITS) - 1) + 1
+
+
+def log_key(g: int, tag: int, n: int) -> int:
+    """The ``sk`` of item ``n`` of region ``tag``'s segment ``g`` (tag 0, g 0: ``n`` itself)."""
+    return (((g << TAG_BITS) | tag) << NUMBER_BITS) | n
+
+
+def key_parts(sk: int) -> tuple[int, int, int]:
+    """``log_key``'s inverse: (g, tag, n)."""
+    segment, n = divmod(sk, 1 << NUMBER_BITS)
+    g, tag = divmod(segment, 1 << TAG_BITS)
+    return g, tag, n
+
 
 
 @dataclass(frozen=True)
@@ -189,9 +228,10 @@ class LogWriter:
     waits for ``batch``).  An answer of unknown outcome (a timeout) is answered by sending the same request
     again: a put is conditional on its number being free, so its twin collides and is judged by ``on_found``."""
 
-    def __init__(self, pk: str, writer: Writer, checkpoint: int = 0) -> None:
+    def __init__(self, pk: str, writer: Writer, checkpoint: int = 0, region_tag: int = 0) -> None:
         self.pk = pk
         self.writer = writer
+        self.region_tag = region_tag  # its region's segments (``segment_tag``; 0: one region)
         self.phase = Phase.READ_TAIL
         self.last_seq = checkpoint  # the last sequence in the log (after the tail read)
         self.next_b = 0  # the number of the next item to put (after the tail read)
@@ -201,17 +241,22 @@ class LogWriter:
         return ReadTail()
 
     def on_tail(self, tail: LogItem | None, now_ms: int) -> Put:
-        """The log's last item (None: empty): put our mark right after it.  Raises ``Superseded`` when a
-        later take-up's item is already there."""
+        """The log's last item (None: empty): put our mark right after it, in our region's segment (the
+        module docstring): the tail's next number when the tail is in it, else number 1 of the segment after
+        the tail's (0 on an empty log).  Raises ``Superseded`` when a later take-up of our region wrote the
+        tail.  Take-ups of two regions are not ordered by epoch (each region's lease items are its own
+        replica's); the gate orders them.  A tail in an older segment of our own region, while another
+        region's newer one has not reached our table yet, is continued (an activation before the other
+        region's writes replicated): the order between those segments is then not the order written."""
         if self.phase not in (Phase.READ_TAIL, Phase.MARK):
             raise ValueError(f"a tail read answered in phase {self.phase.value}")
-        if tail is not None and tail.writer.later_than(self.writer):
+        g, tag, _ = key_parts(tail.b) if tail is not None else (-1, -1, 0)
+        if tail is not None and tag == self.region_tag and tail.writer.later_than(self.writer):
             self.phase, self.pending = Phase.SUPERSEDED, None
             raise Superseded(f"{self.pk}: the log ends with {tail.kind} {tail.b} of a later take-up {tail.writer}")
+        self.next_b = tail.b + 1 if tail is not None and tag == self.region_tag else log_key(g + 1, self.region_tag, 1)
         if tail is not None:
-            self.next_b, self.last_seq = tail.b + 1, tail.seq_to
-        else:
-            self.next_b = 1
+            self.last_seq = tail.seq_to
         self.phase = Phase.MARK
         self.pending = Put(LogItem(self.pk, self.next_b, MARK, self.writer, self.last_seq + 1, self.last_seq, now_ms))
         return self.pending

@@ -60,6 +60,7 @@ from fleet.errors import ConditionFailed, StoreError, StoreUnavailable, Upstream
 from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules, WorkerRecord
+from fleet.region_gate import log_region_tag
 from fleet.store import AwsAdapter
 from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
 
@@ -358,7 +359,7 @@ class ConnectionRunner:
         Then ``held.last_seq`` is the tail's last sequence.  Raises ``Fenced``."""
         if held.log is None:
             held.log = LogWriter(held.pk, Writer(me.worker_id, me.gen, held.lease.epoch, next(TAKES)),
-                                 checkpoint=held.last_seq)
+                                 checkpoint=held.last_seq, region_tag=log_region_tag(self.config))
             await self._log(held, held.log.start())
         held.last_seq = max(held.last_seq, held.log.last_seq)
 

@@ -18,7 +18,9 @@ streams abandons them and retires, and a router refuses writes; the fence never 
 authority's failover turns the old region Off, waits ``activation_wait_s`` of the old region's settings
 (that lease, then a request's timeout for the last write sent under it to land, and the fencing margin for
 clock rates), then turns the new one On, so the two regions' consumers never overlap, however late
-replication is.
+replication is.  With a gate, each region's workers number the message log in its own segments
+(``log_region_tag``, ``fleet.batch_log``), so a region activated before the other's last batches reached it
+never writes a key the other wrote.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.aws import aws_errors
+from fleet.batch_log import segment_tag
 from fleet.clock import monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import StoreError
@@ -115,3 +118,9 @@ def activation_wait_s(config: FleetConfig) -> float:
     or failed) and the fencing margin (clock rates)."""
     return gate_lease_s(config) + config.scaled_s(config.aws_timeout_ms) \
         + config.scaled_s(config.fence_margin_ms)
+
+
+def log_region_tag(config: FleetConfig) -> int:
+    """The tag of ``config``'s region in the message log's keys (``fleet.batch_log.segment_tag``): with a gate
+    (regions that take over from one another), its region's; without, 0 (one region: the log's numbers alone)."""
+    return segment_tag(config.region) if config.region_gate_endpoints else 0

@@ -3,9 +3,13 @@ counted once per pair, and every region converging on the same item whatever the
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleet.batch_log import LogItem, LogWriter, Message, Put, Writer, segment_tag
+from harness.message_log import decode, messages
 from harness.region.replication import LagModel, Replication
 
 ITEM = ("connections", "CONN#c001")
@@ -153,3 +157,91 @@ def test_what_a_region_lacks_is_each_item_whose_write_on_its_way_will_replace_wh
         if replication.wins(delivery):
             replication.landed(delivery)
     assert replication.missing(B, taken) == [] and replication.held[(B, ITEM)] == second
+
+
+class _Region:
+    """One region's messages table (conditional puts, consistent reads), its writes recorded for replication
+    with its clock ``offset_ms`` off the harness's."""
+
+    def __init__(self, name: str, replication: Replication, offset_ms: float = 0.0) -> None:
+        self.name, self.replication, self.offset_ms = name, replication, offset_ms
+        self.items: dict[int, dict[str, Any]] = {}
+
+    def tail(self) -> LogItem | None:
+        return LogItem.from_item(self.items[max(self.items)]) if self.items else None
+
+    def put(self, put: Put | None, now_ms: float) -> bool:
+        """A put with ``attribute_not_exists(sk)``: whether it was stored."""
+        assert put is not None
+        if put.item.b in self.items:
+            return False
+        image = put.item.to_item()
+        self.items[put.item.b] = image
+        self.replication.written(self.name, ("messages", (image["pk"], image["sk"])), image, now_ms,
+                                 now_ms + self.offset_ms)
+        return True
+
+    def seqs(self) -> set[int]:
+        """What the checkers' reader (``harness.message_log``) reads as stored, in key order."""
+        found = [decode(self.items[sk]) for sk in sorted(self.items)]
+        return {m.seq for m in messages(found) if m.seq is not None}
+
+
+def _take(region: _Region, writer: LogWriter, now_ms: float) -> None:
+    assert region.put(writer.on_tail(region.tail(), int(now_ms)), now_ms)
+    writer.on_stored()
+
+
+def _store(region: _Region, writer: LogWriter, seqs: range, now_ms: float, acknowledged: set[int]) -> None:
+    assert region.put(writer.batch([Message(s, s, f"s:{s}") for s in seqs], int(now_ms)), now_ms)
+    writer.on_stored()
+    acknowledged |= set(seqs)
+
+
+def _activated_unreplicated(east_tag: int, west_tag: int) -> tuple[set[int], set[int], set[int], int]:
+    """Seed 93 of ``region-batch`` (gate), literally: east stores batches 1..12, which reach west; replication
+    pauses; east stores (and acknowledges) batches 13 and 14; the failover activates west unreplicated; west's
+    new owner (its clock 339 ms behind) reads its own tail, marks its take-up and stores from seq 25; then
+    replication resumes.  Returns what was acknowledged, what each region's log holds at the end, and the
+    conflicts replication counted."""
+    replication = Replication((A, B), LagModel(100))
+    east, west = _Region(A, replication), _Region(B, replication, offset_ms=-339)
+    acknowledged: set[int] = set()
+    old = LogWriter("CONN#gate-93-c000", Writer("east-1", "g1", 3, 1), region_tag=east_tag)
+    _take(east, old, 0)
+    for b in range(12):
+        _store(east, old, range(2 * b + 1, 2 * b + 3), 100 + b * 100, acknowledged)
+    for delivery in replication.due(5_000):
+        west.items[delivery.version.item[1][1]] = dict(delivery.version.image or {})
+    replication.paused = True
+    _store(east, old, range(25, 27), 9_900, acknowledged)
+    _store(east, old, range(27, 29), 10_000, acknowledged)
+    new = LogWriter("CONN#gate-93-c000", Writer("west-1", "g1", 3, 1), checkpoint=24, region_tag=west_tag)
+    _take(west, new, 10_100)
+    _store(west, new, range(25, 41), 10_200, acknowledged)
+    replication.paused = False
+    for delivery in replication.due(60_000):
+        (east if delivery.region == A else west).items[delivery.version.item[1][1]] = dict(
+            delivery.version.image or {})
+    return acknowledged, east.seqs(), west.seqs(), replication.conflicts
+
+
+def test_an_activation_before_replication_caught_up_loses_nothing_acknowledged_in_either_region() -> None:
+    """Each region numbers the stream's log in its own segment (``fleet.batch_log``): west's take-up opens a
+    new segment after east's, east's late batches keep theirs, no key is written in both regions, and every
+    sequence either region acknowledged is in both regions' logs once replication caught up (25..28 twice,
+    once per region)."""
+    acknowledged, in_east, in_west, conflicts = _activated_unreplicated(segment_tag(A), segment_tag(B))
+    assert acknowledged == set(range(1, 41))
+    assert in_east == in_west == acknowledged
+    assert conflicts == 0
+
+
+def test_one_number_space_for_both_regions_loses_acknowledged_sequences_to_last_writer_wins() -> None:
+    """Before segments (one number space, tag 0 in both regions): west's mark and batch take numbers 13 and 14,
+    which east's unreplicated batches hold; last writer wins on the regions' clocks, east's batch 14 (stamped
+    later than west's by the skew) replaces west's, and seqs 29..40, which west acknowledged, are in neither
+    region's log."""
+    acknowledged, in_east, in_west, conflicts = _activated_unreplicated(0, 0)
+    assert acknowledged - in_east == acknowledged - in_west == set(range(29, 41))
+    assert conflicts == 2
