@@ -4,7 +4,9 @@ fleet's code: the ground truth, the log checkers and ``wsfleet messages`` all re
 - **One item per message** (``blog``, and ``hardened`` before the batch log): sk = the writer's clock
   (``blog``) or the sequence; ``message_data`` = the upstream's ``data`` (``<connection id>:<seq>``, where the
   seq is read), ``timestamp_ms``, ``worker_id``, ``gen``, ``epoch`` (hardened), ``sent_ms``.
-- **The batch log** (``hardened``): sk = the batch number b = 1, 2, 3 ... per stream; ``kind`` ``batch`` or
+- **The batch log** (``hardened``): sk = the batch number b = 1, 2, 3 ... per stream (with a standby region,
+  per region segment: sk = ``(segment << 32) | n``, segment = ``(g << 16) | region tag``, n = 1, 2, 3 ... within
+  it; ``log_position``); ``kind`` ``batch`` or
   ``mark``, ``epoch``, ``worker``, ``gen``, ``take`` (the incarnation's take-up number; optional),
   ``seq_from``, ``seq_to``, ``written_ms``; a batch's ``msgs`` is one string, JSON text of an array of
   [seq, ts_ms, data] arrays; a takeover mark stores no message (seq_from = seq_to + 1, seq_to the last seq
@@ -28,6 +30,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 LOG_KINDS = ("batch", "mark")
+NUMBER_BITS = 32  # a log key's low bits: the number within its segment (above them: the segment)
 MESSAGE = "message"  # the kind of an item of the one-item-per-message layout
 UNREADABLE = "unreadable"
 
@@ -114,6 +117,11 @@ def _int(value: Any) -> int | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def log_position(sk: int) -> tuple[int, int]:
+    """A log key as (segment, number within it): keys order segments, then numbers (one region: segment 0)."""
+    return divmod(sk, 1 << NUMBER_BITS)
 
 
 def seq_of(data: Any) -> int | None:

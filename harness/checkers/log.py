@@ -5,19 +5,27 @@ and the history's handovers, never from fleet code.
 A *holder* is one take-up of a stream: a consumer (``worker@gen``) at an epoch, and its take-up number
 (``take``, when the log records it: one incarnation may take a stream up twice at one epoch, an adoption
 after a release whose answer was lost, and the later take fences the earlier).  Holders are ordered by
-(epoch, take).  Rules, each a finding per log entry:
+(epoch, take).  With a standby region the log's keys are in segments, one region's each (``batch`` =
+``(segment << 32) | n``, ``harness.message_log.log_position``): a region's take-up after another region's
+opens a new segment, and the rules below hold within each segment (two regions' epochs are not ordered: the
+region gate parts them), with the segments' own rules where they meet.  Rules, each a finding per log entry:
 
-- **epoch_decrease** (I6): along a stream's log, an entry whose epoch is below an earlier entry's.
+- **epoch_decrease** (I6): along a segment of a stream's log, an entry whose epoch is below an earlier entry's.
 - **after_mark** (I6): after a holder's takeover mark, an entry of an earlier holder: one that appeared before
   that mark, or of a lower (epoch, take).  The earlier holder's write was accepted after the later one took over.
 - **unmarked** (I6): an entry of a new holder (none before it) that is a batch, not a mark: the new owner
-  stored before marking its takeover.
+  stored before marking its takeover; and a segment after the first that does not open with a mark.
 - **misplaced_mark**: a mark whose seq_to is not the last seq stored before it (the new owner resumes from
   it: above, sequences are skipped; below, stored twice).  The log's first entry sets where it starts (a
-  first mark may resume after a checkpoint).
-- **hole**: a batch number missing below a stored one (a writer puts batch b only after b - 1 exists).
+  first mark may resume after a checkpoint).  A mark opening a segment may be below it: the other region's
+  batches that had not reached the new region when it took the stream up are stored before it in key order.
+- **hole**: a batch number missing below a stored one within its segment (a writer puts batch n only after
+  n - 1 exists; a segment starts at 1).
 - **unreadable**: a stored item neither layout explains (``final.persisted``'s ``unreadable``).
-- **duplicate** (I3): a seq stored by more than one batch, named with the batches.
+- **duplicate** (I3): a seq stored by more than one batch of one segment, named with the batches.  A seq
+  stored once in each of several segments is no finding: a region activated before the other's last batches
+  reached it resumed after the tail it could read and stored them again (nothing acknowledged is lost, and
+  each region's copy is its own, not one write applied twice); ``across_segments`` counts such seqs.
 - **gap** (I2): seqs emitted while the stream was STARTED and never stored (the sequences checker's lost
   ranges, ``harness.checkers.sequences``), placed in the log between the batches around them.
 
@@ -39,6 +47,7 @@ import numpy as np
 
 from harness.checkers.events import Events, handovers, holder_of, select
 from harness.checkers.result import CheckResult, Row
+from harness.message_log import log_position
 
 LOG_COLUMNS = ["pk", "rule", "batch", "seq_from", "seq_to", "holder", "epoch", "written_ms", "superseded_t",
                "evidence"]
@@ -77,11 +86,14 @@ def check_log(history: Events, lost_ranges: dict[str, list[tuple[int, int]]] | N
     persisted = select(history, "final.persisted", ["pk", "unreadable"], raw=["unreadable"]).dropna(subset=["pk"])
     superseded = _Supersession(history)
     findings: list[Row] = []
+    across_segments = 0
     for pk, raw in zip(logs["pk"], logs["entries"], strict=True):
         entries = [_entry(e) for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
         found = [e for e in entries if e is not None]
         findings.extend(_structure(str(pk), found, superseded))
-        findings.extend(_duplicates(str(pk), found))
+        duplicates, across = _duplicates(str(pk), found)
+        findings.extend(duplicates)
+        across_segments += across
         findings.extend(_gaps(str(pk), found, (lost_ranges or {}).get(str(pk), [])))
     for pk, unreadable in zip(persisted["pk"], persisted["unreadable"], strict=True):
         for item in unreadable if isinstance(unreadable, list) else []:
@@ -94,6 +106,7 @@ def check_log(history: Events, lost_ranges: dict[str, list[tuple[int, int]]] | N
         "entries": int(sum(len(raw) for raw in logs["entries"] if isinstance(raw, list))),
         "zombie_entries": len({(row["pk"], row["batch"]) for row in findings if row["rule"] in ZOMBIE_RULES}),
         "by_rule": by_rule,
+        "across_segments": across_segments,
         "examples": findings[:DETAIL_ROWS],
     }
     return CheckResult("log", not findings, details, {"log": findings})
@@ -161,13 +174,22 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
     current: tuple[str, int, int] | None = None  # the holder the log belongs to now: consumer, epoch, take
     seen: set[tuple[str, int, int]] = set()
     tail: int | None = None  # the last seq stored so far
+    segment: int | None = None  # the segment of the entry before
     expected = 1
     for entry in entries:
         holder = (entry.holder, entry.epoch, entry.take)
-        if entry.batch != expected:
-            finding("hole", entry, f"batch {entry.batch} follows batch {expected - 1}: batches "
-                                   f"{expected}..{entry.batch - 1} are missing")
-        expected = entry.batch + 1
+        at, number = log_position(entry.batch)
+        opens = segment is not None and at != segment  # the first entry of a segment after the first
+        if opens:
+            highest, mark, current, seen, expected = None, None, None, set(), 1
+            if entry.kind != "mark":
+                finding("unmarked", entry, f"{entry.holder} (epoch {entry.epoch}) opened segment {at} with a "
+                                           "batch, not a takeover mark")
+        segment = at
+        if number != expected:
+            finding("hole", entry, f"batch {entry.batch} (number {number} of segment {at}) follows number "
+                                   f"{expected - 1}: numbers {expected}..{number - 1} are missing")
+        expected = number + 1
         if highest is not None and entry.epoch < highest.epoch:
             finding("epoch_decrease", entry, f"epoch {entry.epoch} after batch {highest.batch}'s epoch "
                                              f"{highest.epoch}")
@@ -178,7 +200,7 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
         if current is not None and holder != current and not earlier and entry.kind != "mark":
             finding("unmarked", entry, f"{entry.holder} (epoch {entry.epoch}) stored a batch without a takeover "
                                        f"mark after {current[0]} (epoch {current[1]})")
-        if entry.kind == "mark" and tail is not None and entry.seq_to != tail:
+        if entry.kind == "mark" and tail is not None and (entry.seq_to > tail if opens else entry.seq_to != tail):
             finding("misplaced_mark", entry, f"the mark says the log ends at seq {entry.seq_to}; it ends at seq "
                                              f"{tail}")
         if not earlier:  # a new holder (marked or not); an earlier one's entry changes nothing
@@ -190,20 +212,23 @@ def _structure(pk: str, entries: list[_Entry], superseded: _Supersession) -> lis
     return found
 
 
-def _duplicates(pk: str, entries: list[_Entry]) -> list[Row]:
-    """Each run of seqs stored by more than one batch, with the batches that hold it."""
+def _duplicates(pk: str, entries: list[_Entry]) -> tuple[list[Row], int]:
+    """Each run of seqs stored by more than one batch of one segment, with the batches that hold it; and how
+    many seqs are stored more than once, each time in another segment."""
     holders: dict[int, list[int]] = {}
     for entry in entries:
         if entry.kind == "batch":
             for seq in range(entry.seq_from, entry.seq_to + 1):
                 holders.setdefault(seq, []).append(entry.batch)
-    twice = sorted(seq for seq, batches in holders.items() if len(batches) > 1)
+    twice = sorted(seq for seq, batches in holders.items()
+                   if len({log_position(b)[0] for b in batches}) < len(batches))
+    across = sum(1 for batches in holders.values() if 1 < len(batches) == len({log_position(b)[0] for b in batches}))
     rows: list[Row] = []
     for low, high in _runs(twice):
         batches = sorted({b for seq in range(low, high + 1) for b in holders[seq]})
         rows.append(_row(pk, "duplicate", batches[-1], low, high, None, None, None, None,
                          f"seqs {low}..{high} are stored by batches {', '.join(map(str, batches))}"))
-    return rows
+    return rows, across
 
 
 def _gaps(pk: str, entries: list[_Entry], lost: list[tuple[int, int]]) -> list[Row]:

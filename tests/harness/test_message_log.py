@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.message_log import decode, entries, from_low_level, messages, newest
+from fleet.batch_log import TAG_BITS, log_key, segment_tag
+from harness.message_log import decode, entries, from_low_level, log_position, messages, newest
 from tests.harness.message_items import log_item
 
 
@@ -31,6 +32,22 @@ def test_a_stream_reads_in_log_order_with_its_marks(dynamodb: Any, tables: dict[
     assert [(m.seq, m.kind) for m in messages(entries(dynamodb, tables["messages"], "CONN#a"), from_seq=3)] == [
         (None, "mark"), (3, "batch"), (4, "batch")]
     assert [m.seq for m in messages(entries(dynamodb, tables["messages"], "CONN#a"), from_seq=4)] == [4]
+
+
+def test_segments_read_in_order_and_a_key_is_its_segment_and_number(dynamodb: Any, tables: dict[str, str]) -> None:
+    """A standby region's segments (``fleet.batch_log.log_key``): the Query reads the older segment's late
+    batch before the newer segment's mark, and ``log_position`` splits a key as the writer made it."""
+    east, west = segment_tag("us-east-1"), segment_tag("us-west-2")
+    for item in (log_item("CONN#a", log_key(1, west, 1), "mark", 1, "west-1", "g1", 2, 1, written_ms=30),
+                 log_item("CONN#a", log_key(0, east, 1), "batch", 4, "east-1", "g1", 1, 2, written_ms=10),
+                 log_item("CONN#a", log_key(0, east, 2), "batch", 4, "east-1", "g1", 3, 3, written_ms=20)):
+        dynamodb.put_item(TableName=tables["messages"], Item=item)
+
+    found = list(messages(entries(dynamodb, tables["messages"], "CONN#a")))
+
+    assert [(m.seq, m.worker) for m in found] == [(1, "east-1"), (2, "east-1"), (3, "east-1"), (None, "west-1")]
+    assert [log_position(m.batch) for m in found if m.batch is not None] == [
+        (east, 1), (east, 1), (east, 2), ((1 << TAG_BITS) | west, 1)]
 
 
 def test_one_item_per_message_reads_its_seq_from_the_data() -> None:

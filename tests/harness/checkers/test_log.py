@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.batch_log import log_key, segment_tag
 from harness.checkers import analyse
 from harness.checkers.log import check_log, parse_ranges
 from harness.checkers.zombies import check_zombie_writes
@@ -147,6 +148,45 @@ def test_a_mark_not_at_the_tail_and_a_seq_stored_twice_are_named(build) -> None:
     [duplicate] = [row for row in result.tables["log"] if row["rule"] == "duplicate"]
     assert (duplicate["seq_from"], duplicate["seq_to"]) == (3, 3)
     assert duplicate["evidence"] == "seqs 3..3 are stored by batches 2, 4"
+
+
+EAST, WEST = segment_tag("us-east-1"), segment_tag("us-west-2")
+# East's log (segment 0) up to its late batch, which had not reached west when west took the stream up.
+EAST_LOG = ((log_key(0, EAST, 1), "mark", "east-1", "g1", 2, 1, 0, 10),
+            (log_key(0, EAST, 2), "batch", "east-1", "g1", 2, 1, 3, 900),
+            (log_key(0, EAST, 3), "batch", "east-1", "g1", 2, 4, 5, 2900))
+
+
+def test_a_region_activated_unreplicated_opens_a_segment_and_its_copies_are_no_finding(build) -> None:
+    """West (its lease replica behind: epoch 1) read east's tail at seq 3, marked in its own segment and
+    stored 4..6 again: epochs are compared within a segment, the mark may be below the log's tail, and a seq
+    stored once per segment is counted apart, not a duplicate."""
+    west = ((log_key(1, WEST, 1), "mark", "west-1", "g1", 1, 4, 3, 3200),
+            (log_key(1, WEST, 2), "batch", "west-1", "g1", 1, 4, 6, 3300))
+    takeover(build).log(9000, PK, *EAST_LOG, *west)
+
+    result = check_log(build.frame())
+
+    assert result.valid is True, result.details["examples"]
+    assert result.details["across_segments"] == 2
+
+
+@pytest.mark.parametrize(("west", "found"), [
+    ([(log_key(1, WEST, 1), "batch", "west-1", "g1", 1, 6, 6, 3300)], {"unmarked": 1}),
+    ([(log_key(1, WEST, 1), "mark", "west-1", "g1", 1, 7, 6, 3200)], {"misplaced_mark": 1}),
+    ([(log_key(1, WEST, 2), "mark", "west-1", "g1", 1, 6, 5, 3200)], {"hole": 1}),
+    ([(log_key(1, WEST, 1), "mark", "west-1", "g1", 3, 6, 5, 3200),
+      (log_key(1, WEST, 2), "batch", "west-1", "g1", 1, 6, 6, 3300)], {"epoch_decrease": 1, "after_mark": 1}),
+    ([(log_key(1, WEST, 1), "mark", "west-1", "g1", 1, 6, 5, 3200),
+      (log_key(1, WEST, 2), "batch", "west-1", "g1", 1, 6, 7, 3300),
+      (log_key(1, WEST, 3), "batch", "west-1", "g1", 1, 7, 7, 3400)], {"duplicate": 1}),
+])
+def test_each_segment_keeps_the_logs_rules(build, west: list[tuple[object, ...]], found: dict[str, int]) -> None:
+    """A segment opened by a batch, a segment's mark above the log's tail (seqs skipped), a segment not
+    starting at 1, an epoch going down within a segment, a seq stored twice within one: each a finding."""
+    takeover(build).log(9000, PK, *EAST_LOG, *west)
+
+    assert rules(check_log(build.frame())) == found
 
 
 def test_a_missing_batch_number_is_a_hole(build) -> None:
