@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -24,7 +25,7 @@ from websockets.http11 import Request, Response
 from fleet import connection
 from fleet.allowlist import Allowlist
 from fleet.aws import AwsClients
-from fleet.batch_log import BATCH, MARK, MAX_MESSAGES, LogItem, Message, Writer
+from fleet.batch_log import BATCH, MARK, MAX_MESSAGES, LogItem, Message, Writer, log_key, segment_tag
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.connection import (
@@ -291,6 +292,17 @@ async def test_a_take_ups_mark_event_names_its_take(tmp_path: Path) -> None:
     await opened(runner, HeldConnection(lease=LEASE))
     [mark] = events(tmp_path / "w1.jsonl", "log.mark")
     assert (mark["outcome"], mark["epoch"], mark["take"]) == ("ok", 1, store.items[1].writer.take)
+
+
+async def test_behind_a_region_gate_a_take_up_marks_in_its_regions_segment(tmp_path: Path) -> None:
+    """With a gate (a standby region may take over), the runner numbers the log in its region's segment
+    (``fleet.region_gate.log_region_tag``), so the other region's unreplicated batches never share a key."""
+    store = LogStore()
+    gated = replace(HARDENED, region="us-west-2", region_gate_endpoints=("us-west-2=http://127.0.0.1:1",),
+                    region_gate_control="arn:control-west")
+    runner = runner_for(gated, cast(AwsAdapter, store), HistoryWriter(None, "w1"))
+    await opened(runner, HeldConnection(lease=LEASE))
+    assert list(store.items) == [log_key(0, segment_tag("us-west-2"), 1)]
 
 
 async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_session_end_flushes() -> None:
