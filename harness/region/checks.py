@@ -105,24 +105,38 @@ def _open_faults(faults: pd.DataFrame, target: str, t: float) -> bool:
 
 
 def moves_while_unhealthy(history: pd.DataFrame, aws_regions: dict[str, str]) -> list[dict[str, Any]]:
-    """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first."""
+    """``aws_regions``: the run's region name -> its AWS region (the controls' names), the primary first.  A
+    move is judged at its decision, the instant the automation's looks that let it turn the region On began
+    (its ``activation.missing``'s ``decided_ms``), else at the On: a fault that begins between the looks and
+    the On is the automation's to answer afterwards (a forced failback), not a move it should not have made
+    (gate seed 38: the standby's DynamoDB out 8.7 ms before its On, after the look that found it answering)."""
     names = {aws: name for name, aws in aws_regions.items()}
     primary = next(iter(aws_regions))
     healthy = {name: True for name in aws_regions}
     store_out: set[str] = set()
-    faults = _store_faults(history)
-    events = pd.concat([_of(history, "health.check", "route53"), _of(history, "gate.state", "route53"), faults])
+    decided = {_move(row): float(row.decided_ms) for row in _of(history, "activation.missing", "route53").itertuples()
+               if pd.notna(getattr(row, "decided_ms", None))}
+    judged = [(decided.get(_move(row), float(row.t)), 1, row)
+              for row in _of(history, "gate.state", "route53").itertuples()
+              if row.state == "On" and row.region in names]
+    states = pd.concat([_of(history, "health.check", "route53"), _store_faults(history)])
     found = []
-    for row in events.sort_values("t", kind="stable").itertuples():
+    for _, _, row in sorted([(float(row.t), 0, row) for row in states.itertuples()] + judged, key=lambda e: e[:2]):
         if row.type == "health.check":
             healthy[str(row.region)] = bool(row.healthy)
         elif row.type.startswith("fault."):
             (store_out.add if row.type == "fault.start" else store_out.discard)(str(row.target))
-        elif row.state == "On" and row.region in names:
+        else:
             name = names[str(row.region)]
             if (not healthy[name]) if name == primary else (name in store_out):
                 found.append({"t": float(row.t), "region": name, "both_unhealthy": not any(healthy.values())})
-    return found
+    return sorted(found, key=lambda f: f["t"])
+
+
+def _move(row: Any) -> tuple[str, int | None]:
+    """A move's key: its AWS region and the generation that made it (None: not recorded)."""
+    generation = getattr(row, "generation", None)
+    return str(row.region), None if generation is None or pd.isna(generation) else int(generation)
 
 
 def early_failbacks(history: pd.DataFrame, primary: str, lag_bound_ms: float,

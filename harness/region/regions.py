@@ -320,14 +320,16 @@ class TwoRegions(Started):
         the activation (``fit_after_wait``; the failover then gives up): ``RoutingControls.fail_over``'s
         outcome.  At the instant ``new`` turns On, what its tables lack of the other region's writes goes to
         the history (``activation.missing`` {region, generation, other, items, waited_ms: the replication
-        wait}: ``GlobalTables.missing``), after ``failover.unreplicated`` {region, generation, other,
-        waited_ms, items: what was lacking at the bound} when the wait reached its bound."""
+        wait, decided_ms: when the looks that let it turn On began}: ``GlobalTables.missing``), after
+        ``failover.unreplicated`` {region, generation, other, waited_ms, items: what was lacking at the bound}
+        when the wait reached its bound."""
         assert self.controls is not None and self.tables is not None
         tables, primary = self.tables, next(iter(AWS_REGIONS))
         role = PRIMARY if new == primary else STANDBY
         waited: dict[str, Any] = {}  # from when the activation wait ended (the first ``ready``); at the bound
 
         def ready() -> bool | None:
+            waited["decided_ms"] = time.time() * 1000.0  # the looks below, on the history's clock
             now_s = time.monotonic()
             since_s = waited.setdefault("since_s", now_s)
             with self._lock:
@@ -346,7 +348,8 @@ class TwoRegions(Started):
                 self.route53.emit("failover.unreplicated", region=AWS_REGIONS[new], generation=generation,
                                   other=AWS_REGIONS[old], waited_ms=waited["ms"], items=waited["lacking"])
             self.route53.emit("activation.missing", region=AWS_REGIONS[new], generation=generation,
-                              other=AWS_REGIONS[old], items=tables.missing(new), waited_ms=waited.get("ms"))
+                              other=AWS_REGIONS[old], items=tables.missing(new), waited_ms=waited.get("ms"),
+                              decided_ms=waited.get("decided_ms"))
 
         wait_s = activation_wait_s(self.clusters[old].config) if self.spec.activation_wait_s is None \
             else self.spec.activation_wait_s

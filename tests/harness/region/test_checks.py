@@ -80,6 +80,24 @@ def test_the_standby_activated_while_its_own_check_fails_is_no_finding_unless_it
         assert moves_while_unhealthy(back, REGIONS) == [], kind
 
 
+def test_a_move_is_judged_at_the_looks_that_decided_it_not_at_its_on() -> None:
+    """Gate seed 38: the automation looked at the standby's DynamoDB (answering), then a fault took it out
+    8.7 ms before the On.  Judged at the On, that is a finding; the automation could not have known, and its
+    forced failback answered it.  Out before the looks began, it is still a finding."""
+    def decided(t: float, decided_ms: float) -> list[dict[str, Any]]:
+        on = {**control(t, "us-west-2", "On"), "generation": 130}
+        return [on, {"t": t, "src": "route53", "type": "activation.missing", "region": "us-west-2",
+                     "generation": 130, "decided_ms": decided_ms}]
+
+    moves = [control(0, "us-east-1", "On"), {**control(1_000, "us-east-1", "Off"), "generation": 130}]
+    raced = history(*moves, fault(2_991.3, "start", "dynamodb_outage", "west"), *decided(3_000, 2_985))
+    assert moves_while_unhealthy(raced, REGIONS) == []
+    undated = history(*[e for e in raced.to_dict("records") if e["type"] != "activation.missing"])
+    assert moves_while_unhealthy(undated, REGIONS) == [{"t": 3_000, "region": "west", "both_unhealthy": False}]
+    known = history(*moves, fault(2_900, "start", "dynamodb_outage", "west"), *decided(3_000, 2_985))
+    assert moves_while_unhealthy(known, REGIONS) == [{"t": 3_000, "region": "west", "both_unhealthy": False}]
+
+
 def test_a_failback_before_replication_caught_up_for_the_whole_hysteresis_is_early() -> None:
     moves = [control(0, "us-east-1", "On"), control(1_000, "us-east-1", "Off"), control(3_000, "us-west-2", "On"),
              control(20_000, "us-west-2", "Off"), control(22_000, "us-east-1", "On")]
