@@ -2,7 +2,7 @@
 right before each request leaves, a lost answer recognised, resumed after the log's tail.
 
 Store-backed tests run on both engines (dynalite and moto: the same conditional puts of the message log).  A writer is
-frozen between building its request and sending it by a botocore ``before-send`` hook that waits on an
+frozen between building its request and sending it by a ``tests.fleet.lean_wire.Wire`` that waits on an
 event the test holds.
 """
 
@@ -44,6 +44,7 @@ from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import AwsAdapter
 from fleet.upstream import MAX_QUEUED_FRAMES, UpstreamMessage, UpstreamSession
+from tests.fleet.lean_wire import wire
 from tests.fleet.memworker import until
 from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk, stored, take_over
 
@@ -76,19 +77,6 @@ def events(path: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == kind]
 
 
-class Gate:
-    """Holds every request of one operation of one client between building and sending it."""
-
-    def __init__(self, aws: AwsClients, operation: str) -> None:
-        self.reached = asyncio.Event()
-        self.opened = asyncio.Event()
-        aws.ddb.meta.events.register(f"before-send.dynamodb.{operation}", self._hold)
-
-    async def _hold(self, **_: Any) -> None:
-        self.reached.set()
-        await self.opened.wait()
-
-
 async def opened(runner: ConnectionRunner, held: HeldConnection, me: Holder = ME) -> HeldConnection:
     """``held`` once ``me`` has taken its log up (its mark stored)."""
     await runner.open_log(held, me)
@@ -106,7 +94,7 @@ async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: Aw
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
     held = await opened(runner, HeldConnection(lease=lease))
-    gate = Gate(store.aws, "PutItem")
+    gate = wire(store.aws, held=True)
     writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     async with AwsClients(engine_config) as other_aws:  # the new owner is another process
@@ -142,7 +130,7 @@ async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
     held = await opened(runner, HeldConnection(lease=lease))
-    gate = Gate(store.aws, "PutItem")
+    gate = wire(store.aws, held=True)
     writing = asyncio.create_task(runner.persist_batch(held, batch(1)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     runner.me = Holder(ME.worker_id, "next-incarnation")

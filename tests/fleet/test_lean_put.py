@@ -1,0 +1,131 @@
+"""The lean PutItem of ``fleet.lean_put`` against both engines: it stores what the SDK's put stores, is counted,
+billed and dated as the SDK's answers are, is signed for DynamoDB in the client's region, and its errors
+are translated in ``fleet.aws.aws_errors``'s one place, as the SDK's."""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from fleet.aws import AwsClients
+from fleet.batch_log import BATCH, LogItem, Message, Writer
+from fleet.config import FleetConfig
+from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
+from fleet.lean_put import env_proxy
+from fleet.store import AwsAdapter
+from fleet.typed import to_typed
+from tests.fleet.lean_wire import Canned, Wire, refusal, wire
+from tests.fleet.test_store import new_pk, stored
+
+
+def batch_item(pk: str, b: int) -> LogItem:
+    messages = (Message(1, 10, "a" * 100), Message(2, 11, "b" * 100))
+    return LogItem(pk, b, BATCH, Writer("w1", "g", 1, 1), 1, 2, 5, messages)
+
+
+def counts(aws: AwsClients) -> tuple[Counter[str], dict[str, float]]:
+    return Counter(aws.operations), dict(aws.units)
+
+
+def delta(before: tuple[Counter[str], dict[str, float]], after: tuple[Counter[str], dict[str, float]]) -> Any:
+    operations = after[0] - before[0]
+    units = {k: round(v - before[1].get(k, 0.0), 6) for k, v in after[1].items() if v != before[1].get(k, 0.0)}
+    return dict(operations), units
+
+
+async def test_a_lean_put_stores_counts_bills_and_dates_as_the_sdks_put_of_the_same_item(
+        store: AwsAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+    aws = store.aws
+    dated: list[float] = []
+    add = aws.skew.add
+    monkeypatch.setattr(aws.skew, "add", lambda sent, answered, server: (dated.append(server), add(sent, answered,
+                                                                                                   server)))
+    pk = new_pk()
+    before = counts(aws)
+    await store.put_log_item(batch_item(pk, 1))
+    lean = delta(before, counts(aws))
+    before = counts(aws)
+    await aws.ddb.put_item(TableName=store.config.messages_table, Item=to_typed(batch_item(pk, 2).to_item()),
+                           ConditionExpression="attribute_not_exists(sk)")
+    sdk = delta(before, counts(aws))
+
+    assert lean == sdk and lean[0] == {"PutItem messages": 1} and lean[1]["write messages"] > 0
+    assert len(dated) == 2  # both answers' Date went to the skew estimator
+    items = await stored(store, pk)
+    assert {k: v for k, v in items[1].items() if k != "sk"} == {k: v for k, v in items[2].items() if k != "sk"}
+
+
+@pytest.mark.parametrize(("answer", "error", "code"), [
+    (refusal("ConditionalCheckFailedException"), ConditionFailed, "ConditionalCheckFailedException"),
+    (refusal("ProvisionedThroughputExceededException"), StoreUnavailable, "ProvisionedThroughputExceededException"),
+    (refusal("InternalServerError", status=500), StoreUnavailable, "InternalServerError"),
+    (Canned(502, {}), StoreUnavailable, "HTTP 502"),  # a proxy's page: no code, the status says it
+    (refusal("ValidationException"), StoreError, "ValidationException"),
+])
+async def test_an_error_answer_is_translated_and_counted_as_the_sdks(
+        store: AwsAdapter, answer: Canned, error: type[StoreError], code: str) -> None:
+    wire(store.aws).canned.append(answer)
+    errors = Counter(store.aws.errors)
+    with pytest.raises(error) as raised:
+        await store.put_log_item(batch_item(new_pk(), 1))
+    assert type(raised.value) is error
+    assert store.aws.errors - errors == Counter({code: 1})
+
+
+async def test_a_put_that_cannot_reach_the_service_has_an_unknown_outcome(
+        engine_config: FleetConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{port}")
+    async with AwsClients(engine_config) as aws:
+        with pytest.raises(StoreUnavailable):
+            await AwsAdapter(aws).put_log_item(batch_item(new_pk(), 1))
+        assert aws.errors == Counter({"ConnectionError": 1})
+
+
+class Headers(Wire):
+    """Keeps the headers each request is sent with."""
+
+    def __init__(self, http: Any) -> None:
+        super().__init__(http)
+        self.headers: list[dict[str, str]] = []
+
+    def post(self, url: str, **options: Any) -> Any:
+        self.headers.append(dict(options["headers"]))
+        return super().post(url, **options)
+
+
+async def test_the_put_is_signed_for_dynamodb_in_the_clients_region_with_its_credentials(
+        store: AwsAdapter) -> None:
+    aws = store.aws
+    seam = Headers(aws.lean.ddb.http)
+    aws.lean.ddb.http = seam
+    await store.put_log_item(batch_item(new_pk(), 1))
+    [headers] = seam.headers
+    key = (await aws.lean.ddb.credentials.get_frozen_credentials()).access_key
+    authorization = headers["Authorization"]
+    assert authorization.startswith(f"AWS4-HMAC-SHA256 Credential={key}/{headers['X-Amz-Date'][:8]}/"
+                                    f"{aws.ddb.meta.region_name}/dynamodb/aws4_request, ")
+    assert "x-amz-target" in authorization and headers["X-Amz-Target"] == "DynamoDB_20120810.PutItem"
+    assert headers["User-Agent"] == aws.settings.user_agent
+
+
+@pytest.mark.parametrize(("env", "url", "proxy"), [
+    ({}, "http://127.0.0.1:8000", None),
+    ({"HTTP_PROXY": "http://p:3128"}, "http://ddb.local:8000", "http://p:3128"),
+    ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "ddb.local"}, "http://ddb.local:8000", None),
+    ({"HTTPS_PROXY": "http://p:3128"}, "https://dynamodb.us-east-1.amazonaws.com", "http://p:3128"),
+    ({"HTTPS_PROXY": "http://p:3128"}, "http://ddb.local:8000", None),  # a proxy for the other scheme
+])
+def test_the_proxy_is_the_one_the_environment_names_for_the_endpoint(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, proxy: str | None) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert env_proxy(url) == proxy
