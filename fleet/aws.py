@@ -145,6 +145,7 @@ class AwsClients:
         self.errors: Counter[str] = Counter()
         self.operations: Counter[str] = Counter()
         self.units: defaultdict[str, float] = defaultdict(float)
+        self._date = ("", 0.0)  # the last answer's Date header, read (server ms)
         # the table -> key attributes of its all-projecting index, for the index writes a write is billed
         self.indexes = index_keys(connections_table(config.connections_table))
         self._stack = AsyncExitStack()
@@ -211,11 +212,12 @@ class AwsClients:
             self._bill(operation, params, parsed)
         if sent_ms is None or not date:
             return
-        try:
-            server_ms = parsedate_to_datetime(date).timestamp() * 1000.0
-        except (TypeError, ValueError):
-            return  # a malformed Date says nothing
-        self.skew.add(sent_ms, monotonic_s() * 1000.0, server_ms)  # the fence clock never goes back
+        if date != self._date[0]:  # answers of one second share their Date: it is read once
+            try:
+                self._date = (date, parsedate_to_datetime(date).timestamp() * 1000.0)
+            except (TypeError, ValueError):
+                return  # a malformed Date says nothing
+        self.skew.add(sent_ms, monotonic_s() * 1000.0, self._date[1])  # the fence clock never goes back
 
     def _bill(self, operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> None:
         """Count one answered data request and add the units it is billed, computed and reported."""

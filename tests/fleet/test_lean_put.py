@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
+import botocore.auth
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import ReadOnlyCredentials
 
 from fleet.aws import AwsClients
 from fleet.batch_log import BATCH, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
-from fleet.lean_put import env_proxy
+from fleet.lean_put import CONTENT_TYPE, TARGET, Signer, env_proxy, host_header
 from fleet.store import AwsAdapter
 from fleet.typed import to_typed
 from tests.fleet.lean_wire import Canned, Wire, refusal, wire
@@ -129,3 +134,27 @@ def test_the_proxy_is_the_one_the_environment_names_for_the_endpoint(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert env_proxy(url) == proxy
+
+
+@pytest.mark.parametrize("token", [None, "a-session-token"])
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/", "https://dynamodb.eu-west-1.amazonaws.com/"])
+def test_the_signature_is_botocores(monkeypatch: pytest.MonkeyPatch, token: str | None, url: str) -> None:
+    """The lean signer computes SigV4 as botocore's ``SigV4Auth`` does, for the same request at the same time
+    (a day's signing key is reused: the second request is signed right too)."""
+    credentials = ReadOnlyCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    signer = Signer("eu-west-1", "dynamodb")
+    headers = {"Content-Type": CONTENT_TYPE, "Host": host_header(url), "User-Agent": "wsfleet  x",
+               "X-Amz-Target": TARGET}
+    for now, body in [(datetime(2026, 12, 5, 13, 4, 5, tzinfo=UTC), b'{"TableName":"t","Item":{}}'),
+                      (datetime(2026, 12, 5, 23, 59, 59, tzinfo=UTC), b'{"x": "\\u00e9  y"}')]:
+        ours = signer.signed(credentials, headers, body, now)
+        request = AWSRequest(method="POST", url=url, data=body,
+                             headers={k: v for k, v in headers.items() if k != "Host"})
+        monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda now=now: now)
+        SigV4Auth(credentials, "dynamodb", "eu-west-1").add_auth(request)
+        assert ours == {"Host": host_header(url), **dict(request.headers.items())}
+
+
+def test_the_host_header_names_a_port_only_when_it_is_not_the_schemes() -> None:
+    assert [host_header(u) for u in ("http://h:80/", "https://h:443/", "https://h/", "http://h:8000/",
+                                     "http://[::1]:8000/")] == ["h", "h", "h", "h:8000", "[::1]:8000"]
