@@ -17,15 +17,18 @@ drained again.  Every session that has heard nothing from its upstream for a whi
 (``UpstreamSession`` keepalive): one that died silently, a half-open connection, is closed and reopened from
 the next sequence.
 
-After every received frame, and right before every write request goes out (inside its slot, after any
-wait), it asks the fence of the incarnation that took the stream up whether it may still consume
-(``Fence.allows``, on the fence clock); the check is synchronous, so a process resumed after a pause drops what it
-buffered instead of writing it.  Right before each write it also asks whether the stream was let go
-(``HeldConnection.may_send``): a task that did not end when its stream was released or left to lapse sends
-nothing more.  ``hardened`` stores messages as a fenced log (``fleet.batch_log``): each
-take-up reads the log's tail and puts its mark before it stores anything, then puts batches one at a time,
-each on the next number only if it is free, so a write that left before the fence closed but arrives after
-a takeover either landed before the new owner's mark (which resumes after it) or is refused.
+Messages are taken as the session parses them, inside its transport's callback (``Reading.take``, no task
+wake per message), queued to the session's ``MessageSink`` whose writer task stores them; the sink pauses
+the session's reading while its backlog is full.  After every received frame, and right before every write
+request goes out (inside its slot, after any wait), it asks the fence of the incarnation that took the
+stream up whether it may still consume (``Fence.allows``, on the fence clock); the check is synchronous, so
+a process resumed after a pause drops what it buffered instead of writing it.  Right before each write it
+also asks whether the stream was let go (``HeldConnection.may_send``): a task that did not end when its
+stream was released or left to lapse sends nothing more.  ``hardened`` stores messages as a fenced log
+(``fleet.batch_log``): each take-up reads the log's tail and puts its mark before it stores anything, then
+puts batches one at a time, each on the next number only if it is free, so a write that left before the
+fence closed but arrives after a takeover either landed before the new owner's mark (which resumes after
+it) or is refused.
 """
 
 from __future__ import annotations
@@ -280,6 +283,8 @@ class ConnectionRunner:
                 if not await session.answers(self.rules.timeout_ms / 1000.0):
                     raise UpstreamError("the upstream answered no ping: the session died silently")
                 quiet = True
+            elif held.stopping.is_set():
+                return False
         return reading.drained
 
     def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
