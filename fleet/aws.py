@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import aioboto3
 from aiobotocore.config import AioConfig
+from botocore.endpoint import DEFAULT_TIMEOUT
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
@@ -40,6 +41,7 @@ from fleet.billing import OPERATIONS, billed_request, index_keys, purpose_of, un
 from fleet.clock import LeaseClock, SkewEstimator, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
+from fleet.lean_put import LeanClients, LeanDynamoDB
 from fleet.schema import connections_table
 from fleet.typed import from_typed
 
@@ -143,6 +145,7 @@ class AwsClients:
         self.errors: Counter[str] = Counter()
         self.operations: Counter[str] = Counter()
         self.units: defaultdict[str, float] = defaultdict(float)
+        self._date = ("", 0.0)  # the last answer's Date header, read (server ms)
         # the table -> key attributes of its all-projecting index, for the index writes a write is billed
         self.indexes = index_keys(connections_table(config.connections_table))
         self._stack = AsyncExitStack()
@@ -150,6 +153,7 @@ class AwsClients:
         self.sqs: SQSClient
         self.cloudwatch: CloudWatchClient
         self.ecs: ECSClient
+        self.lean: LeanClients
         # the region gate's (fleet.region_gate): one Route 53 ARC data-plane client per cluster endpoint, by
         # URL, each request bounded whatever the profile
         self.gate_clients: list[tuple[str, Any]] = []
@@ -163,7 +167,12 @@ class AwsClients:
         self.ddb.meta.events.register("before-parameter-build.dynamodb", self._note_params)
         self.ddb.meta.events.register("before-call.dynamodb", self._note_sent)
         self.ddb.meta.events.register("after-call.dynamodb", self._note_answer)
-        self.ddb.meta.events.register("after-call.dynamodb", self._bill)
+        # the one hot request, PutItem of a message-log batch, goes lean (``fleet.lean_put``)
+        credentials = await session.get_credentials()
+        self.lean = LeanClients(LeanDynamoDB(self.ddb.meta.endpoint_url, self.ddb.meta.region_name, credentials,
+                                             self.settings.timeout_s or DEFAULT_TIMEOUT, self.settings.user_agent,
+                                             self.answered))
+        self._stack.push_async_callback(self.lean.ddb.close)
         self.sqs = await self._stack.enter_async_context(session.client("sqs", config=sqs_config))
         self.cloudwatch = await self._stack.enter_async_context(
             session.client("cloudwatch", config=client_config)
@@ -189,12 +198,29 @@ class AwsClients:
             params.setdefault("ReturnConsumedCapacity", "TOTAL")
             context[_PARAMS] = dict(params)
 
-    def _bill(self, parsed: Mapping[str, Any], model: Any, context: Mapping[str, Any], **_: Any) -> None:
-        """Count one answered data request and add the units it is billed, computed and reported."""
-        operation = str(model.name)
-        params = context.get(_PARAMS)
-        if params is None:
+    def _note_answer(self, parsed: Mapping[str, Any], context: Mapping[str, Any], model: Any = None,
+                     **_: Any) -> None:
+        date = parsed.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        self.answered(str(getattr(model, "name", "")), context.get(_PARAMS), parsed, context.get(_SENT_AT), date)
+
+    def answered(self, operation: str, params: Mapping[str, Any] | None, parsed: Mapping[str, Any],
+                 sent_ms: float | None, date: str | None) -> None:
+        """What one answered DynamoDB request counts: the units it is billed, if a data request (``params``:
+        what it was sent with), and its ``Date`` against when it was sent (``sent_ms``, fence clock) for the
+        skew.  Every answer goes through here, the SDK's (its ``after-call`` hook) and ``fleet.lean_put``'s."""
+        if params is not None:
+            self._bill(operation, params, parsed)
+        if sent_ms is None or not date:
             return
+        if date != self._date[0]:  # answers of one second share their Date: it is read once
+            try:
+                self._date = (date, parsedate_to_datetime(date).timestamp() * 1000.0)
+            except (TypeError, ValueError):
+                return  # a malformed Date says nothing
+        self.skew.add(sent_ms, monotonic_s() * 1000.0, self._date[1])  # the fence clock never goes back
+
+    def _bill(self, operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> None:
+        """Count one answered data request and add the units it is billed, computed and reported."""
         purpose = purpose_of(operation, params, self.config.messages_table)
         self.operations[f"{operation} {purpose}"] += 1
         try:
@@ -215,17 +241,6 @@ class AwsClients:
 
     def _note_sent(self, context: dict[str, Any], **_: Any) -> None:
         context[_SENT_AT] = monotonic_s() * 1000.0  # returns None: botocore goes on to send the request
-
-    def _note_answer(self, parsed: Mapping[str, Any], context: Mapping[str, Any], **_: Any) -> None:
-        sent = context.get(_SENT_AT)
-        date = parsed.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        if sent is None or not date:
-            return
-        try:
-            server_ms = parsedate_to_datetime(date).timestamp() * 1000.0
-        except (TypeError, ValueError):
-            return  # a malformed Date says nothing
-        self.skew.add(sent, monotonic_s() * 1000.0, server_ms)  # the fence clock never goes back
 
 
 async def send_messages(aws: AwsClients, queue_url: str, bodies: Sequence[Mapping[str, Any]]) -> None:

@@ -17,15 +17,18 @@ drained again.  Every session that has heard nothing from its upstream for a whi
 (``UpstreamSession`` keepalive): one that died silently, a half-open connection, is closed and reopened from
 the next sequence.
 
-After every received frame, and right before every write request goes out (inside its slot, after any
-wait), it asks the fence of the incarnation that took the stream up whether it may still consume
-(``Fence.allows``, on the fence clock); the check is synchronous, so a process resumed after a pause drops what it
-buffered instead of writing it.  Right before each write it also asks whether the stream was let go
-(``HeldConnection.may_send``): a task that did not end when its stream was released or left to lapse sends
-nothing more.  ``hardened`` stores messages as a fenced log (``fleet.batch_log``): each
-take-up reads the log's tail and puts its mark before it stores anything, then puts batches one at a time,
-each on the next number only if it is free, so a write that left before the fence closed but arrives after
-a takeover either landed before the new owner's mark (which resumes after it) or is refused.
+Messages are taken as the session parses them, inside its transport's callback (``Reading.take``, no task
+wake per message), queued to the session's ``MessageSink`` whose writer task stores them; the sink pauses
+the session's reading while its backlog is full.  After every received frame, and right before every write
+request goes out (inside its slot, after any wait), it asks the fence of the incarnation that took the
+stream up whether it may still consume (``Fence.allows``, on the fence clock); the check is synchronous, so
+a process resumed after a pause drops what it buffered instead of writing it.  Right before each write it
+also asks whether the stream was let go (``HeldConnection.may_send``): a task that did not end when its
+stream was released or left to lapse sends nothing more.  ``hardened`` stores messages as a fenced log
+(``fleet.batch_log``): each take-up reads the log's tail and puts its mark before it stores anything, then
+puts batches one at a time, each on the next number only if it is free, so a write that left before the
+fence closed but arrives after a takeover either landed before the new owner's mark (which resumes after
+it) or is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet.allowlist import Allowlist
@@ -62,7 +65,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import Holder, Lease, Rules, WorkerRecord
 from fleet.region_gate import log_region_tag
 from fleet.store import AwsAdapter
-from fleet.upstream import UpstreamMessage, UpstreamSession, session_url
+from fleet.upstream import MAX_QUEUED_FRAMES, UpstreamMessage, UpstreamSession, session_url
 
 
 async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
@@ -131,32 +134,6 @@ class HeldConnection:
     @property
     def draining(self) -> bool:
         return self.drain_until_ms is not None
-
-
-async def frames(session: UpstreamSession, idle_s: float | None) -> AsyncGenerator[UpstreamMessage | None]:
-    """The session's messages; with ``idle_s``, also None each time none arrived for that long."""
-    if idle_s is None:
-        async for message in session:
-            yield message
-        return
-    received = aiter(session)
-    pending: asyncio.Future[UpstreamMessage] | None = None
-    try:
-        while True:
-            pending = pending or asyncio.ensure_future(anext(received))
-            done, _ = await asyncio.wait({pending}, timeout=idle_s)
-            if not done:
-                yield None
-                continue
-            arrived, pending = pending, None
-            try:
-                message = arrived.result()
-            except StopAsyncIteration:
-                return
-            yield message
-    finally:
-        if pending is not None:
-            pending.cancel()
 
 
 class ConnectionRunner:
@@ -278,7 +255,7 @@ class ConnectionRunner:
     async def _read_session(self, session: UpstreamSession, held: HeldConnection) -> bool:
         """Store what ``session`` delivers until stopped (False) or, for a drain, until it is over (True); what
         is queued when the session ends is stored, unless the task is being cancelled (``MessageSink.drain``)."""
-        sink = MessageSink(self, held)
+        sink = MessageSink(self, held, session)
         try:
             return await self._receive(session, held, sink)
         finally:
@@ -286,31 +263,30 @@ class ConnectionRunner:
 
     async def _receive(self, session: UpstreamSession, held: HeldConnection, sink: MessageSink) -> bool:
         """Submit the session's messages to ``sink`` until stopped (False) or, for a drain, until the drain is
-        over (True: the message that ended it is not submitted)."""
+        over (True: the message that ended it is not submitted).  Each message is taken as it is parsed
+        (``Reading.take``); this task wakes only when the reading ends and, in a drain, when nothing arrived
+        for a heartbeat."""
+        reading = Reading(self.rules, self.clock, held, sink)
+        session.deliver_to(reading.take)
         until = held.drain_until_ms
         idle_s = None if until is None else self.config.heartbeat_s
         quiet = False  # the upstream answered a ping sent once the drain's end had passed
-        async with contextlib.aclosing(frames(session, idle_s)) as received:
-            async for message in received:
-                if not held.fence.allows():
-                    raise Fenced()
-                if until is not None and self.rules.drain_ends(until, None if message is None else message.ts,
-                                                               self.clock.now_ms()):
-                    if message is not None or quiet:
-                        return True
-                    # Silence ends a drain only on a session proven alive: a half-open one delivers nothing
-                    # (explore seed 4239's kind).  Frames sent before the pong are read before the next silence.
-                    if not await session.answers(self.rules.timeout_ms / 1000.0):
-                        raise UpstreamError("the upstream answered no ping: the session died silently")
-                    quiet = True
-                    continue
-                if message is not None:
-                    await sink.submit(message)  # a gap raises here: what revealed it does not count as read
-                    held.last_ts_ms = message.ts
-                    held.delivered.set()
-                if held.stopping.is_set():
-                    break
-        return False
+        while not await session.finished(idle_s):
+            # a drain that heard nothing for a heartbeat
+            if not held.fence.allows():
+                raise Fenced()
+            assert until is not None
+            if self.rules.drain_ends(until, None, self.clock.now_ms()):
+                if quiet:
+                    return True
+                # Silence ends a drain only on a session proven alive: a half-open one delivers nothing
+                # (explore seed 4239's kind).  Frames sent before the pong are read before the next silence.
+                if not await session.answers(self.rules.timeout_ms / 1000.0):
+                    raise UpstreamError("the upstream answered no ping: the session died silently")
+                quiet = True
+            elif held.stopping.is_set():
+                return False
+        return reading.drained
 
     def _closed(self, held: HeldConnection, me: Holder, reason: str, **retry: object) -> None:
         """``ws.close``; ``retry``: when the session is reopened, the reconnect ``policy``, the ``attempt`` (the
@@ -318,7 +294,7 @@ class ConnectionRunner:
         upstream asked for if it did (``retry_after_ms``)."""
         self.history.emit("ws.close", pk=held.pk, worker=me.worker_id, gen=me.gen, reason=reason[:200], **retry)
 
-    async def persist(self, held: HeldConnection, messages: list[UpstreamMessage]) -> None:
+    async def persist(self, held: HeldConnection, messages: list[Message]) -> None:
         """Store consecutive messages without a server-side fence (``blog``): one write each, as the
         profile's rule says, tried once.  Raises ``Fenced``."""
         me = self.me  # the writer of this batch, named in its events even if a renewal replaces it meanwhile
@@ -438,55 +414,89 @@ WRITE_RETRY_POLICY = "full"
 BACKLOG_MAX = 2 * MAX_MESSAGES
 
 
-class MessageSink:
-    """Persists one session's messages in arrival order.  ``hardened``: a writer task cuts what has queued
-    up into batches of the stream's log (``fleet.batch_log.Batcher``: by count, size, and the age of the
-    oldest, ``flush_ms``, since it arrived or since it was emitted), one put at a time, so a stream costs a
-    request per batch, not per message; ``last_seq`` advances only past stored messages.  The writer is woken
-    by a batch's first message and when the queue fills a batch, not by every message.  ``blog``: one at a
-    time, inline."""
+class Reading:
+    """How one session's messages are taken, each as the session parses it (``take``, synchronous): the fence
+    asked first, then, in a drain, whether this message ends it (it is then not stored), then submitted to
+    the sink, counted as delivered, and the reading ends once the stream is being stopped."""
 
-    def __init__(self, runner: ConnectionRunner, held: HeldConnection) -> None:
+    def __init__(self, rules: Rules, clock: Clock, held: HeldConnection, sink: MessageSink) -> None:
+        self.rules, self.clock, self.held, self.sink = rules, clock, held, sink
+        self.until = held.drain_until_ms
+        self.drained = False  # a message ended the drain
+
+    def take(self, message: UpstreamMessage) -> bool:
+        """Take ``message``; whether the reading is over.  Raises ``Fenced``, or the sink's ``UpstreamError``
+        for a gap."""
+        held = self.held
+        if not held.fence.allows():
+            raise Fenced()
+        if self.until is not None and self.rules.drain_ends(self.until, message.ts, self.clock.now_ms()):
+            self.drained = True
+            return True
+        self.sink.submit(message)  # a gap raises here: what revealed it does not count as read
+        held.last_ts_ms = message.ts
+        held.delivered.set()
+        return held.stopping.is_set()
+
+
+class MessageSink:
+    """Persists one session's messages in arrival order: ``submit`` queues each as the session parses it, and a
+    writer task stores the queue.  ``hardened``: the writer cuts what has queued up into batches of the
+    stream's log (``fleet.batch_log.Batcher``: by count, size, and the age of the oldest, ``flush_ms``, since it
+    arrived or since it was emitted), one put at a time, so a stream costs a request per batch, not per
+    message; ``last_seq`` advances only past stored messages.  The writer is woken by a batch's first message
+    and when the queue fills a batch, not by every message.  ``blog``: one message at a time, each stored
+    before the next, as published.  The session stops reading while the queue is full (``BACKLOG_MAX``;
+    ``blog``: ``MAX_QUEUED_FRAMES``, as many as it once let wait unread) until the writer has stored it
+    (backpressure), and a writer that fails ends the session's reading with its error."""
+
+    def __init__(self, runner: ConnectionRunner, held: HeldConnection, session: UpstreamSession) -> None:
         self.runner = runner
         self.held = held
+        self.session = session
         self.batched = runner.rules.idempotent_messages
         self.batcher = Batcher(flush_ms=int(runner.config.scaled_ms(runner.config.flush_ms)))
+        self.backlog_max = BACKLOG_MAX if self.batched else MAX_QUEUED_FRAMES
         self.submitted = 0  # the last sequence queued for writing (hardened)
         self.pending: list[Message] = []
         self.pending_bytes = 0  # the stored size of ``pending`` (``Message.size``)
         self.oldest_ms: float | None = None  # when the oldest queued message arrived (monotonic ms)
         self.flushing = False  # the session ended: write what is queued now, whatever its age
+        self.paused = False  # the session's reading is paused until the queue is stored
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
-        self.writer = asyncio.create_task(self._write_loop()) if self.batched else None
+        self.writer = asyncio.create_task(self._write_loop() if self.batched else self._write_each())
+        self.writer.add_done_callback(self._writer_ended)
 
-    async def submit(self, message: UpstreamMessage) -> None:
-        if not self.batched:
-            await self.runner.persist(self.held, [message])
-            self.held.last_seq = max(self.held.last_seq, message.seq)
-            return
-        expected = max(self.held.last_seq, self.submitted) + 1
-        if message.seq < expected:
-            return  # a replay of what this owner already stored or queued
-        if message.seq > expected and self.held.gap_at != expected:
-            # a frame lost on the way (the session skipped a sequence): ask again from the missing one; the
-            # same gap twice is one the upstream can no longer fill, and is left to the checkers
-            self.held.gap_at = expected
-            raise UpstreamError(f"sequence gap: {expected} missing, {message.seq} arrived")
+    def submit(self, message: UpstreamMessage) -> None:
+        """Queue ``message`` for writing.  Raises ``UpstreamError`` for a gap (hardened), or the writer's error."""
         self._raise_if_failed()
-        self.submitted = message.seq
+        if self.batched:
+            expected = max(self.held.last_seq, self.submitted) + 1
+            if message.seq < expected:
+                return  # a replay of what this owner already stored or queued
+            if message.seq > expected and self.held.gap_at != expected:
+                # a frame lost on the way (the session skipped a sequence): ask again from the missing one; the
+                # same gap twice is one the upstream can no longer fill, and is left to the checkers
+                self.held.gap_at = expected
+                raise UpstreamError(f"sequence gap: {expected} missing, {message.seq} arrived")
+            self.submitted = message.seq
         queued = Message(message.seq, int(message.ts), message.data)
         if not self.pending:
             self.oldest_ms = monotonic_s() * 1000.0
             self.wake.set()  # a batch begins: the writer times it
         self.pending.append(queued)
-        self.pending_bytes += queued.size
         self.idle.clear()
-        if self.batcher.full(len(self.pending), self.pending_bytes):
-            self.wake.set()  # it goes now; any other message waits for the batch's time without waking the writer
-        if len(self.pending) >= BACKLOG_MAX:
-            await self._wait_idle()  # backpressure: stop reading until the backlog is stored
+        if not self.batched:
+            self.wake.set()
+        else:
+            self.pending_bytes += queued.size
+            if self.batcher.full(len(self.pending), self.pending_bytes):
+                self.wake.set()  # it goes now; any other message waits for the batch's time without waking the writer
+        if len(self.pending) >= self.backlog_max and not self.paused:
+            self.paused = True
+            self.session.pause_reading()  # backpressure: read nothing more until the backlog is stored
 
     async def _write_loop(self) -> None:
         await self.runner.settle(self.held)
@@ -509,16 +519,36 @@ class MessageSink:
                 self.oldest_ms = now_ms if self.pending else None
                 if batch:
                     await self.runner.persist_batch(self.held, batch)
-            self.idle.set()
+            self._stored()
+
+    async def _write_each(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.pending:
+                message = self.pending.pop(0)
+                await self.runner.persist(self.held, [message])
+                self.held.last_seq = max(self.held.last_seq, message.seq)
+            self._stored()
+
+    def _stored(self) -> None:
+        """The queue is stored: the writer is idle, and a paused session reads again."""
+        self.idle.set()
+        if self.paused:
+            self.paused = False
+            self.session.resume_reading()
+
+    def _writer_ended(self, writer: asyncio.Task[None]) -> None:
+        if not writer.cancelled() and (error := writer.exception()) is not None:
+            self.session.interrupt(error)  # a session paused for the backlog would otherwise never learn it
 
     def _raise_if_failed(self) -> None:
-        if self.writer is not None and self.writer.done() and not self.writer.cancelled():
+        if self.writer.done() and not self.writer.cancelled():
             error = self.writer.exception()
             if error is not None:
                 raise error
 
     async def _wait_idle(self) -> None:
-        assert self.writer is not None
         await asyncio.wait([self.writer, asyncio.ensure_future(self.idle.wait())],
                            return_when=asyncio.FIRST_COMPLETED)
         self._raise_if_failed()
@@ -527,8 +557,6 @@ class MessageSink:
         """Store what is queued now (safe: the log is fenced), then stop the writer.  In a task being cancelled
         (its stream is let go) nothing more is stored: the writer is cancelled at once.  Until seed 391 such a
         task went on storing its backlog, retrying each put, seconds after its stream was taken up again."""
-        if self.writer is None:
-            return
         try:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

@@ -90,13 +90,14 @@ class AwsAdapter:
 
     async def put_log_item(self, item: LogItem) -> None:
         """Put one item of a stream's message log (``fleet.batch_log``) onto its number if the number is free
-        (``attribute_not_exists(sk)``): one conditional PutItem, on every backend.  Raises ``ConditionFailed``
-        when the number is taken (``LogWriter.on_refused`` says what to read), ``StoreUnavailable`` when the
-        outcome is unknown (``LogWriter.on_unknown``: send it again)."""
+        (``attribute_not_exists(sk)``): one conditional PutItem, on every backend, sent lean
+        (``fleet.lean_put``).  Raises ``ConditionFailed`` when the number is taken (``LogWriter.on_refused`` says
+        what to read), ``StoreUnavailable`` when the outcome is unknown (``LogWriter.on_unknown``: send it
+        again)."""
         self.aws.requests["messages"] += 1
         async with aws_errors(f"put {self.config.messages_table}", self.aws.errors):
-            await self.aws.ddb.put_item(TableName=self.config.messages_table, Item=to_typed(item.to_item()),
-                                        ConditionExpression="attribute_not_exists(sk)")
+            await self.aws.lean.ddb.put_item(TableName=self.config.messages_table, Item=to_typed(item.to_item()),
+                                             ConditionExpression="attribute_not_exists(sk)")
 
     async def log_tail(self, pk: str) -> LogItem | None:
         """The last item of ``pk``'s message log (None: empty), read consistently: one Query, newest first,

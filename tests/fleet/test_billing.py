@@ -192,7 +192,7 @@ def test_the_adapter_asks_data_requests_for_their_consumed_capacity_and_bills_th
     context: dict[str, Any] = {}
     aws._note_params(params=params, model=SimpleNamespace(name="PutItem"), context=context)
     assert params["ReturnConsumedCapacity"] == "TOTAL"
-    aws._bill(parsed={"ConsumedCapacity": {"CapacityUnits": 2.0}}, model=SimpleNamespace(name="PutItem"),
+    aws._note_answer(parsed={"ConsumedCapacity": {"CapacityUnits": 2.0}}, model=SimpleNamespace(name="PutItem"),
               context=context)
     assert aws.operations == {"PutItem messages": 1}
     assert dict(aws.units) == {"write messages": 2.0, "reported write messages": 2.0}
@@ -204,5 +204,5 @@ def test_the_adapter_asks_data_requests_for_their_consumed_capacity_and_bills_th
     query: dict[str, Any] = {"TableName": aws.config.connections_table}
     context = {}
     aws._note_params(params=query, model=SimpleNamespace(name="Query"), context=context)
-    aws._bill(parsed={"Items": [{"x": {"Q": "?"}}]}, model=SimpleNamespace(name="Query"), context=context)
+    aws._note_answer(parsed={"Items": [{"x": {"Q": "?"}}]}, model=SimpleNamespace(name="Query"), context=context)
     assert aws.operations["Query coordination"] == 1 and aws.units["unbillable coordination"] == 1

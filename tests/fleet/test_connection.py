@@ -2,7 +2,7 @@
 right before each request leaves, a lost answer recognised, resumed after the log's tail.
 
 Store-backed tests run on both engines (dynalite and moto: the same conditional puts of the message log).  A writer is
-frozen between building its request and sending it by a botocore ``before-send`` hook that waits on an
+frozen between building its request and sending it by a ``tests.fleet.lean_wire.Wire`` that waits on an
 event the test holds.
 """
 
@@ -29,6 +29,7 @@ from fleet.batch_log import BATCH, MARK, MAX_MESSAGES, LogItem, Message, Writer,
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.connection import (
+    BACKLOG_MAX,
     MESSAGE_WRITES_IN_FLIGHT,
     ConnectionRunner,
     Fence,
@@ -38,11 +39,13 @@ from fleet.connection import (
     wait_until_set,
 )
 from fleet.errors import ConditionFailed, StoreUnavailable, UpstreamError
+from fleet.expr import Write
 from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.profiles import HardenedProfile, profile_for
 from fleet.store import AwsAdapter
-from fleet.upstream import UpstreamMessage, UpstreamSession
+from fleet.upstream import MAX_QUEUED_FRAMES, UpstreamMessage, UpstreamSession
+from tests.fleet.lean_wire import wire
 from tests.fleet.memworker import until
 from tests.fleet.test_store import ME, OTHER, held_connection, log_seqs, new_pk, stored, take_over
 
@@ -75,19 +78,6 @@ def events(path: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == kind]
 
 
-class Gate:
-    """Holds every request of one operation of one client between building and sending it."""
-
-    def __init__(self, aws: AwsClients, operation: str) -> None:
-        self.reached = asyncio.Event()
-        self.opened = asyncio.Event()
-        aws.ddb.meta.events.register(f"before-send.dynamodb.{operation}", self._hold)
-
-    async def _hold(self, **_: Any) -> None:
-        self.reached.set()
-        await self.opened.wait()
-
-
 async def opened(runner: ConnectionRunner, held: HeldConnection, me: Holder = ME) -> HeldConnection:
     """``held`` once ``me`` has taken its log up (its mark stored)."""
     await runner.open_log(held, me)
@@ -105,7 +95,7 @@ async def test_a_writer_frozen_mid_request_is_refused_after_a_takeover(store: Aw
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
     held = await opened(runner, HeldConnection(lease=lease))
-    gate = Gate(store.aws, "PutItem")
+    gate = wire(store.aws, held=True)
     writing = asyncio.create_task(runner.persist_batch(held, batch(1, 2)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     async with AwsClients(engine_config) as other_aws:  # the new owner is another process
@@ -141,7 +131,7 @@ async def test_a_write_answered_after_a_new_incarnation_began_is_named_after_its
     history = HistoryWriter(str(tmp_path / "w1.jsonl"), "w1")
     runner = runner_for(engine_config, store, history)
     held = await opened(runner, HeldConnection(lease=lease))
-    gate = Gate(store.aws, "PutItem")
+    gate = wire(store.aws, held=True)
     writing = asyncio.create_task(runner.persist_batch(held, batch(1)))
     await asyncio.wait_for(gate.reached.wait(), 10)
     runner.me = Holder(ME.worker_id, "next-incarnation")
@@ -231,23 +221,53 @@ class DownLogStore(LogStore):
 
 
 class Frames:
-    """A session that delivers ``sent`` and then ends (``frames`` iterates it as it would a real one)."""
+    """A session that hands ``sent`` to its consumer and then ends, as a real one does: ``finished`` returns
+    True when the consumer ended the reading, and raises what it raised or the session's end."""
 
     def __init__(self, sent: list[UpstreamMessage]) -> None:
         self.sent = sent
+        self.ended: asyncio.Future[bool] | None = None
 
-    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
-        for each in self.sent:
-            yield each
+    def deliver_to(self, consumer: Callable[[UpstreamMessage], bool]) -> None:
+        self.ended = asyncio.get_running_loop().create_future()
+        try:
+            for each in self.sent:
+                if consumer(each):
+                    self.ended.set_result(True)
+                    return
+        except Exception as exc:
+            self.ended.set_exception(exc)
+            return
+        self.over()
+
+    def over(self) -> None:
+        self.interrupt(UpstreamError("upstream closed the session"))
+
+    async def finished(self, idle_s: float | None = None) -> bool:
+        assert self.ended is not None
+        return await self.ended
+
+    def interrupt(self, error: BaseException) -> None:
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_exception(error)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
 
 
 class Hanging(Frames):
     """A session that delivers ``sent`` and then nothing, staying open."""
 
-    async def __aiter__(self) -> AsyncIterator[UpstreamMessage]:
-        for each in self.sent:
-            yield each
-        await asyncio.Event().wait()
+    def over(self) -> None:
+        pass
+
+
+def unread() -> UpstreamSession:
+    """A sink's session in tests that submit to the sink themselves."""
+    return cast(UpstreamSession, Frames([]))
 
 
 @pytest.mark.looptime
@@ -312,17 +332,17 @@ async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_se
     store = LogStore()
     runner = recording_runner(store, HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE))
-    sink = MessageSink(runner, held)
+    sink = MessageSink(runner, held, unread())
     for seq in (1, 2, 3):
-        await sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
+        sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
         await asyncio.sleep(0)  # the writer runs between them: it waits for the oldest's age
     await until(lambda: len(store.puts) == 2)
-    await sink.submit(UpstreamMessage(seq=4, data="data-4", ts=time.time() * 1000))
+    sink.submit(UpstreamMessage(seq=4, data="data-4", ts=time.time() * 1000))
     await sink.drain()
     assert store.puts == [("mark", 1, 0), ("batch", 1, 3), ("batch", 4, 4)]
     assert held.last_seq == 4
-    backlog = MessageSink(runner, held)
-    await backlog.submit(UpstreamMessage(seq=5, data="data-5", ts=0.0))  # emitted long ago
+    backlog = MessageSink(runner, held, unread())
+    backlog.submit(UpstreamMessage(seq=5, data="data-5", ts=0.0))  # emitted long ago
     await until(lambda: len(store.puts) == 4)  # written without a drain
     await backlog.drain()
     assert store.puts[-1] == ("batch", 5, 5)
@@ -342,9 +362,9 @@ async def test_a_message_queued_behind_a_batchs_first_does_not_wake_the_writer(
     store = LogStore()
     runner = runner_for(HARDENED.with_changes(flush_ms=600_000), cast(AwsAdapter, store), HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE))
-    sink = MessageSink(runner, held)
+    sink = MessageSink(runner, held, unread())
     for seq in range(1, MAX_MESSAGES + 1):
-        await sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
+        sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
         await asyncio.sleep(0)  # the writer may run between any two
     await until(lambda: len(store.puts) == 2)
     await sink.drain()
@@ -516,16 +536,16 @@ async def test_a_session_that_skips_a_sequence_is_closed_to_ask_again_from_the_m
     the upstream can no longer fill, is let through."""
     runner = recording_runner(LogStore(), HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE, last_seq=40))
-    sink = MessageSink(runner, held)
+    sink = MessageSink(runner, held, unread())
     for each in messages(40, 41, 42):  # a replay of 40, then in order
-        await sink.submit(each)
+        sink.submit(each)
     with pytest.raises(UpstreamError, match="43 missing, 44 arrived"):
-        await sink.submit(messages(44)[0])
+        sink.submit(messages(44)[0])
     await sink.drain()
     assert held.last_seq == 42  # the next session asks from 43
-    again = MessageSink(runner, held)
+    again = MessageSink(runner, held, unread())
     for each in messages(44, 45):  # 43 is gone for good: taken as it comes
-        await again.submit(each)
+        again.submit(each)
     await again.drain()
     assert held.last_seq == 45
 
@@ -536,7 +556,7 @@ async def test_a_gap_is_not_counted_as_read_so_a_stop_is_not_read_through_past_i
     and no session would ask for it again.  Only a message the sink took counts as delivered."""
     runner = recording_runner(LogStore(), HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE, fence=Fence(), last_seq=40))
-    sink = MessageSink(runner, held)
+    sink = MessageSink(runner, held, unread())
     session = [UpstreamMessage(seq=seq, data=f"data-{seq}", ts=100.0 * seq) for seq in (41, 42, 44)]
     with pytest.raises(UpstreamError, match="43 missing"):
         await runner._receive(cast(UpstreamSession, Frames(session)), held, sink)
@@ -632,3 +652,102 @@ async def test_a_worker_with_an_empty_allowlist_dials_no_url(upstream: tuple[str
     await asyncio.wait_for(consuming, 10)
     assert "the allowlist (WSFLEET_ALLOWED_WS_HOSTS) is empty" in history.events[0]["reason"]
     assert stub.sessions == []
+
+
+class Flow(Hanging):
+    """An open session that records when its reading is paused and resumed."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.flow: list[str] = []
+        self.deliver_to(lambda message: False)
+
+    def pause_reading(self) -> None:
+        self.flow.append("pause")
+
+    def resume_reading(self) -> None:
+        self.flow.append("resume")
+
+
+class GatedLogStore(LogStore):
+    """A log whose batch puts wait until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def put_log_item(self, item: LogItem) -> None:
+        if item.kind == BATCH:
+            await self.gate.wait()
+        await super().put_log_item(item)
+
+
+async def test_a_full_backlog_pauses_the_sessions_reading_until_the_writer_has_stored_it() -> None:
+    """Backpressure: messages are taken as they arrive, so the sink itself pauses the session's reading once
+    ``BACKLOG_MAX`` wait to be stored, and resumes it when they are."""
+    store = GatedLogStore()
+    runner = recording_runner(store, HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE))
+    session = Flow()
+    sink = MessageSink(runner, held, cast(UpstreamSession, session))
+    for each in messages(*range(1, BACKLOG_MAX)):
+        sink.submit(each)
+    assert session.flow == []
+    sink.submit(messages(BACKLOG_MAX)[0])
+    assert session.flow == ["pause"]
+    store.gate.set()
+    await until(lambda: session.flow == ["pause", "resume"])
+    assert held.last_seq == BACKLOG_MAX
+    await sink.drain()
+
+
+async def test_a_writer_that_fails_ends_the_sessions_reading_with_its_error() -> None:
+    """A write refused by the fence ends the reading at once, not at the next message (which a session
+    paused for its backlog would never read)."""
+    runner = recording_runner(LogStore(), HistoryWriter(None, "w1"))
+    held = await opened(runner, HeldConnection(lease=LEASE))
+    session = Flow()
+    sink = MessageSink(runner, held, cast(UpstreamSession, session))
+    held.let_go = True
+    sink.submit(messages(1)[0])  # emitted long ago: written at once, and refused
+    with pytest.raises(Fenced):
+        await asyncio.wait_for(session.finished(), 5)
+    with pytest.raises(Fenced):
+        await sink.drain()  # what is queued is not stored either
+
+
+class BlogStore:
+    """Stands in for ``AwsAdapter`` under ``blog``: records each message write, and how many were in flight
+    at once; each waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.written: list[Write] = []
+        self.in_flight = self.most_in_flight = 0
+
+    async def execute(self, table: str, write: Write, purpose: str = "") -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+            self.written.append(write)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_blog_stores_one_message_at_a_time_in_order_and_pauses_reading_behind_a_slow_write() -> None:
+    store = BlogStore()
+    runner = runner_for(FleetConfig(profile="blog", timescale=0.1), cast(AwsAdapter, store), HistoryWriter(None, "w1"))
+    held = HeldConnection(lease=LEASE)
+    session = Flow()
+    sink = MessageSink(runner, held, cast(UpstreamSession, session))
+    for each in messages(*range(1, MAX_QUEUED_FRAMES + 1)):
+        sink.submit(each)
+    assert session.flow == ["pause"]
+    store.gate.set()
+    await until(lambda: session.flow == ["pause", "resume"])
+    assert [w.update.set["message_data"] for w in store.written] == [f"data-{seq}" for seq in
+                                                                     range(1, MAX_QUEUED_FRAMES + 1)]
+    assert store.most_in_flight == 1
+    assert held.last_seq == MAX_QUEUED_FRAMES and held.persisted == MAX_QUEUED_FRAMES
+    await sink.drain()

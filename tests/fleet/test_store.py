@@ -20,6 +20,7 @@ from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
 from fleet.lease import STARTED, HardenedRules, Holder, Lease
 from fleet.store import NOTIFY_REQUESTS_IN_FLIGHT, AwsAdapter, from_typed, to_typed
+from tests.fleet.lean_wire import refusal, wire
 from tests.fleet.memworker import until
 
 ME = Holder("w1", "gen-a")
@@ -89,18 +90,10 @@ async def test_a_first_write_refused_for_another_reason_is_raised_and_leaves_the
     transactions", downgrading the fence for good.  There is no probe and nothing to remember now: every
     backend gets the same conditional put of a log item.  A first put refused that way is raised, and the
     next put of that writer is still refused on a taken number and stored on a free one."""
-    refusals = [code]
-
-    def refuse(**_: Any) -> tuple[Any, dict[str, Any]] | None:
-        if not refusals:
-            return None
-        error = {"Code": refusals.pop(), "Message": "refused"}
-        return SimpleNamespace(status_code=400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
-
     pk = new_pk()
     mark = LogItem(pk, 1, MARK, Writer("w2", "g", 2, 1), 1, 0, 5)
     await store.put_log_item(mark)
-    store.aws.ddb.meta.events.register("before-call.dynamodb.PutItem", refuse)
+    wire(store.aws).canned.append(refusal(code))
     stale = LogItem(pk, 1, BATCH, Writer("w1", "g", 1, 1), 1, 1, 6, (Message(1, 10, "a"),))
     with pytest.raises(StoreError, match=code):
         await store.put_log_item(stale)

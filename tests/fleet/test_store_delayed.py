@@ -26,6 +26,7 @@ from fleet.history import HistoryWriter
 from fleet.lease import HardenedRules, Holder, Lease, rules_for
 from fleet.store import AwsAdapter
 from harness.faults.network import ToxiproxyClient, start_embedded_toxiproxy
+from tests.fleet.lean_wire import wire
 from tests.fleet.test_store import ME, OTHER, held_connection, new_pk, stored, take_over
 
 HELD_MS = 1500  # how long the proxy holds each request before delivering it
@@ -100,8 +101,8 @@ async def test_a_superseded_writers_late_write_is_stored_on_the_old_logic_and_re
     pk = new_pk()
     mine = await held_connection(store, pk)
     config = store.config.with_changes(timescale=1.0)
-    sent = asyncio.Event()  # the late write's put has left for the proxy (not a probe the store sends before it)
-    delayed_store.aws.ddb.meta.events.register("before-send.dynamodb.PutItem", lambda **_: sent.set())
+    sent = wire(delayed_store.aws).sent  # the late write's log put has left for the proxy (sent lean)
+    delayed_store.aws.ddb.meta.events.register("before-send.dynamodb.PutItem", lambda **_: sent.set())  # b917e92's
     if logic == "b917e92":
         late = asyncio.ensure_future(old_rule_put(delayed_store, mine, ME, 1))
     else:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.client import ClientProtocol
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -22,7 +22,16 @@ from websockets.http11 import Request, Response
 from fleet.allowlist import Allowlist
 from fleet.backoff import Backoff
 from fleet.errors import UpstreamError
-from fleet.upstream import MAX_FRAME_BYTES, UpstreamSession, pinned_target, redact_urls, retry_after_s
+from fleet.upstream import (
+    MAX_FRAME_BYTES,
+    MAX_QUEUED_FRAMES,
+    UpstreamMessage,
+    UpstreamSession,
+    pinned_target,
+    redact_urls,
+    retry_after_s,
+)
+from tests.fleet.memworker import until
 
 FRAME = '{"seq": 1, "data": "c1:1", "ts": 1.0}'
 
@@ -75,11 +84,20 @@ async def start_upstream() -> AsyncIterator[Callable[..., Any]]:
         await server.wait_closed()
 
 
+def taking(got: list[UpstreamMessage], count: int | None = None) -> Callable[[UpstreamMessage], bool]:
+    """A consumer that keeps what it is handed in ``got`` and ends the reading once it holds ``count``."""
+    def take(message: UpstreamMessage) -> bool:
+        got.append(message)
+        return count is not None and len(got) >= count
+    return take
+
+
 async def first_message(url: str, allowlist: Allowlist | None = None) -> int:
+    got: list[UpstreamMessage] = []
     async with UpstreamSession(url, "worker-1", 2.0, allowlist=allowlist) as session:
-        async for message in session:
-            return message.seq
-    raise AssertionError("no message")
+        session.deliver_to(taking(got, 1))
+        assert await session.finished() is True
+    return got[0].seq
 
 
 @pytest.mark.parametrize("location", [
@@ -114,12 +132,12 @@ async def test_an_oversized_frame_closes_the_session_with_a_clear_reason(
 ) -> None:
     upstream = await start_upstream(frames=[FRAME, "x" * (MAX_FRAME_BYTES + 1)])
 
+    got: list[UpstreamMessage] = []
     async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "worker-1", 2.0) as session:
-        seqs: list[int] = []
+        session.deliver_to(taking(got))
         with pytest.raises(UpstreamError, match=f"upstream sent a frame over {MAX_FRAME_BYTES} bytes"):
-            async for message in session:
-                seqs.append(message.seq)
-    assert seqs == [1]
+            await session.finished()
+    assert [m.seq for m in got] == [1]
 
 
 async def test_a_frame_of_the_limit_is_read(start_upstream: Callable[..., Any]) -> None:
@@ -305,10 +323,11 @@ async def test_a_session_that_died_silently_is_closed_by_its_keepalive() -> None
         async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0, ping_every_s=0.2,
                                    pong_within_s=0.2) as session:
             assert await session.answers(0.5) is False
-            received = aiter(session)
-            assert (await anext(received)).seq == 1
+            got: list[UpstreamMessage] = []
+            session.deliver_to(taking(got))
             with pytest.raises(UpstreamError, match="upstream dropped"):
-                await asyncio.wait_for(anext(received), 10)
+                await asyncio.wait_for(session.finished(), 10)
+            assert [m.seq for m in got] == [1]
     finally:
         for connection in upstream.server.connections:
             connection.transport.abort()  # it reads nothing: it would never see the client leave
@@ -321,13 +340,13 @@ async def test_a_session_that_hears_its_upstream_sends_it_no_ping(monkeypatch: p
     upstream's own ping) for ``ping_every_s``: what arrives proves the connection alive, so a stream that
     delivers sends no ping."""
     pings: list[float] = []
-    ping = Connection.ping
+    ping = ClientProtocol.send_ping
 
-    async def counted(self: Connection, data: Any = None) -> Any:
+    def counted(self: ClientProtocol, data: bytes) -> None:
         pings.append(asyncio.get_running_loop().time())
-        return await ping(self, data)
+        ping(self, data)
 
-    monkeypatch.setattr(Connection, "ping", counted)
+    monkeypatch.setattr(ClientProtocol, "send_ping", counted)
 
     class Busy(Upstream):
         async def handler(self, connection: ServerConnection) -> None:
@@ -341,9 +360,8 @@ async def test_a_session_that_hears_its_upstream_sends_it_no_ping(monkeypatch: p
     try:
         async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0, ping_every_s=0.25,
                                    pong_within_s=1.0) as session:
-            received = aiter(session)
-            for _ in range(15):  # 0.75 s: three times ping_every_s
-                await anext(received)
+            session.deliver_to(taking([], 15))  # 0.75 s: three times ping_every_s
+            assert await session.finished() is True
     finally:
         upstream.server.close()
         await upstream.server.wait_closed()
@@ -354,3 +372,97 @@ async def test_a_live_session_answers_a_ping(start_upstream: Callable[..., Any])
     upstream = await start_upstream()
     async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
         assert await session.answers(2.0) is True
+
+
+async def test_each_message_reaches_the_consumer_in_the_transports_callback_not_in_a_task(
+        start_upstream: Callable[..., Any]) -> None:
+    """CPU per message (issue 26): a message is parsed and handed over inside ``data_received``; no task
+    wakes for it (with websockets' asyncio client each went through a queue, a future and a task wake)."""
+
+    class Paced(Upstream):
+        async def handler(self, connection: ServerConnection) -> None:
+            for seq in range(1, 51):  # the stream's rate: a frame every 5 ms
+                await connection.send(f'{{"seq": {seq}, "data": "c1:{seq}", "ts": 1.0}}')
+                await asyncio.sleep(0.005)
+            await connection.wait_closed()
+
+    upstream = Paced()
+    upstream.server = await serve(upstream.handler, "127.0.0.1", 0)
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    def take(message: UpstreamMessage) -> bool:
+        tasks.append(asyncio.current_task())
+        return message.seq == 50
+
+    try:
+        async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+            session.deliver_to(take)
+            before = len(tasks)  # those that arrived before, handed over by ``deliver_to`` itself
+            assert await session.finished() is True
+    finally:
+        upstream.server.close()
+        await upstream.server.wait_closed()
+    assert before < 50 and tasks[before:] == [None] * (50 - before)
+
+
+async def test_what_arrives_before_a_consumer_waits_bounded_and_is_delivered_in_order(
+        start_upstream: Callable[..., Any]) -> None:
+    """Until a consumer takes them, at most ``MAX_QUEUED_FRAMES`` messages are held and reading pauses (the
+    rest wait in the socket); a fragmented message is put together; all come in order once it is set."""
+    padding = "x" * 8000  # a socket read holds a few frames, not all of them
+    frames: list[Any] = [f'{{"seq": {seq}, "data": "{padding}", "ts": 1.0}}' for seq in range(1, 101)]
+    frames[1] = ['{"seq": 2, ', '"data": "c1:2", ', '"ts": 1.0}']  # sent in three fragments
+    upstream = await start_upstream(frames=frames)
+    got: list[UpstreamMessage] = []
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        wire = session._wire
+        assert wire is not None
+        await until(lambda: wire.paused)
+        assert MAX_QUEUED_FRAMES <= len(wire.unread) < 100
+        session.deliver_to(taking(got, 100))
+        assert await session.finished() is True
+    assert [m.seq for m in got] == list(range(1, 101))
+    assert got[1].data == "c1:2"
+
+
+async def test_a_consumer_that_raises_ends_the_reading_with_its_error(start_upstream: Callable[..., Any]) -> None:
+    upstream = await start_upstream(frames=[FRAME, '{"seq": 2, "data": "x", "ts": 1.0}'])
+    got: list[UpstreamMessage] = []
+
+    def refuse(message: UpstreamMessage) -> bool:
+        got.append(message)
+        raise UpstreamError("refused by its consumer")
+
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        session.deliver_to(refuse)
+        with pytest.raises(UpstreamError, match="refused by its consumer"):
+            await session.finished()
+    assert [m.seq for m in got] == [1]  # nothing is handed over after it
+
+
+async def test_a_malformed_frame_ends_the_reading(start_upstream: Callable[..., Any]) -> None:
+    upstream = await start_upstream(frames=['{"seq": "x"}'])
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        session.deliver_to(taking([]))
+        with pytest.raises(UpstreamError, match="malformed upstream frame"):
+            await session.finished()
+
+
+async def test_closing_the_session_ends_a_reading_that_waits(start_upstream: Callable[..., Any]) -> None:
+    """A STOP closes the session of a quiet stream: whoever waits for its reading learns it is over."""
+    upstream = await start_upstream(frames=[])
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        session.deliver_to(taking([]))
+        waiting = asyncio.create_task(session.finished())
+        await session.close()
+        with pytest.raises(UpstreamError, match="upstream closed the session"):
+            await waiting
+
+
+async def test_a_quiet_session_says_so_after_idle_s(start_upstream: Callable[..., Any]) -> None:
+    upstream = await start_upstream(frames=[FRAME])
+    got: list[UpstreamMessage] = []
+    async with UpstreamSession(f"ws://127.0.0.1:{upstream.port}/s", "w1", 2.0) as session:
+        session.deliver_to(taking(got))
+        assert await session.finished(0.2) is False
+    assert [m.seq for m in got] == [1]
