@@ -161,7 +161,8 @@ def test_every_giver_computes_the_same_gifts_and_they_fill_the_joiners_shares(co
 @pytest.mark.looptime
 async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_worker_at_a_time() -> None:
     """Two real workers on the in-memory store: the first holds twelve streams, the second joins, and the
-    first transfers six to it, which it takes up from its gifts (``via`` balance): never free on the way."""
+    first transfers six to it, which it takes up from its gifts (``via`` balance) or, when its sweep finds a
+    transferred lease listed as its own first, adopts (about 1 run in 20): never free on the way."""
     store = MemoryStore(config())
     pks = [f"CONN#c{i:02d}" for i in range(12)]
     for pk in pks:
@@ -175,7 +176,7 @@ async def test_a_worker_that_joins_is_given_half_the_streams_each_held_by_one_wo
             owners = {pk: store.connection(pk).lease_owner for pk in pks}
             assert sorted(owners.values()) == ["w1"] * 6 + ["w2"] * 6
             assert {pk for pk, owner in owners.items() if owner == "w2"} == set(second.held)
-            given = history(second).of("lease.acquire", via="balance", outcome="ok")
+            given = [e for e in history(second).of("lease.acquire", outcome="ok") if e["via"] in ("balance", "adopted")]
             assert sorted(e["pk"] for e in given) == sorted(second.held)
             moved = history(first).of("lease.release", reason="rebalance", outcome="ok")
             assert sorted(e["pk"] for e in moved) == sorted(second.held) and {e["to"] for e in moved} == {"w2"}
