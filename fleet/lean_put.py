@@ -4,7 +4,8 @@
 Through the SDK a request goes through parameter building, endpoint rules, a dozen event hooks and response
 parsing, about half of its client CPU (issue 26, py-spy on a worker storing 2,000 messages a second).  Here
 its JSON body is built by hand, signed as botocore's ``SigV4Auth`` signs it (``Signer``), and sent on one reused aiohttp
-session to the DynamoDB client's own endpoint with the same credentials, timeout and User-Agent.  What the SDK's hooks
+session to the DynamoDB client's own endpoint with the same credentials, timeout and User-Agent, checking an
+HTTPS endpoint against the certificates the SDK trusts (``tls_context``).  What the SDK's hooks
 do for every answered request is done here too: the request asks for ``ReturnConsumedCapacity``, and the
 answer is counted, billed and fed to the skew estimator by ``fleet.aws.AwsClients.answered``.
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import ssl
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +33,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from botocore.auth import SIGNED_HEADERS_BLACKLIST
 from botocore.exceptions import ClientError, NoCredentialsError
+from botocore.httpsession import get_cert_path
 
 from fleet.clock import monotonic_s
 
@@ -49,6 +53,12 @@ def env_proxy(url: str) -> str | None:
     if urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     return urllib.request.getproxies().get(parts.scheme)
+
+
+def tls_context() -> ssl.SSLContext:
+    """What an HTTPS endpoint's certificate is checked against, as the SDK checks it: the bundle
+    ``AWS_CA_BUNDLE`` names, else botocore's default (certifi's), not the system's store."""
+    return ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
 
 
 def error_answer(status: int, body: bytes) -> dict[str, Any]:
@@ -128,6 +138,7 @@ class LeanDynamoDB:
         # the environment is read once, here: aiohttp's ``trust_env`` reads it (and ~/.netrc) in a thread for
         # every request
         self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=tls_context()),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s))
 
     async def close(self) -> None:

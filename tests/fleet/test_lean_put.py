@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import botocore.auth
@@ -14,12 +15,13 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
+from botocore.httpsession import get_cert_path
 
 from fleet.aws import AwsClients
 from fleet.batch_log import BATCH, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
-from fleet.lean_put import CONTENT_TYPE, TARGET, Signer, env_proxy, host_header
+from fleet.lean_put import CONTENT_TYPE, TARGET, Signer, env_proxy, host_header, tls_context
 from fleet.store import AwsAdapter
 from fleet.typed import to_typed
 from tests.fleet.lean_wire import Canned, Wire, refusal, wire
@@ -158,3 +160,16 @@ def test_the_signature_is_botocores(monkeypatch: pytest.MonkeyPatch, token: str 
 def test_the_host_header_names_a_port_only_when_it_is_not_the_schemes() -> None:
     assert [host_header(u) for u in ("http://h:80/", "https://h:443/", "https://h/", "http://h:8000/",
                                      "http://[::1]:8000/")] == ["h", "h", "h", "h:8000", "[::1]:8000"]
+
+
+def test_an_https_endpoint_is_checked_against_the_sdks_certificates(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """The bundle ``AWS_CA_BUNDLE`` names (a private CA in front of LocalStack, a corporate proxy), else
+    botocore's default bundle, not the system's store: what the SDK's requests trust, the lean put trusts."""
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    bundle = Path(get_cert_path(True)).read_text()
+    assert len(tls_context().get_ca_certs()) == bundle.count("-----BEGIN CERTIFICATE-----") > 1
+    end = bundle.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")
+    (tmp_path / "ca.pem").write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):end] + "\n")
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "ca.pem"))
+    assert len(tls_context().get_ca_certs()) == 1
