@@ -220,9 +220,15 @@ def _duplicates(pk: str, entries: list[_Entry]) -> tuple[list[Row], int]:
         if entry.kind == "batch":
             for seq in range(entry.seq_from, entry.seq_to + 1):
                 holders.setdefault(seq, []).append(entry.batch)
-    twice = sorted(seq for seq, batches in holders.items()
-                   if len({log_position(b)[0] for b in batches}) < len(batches))
-    across = sum(1 for batches in holders.values() if 1 < len(batches) == len({log_position(b)[0] for b in batches}))
+    twice: list[int] = []  # seqs stored twice within one segment
+    across = 0  # seqs stored more than once, each time in another segment
+    for seq, batches in holders.items():
+        if len(batches) > 1:
+            if len({log_position(b)[0] for b in batches}) < len(batches):
+                twice.append(seq)
+            else:
+                across += 1
+    twice.sort()
     rows: list[Row] = []
     for low, high in _runs(twice):
         batches = sorted({b for seq in range(low, high + 1) for b in holders[seq]})
