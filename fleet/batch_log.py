@@ -85,7 +85,6 @@ def key_parts(sk: int) -> tuple[int, int, int]:
     return g, tag, n
 
 
-
 @dataclass(frozen=True)
 class Message:
     """One message of a batch: its sequence, its emission time at the upstream, its data."""
@@ -250,12 +249,14 @@ class LogWriter:
         region's writes replicated): the order between those segments is then not the order written."""
         if self.phase not in (Phase.READ_TAIL, Phase.MARK):
             raise ValueError(f"a tail read answered in phase {self.phase.value}")
-        g, tag, _ = key_parts(tail.b) if tail is not None else (-1, -1, 0)
-        if tail is not None and tag == self.region_tag and tail.writer.later_than(self.writer):
-            self.phase, self.pending = Phase.SUPERSEDED, None
-            raise Superseded(f"{self.pk}: the log ends with {tail.kind} {tail.b} of a later take-up {tail.writer}")
-        self.next_b = tail.b + 1 if tail is not None and tag == self.region_tag else log_key(g + 1, self.region_tag, 1)
-        if tail is not None:
+        if tail is None:
+            self.next_b = log_key(0, self.region_tag, 1)
+        else:
+            g, tag, _ = key_parts(tail.b)
+            if tag == self.region_tag and tail.writer.later_than(self.writer):
+                self.phase, self.pending = Phase.SUPERSEDED, None
+                raise Superseded(f"{self.pk}: the log ends with {tail.kind} {tail.b} of a later take-up {tail.writer}")
+            self.next_b = tail.b + 1 if tag == self.region_tag else log_key(g + 1, self.region_tag, 1)
             self.last_seq = tail.seq_to
         self.phase = Phase.MARK
         self.pending = Put(LogItem(self.pk, self.next_b, MARK, self.writer, self.last_seq + 1, self.last_seq, now_ms))
