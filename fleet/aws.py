@@ -41,7 +41,7 @@ from fleet.billing import OPERATIONS, billed_request, index_keys, purpose_of, un
 from fleet.clock import LeaseClock, SkewEstimator, monotonic_s
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
-from fleet.lean_put import LeanClients, LeanDynamoDB
+from fleet.lean_put import LeanClients, LeanDynamoDB, env_proxy
 from fleet.schema import connections_table
 from fleet.typed import from_typed
 
@@ -167,12 +167,16 @@ class AwsClients:
         self.ddb.meta.events.register("before-parameter-build.dynamodb", self._note_params)
         self.ddb.meta.events.register("before-call.dynamodb", self._note_sent)
         self.ddb.meta.events.register("after-call.dynamodb", self._note_answer)
-        # the one hot request, PutItem of a message-log batch, goes lean (``fleet.lean_put``)
-        credentials = await session.get_credentials()
-        self.lean = LeanClients(LeanDynamoDB(self.ddb.meta.endpoint_url, self.ddb.meta.region_name, credentials,
-                                             self.settings.timeout_s or DEFAULT_TIMEOUT, self.settings.user_agent,
-                                             self.answered))
-        self._stack.push_async_callback(self.lean.ddb.close)
+        # the one hot request, PutItem of a message-log batch, goes lean (``fleet.lean_put``), but through a
+        # proxy by the SDK
+        if env_proxy(self.ddb.meta.endpoint_url) is None:
+            lean = LeanDynamoDB(self.ddb.meta.endpoint_url, self.ddb.meta.region_name,
+                                await session.get_credentials(), self.settings.timeout_s or DEFAULT_TIMEOUT,
+                                self.settings.user_agent, self.answered)
+            self._stack.push_async_callback(lean.close)
+            self.lean = LeanClients(lean)
+        else:
+            self.lean = LeanClients(self.ddb)
         self.sqs = await self._stack.enter_async_context(session.client("sqs", config=sqs_config))
         self.cloudwatch = await self._stack.enter_async_context(
             session.client("cloudwatch", config=client_config)

@@ -51,8 +51,8 @@ import enum
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 BATCH = "batch"
@@ -87,21 +87,21 @@ def key_parts(sk: int) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Message:
-    """One message of a batch: its sequence, its emission time at the upstream, its data."""
+    """One message of a batch: its sequence, its emission time at the upstream, its data; and, computed once
+    when it is made, ``text``, the message as its batch stores it (``[seq,ts_ms,"data"]``, JSON text as
+    ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` writes it), and ``size``, the bytes that
+    text takes in a batch's ``msgs``, the comma after it included."""
 
     seq: int
     ts_ms: int
     data: str
+    text: str = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def text(self) -> str:
-        """The message as its batch stores it: ``[seq,ts_ms,"data"]``, JSON text (encoded once)."""
-        return json.dumps([self.seq, self.ts_ms, self.data], ensure_ascii=False, separators=(",", ":"))
-
-    @cached_property
-    def size(self) -> int:
-        """Bytes its stored text takes in a batch's ``msgs``, the comma after it included."""
-        return (len(self.text) if self.text.isascii() else len(self.text.encode())) + 1
+    def __post_init__(self) -> None:
+        text = f"[{self.seq},{self.ts_ms},{encode_basestring(self.data)}]"
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "size", (len(text) if text.isascii() else len(text.encode())) + 1)
 
 
 def stored_messages(messages: Sequence[Message]) -> str:
@@ -344,16 +344,16 @@ class Batcher:
         return count >= self.max_messages or (count > 1 and size > self.max_bytes)
 
     def wait_ms(self, queued: Sequence[Message], oldest_queued_ms: float | None, now_ms: float,
-                wall_ms: float | None = None) -> float | None:
+                wall_ms: float | None = None, size: int | None = None) -> float | None:
         """How long until the next batch should go (0: now; None: nothing queued): at once when it is full,
         else once its oldest message waited ``flush_ms`` since it was queued (``now_ms``, the same clock as
         ``oldest_queued_ms``) or since it was emitted (``wall_ms`` against its ``ts_ms``: a backlog replayed
         after a take-up goes at once).  Neither changes until the batch goes, so a writer sleeps until then
         unless the queue fills.  An upstream clock off the writer's only moves when batches go, never what
-        they hold."""
+        they hold.  ``size``: the queue's stored bytes if the caller keeps them (else summed)."""
         if not queued or oldest_queued_ms is None:
             return None
-        if self.full(len(queued), sum(m.size for m in queued)):
+        if self.full(len(queued), sum(m.size for m in queued) if size is None else size):
             return 0.0
         wait = oldest_queued_ms + self.flush_ms - now_ms
         if wall_ms is not None:

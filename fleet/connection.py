@@ -349,7 +349,7 @@ class ConnectionRunner:
         assert log is not None
         me, sent = self.me, time.time() * 1000.0
         put: Put | None = None
-        retry = self._backoff(WRITE_RETRY_POLICY)
+        retry: Backoff | None = None  # made at the first failure: most batches never need one
         while action is not None:
             put = action if isinstance(action, Put) else put
             try:
@@ -363,6 +363,7 @@ class ConnectionRunner:
             except StoreError as exc:  # unknown outcome, or refused for another reason: the same request again
                 self._logged(held, me, put, "info", str(exc)[:200], sent)
                 action = log.on_unknown()
+                retry = retry or self._backoff(WRITE_RETRY_POLICY)
                 await asyncio.sleep(retry.next_delay() / 10)
         self._logged(held, me, put, "ok", None, sent)
 
@@ -506,7 +507,7 @@ class MessageSink:
             while self.pending:
                 now_ms = monotonic_s() * 1000.0
                 wait_ms = 0.0 if self.flushing else self.batcher.wait_ms(self.pending, self.oldest_ms, now_ms,
-                                                                         time.time() * 1000)
+                                                                         time.time() * 1000, self.pending_bytes)
                 if wait_ms:
                     await wait_until_set(self.wake, wait_ms / 1000.0)
                     self.wake.clear()

@@ -3,15 +3,17 @@
 
 Through the SDK a request goes through parameter building, endpoint rules, a dozen event hooks and response
 parsing, about half of its client CPU (issue 26, py-spy on a worker storing 2,000 messages a second).  Here
-its JSON body is built by hand, signed as botocore's ``SigV4Auth`` signs it (``Signer``), and sent on one reused aiohttp
-session to the DynamoDB client's own endpoint with the same credentials, timeout and User-Agent, checking an
-HTTPS endpoint against the certificates the SDK trusts (``tls_context``).  What the SDK's hooks
-do for every answered request is done here too: the request asks for ``ReturnConsumedCapacity``, and the
-answer is counted, billed and fed to the skew estimator by ``fleet.aws.AwsClients.answered``.
+its JSON body is built by hand, signed as botocore's ``SigV4Auth`` signs it (``Signer``), and sent on a few
+kept-alive connections (``fleet.lean_http``) to the DynamoDB client's own endpoint with the same credentials,
+timeout and User-Agent, checking an HTTPS endpoint against the certificates the SDK trusts (``tls_context``).
+What the SDK's hooks do for every answered request is done here too: the request asks for
+``ReturnConsumedCapacity``, and the answer is counted, billed and fed to the skew estimator by
+``fleet.aws.AwsClients.answered``.  Through a proxy the environment names for the endpoint (``env_proxy``)
+the put goes by the SDK instead (``fleet.aws``): the lean HTTP speaks no proxy.
 
 Errors come out as the SDK's would, so ``fleet.aws.aws_errors`` translates them in its one place: an error
 answer as botocore's ``ClientError`` (its code, message and HTTP status), a timeout as ``TimeoutError``, a
-broken connection as aiohttp's own error.
+broken connection as an ``OSError``.
 
 The call reads ``<clients>.ddb.put_item(TableName=..., ...)`` as an SDK call does, so the deployment tests,
 which derive the IAM policies from such calls in the source, still see it.
@@ -27,20 +29,22 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from hashlib import sha256
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
 from botocore.auth import SIGNED_HEADERS_BLACKLIST
 from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.httpsession import get_cert_path
 
 from fleet.clock import monotonic_s
+from fleet.lean_http import DEFAULT_PORTS, HttpPool
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb import DynamoDBClient
 
 TARGET = "DynamoDB_20120810.PutItem"
 CONTENT_TYPE = "application/x-amz-json-1.0"
 UNSIGNED_HEADERS = frozenset(SIGNED_HEADERS_BLACKLIST)  # botocore's: User-Agent and the like
-DEFAULT_PORTS = {"http": 80, "https": 443}
 # What the answer of one request does to the clients' counts: (operation, params, parsed answer, when it
 # was sent on the fence clock in ms, the answer's Date header).
 Answered = Callable[[str, Mapping[str, Any], Mapping[str, Any], float, str | None], None]
@@ -134,12 +138,7 @@ class LeanDynamoDB:
                         "User-Agent": user_agent or "wsfleet", "X-Amz-Target": TARGET}
         self.signer = Signer(region, "dynamodb")
         self.answered = answered
-        self.proxy = env_proxy(self.url)
-        # the environment is read once, here: aiohttp's ``trust_env`` reads it (and ~/.netrc) in a thread for
-        # every request
-        self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=tls_context()),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s))
+        self.http = HttpPool(self.url, tls_context() if self.url.startswith("https:") else None, timeout_s)
 
     async def close(self) -> None:
         await self.http.close()
@@ -147,7 +146,7 @@ class LeanDynamoDB:
     async def put_item(self, *, TableName: str, Item: Mapping[str, Any],
                        ConditionExpression: str) -> dict[str, Any]:
         """One PutItem of ``Item`` (typed, the wire format) under ``ConditionExpression``; the parsed answer.
-        Raises ``ClientError`` for an error answer, else what aiohttp raises."""
+        Raises ``ClientError`` for an error answer, else what ``fleet.lean_http`` raises."""
         params = {"TableName": TableName, "Item": Item, "ConditionExpression": ConditionExpression,
                   "ReturnConsumedCapacity": "TOTAL"}
         body = json.dumps(params, separators=(",", ":")).encode()
@@ -156,17 +155,18 @@ class LeanDynamoDB:
         headers = self.signer.signed(await self.credentials.get_frozen_credentials(), self.headers, body,
                                      datetime.now(UTC))
         sent_ms = monotonic_s() * 1000.0
-        async with self.http.post(self.url, data=body, headers=headers, proxy=self.proxy) as response:
-            status, answer, date = response.status, await response.read(), response.headers.get("Date")
-        parsed: dict[str, Any] = json.loads(answer) if status == 200 else error_answer(status, answer)
-        self.answered("PutItem", params, parsed, sent_ms, date)
+        answer = await self.http.post(headers, body)
+        status = answer.status
+        parsed: dict[str, Any] = json.loads(answer.body) if status == 200 else error_answer(status, answer.body)
+        self.answered("PutItem", params, parsed, sent_ms, answer.date)
         if status != 200:
             raise ClientError(parsed, "PutItem")  # type: ignore[arg-type]  # botocore's own parsed shape
         return parsed
 
 
 class LeanClients:
-    """The lean requests of one fleet process, named as the SDK clients are (``ddb``)."""
+    """The lean requests of one fleet process, named as the SDK clients are (``ddb``): the SDK's own client
+    where the lean one cannot go (a proxy)."""
 
-    def __init__(self, ddb: LeanDynamoDB) -> None:
+    def __init__(self, ddb: LeanDynamoDB | DynamoDBClient) -> None:
         self.ddb = ddb

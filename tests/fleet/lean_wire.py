@@ -1,16 +1,16 @@
-"""A test seam for ``fleet.lean_put``: the lean PutItem goes out on its own HTTP session, not through the
+"""A test seam for ``fleet.lean_put``: the lean PutItem goes out on its own connections, not through the
 SDK's event hooks, so a test that held or answered the SDK's PutItem holds or answers it here (``Wire``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fleet.aws import AwsClients
+from fleet.lean_http import Answer
 
 
 @dataclass
@@ -19,14 +19,13 @@ class Canned:
 
     status: int
     body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
 
-    async def read(self) -> bytes:
-        return json.dumps(self.body).encode()
+    def answer(self) -> Answer:
+        return Answer(self.status, None, json.dumps(self.body).encode())
 
 
 class Wire:
-    """Stands between a lean client and its HTTP session.  Each request sets ``reached``, waits until
+    """Stands between a lean client and its connections.  Each request sets ``reached``, waits until
     ``opened`` is set, and is then answered by the next of ``canned`` (each once) or sent (``sent`` set)."""
 
     def __init__(self, http: Any) -> None:
@@ -37,16 +36,14 @@ class Wire:
         self.sent = asyncio.Event()
         self.canned: list[Canned] = []
 
-    @contextlib.asynccontextmanager
-    async def post(self, url: str, **options: Any) -> AsyncIterator[Any]:
+    async def post(self, headers: Mapping[str, str], body: bytes) -> Answer:
         self.reached.set()
         await self.opened.wait()
         if self.canned:
-            yield self.canned.pop(0)
-            return
+            return self.canned.pop(0).answer()
         self.sent.set()
-        async with self.http.post(url, **options) as response:
-            yield response
+        answer: Answer = await self.http.post(headers, body)
+        return answer
 
     async def close(self) -> None:
         await self.http.close()

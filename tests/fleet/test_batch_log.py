@@ -5,6 +5,7 @@ answers lost, and takes paused for good; the cut of batches; the items' round tr
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -27,6 +28,7 @@ from fleet.batch_log import (
     Writer,
     key_parts,
     log_key,
+    read_messages,
     segment_tag,
 )
 from fleet.batch_log import Phase as LogPhase
@@ -393,10 +395,14 @@ def test_a_batch_stores_its_messages_as_one_json_text() -> None:
 def test_a_batchs_size_is_at_least_its_stored_text(drawn: list[tuple[int, int, str]]) -> None:
     """The cut's sizes bound what is stored (escapes, non-ASCII and long numbers included; each size counts
     the comma or closing bracket after it, so the text's opening bracket is the one byte beside them), so a
-    batch the size limit cuts stays under DynamoDB's item limit."""
+    batch the size limit cuts stays under DynamoDB's item limit.  The text is the JSON encoder's own, and
+    reads back as it was."""
     messages = [Message(seq, ts, data) for seq, ts, data in drawn]
     stored = LogItem(PK, 1, BATCH, Writer("w1", "g", 1, 0), 1, 1, 9, tuple(messages)).to_item()["msgs"]
     assert len(stored.encode()) <= 1 + sum(m.size for m in messages)
+    assert stored == json.dumps([[m.seq, m.ts_ms, m.data] for m in messages], ensure_ascii=False,
+                                separators=(",", ":"))
+    assert read_messages(stored) == tuple(messages)
 
 
 def test_a_batch_is_cut_by_count_size_and_age() -> None:

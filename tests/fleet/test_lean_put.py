@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from fleet.aws import AwsClients
 from fleet.batch_log import BATCH, LogItem, Message, Writer
 from fleet.config import FleetConfig
 from fleet.errors import ConditionFailed, StoreError, StoreUnavailable
-from fleet.lean_put import CONTENT_TYPE, TARGET, Signer, env_proxy, host_header, tls_context
+from fleet.lean_http import Answer
+from fleet.lean_put import CONTENT_TYPE, TARGET, LeanDynamoDB, Signer, env_proxy, host_header, tls_context
 from fleet.store import AwsAdapter
 from fleet.typed import to_typed
 from tests.fleet.lean_wire import Canned, Wire, refusal, wire
@@ -101,9 +103,9 @@ class Headers(Wire):
         super().__init__(http)
         self.headers: list[dict[str, str]] = []
 
-    def post(self, url: str, **options: Any) -> Any:
-        self.headers.append(dict(options["headers"]))
-        return super().post(url, **options)
+    async def post(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        self.headers.append(dict(headers))
+        return await super().post(headers, body)
 
 
 async def test_the_put_is_signed_for_dynamodb_in_the_clients_region_with_its_credentials(
@@ -136,6 +138,18 @@ def test_the_proxy_is_the_one_the_environment_names_for_the_endpoint(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert env_proxy(url) == proxy
+
+
+async def test_through_a_proxy_the_put_goes_by_the_sdk(engine_config: FleetConfig,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean HTTP speaks no proxy: where the environment names one for the endpoint, the SDK's client, which
+    does, sends the put (and it is stored, counted and billed as before)."""
+    async with AwsClients(engine_config) as aws:
+        assert isinstance(aws.lean.ddb, LeanDynamoDB)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there: only its choice is tested
+    monkeypatch.setenv("NO_PROXY", "")
+    async with AwsClients(engine_config) as aws:
+        assert aws.lean.ddb is aws.ddb
 
 
 @pytest.mark.parametrize("token", [None, "a-session-token"])

@@ -27,6 +27,7 @@ from fleet.upstream import (
     MAX_QUEUED_FRAMES,
     UpstreamMessage,
     UpstreamSession,
+    parse_message,
     pinned_target,
     redact_urls,
     retry_after_s,
@@ -446,6 +447,24 @@ async def test_a_malformed_frame_ends_the_reading(start_upstream: Callable[..., 
         session.deliver_to(taking([]))
         with pytest.raises(UpstreamError, match="malformed upstream frame"):
             await session.finished()
+
+
+@pytest.mark.parametrize(("frame", "message"), [
+    (b'{"seq": 3, "data": "x", "ts": 17}', UpstreamMessage(3, "x", 17.0)),
+    (b'{"ts": 1.5, "data": "\\u00e9", "seq": 4, "src": "up"}', UpstreamMessage(4, "\u00e9", 1.5)),  # others ignored
+    (b'{"seq": "3", "data": "x", "ts": 17}', None),  # a sequence is a whole number, not text of one
+    (b'{"seq": 3.0, "data": "x", "ts": 17}', None),
+    (b'{"seq": 3, "data": 5, "ts": 17}', None),  # data is a string
+    (b'{"seq": 3, "data": "x"}', None),
+    (b'[3, "x", 17]', None),
+    (b'{"seq": 3, "data": "x", "ts": 17', None),
+])
+def test_a_frame_is_a_message_only_in_the_protocols_shape(frame: bytes, message: UpstreamMessage | None) -> None:
+    if message is None:
+        with pytest.raises(UpstreamError, match="malformed upstream frame"):
+            parse_message(frame)
+    else:
+        assert parse_message(memoryview(frame)) == message
 
 
 async def test_closing_the_session_ends_a_reading_that_waits(start_upstream: Callable[..., Any]) -> None:

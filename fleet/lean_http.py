@@ -1,0 +1,155 @@
+"""The lean put's HTTP: POSTs to one origin over a few kept-alive HTTP/1.1 connections, each request written
+by hand and each answer parsed by ``httptools`` (llhttp, the parser of Node.js), one exchange at a time per
+connection.
+
+A general client (aiohttp) spends about 200 µs of client CPU on each request here (cookies, redirects,
+tracing, per-read timers), as much as everything else the lean put does; this module does what one small
+signed POST needs and nothing else.  It does not speak through a proxy: ``fleet.aws`` sends the put through
+the SDK when the environment names one for the endpoint.
+
+Errors come out as the transport's: ``TimeoutError`` (no connection or no whole answer within the timeout),
+``ConnectionError`` or another ``OSError`` (refused, reset, closed before the answer was whole, an answer
+that is not HTTP), which ``fleet.aws.aws_errors`` translates in its one place.  A connection whose exchange
+failed or was cancelled is closed, never reused: what it would read next is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+from urllib.parse import urlsplit
+
+import httptools
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer: its status, its ``Date`` header (None without one) and its body."""
+
+    status: int
+    date: str | None
+    body: bytes
+
+
+@dataclass
+class _Reading:
+    """What has arrived of the answer being read."""
+
+    date: str | None = None
+    body: list[bytes] = field(default_factory=list)
+
+
+class _Connection(asyncio.Protocol):
+    """One kept-alive connection: ``exchange`` writes a request and waits for its whole answer."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.reading = _Reading()
+        self.answer: asyncio.Future[Answer] | None = None
+        self.reusable = True  # false once closed, or an answer said ``Connection: close`` or failed
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one, not a subclass of it
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(ConnectionError(f"not an HTTP answer: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.reusable = False
+        self._fail(ConnectionResetError("the connection closed before the answer was whole"))
+
+    # -- httptools callbacks ---------------------------------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"date":
+            self.reading.date = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self.reading.body.append(body)
+
+    def on_message_complete(self) -> None:
+        reading, self.reading = self.reading, _Reading()
+        self.reusable = self.reusable and self.parser.should_keep_alive()
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_result(Answer(self.parser.get_status_code(), reading.date, b"".join(reading.body)))
+        else:  # an answer nobody asked for: what follows it cannot be trusted
+            self._fail(ConnectionError("an answer arrived with no request"))
+
+    # -- use -------------------------------------------------------------------------------------------
+    async def exchange(self, request: bytes) -> Answer:
+        assert self.transport is not None
+        self.answer = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self.answer
+
+    def _fail(self, error: Exception) -> None:
+        self.reusable = False
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_exception(error)
+        self.close()
+
+    def close(self) -> None:
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.close()
+
+
+class HttpPool:
+    """POSTs to ``url``'s origin (``http`` or ``https``, checked against ``tls``) on kept-alive connections:
+    an idle one if there is, else a new one; each connection and each answer waits at most ``timeout_s``
+    (None: no limit)."""
+
+    def __init__(self, url: str, tls: ssl.SSLContext | None, timeout_s: float | None) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or DEFAULT_PORTS[parts.scheme]
+        self.tls = tls if parts.scheme == "https" else None
+        self.target = (parts.path or "/").encode()
+        self.timeout_s = timeout_s
+        self.idle: list[_Connection] = []
+
+    async def post(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        """POST ``body`` with ``headers`` (``Content-Length`` is added); the whole answer."""
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        request = b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (
+            self.target, head.encode("latin-1"), len(body), body)
+        connection = await self._connection()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                answer = await connection.exchange(request)
+        except BaseException:
+            connection.close()
+            raise
+        if connection.reusable:
+            self.idle.append(connection)
+        else:
+            connection.close()
+        return answer
+
+    async def _connection(self) -> _Connection:
+        while self.idle:
+            connection = self.idle.pop()
+            if connection.reusable:
+                return connection
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(self.timeout_s):
+            _, connection = await loop.create_connection(
+                _Connection, self.host, self.port, ssl=self.tls,
+                server_hostname=self.host if self.tls is not None else None)
+        return connection
+
+    async def close(self) -> None:
+        idle, self.idle = self.idle, []
+        for connection in idle:
+            connection.close()
