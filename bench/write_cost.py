@@ -8,8 +8,8 @@ seconds).  Over that window it reads from the history:
 
 - the worker's DynamoDB requests by operation and purpose and the read and write units they are billed, from
   its cumulative ``requests`` events (``fleet.aws.AwsClients.operations`` / ``.units``: computed from AWS's
-  published rules by ``fleet.billing``; what the backend itself reported beside it), between its last event
-  at or before the window's start and its last at or before the window's end;
+  published rules by ``fleet.billing``; what the backend itself reported beside it), between its first event
+  in the window and its last (a span inside it: written every heartbeat, they leave most of it);
 - the messages stored over that same span: the seqs covered by the ``ok`` ``msg.persist`` events in it;
 - the worker's CPU seconds over the window (psutil) and the emit-to-stored delays p50 / p99
   (``bench.capacity.emit_to_persist``).
@@ -125,13 +125,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # -- the figures (pure) --------------------------------------------------------------------------------------
 def counter_span(requests: pd.DataFrame, start_ms: float, end_ms: float) -> tuple[int, int] | None:
-    """Rows of the worker's last ``requests`` event at or before ``start_ms`` and its last at or before
-    ``end_ms`` (None unless both exist and differ)."""
+    """Rows of the worker's first ``requests`` event at or after ``start_ms`` and its last at or before
+    ``end_ms``: a span inside the window, so what the streams' take-ups cost before it (their acquires, tail
+    reads and marks) is never counted in it, whenever the counters happened to be written (None unless both
+    exist and differ)."""
     t = requests["t"].to_numpy(dtype="float64")
-    before, after = np.flatnonzero(t <= start_ms), np.flatnonzero(t <= end_ms)
-    if before.size == 0 or after.size == 0 or after[-1] == before[-1]:
+    inside = np.flatnonzero((t >= start_ms) & (t <= end_ms))
+    if inside.size < 2:
         return None
-    return int(before[-1]), int(after[-1])
+    return int(inside[0]), int(inside[-1])
 
 
 def counter_delta(first: Any, last: Any) -> dict[str, float]:
@@ -238,7 +240,7 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     window = fleet["window"]
     span = counter_span(requests, window["start_ms"], window["end_ms"])
     if span is None:
-        raise ClusterError(f"{profile}: no two `requests` events around the window; lengthen --hold")
+        raise ClusterError(f"{profile}: fewer than two `requests` events inside the window; lengthen --hold")
     a, b = span
     t_a, t_b = float(requests["t"].iloc[a]), float(requests["t"].iloc[b])
     operations = counter_delta(requests["operations"].iloc[a], requests["operations"].iloc[b])

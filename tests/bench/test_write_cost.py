@@ -25,12 +25,14 @@ def requests_frame(rows: list[tuple[float, dict[str, int], dict[str, float]]]) -
     return pd.DataFrame({"t": [r[0] for r in rows], "operations": [r[1] for r in rows], "units": [r[2] for r in rows]})
 
 
-def test_the_span_is_the_last_counters_at_or_before_each_end_of_the_window() -> None:
+def test_the_span_is_the_first_and_last_counters_inside_the_window() -> None:
+    """Counters written before the window (while streams were still being taken up) never open the span."""
     frame = requests_frame([(1000.0, {}, {}), (6000.0, {}, {}), (11000.0, {}, {}), (16000.0, {}, {})])
     assert counter_span(frame, 6000.0, 15000.0) == (1, 2)
-    assert counter_span(frame, 6500.0, 16000.0) == (1, 3)
-    assert counter_span(frame, 500.0, 15000.0) is None  # nothing before the window
-    assert counter_span(frame, 6500.0, 7000.0) is None  # the same event at both ends
+    assert counter_span(frame, 5500.0, 16000.0) == (1, 3)
+    assert counter_span(frame, 500.0, 15000.0) == (0, 2)
+    assert counter_span(frame, 6500.0, 15000.0) is None  # one event inside the window
+    assert counter_span(frame, 16500.0, 20000.0) is None  # none
 
 
 def test_counter_deltas_take_missing_keys_as_zero() -> None:
