@@ -1,4 +1,4 @@
-"""``bench/write_cost.py``'s figures from records (no fleet started): the counters' span around the window,
+"""``bench/write_cost.py``'s figures from records (no fleet started): the counters' span inside the window,
 the deltas of the cumulative counters, the messages stored in a span, the per-message figures and dollars,
 the summary line, and the options it refuses."""
 
