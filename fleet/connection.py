@@ -508,8 +508,12 @@ class MessageSink:
                 now_ms = monotonic_s() * 1000.0
                 wait_ms = 0.0 if self.flushing else self.batcher.wait_ms(self.pending, self.oldest_ms, now_ms,
                                                                          time.time() * 1000, self.pending_bytes)
-                if wait_ms:
-                    await wait_until_set(self.wake, wait_ms / 1000.0)
+                if wait_ms:  # until the batch's time, or a submit that fills it: a timer, not a task per wait
+                    timer = asyncio.get_running_loop().call_later(wait_ms / 1000.0, self.wake.set)
+                    try:
+                        await self.wake.wait()
+                    finally:
+                        timer.cancel()
                     self.wake.clear()
                     continue
                 # what the log already holds (an earlier session's put that landed) is not written again

@@ -18,6 +18,8 @@ import time
 from typing import Any, Literal
 
 Outcome = Literal["ok", "fail", "info"]
+# One encoder for every event (``json.dumps`` with options builds one per call).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 class HistoryWriter:
@@ -43,7 +45,7 @@ class HistoryWriter:
         event: dict[str, Any] = {"t": time.time() * 1000.0, "src": self.src, "type": type}
         event.update({k: v for k, v in fields.items() if v is not None})
         if self._fd is not None:
-            line = (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
+            line = (_ENCODE(event) + "\n").encode()
             with self._lock:
                 os.write(self._fd, line)
         return event

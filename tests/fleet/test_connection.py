@@ -22,10 +22,9 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from fleet import connection
 from fleet.allowlist import Allowlist
 from fleet.aws import AwsClients
-from fleet.batch_log import BATCH, MARK, MAX_MESSAGES, LogItem, Message, Writer, log_key, segment_tag
+from fleet.batch_log import BATCH, MARK, MAX_MESSAGES, Batcher, LogItem, Message, Writer, log_key, segment_tag
 from fleet.clock import LeaseClock, monotonic_s
 from fleet.config import FleetConfig
 from fleet.connection import (
@@ -36,7 +35,6 @@ from fleet.connection import (
     Fenced,
     HeldConnection,
     MessageSink,
-    wait_until_set,
 )
 from fleet.errors import ConditionFailed, StoreUnavailable, UpstreamError
 from fleet.expr import Write
@@ -348,29 +346,30 @@ async def test_messages_that_arrive_within_flush_ms_go_out_as_one_batch_and_a_se
     assert store.puts[-1] == ("batch", 5, 5)
 
 
-async def test_a_message_queued_behind_a_batchs_first_does_not_wake_the_writer(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_message_queued_behind_a_batchs_first_does_not_wake_the_writer() -> None:
     """CPU per message (issue 26): the writer is woken by a batch's first message, which starts the batch's
-    time, and when the queue fills a batch, which then goes at once; a message in between wakes nothing."""
-    sleeps: list[float] = []
+    time, and when the queue fills a batch, which then goes at once; a message in between wakes nothing (each
+    wake asks the batcher once how long to wait)."""
+    waits: list[float | None] = []
 
-    async def counted(event: asyncio.Event, timeout_s: float) -> bool:
-        sleeps.append(timeout_s)
-        return await wait_until_set(event, timeout_s)
+    class Counted(Batcher):
+        def wait_ms(self, *args: Any, **kwargs: Any) -> float | None:
+            waits.append(super().wait_ms(*args, **kwargs))
+            return waits[-1]
 
-    monkeypatch.setattr(connection, "wait_until_set", counted)
     store = LogStore()
     runner = runner_for(HARDENED.with_changes(flush_ms=600_000), cast(AwsAdapter, store), HistoryWriter(None, "w1"))
     held = await opened(runner, HeldConnection(lease=LEASE))
     sink = MessageSink(runner, held, unread())
+    sink.batcher = Counted(sink.batcher.flush_ms)
     for seq in range(1, MAX_MESSAGES + 1):
         sink.submit(UpstreamMessage(seq=seq, data=f"data-{seq}", ts=time.time() * 1000))
         await asyncio.sleep(0)  # the writer may run between any two
     await until(lambda: len(store.puts) == 2)
     await sink.drain()
 
-    assert store.puts == [("mark", 1, 0), ("batch", 1, MAX_MESSAGES)]  # full: it did not wait 60 s
-    assert len(sleeps) == 1  # the first message's wake; the last one's found the batch full
+    assert store.puts == [("mark", 1, 0), ("batch", 1, MAX_MESSAGES)]  # full: it did not wait 600 s
+    assert len(waits) == 2 and (waits[0] or 0) > 0 and waits[1] == 0  # the first message's wake; the full one's
 
 
 class UpstreamStub:
