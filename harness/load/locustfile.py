@@ -69,8 +69,9 @@ def _options(parser: Any) -> None:
                         help="a stream not owned again this long after its session closed is a failure")
     parser.add_argument("--storm-after", type=float, default=0.0,
                         help="seconds after the start to trigger the storm (0: none)")
-    parser.add_argument("--storm", choices=("disconnect", "kill"), default="disconnect",
-                        help="disconnect: the simulator drops a share of its sessions; kill: SIGKILL workers")
+    parser.add_argument("--storm", choices=("disconnect", "kill"), default=None,
+                        help="disconnect (the default with --storm-after): the simulator drops a share of its "
+                        "sessions; kill: SIGKILL workers (needs --storm-after)")
     parser.add_argument("--storm-fraction", type=float, default=1.0,
                         help="share of the live sessions a disconnect storm drops (default all)")
     parser.add_argument("--storm-kill", type=int, default=1, help="workers a kill storm SIGKILLs")
@@ -98,7 +99,14 @@ def _history_of(environment: Environment) -> HistoryWriter:
 
 @events.init.add_listener
 def _init(environment: Environment, **_: Any) -> None:
-    if environment.parsed_options is not None and environment.host is None:
+    options = environment.parsed_options
+    if options is None:
+        return
+    if options.storm is not None and options.storm_after <= 0:
+        # a storm named but never triggered would be judged as if it had run
+        raise SystemExit(f"locustfile: --storm {options.storm} needs --storm-after S, the seconds after the "
+                         "start to trigger it")
+    if environment.host is None:
         environment.host = _state(environment)["router_url"]
 
 
@@ -112,7 +120,7 @@ def _schedule_storm(environment: Environment, **_: Any) -> None:
 
 def _storm(environment: Environment) -> None:
     options, state = environment.parsed_options, _state(environment)
-    if options.storm == "disconnect":
+    if options.storm in (None, "disconnect"):
         answer = http_client.request("POST", f"{state['upstream_control_url']}/disconnect",
                                      params={"fraction": options.storm_fraction}, timeout_s=30)
         _history_of(environment).emit("load.storm", kind="disconnect", fraction=options.storm_fraction,

@@ -19,10 +19,22 @@ from harness.cluster import Cluster, ClusterSpec
 from harness.load.judge import failing_checkers
 from harness.processes import REPO_ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 USERS = 4
+LOCUSTFILE = str(REPO_ROOT / "harness" / "load" / "locustfile.py")
 
 
+@pytest.mark.parametrize("storm", ["kill", "disconnect"])
+def test_a_storm_with_no_time_to_trigger_it_is_refused_not_skipped(tmp_path: Path, storm: str) -> None:
+    """``--storm kill`` alone once ran a test with no storm, judged as if it had had one."""
+    locust = subprocess.run([sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "-u", "1", "-t", "1s",
+                             "--storm", storm, "--wsfleet-state", str(tmp_path / "none.json")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert locust.returncode != 0
+    assert f"locustfile: --storm {storm} needs --storm-after S" in locust.stdout + locust.stderr
+
+
+@pytest.mark.e2e
 def test_every_user_owns_its_stream_and_recovers_from_a_mass_disconnect(tmp_path: Path) -> None:
     spec = ClusterSpec(workers=2, profile="hardened", timescale=0.1, run_dir=tmp_path / "run")
     with Cluster(spec) as cluster:
@@ -30,7 +42,7 @@ def test_every_user_owns_its_stream_and_recovers_from_a_mass_disconnect(tmp_path
         assert cluster.backend is not None
         state.write_text(json.dumps({**cluster.describe(), "backend_env": cluster.backend.env()}))
         locust = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "harness" / "load" / "locustfile.py"),
+            [sys.executable, "-m", "locust", "-f", LOCUSTFILE,
              "--headless", "-u", str(USERS), "-r", str(USERS), "-t", "10s", "--csv", str(tmp_path / "locust"),
              "--wsfleet-state", str(state), "--watch-s", "0.2", "--storm-after", "4", "--storm", "disconnect",
              "--processes", "2"],
