@@ -29,10 +29,11 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @dataclass(frozen=True)
 class Answer:
-    """One HTTP answer: its status, its ``Date`` header (None without one) and its body."""
+    """One HTTP answer: its status, the headers its pool keeps (lower-case names; absent ones left out) and
+    its body."""
 
     status: int
-    date: str | None
+    headers: dict[str, str]
     body: bytes
 
 
@@ -40,14 +41,16 @@ class Answer:
 class _Reading:
     """What has arrived of the answer being read."""
 
-    date: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
     body: list[bytes] = field(default_factory=list)
 
 
 class _Connection(asyncio.Protocol):
-    """One kept-alive connection: ``exchange`` writes a request and waits for its whole answer."""
+    """One kept-alive connection: ``exchange`` writes a request and waits for its whole answer, keeping the
+    headers named in ``kept`` (lower-case)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: frozenset[bytes]) -> None:
+        self.kept = kept
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.reading = _Reading()
@@ -70,8 +73,9 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks ---------------------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"date":
-            self.reading.date = value.decode("latin-1")
+        name = name.lower()
+        if name in self.kept:
+            self.reading.headers[name.decode("latin-1")] = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self.reading.body.append(body)
@@ -80,7 +84,7 @@ class _Connection(asyncio.Protocol):
         reading, self.reading = self.reading, _Reading()
         self.reusable = self.reusable and self.parser.should_keep_alive()
         if self.answer is not None and not self.answer.done():
-            self.answer.set_result(Answer(self.parser.get_status_code(), reading.date, b"".join(reading.body)))
+            self.answer.set_result(Answer(self.parser.get_status_code(), reading.headers, b"".join(reading.body)))
         else:  # an answer nobody asked for: what follows it cannot be trusted
             self._fail(ConnectionError("an answer arrived with no request"))
 
@@ -106,9 +110,11 @@ class _Connection(asyncio.Protocol):
 class HttpPool:
     """POSTs to ``url``'s origin (``http`` or ``https``, checked against ``tls``) on kept-alive connections:
     an idle one if there is, else a new one; each connection and each answer waits at most ``timeout_s``
-    (None: no limit)."""
+    (None: no limit).  Answers keep the headers named in ``kept``."""
 
-    def __init__(self, url: str, tls: ssl.SSLContext | None, timeout_s: float | None) -> None:
+    def __init__(self, url: str, tls: ssl.SSLContext | None, timeout_s: float | None,
+                 kept: tuple[str, ...] = ("date",)) -> None:
+        self.kept = frozenset(name.lower().encode("latin-1") for name in kept)
         parts = urlsplit(url)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
@@ -145,7 +151,7 @@ class HttpPool:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.timeout_s):
             _, connection = await loop.create_connection(
-                _Connection, self.host, self.port, ssl=self.tls,
+                lambda: _Connection(self.kept), self.host, self.port, ssl=self.tls,
                 server_hostname=self.host if self.tls is not None else None)
         return connection
 

@@ -8,8 +8,9 @@ kept-alive connections (``fleet.lean_http``) to the DynamoDB client's own endpoi
 timeout and User-Agent, checking an HTTPS endpoint against the certificates the SDK trusts (``tls_context``).
 What the SDK's hooks do for every answered request is done here too: the request asks for
 ``ReturnConsumedCapacity``, and the answer is counted, billed and fed to the skew estimator by
-``fleet.aws.AwsClients.answered``.  Through a proxy the environment names for the endpoint (``env_proxy``)
-the put goes by the SDK instead (``fleet.aws``): the lean HTTP speaks no proxy.
+``fleet.aws.AwsClients.answered``; an answer whose ``x-amz-crc32`` is not its body's CRC32 is taken as the
+SDK's retry handler takes it, an outcome unknown (``check_crc32``).  Through a proxy the environment names for
+the endpoint (``env_proxy``) the put goes by the SDK instead (``fleet.aws``): the lean HTTP speaks no proxy.
 
 Errors come out as the SDK's would, so ``fleet.aws.aws_errors`` translates them in its one place: an error
 answer as botocore's ``ClientError`` (its code, message and HTTP status), a timeout as ``TimeoutError``, a
@@ -26,6 +27,7 @@ import json
 import os
 import ssl
 import urllib.request
+import zlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from hashlib import sha256
@@ -37,12 +39,13 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.httpsession import get_cert_path
 
 from fleet.clock import monotonic_s
-from fleet.lean_http import DEFAULT_PORTS, HttpPool
+from fleet.lean_http import DEFAULT_PORTS, Answer, HttpPool
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
 
 TARGET = "DynamoDB_20120810.PutItem"
+CRC32_HEADER = "x-amz-crc32"
 CONTENT_TYPE = "application/x-amz-json-1.0"
 UNSIGNED_HEADERS = frozenset(SIGNED_HEADERS_BLACKLIST)  # botocore's: User-Agent and the like
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # one encoder for every body
@@ -64,6 +67,17 @@ def tls_context() -> ssl.SSLContext:
     """What an HTTPS endpoint's certificate is checked against, as the SDK checks it: the bundle
     ``AWS_CA_BUNDLE`` names, else botocore's default (certifi's), not the system's store."""
     return ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
+
+
+def check_crc32(answer: Answer) -> None:
+    """DynamoDB's ``x-amz-crc32`` (the CRC32 of the answer's body), checked as the SDK checks it: an answer
+    whose body does not match was damaged on the way, so the request's outcome is unknown
+    (``ConnectionError``: ``fleet.aws`` counts it so and the log writer sends the put again).  An answer
+    without one is taken as it is."""
+    expected = answer.headers.get(CRC32_HEADER)
+    if expected is not None and expected.strip() != str(zlib.crc32(answer.body)):
+        raise ConnectionError(f"the answer's {CRC32_HEADER} {expected.strip()} is not its body's "
+                              f"{zlib.crc32(answer.body)}")
 
 
 def error_answer(status: int, body: bytes) -> dict[str, Any]:
@@ -139,7 +153,8 @@ class LeanDynamoDB:
                         "User-Agent": user_agent or "wsfleet", "X-Amz-Target": TARGET}
         self.signer = Signer(region, "dynamodb")
         self.answered = answered
-        self.http = HttpPool(self.url, tls_context() if self.url.startswith("https:") else None, timeout_s)
+        self.http = HttpPool(self.url, tls_context() if self.url.startswith("https:") else None, timeout_s,
+                             kept=("date", CRC32_HEADER))
 
     async def close(self) -> None:
         await self.http.close()
@@ -157,9 +172,10 @@ class LeanDynamoDB:
                                      datetime.now(UTC))
         sent_ms = monotonic_s() * 1000.0
         answer = await self.http.post(headers, body)
+        check_crc32(answer)
         status = answer.status
         parsed: dict[str, Any] = json.loads(answer.body) if status == 200 else error_answer(status, answer.body)
-        self.answered("PutItem", params, parsed, sent_ms, answer.date)
+        self.answered("PutItem", params, parsed, sent_ms, answer.headers.get("date"))
         if status != 200:
             raise ClientError(parsed, "PutItem")  # type: ignore[arg-type]  # botocore's own parsed shape
         return parsed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.aws import AwsClients
@@ -15,13 +15,14 @@ from fleet.lean_http import Answer
 
 @dataclass
 class Canned:
-    """An answer given in place of the service's: its status and JSON body, and no Date."""
+    """An answer given in place of the service's: its status, JSON body and kept headers (none: no Date)."""
 
     status: int
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
 
     def answer(self) -> Answer:
-        return Answer(self.status, None, json.dumps(self.body).encode())
+        return Answer(self.status, self.headers, json.dumps(self.body).encode())
 
 
 class Wire:

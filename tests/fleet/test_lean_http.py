@@ -69,7 +69,7 @@ async def test_answers_come_back_whole_and_a_kept_alive_connection_is_reused(ser
     server = await serve(lambda n: OK)
     pool = HttpPool(f"http://127.0.0.1:{server.port}/", None, 5.0)
     answers = [await pool.post({"Host": "h", "X-Amz-Target": "T"}, b'{"n":%d}' % n) for n in range(3)]
-    assert answers == [Answer(200, "Sat, 05 Dec 2026 15:00:00 GMT", b"{}")] * 3
+    assert answers == [Answer(200, {"date": "Sat, 05 Dec 2026 15:00:00 GMT"}, b"{}")] * 3
     assert server.connections == 1
     assert server.requests[0] == (b"POST / HTTP/1.1\r\nHost: h\r\nX-Amz-Target: T\r\nContent-Length: 7\r\n\r\n"
                                   b'{"n":0}')
@@ -82,9 +82,17 @@ async def test_an_answer_that_closes_its_connection_is_read_whole_and_the_next_r
                b"3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n")
     server = await serve(lambda n: chunked, close_after=True)
     pool = HttpPool(f"http://127.0.0.1:{server.port}", None, 5.0)
-    assert await pool.post({}, b"x") == Answer(400, None, b'{"a":1}')
-    assert await pool.post({}, b"y") == Answer(400, None, b'{"a":1}')
+    assert await pool.post({}, b"x") == Answer(400, {}, b'{"a":1}')
+    assert await pool.post({}, b"y") == Answer(400, {}, b'{"a":1}')
     assert server.connections == 2
+    await pool.close()
+
+
+async def test_an_answer_keeps_the_headers_its_pool_names_whatever_their_case(serve: Callable[..., Any]) -> None:
+    server = await serve(lambda n: b"HTTP/1.1 200 OK\r\nX-Amz-CRC32: 2745614147\r\nDATE: d\r\nX-Other: o\r\n"
+                                   b"Content-Length: 2\r\n\r\n{}")
+    pool = HttpPool(f"http://127.0.0.1:{server.port}", None, 5.0, kept=("date", "x-amz-crc32"))
+    assert (await pool.post({}, b"x")).headers == {"date": "d", "x-amz-crc32": "2745614147"}
     await pool.close()
 
 
