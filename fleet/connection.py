@@ -464,6 +464,7 @@ class MessageSink:
         self.oldest_ms: float | None = None  # when the oldest queued message arrived (monotonic ms)
         self.flushing = False  # the session ended: write what is queued now, whatever its age
         self.paused = False  # the session's reading is paused until the queue is stored
+        self.loop = asyncio.get_running_loop()  # kept: asking for it costs a getpid() system call on 3.11
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -509,7 +510,7 @@ class MessageSink:
                 wait_ms = 0.0 if self.flushing else self.batcher.wait_ms(self.pending, self.oldest_ms, now_ms,
                                                                          time.time() * 1000, self.pending_bytes)
                 if wait_ms:  # until the batch's time, or a submit that fills it: a timer, not a task per wait
-                    timer = asyncio.get_running_loop().call_later(wait_ms / 1000.0, self.wake.set)
+                    timer = self.loop.call_later(wait_ms / 1000.0, self.wake.set)
                     try:
                         await self.wake.wait()
                     finally:

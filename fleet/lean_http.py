@@ -49,8 +49,9 @@ class _Connection(asyncio.Protocol):
     """One kept-alive connection: ``exchange`` writes a request and waits for its whole answer, keeping the
     headers named in ``kept`` (lower-case)."""
 
-    def __init__(self, kept: frozenset[bytes]) -> None:
+    def __init__(self, kept: frozenset[bytes], loop: asyncio.AbstractEventLoop) -> None:
         self.kept = kept
+        self.loop = loop  # kept: asking asyncio for the running loop costs a getpid() system call on 3.11
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.reading = _Reading()
@@ -89,11 +90,20 @@ class _Connection(asyncio.Protocol):
             self._fail(ConnectionError("an answer arrived with no request"))
 
     # -- use -------------------------------------------------------------------------------------------
-    async def exchange(self, request: bytes) -> Answer:
+    async def exchange(self, request: bytes, timeout_s: float | None) -> Answer:
+        """Write ``request``; its whole answer, or ``TimeoutError`` after ``timeout_s`` (the connection is then
+        closed)."""
         assert self.transport is not None
-        self.answer = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[Answer] = self.loop.create_future()
+        self.answer = answer
+        timer = None if timeout_s is None else self.loop.call_later(
+            timeout_s, self._fail, TimeoutError(f"no whole answer within {timeout_s:g} s"))
         self.transport.write(request)
-        return await self.answer
+        try:
+            return await answer
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _fail(self, error: Exception) -> None:
         self.reusable = False
@@ -132,8 +142,7 @@ class HttpPool:
             self.target, head.encode("latin-1"), len(body), body)
         connection = await self._connection()
         try:
-            async with asyncio.timeout(self.timeout_s):
-                answer = await connection.exchange(request)
+            answer = await connection.exchange(request, self.timeout_s)
         except BaseException:
             connection.close()
             raise
@@ -151,7 +160,7 @@ class HttpPool:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.timeout_s):
             _, connection = await loop.create_connection(
-                lambda: _Connection(self.kept), self.host, self.port, ssl=self.tls,
+                lambda: _Connection(self.kept, loop), self.host, self.port, ssl=self.tls,
                 server_hostname=self.host if self.tls is not None else None)
         return connection
 
