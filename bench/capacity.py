@@ -480,20 +480,31 @@ def measure(profile: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_profiles(prog: str, args: argparse.Namespace, profiles: list[str],
-                 measure_one: Callable[[str, argparse.Namespace], dict[str, Any]],
-                 line_of: Callable[[dict[str, Any]], str],
-                 summary_of: Callable[[list[dict[str, Any]], argparse.Namespace], str]) -> int:
-    """Measure each profile in turn (exit status 2 when a fleet cannot run), print each one's line and the
-    summary last, and write the figures to ``OUT/<prog>-n<N>-rate<R>.json``."""
+def measure_profiles(prog: str, args: argparse.Namespace, profiles: list[str],
+                     measure_one: Callable[[str, argparse.Namespace], dict[str, Any]],
+                     line_of: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]] | None:
+    """Each profile's figures, measured in turn, each one's line shown as progress (None when a fleet cannot
+    run: said why)."""
     results: list[dict[str, Any]] = []
     for profile in profiles:
         try:
             results.append(measure_one(profile, args))
         except ClusterError as exc:
             progress(f"{prog}: {profile}: the fleet could not run: {exc}")
-            return 2
+            return None
         progress(line_of(results[-1]))
+    return results
+
+
+def run_profiles(prog: str, args: argparse.Namespace, profiles: list[str],
+                 measure_one: Callable[[str, argparse.Namespace], dict[str, Any]],
+                 line_of: Callable[[dict[str, Any]], str],
+                 summary_of: Callable[[list[dict[str, Any]], argparse.Namespace], str]) -> int:
+    """Measure each profile in turn (exit status 2 when a fleet cannot run), print each one's line and the
+    summary last, and write the figures to ``OUT/<prog>-n<N>-rate<R>.json``."""
+    results = measure_profiles(prog, args, profiles, measure_one, line_of)
+    if results is None:
+        return 2
     for r in results:
         print(line_of(r))
     line = summary_of(results, args)

@@ -31,18 +31,23 @@ The same one-worker fleet holds the streams; printed per profile: the worker's R
 cost memory and renewals, not CPU.
 
 Usage: ``python -m bench.write_cost [--streams 50] [--rate 5] [--hold 20] [--timescale 1] [--dynamodb
-dynalite|moto] [--profiles blog,hardened] [--memory] [--set KEY=VALUE ...] [--out DIR [--force]]``.  Progress
-goes to stderr; one line per profile to stdout, and the last line reads ``write cost: N=50 rate=5/s on
-dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per stored message, stored p50 A s p99 B s, $D per
-million messages; hardened: ...; ratio hardened/blog: requests r, write units w, CPU c, p99 p, $ d`` (with
-``--memory``: ``memory: N=5000 rate=0.02/s on dynalite hardened: RSS X KB per stream, CPU Y cores ...``).
-The figures go to ``OUT/write-cost-n<N>-rate<R>.json`` (``write-cost-memory-...``).  Exit status 2 when a
-fleet cannot start or its worker dies during the measurement.
+dynalite|moto] [--profiles blog,hardened] [--memory] [--repeat N] [--set KEY=VALUE ...] [--out DIR
+[--force]]``. Progress goes to stderr; one line per profile to stdout, and the last line reads ``write cost:
+N=50 rate=5/s on dynalite blog: R req, W WU (M msg WU), U RU, C us CPU per stored message, stored p50 A s p99
+B s, $D per million messages; hardened: ...; ratio hardened/blog: requests r, write units w, CPU c, p99 p, $
+d`` (with ``--memory``: ``memory: N=5000 rate=0.02/s on dynalite hardened: RSS X KB per stream, CPU Y cores
+...``). The figures go to ``OUT/write-cost-n<N>-rate<R>.json`` (``write-cost-memory-...``). ``--repeat N`` measures
+both profiles N times in turn, each on a fleet of its own, and ends with ``write cost over N runs: ...; median
+ratio hardened/blog: ..., CPU c (each run: ...), ...``: the CPU per message moves from fleet to fleet (by how
+the streams' phases make a worker's reads coalesce: 0.08 to 0.11 of ``blog``'s over ten single runs of one
+build), so one pair is one sample.  Exit status 2 when a fleet cannot start or its worker dies during the
+measurement.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.capacity import checked, ratio, run_profiles
+from bench.capacity import checked, measure_profiles, progress, run_profiles
 from bench.capacity import measure as measure_fleet
 from fleet.billing import dollars_per_million
 from harness.backends import DYNAMODB_ENGINES
@@ -110,6 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "own keepalive is a share of the CPU measured")
     p.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                    help="a fleet setting for the worker and router (repeatable), as `wsfleet up --set`")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure the profiles N times in turn (blog, hardened, blog, hardened, ...), each time "
+                   "on a fleet of its own (OUT/run-<i>), and end with each ratio's median over the N pairs: how "
+                   "a worker's reads coalesce differs from fleet to fleet (the streams' phases), and with it "
+                   "the CPU per message")
     add_output_arguments(p, "runs/bench-write-cost", "the run directories (OUT/<profile>) and the JSON figures")
     args = p.parse_args(argv)
     if args.rate is None:
@@ -119,6 +129,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.own_timeout is None:
         args.own_timeout = MEMORY_OWN_TIMEOUT_S if args.memory else 60.0
     args = checked(p, args, ("settle", "grace"), positive_if_given=("upstream_ping",))
+    if args.repeat < 1 or (args.repeat > 1 and (args.memory or set(args.profiles) != set(PROFILES))):
+        p.error("--repeat must be at least 1, and above 1 only for the cost per message of both profiles")
     args.idle = 1.0  # bench.capacity's idle watch: the baseline the memory mode subtracts
     return args
 
@@ -193,17 +205,70 @@ def profile_line(r: dict[str, Any]) -> str:
             f"window stored; {r['held']} of {r['n']} streams held")
 
 
+RATIO_KEYS = (("requests", "requests"), ("write units", "write_units"), ("CPU", "cpu_us"),
+              ("$", "usd_per_million"))
+RATIO_ORDER = ("requests", "write units", "CPU", "p99", "$")  # as the summary line names them
+
+
+def pair_ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
+    """hardened / blog per message, by ratio name, of one run that measured both (None: not measurable)."""
+    by = {r["profile"]: r for r in results}
+    h, b = by["hardened"], by["blog"]
+    out: dict[str, float | None] = {}
+    for name, key in RATIO_KEYS:
+        a, base = h["per_message"][key], b["per_message"][key]
+        out[name] = None if a is None or not base else a / base
+    a, base = h["delays"]["p99_s"], b["delays"]["p99_s"]
+    out["p99"] = None if a is None or not base else a / base
+    return out
+
+
+def repeated_summary(runs: list[list[dict[str, Any]]], args: argparse.Namespace) -> str:
+    """``write cost over N runs: ...; median ratio hardened/blog: requests r, ..., CPU c (each run: c1 c2
+    ...), ...; median CPU per stored message: hardened H us, blog B us``."""
+    pairs = [pair_ratios(run) for run in runs]
+    parts = []
+    for name in RATIO_ORDER:
+        values = [p[name] for p in pairs if p[name] is not None]
+        median = f"{float(np.median(values)):.2f}" if len(values) == len(pairs) else "n/a"
+        each = f" (each run: {' '.join(f'{v:.3f}' for v in values)})" if name == "CPU" else ""
+        parts.append(f"{name} {median}{each}")
+    cpu = {profile: [r["per_message"]["cpu_us"] for run in runs for r in run if r["profile"] == profile]
+           for profile in ("hardened", "blog")}
+    medians = ", ".join(f"{profile} {_num(float(np.median(v)) if None not in v else None, '.0f')} us"
+                        for profile, v in cpu.items())
+    return (f"write cost over {len(runs)} runs: {_setup(args).rstrip()}; median ratio hardened/blog: "
+            + ", ".join(parts) + f"; median CPU per stored message: {medians}")
+
+
+def repeat_profiles(args: argparse.Namespace) -> int:
+    """``--repeat N``: both profiles N times in turn, each run in ``OUT/run-<i>``, each run's summary line, then
+    the medians; the figures to ``OUT/write-cost-n<N>-rate<R>-x<N>.json``."""
+    runs: list[list[dict[str, Any]]] = []
+    for i in range(1, args.repeat + 1):
+        progress(f"write cost: run {i} of {args.repeat}")
+        one = argparse.Namespace(**{**vars(args), "out": args.out / f"run-{i}"})
+        one.out.mkdir()
+        results = measure_profiles("write_cost", one, args.profiles, measure, profile_line)
+        if results is None:
+            return 2
+        runs.append(results)
+        print(summary(results, args), flush=True)
+    line = repeated_summary(runs, args)
+    out = args.out / f"write-cost-n{args.n}-rate{args.rate:g}-x{args.repeat}.json"
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    out.write_text(json.dumps({"args": settings, "runs": runs, "summary": line}, indent=1, default=str))
+    progress(f"figures written to {out}")
+    print(line)
+    return 0
+
+
 def ratios(results: list[dict[str, Any]]) -> str:
     """``; ratio hardened/blog: requests r, ...`` when both were measured (blog the base), else ""."""
-    by = {r["profile"]: r for r in results}
-    if set(by) != set(PROFILES):
+    if {r["profile"] for r in results} != set(PROFILES):
         return ""
-    h, b = by["hardened"], by["blog"]
-    parts = [f"{name} {ratio(h['per_message'][key], b['per_message'][key])}"
-             for name, key in (("requests", "requests"), ("write units", "write_units"), ("CPU", "cpu_us"),
-                               ("$", "usd_per_million"))]
-    parts.insert(3, f"p99 {ratio(h['delays']['p99_s'], b['delays']['p99_s'])}")
-    return "; ratio hardened/blog: " + ", ".join(parts)
+    pair = pair_ratios(results)
+    return "; ratio hardened/blog: " + ", ".join(f"{name} {_num(pair[name], '.2f')}" for name in RATIO_ORDER)
 
 
 def _setup(args: argparse.Namespace) -> str:
@@ -260,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out = output_folder(args, "write_cost")
     if args.memory:
         return run_profiles("write_cost_memory", args, args.profiles, measure_fleet, memory_line, memory_summary)
+    if args.repeat > 1:
+        return repeat_profiles(args)
     return run_profiles("write_cost", args, args.profiles, measure, profile_line, summary)
 
 

@@ -16,6 +16,7 @@ from bench.write_cost import (
     parse_args,
     per_message,
     profile_line,
+    repeated_summary,
     stored_between,
     summary,
 )
@@ -95,6 +96,30 @@ def test_the_ratios_are_hardened_over_blog() -> None:
                    parse_args(["--streams", "400"]))
     assert line.startswith("write cost: N=400 rate=5/s")
     assert line.endswith("ratio hardened/blog: requests 0.08, write units 1.00, CPU 1.00, p99 1.00, $ 0.25")
+
+
+def test_repeated_runs_end_with_each_ratios_median_and_every_runs_cpu_ratio() -> None:
+    def run(blog_cpu: float, hardened_cpu: float) -> list[dict[str, Any]]:
+        blog, hardened = result("blog", 0.8, requests=1.2), result("hardened", 0.2, requests=0.1)
+        blog["per_message"]["cpu_us"], hardened["per_message"]["cpu_us"] = blog_cpu, hardened_cpu
+        return [blog, hardened]
+
+    args = parse_args(["--streams", "400", "--repeat", "3"])
+    line = repeated_summary([run(900.0, 80.0), run(800.0, 96.0), run(1000.0, 95.0)], args)
+    assert line == ("write cost over 3 runs: N=400 rate=5/s on dynalite; median ratio hardened/blog: requests "
+                    "0.08, write units 1.00, CPU 0.10 (each run: 0.089 0.120 0.095), p99 1.00, $ 0.25; median CPU "
+                    "per stored message: hardened 95 us, blog 900 us")
+    unmeasured = run(900.0, 80.0)
+    unmeasured[0]["per_message"]["cpu_us"] = None
+    assert "CPU n/a (each run: 0.089)" in repeated_summary([run(900.0, 80.0), unmeasured], args)
+
+
+@pytest.mark.parametrize("argv", [["--repeat", "0"], ["--repeat", "2", "--memory"],
+                                  ["--repeat", "2", "--profiles", "hardened"]])
+def test_a_repeat_is_refused_where_it_has_no_ratio_to_take(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2
 
 
 def test_the_memory_mode_defaults_to_a_low_rate_and_reports_memory_and_cores() -> None:
