@@ -136,8 +136,11 @@ class HttpPool:
         self.idle: list[_Connection] = []
 
     async def post(self, headers: Mapping[str, str], body: bytes) -> Answer:
-        """POST ``body`` with ``headers`` (``Content-Length`` is added); the whole answer."""
+        """POST ``body`` with ``headers`` (``Content-Length`` is added); the whole answer.  Raises ``ValueError``
+        for a header that holds a line break (it would end the header early: a request smuggled in)."""
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        if head.count("\n") != len(headers) or head.count("\r") != len(headers):
+            raise ValueError("an HTTP header's name or value holds a line break")
         request = b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (
             self.target, head.encode("latin-1"), len(body), body)
         connection = await self._connection()

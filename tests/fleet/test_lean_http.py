@@ -141,6 +141,15 @@ async def test_a_refused_connection_is_an_os_error() -> None:
         await HttpPool(f"http://127.0.0.1:{port}", None, 1.0).post({}, b"x")
 
 
+@pytest.mark.parametrize("headers", [{"User-Agent": "x\r\nX-Injected: 1"}, {"X-A": "x\ny"}, {"X-A\r": "x"}])
+async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent(
+        serve: Callable[..., Any], headers: dict[str, str]) -> None:
+    server = await serve(lambda n: OK)
+    with pytest.raises(ValueError, match="line break"):
+        await HttpPool(f"http://127.0.0.1:{server.port}", None, 5.0).post(headers, b"x")
+    assert server.connections == 0
+
+
 def test_only_an_http_url_makes_a_pool() -> None:
     with pytest.raises(ValueError, match="not an http"):
         HttpPool("ftp://h/", None, 1.0)
