@@ -507,10 +507,16 @@ def run_profiles(prog: str, args: argparse.Namespace, profiles: list[str],
         return 2
     for r in results:
         print(line_of(r))
-    line = summary_of(results, args)
-    out = args.out / f"{prog.replace('_', '-')}-n{args.n}-rate{args.rate:g}.json"
+    return write_figures(args, f"{prog.replace('_', '-')}-n{args.n}-rate{args.rate:g}.json",
+                         {"results": results}, summary_of(results, args))
+
+
+def write_figures(args: argparse.Namespace, name: str, figures: dict[str, Any], line: str) -> int:
+    """Write ``figures``, the settings and the summary ``line`` to ``OUT/<name>``, say where, and print the line
+    last (exit status 0)."""
+    out = args.out / name
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out.write_text(json.dumps({"args": settings, "results": results, "summary": line}, indent=1, default=str))
+    out.write_text(json.dumps({"args": settings, **figures, "summary": line}, indent=1, default=str))
     progress(f"figures written to {out}")
     print(line)
     return 0

@@ -47,7 +47,6 @@ measurement.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.capacity import checked, measure_profiles, progress, run_profiles
+from bench.capacity import checked, measure_profiles, progress, run_profiles, write_figures
 from bench.capacity import measure as measure_fleet
 from fleet.billing import dollars_per_million
 from harness.backends import DYNAMODB_ENGINES
@@ -254,13 +253,8 @@ def repeat_profiles(args: argparse.Namespace) -> int:
             return 2
         runs.append(results)
         print(summary(results, args), flush=True)
-    line = repeated_summary(runs, args)
-    out = args.out / f"write-cost-n{args.n}-rate{args.rate:g}-x{args.repeat}.json"
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out.write_text(json.dumps({"args": settings, "runs": runs, "summary": line}, indent=1, default=str))
-    progress(f"figures written to {out}")
-    print(line)
-    return 0
+    return write_figures(args, f"write-cost-n{args.n}-rate{args.rate:g}-x{args.repeat}.json", {"runs": runs},
+                         repeated_summary(runs, args))
 
 
 def ratios(results: list[dict[str, Any]]) -> str:
