@@ -247,7 +247,8 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}"
 
 
-def _num(value: float | None, spec: str) -> str:
+def figure(value: float | None, spec: str) -> str:
+    """A measured figure formatted by ``spec``; ``n/a`` when it could not be measured."""
     return "n/a" if value is None else format(value, spec)
 
 
@@ -261,19 +262,19 @@ def profile_part(r: dict[str, Any]) -> str:
              else f"owned only {r['owned']} of {r['accepted']} in {r['own_timeout_s']:.0f} s")
     cpu_1000 = None if r["cpu_per_stream"] is None else 100.0 * 1000.0 * r["cpu_per_stream"]
     share = None if r["delays"]["share"] is None else 100.0 * r["delays"]["share"]
-    return (f"{r['profile']}: RSS {_num(r['rss_kb_per_stream'], '.1f')} KB/stream, CPU {_num(cpu_1000, '.1f')} "
-            f"%core/1000 streams, {owned}, emit->persist p99 {_num(r['delays']['p99_s'], '.2f')} s "
-            f"({_num(share, '.1f')} % persisted){held}")
+    return (f"{r['profile']}: RSS {figure(r['rss_kb_per_stream'], '.1f')} KB/stream, CPU {figure(cpu_1000, '.1f')} "
+            f"%core/1000 streams, {owned}, emit->persist p99 {figure(r['delays']['p99_s'], '.2f')} s "
+            f"({figure(share, '.1f')} % persisted){held}")
 
 
 def profile_line(r: dict[str, Any]) -> str:
     """One profile's figures in full."""
     d = r["delays"]
     return (f"{profile_part(r)}; RSS {r['rss_baseline_mb']:.1f} MB before any stream, {r['rss_end_mb']:.1f} MB "
-            f"at the window's end; CPU {_num(100.0 * r['cpu_core_share'], '.1f')} % of "
+            f"at the window's end; CPU {figure(100.0 * r['cpu_core_share'], '.1f')} % of "
             f"one core in all ({r['cpu_s']:.2f} s over {r['window_s']:.1f} s; idle before any stream "
             f"{100.0 * r['idle_cpu_core_share']:.1f} %); emit->persist p50 "
-            f"{_num(d['p50_s'], '.3f')} s, p99 {_num(d['p99_s'], '.3f')} s, max {_num(d['max_s'], '.3f')} s over "
+            f"{figure(d['p50_s'], '.3f')} s, p99 {figure(d['p99_s'], '.3f')} s, max {figure(d['max_s'], '.3f')} s over "
             f"{d['persisted']} of {d['emitted']} messages; STARTs refused: {r['refused'] or 'none'}; DynamoDB "
             f"requests/s: {', '.join(f'{k} {v:.1f}' for k, v in r['requests_per_s'].items()) or 'n/a'}")
 

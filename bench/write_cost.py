@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.capacity import checked, measure_profiles, progress, run_profiles, write_figures
+from bench.capacity import checked, figure, measure_profiles, progress, run_profiles, write_figures
 from bench.capacity import measure as measure_fleet
 from fleet.billing import dollars_per_million
 from harness.backends import DYNAMODB_ENGINES
@@ -183,16 +183,12 @@ def per_message(operations: dict[str, float], units: dict[str, float], stored: i
     }
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
 def profile_part(r: dict[str, Any]) -> str:
     m, d = r["per_message"], r["delays"]
-    return (f"{r['profile']}: {_num(m['requests'], '.3f')} req, {_num(m['write_units'], '.3f')} WU "
-            f"({_num(m['message_write_units'], '.3f')} msg WU), {_num(m['read_units'], '.3f')} RU, "
-            f"{_num(m['cpu_us'], '.0f')} us CPU per stored message, stored p50 {_num(d['p50_s'], '.3f')} s p99 "
-            f"{_num(d['p99_s'], '.3f')} s, ${_num(m['usd_per_million'], '.3f')} per million messages")
+    return (f"{r['profile']}: {figure(m['requests'], '.3f')} req, {figure(m['write_units'], '.3f')} WU "
+            f"({figure(m['message_write_units'], '.3f')} msg WU), {figure(m['read_units'], '.3f')} RU, "
+            f"{figure(m['cpu_us'], '.0f')} us CPU per stored message, stored p50 {figure(d['p50_s'], '.3f')} s p99 "
+            f"{figure(d['p99_s'], '.3f')} s, ${figure(m['usd_per_million'], '.3f')} per million messages")
 
 
 def profile_line(r: dict[str, Any]) -> str:
@@ -213,13 +209,9 @@ def pair_ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
     """hardened / blog per message, by ratio name, of one run that measured both (None: not measurable)."""
     by = {r["profile"]: r for r in results}
     h, b = by["hardened"], by["blog"]
-    out: dict[str, float | None] = {}
-    for name, key in RATIO_KEYS:
-        a, base = h["per_message"][key], b["per_message"][key]
-        out[name] = None if a is None or not base else a / base
-    a, base = h["delays"]["p99_s"], b["delays"]["p99_s"]
-    out["p99"] = None if a is None or not base else a / base
-    return out
+    figures = [(name, h["per_message"][key], b["per_message"][key]) for name, key in RATIO_KEYS]
+    figures.append(("p99", h["delays"]["p99_s"], b["delays"]["p99_s"]))
+    return {name: None if a is None or not base else a / base for name, a, base in figures}
 
 
 def repeated_summary(runs: list[list[dict[str, Any]]], args: argparse.Namespace) -> str:
@@ -234,7 +226,7 @@ def repeated_summary(runs: list[list[dict[str, Any]]], args: argparse.Namespace)
         parts.append(f"{name} {median}{each}")
     cpu = {profile: [r["per_message"]["cpu_us"] for run in runs for r in run if r["profile"] == profile]
            for profile in ("hardened", "blog")}
-    medians = ", ".join(f"{profile} {_num(float(np.median(v)) if None not in v else None, '.0f')} us"
+    medians = ", ".join(f"{profile} {figure(float(np.median(v)) if None not in v else None, '.0f')} us"
                         for profile, v in cpu.items())
     return (f"write cost over {len(runs)} runs: {_setup(args).rstrip()}; median ratio hardened/blog: "
             + ", ".join(parts) + f"; median CPU per stored message: {medians}")
@@ -262,7 +254,7 @@ def ratios(results: list[dict[str, Any]]) -> str:
     if {r["profile"] for r in results} != set(PROFILES):
         return ""
     pair = pair_ratios(results)
-    return "; ratio hardened/blog: " + ", ".join(f"{name} {_num(pair[name], '.2f')}" for name in RATIO_ORDER)
+    return "; ratio hardened/blog: " + ", ".join(f"{name} {figure(pair[name], '.2f')}" for name in RATIO_ORDER)
 
 
 def _setup(args: argparse.Namespace) -> str:
@@ -279,8 +271,8 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
 def memory_line(r: dict[str, Any]) -> str:
     """One profile's figures in the memory mode."""
     held = "" if r["held"] == r["n"] else f" [{r['held']} of {r['n']} held]"
-    return (f"{r['profile']}: RSS {_num(r['rss_kb_per_stream'], '.1f')} KB per stream, CPU "
-            f"{_num(r['cpu_core_share'], '.3f')} cores (idle before any stream {r['idle_cpu_core_share']:.3f}), "
+    return (f"{r['profile']}: RSS {figure(r['rss_kb_per_stream'], '.1f')} KB per stream, CPU "
+            f"{figure(r['cpu_core_share'], '.3f')} cores (idle before any stream {r['idle_cpu_core_share']:.3f}), "
             f"RSS {r['rss_baseline_mb']:.1f} MB before any stream, {r['rss_end_mb']:.1f} MB at the window's end"
             f"{held}")
 
