@@ -75,9 +75,8 @@ def check_crc32(answer: Answer) -> None:
     (``ConnectionError``: ``fleet.aws`` counts it so and the log writer sends the put again).  An answer
     without one is taken as it is."""
     expected = answer.headers.get(CRC32_HEADER)
-    if expected is not None and expected.strip() != str(zlib.crc32(answer.body)):
-        raise ConnectionError(f"the answer's {CRC32_HEADER} {expected.strip()} is not its body's "
-                              f"{zlib.crc32(answer.body)}")
+    if expected is not None and expected.strip() != (actual := str(zlib.crc32(answer.body))):
+        raise ConnectionError(f"the answer's {CRC32_HEADER} {expected.strip()} is not its body's {actual}")
 
 
 def error_answer(status: int, body: bytes) -> dict[str, Any]:
